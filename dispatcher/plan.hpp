@@ -1,0 +1,70 @@
+// A Plan is the dispatcher's whole view of one run: tasks (opaque callables), the executor each
+// runs on, the dependencies between them and the mutable resources they share. The dispatcher
+// never learns what a task does (the engine is not aware of the operation performed); purine/
+// compiles a bi-graph into a Plan. A Plan is built once, then handed to an Engine and run many
+// times. Not thread-safe while being built; immutable afterwards.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace purine::dispatch {
+
+using TaskId = int;
+using ExecutorId = int;
+using ResourceId = int;
+
+enum class ExecutorKind {
+  kCpuThread,  // one OS thread running its tasks in readiness order
+  kMpi,        // progresses non-blocking communication (see Task::poll)
+};
+
+struct ExecutorSpec {
+  std::string name;      // e.g. "rank0:cpu/main"; shown by observers and the tracer
+  ExecutorKind kind = ExecutorKind::kCpuThread;
+  // Called once on the executor's own OS thread before its first task (pin threads, set the
+  // BLAS/OpenMP thread count, ...). May be empty.
+  std::function<void()> on_thread_start;
+};
+
+struct Task {
+  std::string name;      // the op's full name, used in errors, stall reports and traces
+  std::string location;  // e.g. "rank0:cpu"; for observers and traces
+  ExecutorId executor = 0;
+  // Runs the task. An exception thrown here fails the run: the engine finishes the bookkeeping
+  // of the remaining tasks without running them and rethrows from Engine::sync(), naming the task.
+  std::function<void()> run;
+  // Optional: for tasks that start asynchronous work (an MPI_Isend, a CUDA launch) inside run().
+  // When set, the task is complete only once poll() returns true; the executor keeps polling it
+  // between other tasks. Exceptions thrown by poll() fail the run like those from run().
+  std::function<bool()> poll;
+};
+
+class Plan {
+ public:
+  ExecutorId add_executor(ExecutorSpec spec);
+  TaskId add_task(Task task);
+  // `after` starts only once `before` has completed. Duplicate edges are fine.
+  void add_dependency(TaskId before, TaskId after);
+  ResourceId add_resource(std::string name);
+  // Tasks using one resource never overlap and always run in the same order: their order in a
+  // deterministic topological sort of the plan (ties broken by task id). Makes runs that share an
+  // RNG bit-identical across executors and thread counts.
+  void use_resource(TaskId task, ResourceId resource);
+
+  const std::vector<ExecutorSpec>& executors() const { return executors_; }
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const std::vector<std::vector<TaskId>>& successors() const { return successors_; }
+  const std::vector<std::string>& resources() const { return resources_; }
+  const std::vector<std::vector<TaskId>>& resource_users() const { return resource_users_; }
+
+ private:
+  std::vector<ExecutorSpec> executors_;
+  std::vector<Task> tasks_;
+  std::vector<std::vector<TaskId>> successors_;
+  std::vector<std::string> resources_;
+  std::vector<std::vector<TaskId>> resource_users_;
+};
+
+}  // namespace purine::dispatch

@@ -1,0 +1,56 @@
+#include "operators/operator.hpp"
+
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+GradientSpec Operator::gradient() const {
+  throw Error(str("operator '", type(), "' has no gradient"));
+}
+
+void Operator::check_counts(size_t inputs, size_t outputs) const {
+  auto check = [&](int expected, size_t actual, const char* what) {
+    if (expected == kVariadic) {
+      require(actual >= 1, type(), ": expected at least one ", what, ", got none");
+    } else {
+      require(actual == static_cast<size_t>(expected), type(), ": expected ", expected, " ",
+              what, (expected == 1 ? "" : "s"), ", got ", actual);
+    }
+  };
+  check(num_inputs(), inputs, "input");
+  check(num_outputs(), outputs, "output");
+}
+
+void Operator::compute(const std::vector<const Tensor*>& inputs,
+                       const std::vector<Tensor*>& outputs, OpContext& context) {
+  check_counts(inputs.size(), outputs.size());
+  std::vector<Shape> in_shapes;
+  in_shapes.reserve(inputs.size());
+  for (const Tensor* t : inputs) in_shapes.push_back(t->shape());
+  std::vector<Shape> expected = output_shapes(in_shapes);
+  Location where = outputs.empty() ? Location::cpu() : outputs[0]->location();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    require(outputs[i]->shape() == expected[i], type(), ": output ", i, " has shape ",
+            outputs[i]->shape(), ", expected ", expected[i]);
+    require(outputs[i]->location() == where, type(), ": output ", i, " is at ",
+            outputs[i]->location(), ", output 0 at ", where);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    require(inputs[i]->location() == where, type(), ": input ", i, " is at ",
+            inputs[i]->location(), " but the outputs are at ", where,
+            "; insert a Copy to bring it there");
+  }
+  require(!uses_rng() || context.rng != nullptr, type(), ": needs a random generator");
+  if (where.is_cpu()) {
+    compute_cpu(inputs, outputs, context);
+  } else {
+    compute_gpu(inputs, outputs, context);
+  }
+}
+
+void Operator::compute_gpu(const std::vector<const Tensor*>&, const std::vector<Tensor*>&,
+                           OpContext&) {
+  throw Error(str("operator '", type(), "' has no GPU kernel in this build"));
+}
+
+}  // namespace purine

@@ -1,0 +1,98 @@
+// Operator: one kernel family (convolution, ReLU, SGD update, ...) that reads input tensors and
+// writes output tensors. Operators know tensors, never graphs. Following caffe's Layer, the base
+// class checks and subclasses compute: compute() validates counts, shapes and locations, then
+// calls compute_cpu() or compute_gpu() by the outputs' device.
+//
+// Every operator also declares, as data, how to build its gradient (gradient()): autodiff in
+// purine/ turns that into gradient ops of the bi-graph, and the gradient checker runs it on
+// tensors directly. Instances are immutable after construction and may be shared by threads
+// only if compute() is not called concurrently on the same instance (the dispatcher never does).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "operators/attrs.hpp"
+#include "purine/base/rng.hpp"
+#include "purine/base/tensor.hpp"
+
+namespace purine {
+
+// What a running operator may use besides its tensors. `rng` is set for operators whose
+// uses_rng() is true; the dispatcher serializes all users of one Rng in a fixed order.
+struct OpContext {
+  Rng* rng = nullptr;
+};
+
+// A reference to a tensor while building a gradient: the forward op's i-th input or output, the
+// gradient of its i-th output (dL/dy_i), the gradient being built for its i-th input (dL/dx_i),
+// or the i-th temporary of the gradient computation.
+struct GradRef {
+  enum Kind { kInput, kOutput, kOutputGrad, kInputGrad, kTemp };
+  Kind kind;
+  int index;
+};
+inline GradRef input(int i) { return {GradRef::kInput, i}; }
+inline GradRef output(int i) { return {GradRef::kOutput, i}; }
+inline GradRef output_grad(int i) { return {GradRef::kOutputGrad, i}; }
+inline GradRef input_grad(int i) { return {GradRef::kInputGrad, i}; }
+inline GradRef temp(int i) { return {GradRef::kTemp, i}; }
+
+// One op of a gradient computation. Its outputs are input_grad(i) or temp(k) references; its
+// inputs may be any reference (a temp only after the op that writes it).
+struct GradOp {
+  std::string type;
+  Attrs attrs;
+  std::vector<GradRef> inputs;
+  std::vector<GradRef> outputs;
+};
+
+// How to compute the input gradients of one operator. `aliases` say "dL/dx_i is dL/dy_j"
+// without any op (bias: dx = dy). Inputs with no gradient (labels, indices) appear nowhere.
+struct GradientSpec {
+  std::vector<GradOp> ops;
+  std::vector<std::pair<int, int>> aliases;  // (input index, output-grad index)
+};
+
+class Operator {
+ public:
+  static constexpr int kVariadic = -1;
+
+  explicit Operator(Attrs attrs) : attrs_(std::move(attrs)) {}
+  virtual ~Operator() = default;
+  Operator(const Operator&) = delete;
+  Operator& operator=(const Operator&) = delete;
+
+  virtual std::string type() const = 0;
+  // Expected numbers of inputs and outputs, or kVariadic (at least one).
+  virtual int num_inputs() const = 0;
+  virtual int num_outputs() const = 0;
+  // Output shapes for the given input shapes. Throws purine::Error saying what is wrong, with
+  // expected and actual values; the caller prefixes the op's name.
+  virtual std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const = 0;
+  virtual bool uses_rng() const { return false; }
+  // How to build the input gradients. The default says the operator is not differentiable.
+  virtual GradientSpec gradient() const;
+  virtual bool differentiable() const { return false; }
+
+  // Validates, then runs the kernel for the outputs' device. Throws purine::Error on a count,
+  // shape or location mismatch.
+  void compute(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+               OpContext& context);
+  // Throws purine::Error unless the counts match num_inputs()/num_outputs().
+  void check_counts(size_t inputs, size_t outputs) const;
+
+  const Attrs& attrs() const { return attrs_; }
+
+ protected:
+  virtual void compute_cpu(const std::vector<const Tensor*>& inputs,
+                           const std::vector<Tensor*>& outputs, OpContext& context) = 0;
+  // Default: throws purine::Error saying this operator has no GPU kernel in this build.
+  virtual void compute_gpu(const std::vector<const Tensor*>& inputs,
+                           const std::vector<Tensor*>& outputs, OpContext& context);
+
+  const Attrs attrs_;
+};
+
+}  // namespace purine

@@ -1,0 +1,15 @@
+#include "purine/base/rng.hpp"
+
+#include <cmath>
+
+namespace purine {
+
+float Rng::gaussian(float mean, float stddev) {
+  // 1 - u keeps the logarithm's argument in (0, 1].
+  double u1 = 1.0 - static_cast<double>(uniform01());
+  double u2 = static_cast<double>(uniform01());
+  double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  return mean + stddev * static_cast<float>(z);
+}
+
+}  // namespace purine

@@ -1,0 +1,116 @@
+#include "purine/base/tensor.hpp"
+
+#include <glog/logging.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+Storage::Storage(int64_t count, Location location) : count_(count), location_(location) {
+  require(location.is_cpu(), "tensor memory at ", location.to_string(),
+          ": GPU memory needs the CUDA backend, which this build does not have");
+  // 64-byte alignment suits AVX-512 loads and oneDNN; round the size up as aligned_alloc requires.
+  size_t bytes = ((static_cast<size_t>(count) * sizeof(float) + 63) / 64) * 64;
+  if (bytes == 0) bytes = 64;
+  ptr_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+  require(ptr_ != nullptr, "out of host memory allocating ", bytes, " bytes");
+  std::memset(ptr_, 0, bytes);
+}
+
+Storage::~Storage() { std::free(ptr_); }
+
+Tensor::Tensor(Shape shape, Location location)
+    : storage_(std::make_shared<Storage>(shape.count(), location)),
+      shape_(std::move(shape)),
+      strides_(shape_.contiguous_strides()),
+      location_(location) {}
+
+bool Tensor::is_contiguous() const { return strides_ == shape_.contiguous_strides(); }
+
+const float* Tensor::data() const {
+  CHECK(storage_) << "reading an unallocated tensor";
+  return storage_->ptr() + offset_;
+}
+
+float* Tensor::mutable_data() {
+  CHECK(storage_) << "writing an unallocated tensor";
+  return storage_->ptr() + offset_;
+}
+
+Tensor Tensor::view(int64_t offset, Shape shape) const {
+  CHECK(is_contiguous()) << "view of a strided tensor";
+  CHECK_GE(offset, 0);
+  CHECK_LE(offset + shape.count(), count()) << "view " << shape << " at " << offset
+                                            << " exceeds " << shape_;
+  Tensor v = *this;
+  v.offset_ = offset_ + offset;
+  v.shape_ = std::move(shape);
+  v.strides_ = v.shape_.contiguous_strides();
+  return v;
+}
+
+Tensor Tensor::slice(int axis, int64_t begin, int64_t end) const {
+  CHECK(axis >= 0 && axis < shape_.ndim()) << "slice axis " << axis << " of " << shape_;
+  CHECK(0 <= begin && begin <= end && end <= shape_[axis]);
+  Tensor v = *this;
+  v.offset_ = offset_ + begin * strides_[axis];
+  v.shape_[axis] = end - begin;
+  return v;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  CHECK(is_contiguous()) << "reshape of a strided tensor";
+  CHECK_EQ(shape.count(), count()) << "reshape " << shape_ << " to " << shape;
+  Tensor v = *this;
+  v.shape_ = std::move(shape);
+  v.strides_ = v.shape_.contiguous_strides();
+  return v;
+}
+
+void Tensor::swap_memory(Tensor& other) {
+  CHECK(shape_ == other.shape_) << "swap of " << shape_ << " with " << other.shape_;
+  CHECK(location_ == other.location_);
+  std::swap(storage_, other.storage_);
+  std::swap(offset_, other.offset_);
+  std::swap(strides_, other.strides_);
+}
+
+namespace {
+// Copies an arbitrary-strided block, innermost dimension contiguous or not.
+void strided_copy(int dim, const Shape& shape, const float* src, const std::vector<int64_t>& ss,
+                  float* dst, const std::vector<int64_t>& ds) {
+  if (dim == shape.ndim() - 1) {
+    if (ss[dim] == 1 && ds[dim] == 1) {
+      std::memcpy(dst, src, shape[dim] * sizeof(float));
+    } else {
+      for (int64_t i = 0; i < shape[dim]; ++i) dst[i * ds[dim]] = src[i * ss[dim]];
+    }
+    return;
+  }
+  for (int64_t i = 0; i < shape[dim]; ++i)
+    strided_copy(dim + 1, shape, src + i * ss[dim], ss, dst + i * ds[dim], ds);
+}
+}  // namespace
+
+void Tensor::copy_from(const Tensor& source) {
+  CHECK(shape_ == source.shape_) << "copy of " << source.shape_ << " into " << shape_;
+  if (count() == 0) return;
+  if (is_contiguous() && source.is_contiguous()) {
+    std::memcpy(mutable_data(), source.data(), count() * sizeof(float));
+  } else if (shape_.ndim() == 0) {
+    *mutable_data() = *source.data();
+  } else {
+    strided_copy(0, shape_, source.data(), source.strides_, mutable_data(), strides_);
+  }
+}
+
+void Tensor::fill(float value) {
+  CHECK(is_contiguous());
+  float* p = mutable_data();
+  for (int64_t i = 0; i < count(); ++i) p[i] = value;
+}
+
+}  // namespace purine

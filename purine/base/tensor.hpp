@@ -1,0 +1,76 @@
+// Tensor: an N-dimensional float32 array at a Location. Storage is shared between a tensor and
+// its views (offset + shape + strides), so slices and concatenations need no copy. Copying a
+// Tensor object copies the handle, not the data; copy_from() copies data. Reads use data(),
+// writes mutable_data(). Not thread-safe: the dispatcher guarantees one writer per run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "purine/base/location.hpp"
+#include "purine/base/shape.hpp"
+
+namespace purine {
+
+// A block of device or host memory holding `count` floats. Owned by shared_ptr from tensors.
+class Storage {
+ public:
+  Storage(int64_t count, Location location);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  float* ptr() const { return ptr_; }
+  int64_t count() const { return count_; }
+  Location location() const { return location_; }
+
+ private:
+  float* ptr_ = nullptr;
+  int64_t count_ = 0;
+  Location location_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates a zero-filled contiguous tensor.
+  explicit Tensor(Shape shape, Location location = Location::cpu());
+
+  const Shape& shape() const { return shape_; }
+  Location location() const { return location_; }
+  const std::vector<int64_t>& strides() const { return strides_; }
+  int64_t offset() const { return offset_; }
+  int64_t count() const { return shape_.count(); }
+  bool allocated() const { return storage_ != nullptr; }
+  bool is_contiguous() const;
+
+  const float* data() const;
+  float* mutable_data();
+
+  // A contiguous view of `shape.count()` elements starting `offset` elements into this
+  // (contiguous) tensor.
+  Tensor view(int64_t offset, Shape shape) const;
+  // A strided view of [begin, end) along `axis`.
+  Tensor slice(int axis, int64_t begin, int64_t end) const;
+  // The same contiguous memory under another shape of equal count.
+  Tensor reshaped(Shape shape) const;
+
+  // Exchanges the memory of two tensors of equal shape and location (the parameter swap that
+  // turns a run of the training graph into one SGD step). Views of either follow the storage
+  // they were made from, not the swap.
+  void swap_memory(Tensor& other);
+  bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
+
+  // Copies values from `source` (same shape, any strides; CPU tensors).
+  void copy_from(const Tensor& source);
+  void fill(float value);
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  std::vector<int64_t> strides_;
+  int64_t offset_ = 0;
+  Location location_;
+};
+
+}  // namespace purine

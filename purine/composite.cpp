@@ -1,0 +1,105 @@
+#include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+#include "purine/graph.hpp"
+
+namespace purine {
+
+Composite::Composite(Graph& graph, const std::string& local_name)
+    : graph_(graph),
+      local_name_(local_name),
+      full_name_(graph.full_name(local_name)),
+      prefix_(graph.scope_prefix()),
+      location_(graph.current_location()),
+      thread_(graph.current_thread()) {}
+
+const std::vector<Blob*>& Composite::top() {
+  ensure_setup();
+  return top_;
+}
+
+void Composite::set_bottom(const std::vector<Blob*>& bottom) {
+  require(!setup_done_, "composite '", full_name_, "': bottom set after it was built");
+  bottom_ = bottom;
+}
+
+void Composite::set_top(const std::vector<Blob*>& top) {
+  require(!setup_done_, "composite '", full_name_,
+          "': top set after it was built; give the top before its output is used");
+  top_ = top;
+}
+
+void Composite::ensure_setup() {
+  if (setup_done_) return;
+  require(!in_setup_, "composite '", full_name_, "' uses its own top while building it");
+  in_setup_ = true;
+  // Re-enter the scope, location and thread the composite was created in.
+  std::string saved_prefix = graph_.prefix_;
+  graph_.prefix_ = prefix_;
+  {
+    Graph::Scope scope(graph_, local_name_);
+    Graph::Placement placement(graph_, location_, thread_);
+    try {
+      setup();
+    } catch (...) {
+      graph_.prefix_ = saved_prefix;
+      in_setup_ = false;
+      throw;
+    }
+  }
+  graph_.prefix_ = saved_prefix;
+  in_setup_ = false;
+  setup_done_ = true;
+}
+
+void Composite::require_bottoms(size_t count) const {
+  require(bottom_.size() == count, "composite '", full_name_, "': expected ", count,
+          " bottom blob", count == 1 ? "" : "s", ", got ", bottom_.size(),
+          bottom_.empty() ? " (connect inputs with B{...} >> composite)" : "");
+}
+
+Blob* Composite::make_blob(const std::string& local_name, Shape shape) {
+  return graph_.add_blob(local_name, std::move(shape));
+}
+
+Blob* Composite::make_parameter(const std::string& local_name, Shape shape,
+                                const std::string& filler, Attrs filler_attrs, double lr_mult,
+                                double decay_mult) {
+  Blob* b = graph_.add_blob(local_name, shape);
+  filler_attrs.set("shape", shape.dims());
+  graph_.add_parameter({b, filler, std::move(filler_attrs), lr_mult, decay_mult});
+  return b;
+}
+
+std::vector<Blob*> Composite::make_op(const std::string& local_name, const std::string& type,
+                                      const Attrs& attrs, const std::vector<Blob*>& inputs,
+                                      const std::vector<Blob*>& outputs) {
+  if (outputs.empty()) return graph_.apply(local_name, type, attrs, inputs);
+  Op* op = graph_.add_op(local_name, type, attrs);
+  graph_.set_inputs(op, inputs);
+  graph_.set_outputs(op, outputs);
+  return outputs;
+}
+
+std::vector<Shape> Composite::infer_shapes(const std::string& type, const Attrs& attrs,
+                                           const std::vector<Blob*>& inputs) const {
+  std::vector<Shape> shapes;
+  for (const Blob* b : inputs) shapes.push_back(b->shape());
+  try {
+    return OperatorRegistry::create(type, attrs)->output_shapes(shapes);
+  } catch (const Error& e) {
+    throw Error(str("composite '", full_name_, "': ", e.what()));
+  }
+}
+
+Blob* Composite::top_or_new(size_t i, const std::string& local_name, const Shape& shape) {
+  if (i < top_.size()) {
+    require(top_[i]->shape() == shape, "composite '", full_name_, "': top ", i, " (blob '",
+            top_[i]->name(), "') has shape ", top_[i]->shape(), ", expected ", shape);
+    return top_[i];
+  }
+  Blob* b = graph_.add_blob(local_name, shape);
+  top_.push_back(b);
+  return b;
+}
+
+}  // namespace purine

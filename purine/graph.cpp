@@ -1,0 +1,343 @@
+#include "purine/graph.hpp"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <queue>
+#include <set>
+#include <sstream>
+
+#include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+Tensor& Blob::tensor() {
+  if (!tensor_) tensor_ = std::make_shared<Tensor>(shape_, location_);
+  return *tensor_;
+}
+
+void Blob::share_tensor(Blob& other) {
+  require(shape_ == other.shape_, "blob '", name_, "' cannot share the tensor of '",
+          other.name_, "': shapes ", shape_, " and ", other.shape_, " differ");
+  require(location_ == other.location_, "blob '", name_, "' at ", location_,
+          " cannot share the tensor of '", other.name_, "' at ", other.location_);
+  other.tensor();
+  tensor_ = other.tensor_;
+}
+
+Graph::Graph(std::string name) : name_(std::move(name)) {}
+Graph::~Graph() = default;
+
+std::string Graph::full_name(const std::string& local_name) const {
+  return prefix_.empty() ? local_name : prefix_ + "::" + local_name;
+}
+
+void Graph::check_new_name(const std::string& full, const char* kind) const {
+  require(!full.empty(), "graph '", name_, "': a ", kind, " needs a name");
+  require(blob_by_name_.count(full) == 0 && op_by_name_.count(full) == 0, "graph '", name_,
+          "': duplicate name '", full, "' (a ", kind,
+          " cannot reuse the name of an existing vertex; pick another name or scope)");
+}
+
+Blob* Graph::add_blob(const std::string& local_name, Shape shape) {
+  std::string full = full_name(local_name);
+  check_new_name(full, "blob");
+  for (int64_t d : shape.dims()) {
+    require(d >= 0, "blob '", full, "': negative dimension in shape ", shape);
+  }
+  blobs_.emplace_back(new Blob(full, std::move(shape), location_));
+  Blob* b = blobs_.back().get();
+  blob_by_name_[full] = b;
+  return b;
+}
+
+Op* Graph::add_op(const std::string& local_name, const std::string& type, const Attrs& attrs) {
+  std::string full = full_name(local_name);
+  check_new_name(full, "op");
+  std::unique_ptr<Operator> kernel;
+  try {
+    kernel = OperatorRegistry::create(type, attrs);
+  } catch (const Error& e) {
+    throw Error(str("op '", full, "': ", e.what()));
+  }
+  ops_.emplace_back(new Op(this, full, std::move(kernel), location_, thread_, next_op_index_++));
+  Op* op = ops_.back().get();
+  op_by_name_[full] = op;
+  return op;
+}
+
+void Graph::set_inputs(Op* op, const std::vector<Blob*>& inputs) {
+  require(op->inputs_.empty(), "op '", op->name(), "': inputs are already connected");
+  for (Blob* b : inputs) {
+    require(b != nullptr, "op '", op->name(), "': null input blob");
+    b->readers_.push_back(op);
+  }
+  op->inputs_ = inputs;
+}
+
+void Graph::set_outputs(Op* op, const std::vector<Blob*>& outputs) {
+  require(op->outputs_.empty(), "op '", op->name(), "': outputs are already connected");
+  for (Blob* b : outputs) {
+    require(b != nullptr, "op '", op->name(), "': null output blob");
+    b->writers_.push_back(op);
+  }
+  op->outputs_ = outputs;
+}
+
+std::vector<Blob*> Graph::apply(const std::string& local_name, const std::string& type,
+                                const Attrs& attrs, const std::vector<Blob*>& inputs,
+                                const std::vector<std::string>& output_names) {
+  Op* op = add_op(local_name, type, attrs);
+  set_inputs(op, inputs);
+  std::vector<Shape> in_shapes;
+  for (Blob* b : inputs) in_shapes.push_back(b->shape());
+  std::vector<Shape> out_shapes;
+  try {
+    op->kernel().check_counts(inputs.size(), output_names.empty() ? 1 : output_names.size());
+    out_shapes = op->kernel().output_shapes(in_shapes);
+  } catch (const Error& e) {
+    throw Error(str("op '", op->name(), "': ", e.what()));
+  }
+  std::vector<Blob*> outputs;
+  for (size_t i = 0; i < out_shapes.size(); ++i) {
+    std::string name = i < output_names.size() ? output_names[i]
+                                                : local_name + "::out" + std::to_string(i);
+    outputs.push_back(add_blob(name, out_shapes[i]));
+  }
+  set_outputs(op, outputs);
+  return outputs;
+}
+
+Blob* Graph::find_blob(const std::string& full_name) const {
+  auto it = blob_by_name_.find(full_name);
+  return it == blob_by_name_.end() ? nullptr : it->second;
+}
+
+Op* Graph::find_op(const std::string& full_name) const {
+  auto it = op_by_name_.find(full_name);
+  return it == op_by_name_.end() ? nullptr : it->second;
+}
+
+Blob* Graph::blob(const std::string& full_name) const {
+  Blob* b = find_blob(full_name);
+  require(b != nullptr, "graph '", name_, "' has no blob named '", full_name, "'");
+  return b;
+}
+
+Op* Graph::op(const std::string& full_name) const {
+  Op* o = find_op(full_name);
+  require(o != nullptr, "graph '", name_, "' has no op named '", full_name, "'");
+  return o;
+}
+
+std::vector<Blob*> Graph::sources() const {
+  std::vector<Blob*> out;
+  for (const auto& b : blobs_)
+    if (b->writers().empty()) out.push_back(b.get());
+  return out;
+}
+
+std::vector<Blob*> Graph::sinks() const {
+  std::vector<Blob*> out;
+  for (const auto& b : blobs_)
+    if (b->readers().empty()) out.push_back(b.get());
+  return out;
+}
+
+int Graph::prune(const std::vector<Blob*>& keep) {
+  // Walk backwards from `keep` through writers and their inputs.
+  std::set<const Blob*> live_blobs(keep.begin(), keep.end());
+  std::set<const Op*> live_ops;
+  std::vector<const Blob*> stack(keep.begin(), keep.end());
+  while (!stack.empty()) {
+    const Blob* b = stack.back();
+    stack.pop_back();
+    for (const Op* w : b->writers()) {
+      if (!live_ops.insert(w).second) continue;
+      for (const Blob* in : w->inputs())
+        if (live_blobs.insert(in).second) stack.push_back(in);
+      // All outputs of a live op stay: it writes them anyway.
+      for (const Blob* out : w->outputs()) live_blobs.insert(out);
+    }
+  }
+  // Swapped pairs stay together: if either side lives, both do.
+  for (auto& [a, b] : swaps_) {
+    if (live_blobs.count(a) || live_blobs.count(b)) {
+      live_blobs.insert(a);
+      live_blobs.insert(b);
+    }
+  }
+  int removed = 0;
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    if (live_ops.count(it->get())) {
+      ++it;
+      continue;
+    }
+    op_by_name_.erase((*it)->name());
+    it = ops_.erase(it);
+    ++removed;
+  }
+  auto dead_op = [&](Op* op) { return live_ops.count(op) == 0; };
+  for (auto it = blobs_.begin(); it != blobs_.end();) {
+    Blob* b = it->get();
+    if (!live_blobs.count(b)) {
+      blob_by_name_.erase(b->name());
+      it = blobs_.erase(it);
+      continue;
+    }
+    b->readers_.erase(std::remove_if(b->readers_.begin(), b->readers_.end(), dead_op),
+                      b->readers_.end());
+    b->writers_.erase(std::remove_if(b->writers_.begin(), b->writers_.end(), dead_op),
+                      b->writers_.end());
+    ++it;
+  }
+  parameters_.erase(std::remove_if(parameters_.begin(), parameters_.end(),
+                                   [&](const Parameter& p) { return !live_blobs.count(p.blob); }),
+                    parameters_.end());
+  return removed;
+}
+
+void Graph::add_parameter(Parameter parameter) {
+  CHECK(parameter.blob != nullptr);
+  parameters_.push_back(std::move(parameter));
+}
+
+void Graph::add_swap(Blob* a, Blob* b) {
+  require(a->shape() == b->shape() && a->location() == b->location(), "swap of '", a->name(),
+          "' ", a->shape(), " at ", a->location(), " with '", b->name(), "' ", b->shape(), " at ",
+          b->location(), ": shapes and locations must match");
+  swaps_.emplace_back(a, b);
+}
+
+std::vector<Op*> Graph::topological_order() const {
+  // Kahn's algorithm on op -> op edges (writer of an input -> reader), smallest index first.
+  std::map<const Op*, int> pending;
+  for (const auto& op : ops_) {
+    std::set<const Op*> preds;
+    for (const Blob* in : op->inputs())
+      for (const Op* w : in->writers()) preds.insert(w);
+    pending[op.get()] = static_cast<int>(preds.size());
+  }
+  auto later = [](const Op* a, const Op* b) { return a->index() > b->index(); };
+  std::priority_queue<Op*, std::vector<Op*>, decltype(later)> ready(later);
+  for (const auto& op : ops_)
+    if (pending[op.get()] == 0) ready.push(op.get());
+  std::vector<Op*> order;
+  while (!ready.empty()) {
+    Op* op = ready.top();
+    ready.pop();
+    order.push_back(op);
+    std::set<Op*> succs;
+    for (const Blob* out : op->outputs())
+      for (Op* r : out->readers()) succs.insert(r);
+    for (Op* s : succs)
+      if (--pending[s] == 0) ready.push(s);
+  }
+  if (order.size() != ops_.size()) {
+    std::string names;
+    int listed = 0;
+    for (const auto& op : ops_) {
+      if (pending[op.get()] > 0 && listed++ < 8) names += (names.empty() ? "'" : ", '") + op->name() + "'";
+    }
+    throw Error(str("graph '", name_, "' has a cycle through ops ", names,
+                    "; an op's output must not feed back into its inputs within one run "
+                    "(use a swap between runs instead)"));
+  }
+  return order;
+}
+
+void Graph::validate() {
+  for (size_t i = 0; i < composites_.size(); ++i) composites_[i]->ensure_setup();
+  for (const auto& op : ops_) {
+    try {
+      op->kernel().check_counts(op->inputs().size(), op->outputs().size());
+    } catch (const Error& e) {
+      throw Error(str("op '", op->name(), "': ", e.what(),
+                      op->inputs().size() < static_cast<size_t>(std::max(0, op->kernel().num_inputs()))
+                          ? " (a required input is not connected)"
+                          : ""));
+    }
+    std::vector<Shape> in_shapes;
+    for (const Blob* b : op->inputs()) in_shapes.push_back(b->shape());
+    std::vector<Shape> expected;
+    try {
+      expected = op->kernel().output_shapes(in_shapes);
+    } catch (const Error& e) {
+      throw Error(str("op '", op->name(), "': ", e.what()));
+    }
+    for (size_t i = 0; i < op->outputs().size(); ++i) {
+      const Blob* out = op->outputs()[i];
+      require(out->shape() == expected[i], "op '", op->name(), "': output ", i, " (blob '",
+              out->name(), "') has shape ", out->shape(), ", expected ", expected[i]);
+    }
+    if (op->type() == "copy") continue;  // copies are the ops that bridge locations
+    for (const Blob* b : op->inputs()) {
+      require(b->location() == op->location(), "op '", op->name(), "' at ", op->location(),
+              " reads blob '", b->name(), "' at ", b->location(),
+              "; insert a Copy to bring it to ", op->location());
+    }
+    for (const Blob* b : op->outputs()) {
+      require(b->location() == op->location(), "op '", op->name(), "' at ", op->location(),
+              " writes blob '", b->name(), "' at ", b->location(),
+              "; write a blob at the op's location and Copy it");
+    }
+  }
+  for (const auto& b : blobs_) {
+    if (b->writers().size() > 1 && !b->accumulating()) {
+      throw Error(str("blob '", b->name(), "' is written by ", b->writers().size(), " ops ('",
+                      b->writers()[0]->name(), "' and '", b->writers()[1]->name(),
+                      "'); declare it accumulating or sum the values explicitly"));
+    }
+  }
+  topological_order();
+}
+
+std::string Graph::to_dot() const {
+  std::ostringstream out;
+  out << "digraph \"" << name_ << "\" {\n  rankdir=TB;\n";
+  std::map<Location, std::vector<std::string>> clusters;
+  for (const auto& b : blobs_)
+    clusters[b->location()].push_back("\"" + b->name() + "\" [shape=ellipse, label=\"" +
+                                      b->name() + "\\n" + b->shape().to_string() + "\"];");
+  for (const auto& op : ops_)
+    clusters[op->location()].push_back("\"" + op->name() + "\" [shape=box, label=\"" +
+                                       op->name() + "\\n" + op->type() + " @" + op->thread() +
+                                       "\"];");
+  int cluster = 0;
+  for (const auto& [location, lines] : clusters) {
+    out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << location << "\";\n";
+    for (const auto& line : lines) out << "    " << line << "\n";
+    out << "  }\n";
+  }
+  for (const auto& op : ops_) {
+    for (const Blob* b : op->inputs())
+      out << "  \"" << b->name() << "\" -> \"" << op->name() << "\";\n";
+    for (const Blob* b : op->outputs())
+      out << "  \"" << op->name() << "\" -> \"" << b->name() << "\";\n";
+  }
+  out << "}\n";
+  return out.str();
+}
+
+void Graph::own(std::unique_ptr<Composite> composite) {
+  composites_.push_back(std::move(composite));
+}
+
+Graph::Scope::Scope(Graph& graph, const std::string& name, bool absolute)
+    : graph_(graph), saved_(graph.prefix_) {
+  graph_.prefix_ = absolute ? name : graph_.full_name(name);
+}
+Graph::Scope::~Scope() { graph_.prefix_ = saved_; }
+
+Graph::Placement::Placement(Graph& graph, Location location, const std::string& thread)
+    : graph_(graph), saved_location_(graph.location_), saved_thread_(graph.thread_) {
+  graph_.location_ = location;
+  graph_.thread_ = thread;
+}
+Graph::Placement::~Placement() {
+  graph_.location_ = saved_location_;
+  graph_.thread_ = saved_thread_;
+}
+
+}  // namespace purine

@@ -1,0 +1,278 @@
+// The bi-graph: Graph owns Blob (tensor) and Op (operator) vertices; edges join blobs to ops
+// and ops to blobs. Every vertex has a hierarchical name ("net::conv1::weight") and a Location;
+// every op a thread name (one OS thread per (location, thread) when run). Composites are
+// sub-graphs with bottom (input) and top (output) blobs, also owned by the graph; builder code
+// holds plain pointers and references that stay valid as long as the Graph lives.
+//
+// Building is single-threaded. Mistakes that can be seen at once (duplicate names, unknown
+// operator types) throw purine::Error when made; the rest are found by validate().
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "operators/operator.hpp"
+#include "purine/base/location.hpp"
+#include "purine/base/shape.hpp"
+#include "purine/base/tensor.hpp"
+
+namespace purine {
+
+class Graph;
+class Op;
+
+class Blob {
+ public:
+  const std::string& name() const { return name_; }
+  const Shape& shape() const { return shape_; }
+  Location location() const { return location_; }
+  // An accumulating blob may have several writers, ordered by creation (deterministic).
+  bool accumulating() const { return accumulating_; }
+  void set_accumulating(bool value) { accumulating_ = value; }
+  const std::vector<Op*>& writers() const { return writers_; }
+  const std::vector<Op*>& readers() const { return readers_; }
+
+  // The tensor, allocated on first use at the blob's location. It is a shared object, so that
+  // two graphs (a training and an evaluation graph) can use one tensor: see share_tensor().
+  Tensor& tensor();
+  bool has_tensor() const { return tensor_ != nullptr; }
+  // Makes this blob use `other`'s tensor object (equal shapes required).
+  void share_tensor(Blob& other);
+
+ private:
+  friend class Graph;
+  Blob(std::string name, Shape shape, Location location)
+      : name_(std::move(name)), shape_(std::move(shape)), location_(location) {}
+  std::string name_;
+  Shape shape_;
+  Location location_;
+  bool accumulating_ = false;
+  std::vector<Op*> writers_;
+  std::vector<Op*> readers_;
+  std::shared_ptr<Tensor> tensor_;
+};
+
+class Op {
+ public:
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return kernel_->type(); }
+  const Attrs& attrs() const { return kernel_->attrs(); }
+  Location location() const { return location_; }
+  const std::string& thread() const { return thread_; }
+  const std::vector<Blob*>& inputs() const { return inputs_; }
+  const std::vector<Blob*>& outputs() const { return outputs_; }
+  Operator& kernel() const { return *kernel_; }
+  // Creation index in the graph: the deterministic tie-breaker for ordering.
+  int index() const { return index_; }
+  Graph& graph() const { return *graph_; }
+
+ private:
+  friend class Graph;
+  Op(Graph* graph, std::string name, std::unique_ptr<Operator> kernel, Location location,
+     std::string thread, int index)
+      : graph_(graph),
+        name_(std::move(name)),
+        kernel_(std::move(kernel)),
+        location_(location),
+        thread_(std::move(thread)),
+        index_(index) {}
+  Graph* graph_;
+  std::string name_;
+  std::unique_ptr<Operator> kernel_;
+  Location location_;
+  std::string thread_;
+  int index_;
+  std::vector<Blob*> inputs_;
+  std::vector<Blob*> outputs_;
+};
+
+// A trainable tensor and how to initialize it.
+struct Parameter {
+  Blob* blob = nullptr;
+  std::string filler = "fill_constant";  // an operator type with no inputs
+  Attrs filler_attrs;
+  double lr_mult = 1.0;
+  double decay_mult = 1.0;
+};
+
+class Composite;
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "graph");
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // Vertices are created in the current scope, location and thread (see Scope and Placement).
+  // `local_name` must be unique within the scope; the full name is "scope::local_name".
+  Blob* add_blob(const std::string& local_name, Shape shape);
+  Op* add_op(const std::string& local_name, const std::string& type, const Attrs& attrs = {});
+  // Creates a composite of type C owning it; arguments after the name go to C's constructor.
+  template <typename C, typename... Args>
+  C& add(const std::string& local_name, Args&&... args);
+
+  // Connections (the >> DSL calls these). An op's inputs and outputs are set once each.
+  void set_inputs(Op* op, const std::vector<Blob*>& inputs);
+  void set_outputs(Op* op, const std::vector<Blob*>& outputs);
+  // Adds an op of `type` reading `inputs` and creates its outputs, named "<local_name>::out<i>"
+  // or by `output_names`, with shapes inferred by the operator. Returns the outputs.
+  std::vector<Blob*> apply(const std::string& local_name, const std::string& type,
+                           const Attrs& attrs, const std::vector<Blob*>& inputs,
+                           const std::vector<std::string>& output_names = {});
+
+  Blob* find_blob(const std::string& full_name) const;
+  Op* find_op(const std::string& full_name) const;
+  // Throw purine::Error naming the missing vertex.
+  Blob* blob(const std::string& full_name) const;
+  Op* op(const std::string& full_name) const;
+  const std::vector<std::unique_ptr<Blob>>& blobs() const { return blobs_; }
+  const std::vector<std::unique_ptr<Op>>& ops() const { return ops_; }
+
+  // Blobs no op writes (inputs to the graph) and blobs no op reads (its results).
+  std::vector<Blob*> sources() const;
+  std::vector<Blob*> sinks() const;
+  // Removes every op and blob that does not contribute to `keep` (and that `keep` does not
+  // contain). Returns the number of ops removed.
+  int prune(const std::vector<Blob*>& keep);
+
+  // Parameters, in registration order.
+  void add_parameter(Parameter parameter);
+  const std::vector<Parameter>& parameters() const { return parameters_; }
+  // After each successful run, the memory of `a` and `b` is exchanged (new weights become the
+  // weights of the next run).
+  void add_swap(Blob* a, Blob* b);
+  const std::vector<std::pair<Blob*, Blob*>>& swaps() const { return swaps_; }
+
+  // Throws purine::Error on the first problem found: a cycle, an op with the wrong number or
+  // shape of inputs/outputs, an op reading a blob at another location, a blob with two writers
+  // that is not accumulating. Sets up composites not yet set up.
+  void validate();
+  // Ops in a deterministic topological order (ties by creation index). Throws on a cycle.
+  std::vector<Op*> topological_order() const;
+
+  // GraphViz text of the bi-graph: blobs as ellipses, ops as boxes, clustered by location.
+  std::string to_dot() const;
+
+  // Naming scope: vertices created while it lives get "name::" prefixed.
+  class Scope {
+   public:
+    // `absolute`: `name` replaces the current prefix instead of extending it.
+    Scope(Graph& graph, const std::string& name, bool absolute = false);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Graph& graph_;
+    std::string saved_;
+  };
+  // Placement: vertices created while it lives get this location and thread.
+  class Placement {
+   public:
+    Placement(Graph& graph, Location location, const std::string& thread = "main");
+    ~Placement();
+    Placement(const Placement&) = delete;
+    Placement& operator=(const Placement&) = delete;
+
+   private:
+    Graph& graph_;
+    Location saved_location_;
+    std::string saved_thread_;
+  };
+  const std::string& scope_prefix() const { return prefix_; }
+  Location current_location() const { return location_; }
+  const std::string& current_thread() const { return thread_; }
+  std::string full_name(const std::string& local_name) const;
+
+ private:
+  friend class Composite;
+  void check_new_name(const std::string& full, const char* kind) const;
+  void own(std::unique_ptr<Composite> composite);
+
+  std::string name_;
+  std::vector<std::unique_ptr<Blob>> blobs_;
+  std::vector<std::unique_ptr<Op>> ops_;
+  std::vector<std::unique_ptr<Composite>> composites_;
+  std::map<std::string, Blob*> blob_by_name_;
+  std::map<std::string, Op*> op_by_name_;
+  std::vector<Parameter> parameters_;
+  std::vector<std::pair<Blob*, Blob*>> swaps_;
+  std::string prefix_;
+  Location location_ = Location::cpu();
+  std::string thread_ = "main";
+  int next_op_index_ = 0;
+};
+
+// A sub-graph with bottom and top blobs: a layer, an inception module, an optimizer. Subclasses
+// implement setup(), which runs once, when the top is first needed (or at validation), in the
+// scope, location and thread the composite was created in. setup() creates ops and parameters
+// and, unless tops were given with set_top(), its own top blobs.
+class Composite {
+ public:
+  virtual ~Composite() = default;
+  Composite(const Composite&) = delete;
+  Composite& operator=(const Composite&) = delete;
+
+  const std::string& name() const { return full_name_; }
+  Graph& graph() const { return graph_; }
+  const std::vector<Blob*>& bottom() const { return bottom_; }
+  // Sets the composite up if needed and returns its tops.
+  const std::vector<Blob*>& top();
+  Blob* top(int i) { return top().at(i); }
+  void set_bottom(const std::vector<Blob*>& bottom);
+  // Gives the top blobs to write instead of letting setup() create them.
+  void set_top(const std::vector<Blob*>& top);
+  bool is_setup() const { return setup_done_; }
+  void ensure_setup();
+
+ protected:
+  Composite(Graph& graph, const std::string& local_name);
+  virtual void setup() = 0;
+
+  // Helpers for setup(), all relative to the composite's own scope.
+  Blob* make_blob(const std::string& local_name, Shape shape);
+  // A parameter blob initialized by `filler` with `filler_attrs` (its "shape" is filled in).
+  Blob* make_parameter(const std::string& local_name, Shape shape, const std::string& filler,
+                       Attrs filler_attrs = {}, double lr_mult = 1.0, double decay_mult = 1.0);
+  // An op reading `inputs` and writing `outputs` (created from inferred shapes when empty).
+  std::vector<Blob*> make_op(const std::string& local_name, const std::string& type,
+                             const Attrs& attrs, const std::vector<Blob*>& inputs,
+                             const std::vector<Blob*>& outputs = {});
+  // The shapes an op of `type` would output for `inputs` (throws purine::Error naming this
+  // composite on bad input).
+  std::vector<Shape> infer_shapes(const std::string& type, const Attrs& attrs,
+                                  const std::vector<Blob*>& inputs) const;
+  // The i-th given top if set_top() was called, else a new blob "local_name" of `shape`.
+  Blob* top_or_new(size_t i, const std::string& local_name, const Shape& shape);
+  // Checks the number of bottoms, naming the composite.
+  void require_bottoms(size_t count) const;
+
+  std::vector<Blob*> bottom_;
+  std::vector<Blob*> top_;
+
+ private:
+  Graph& graph_;
+  std::string local_name_;
+  std::string full_name_;
+  std::string prefix_;  // the scope it was created in
+  Location location_;
+  std::string thread_;
+  bool setup_done_ = false;
+  bool in_setup_ = false;
+};
+
+template <typename C, typename... Args>
+C& Graph::add(const std::string& local_name, Args&&... args) {
+  auto composite = std::unique_ptr<C>(new C(*this, local_name, std::forward<Args>(args)...));
+  C& ref = *composite;
+  own(std::move(composite));
+  return ref;
+}
+
+}  // namespace purine

@@ -1,0 +1,61 @@
+// Runnable: a Graph compiled for one process (one MPI rank) into a dispatcher Plan and run by an
+// Engine. Construction validates the graph, allocates the tensors of this rank's blobs and
+// creates one executor per (location, thread) of this rank's ops. run() is one run of the graph
+// (for a training graph, one SGD step); after each successful run the graph's swaps exchange
+// new and old parameters. The Graph must outlive the Runnable and must not change after it is
+// built. Not thread-safe: drive it from one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "dispatcher/engine.hpp"
+#include "purine/base/rng.hpp"
+#include "purine/graph.hpp"
+
+namespace purine {
+
+struct RunOptions {
+  dispatch::Mode mode = dispatch::Mode::kParallel;
+  // This process's MPI rank: only vertices located here are instantiated and run.
+  int rank = 0;
+  // Threads each compute executor may use inside kernels (OpenMP, BLAS).
+  int compute_threads = 1;
+  // Seeds the random generators, one per location (serialized by the dispatcher).
+  uint64_t seed = 1;
+  // A run in which no op finishes for this long fails, naming the ops still waiting.
+  std::chrono::milliseconds stall_timeout{60000};
+};
+
+class Runnable {
+ public:
+  explicit Runnable(Graph& graph, RunOptions options = {});
+  ~Runnable();
+  Runnable(const Runnable&) = delete;
+  Runnable& operator=(const Runnable&) = delete;
+
+  void run_async();
+  // Waits for the run; rethrows an op's failure as purine::Error naming the op. Then applies
+  // the graph's swaps (only after a successful run).
+  void sync();
+  void run() {
+    run_async();
+    sync();
+  }
+
+  void add_observer(dispatch::Observer* observer);
+  Graph& graph() const { return graph_; }
+  const RunOptions& options() const { return options_; }
+  // Number of ops this rank runs.
+  int num_tasks() const;
+
+ private:
+  Graph& graph_;
+  RunOptions options_;
+  std::map<Location, std::unique_ptr<Rng>> rngs_;
+  std::unique_ptr<dispatch::Engine> engine_;
+};
+
+}  // namespace purine
