@@ -21,6 +21,12 @@ void Operator::check_counts(size_t inputs, size_t outputs) const {
   check(num_outputs(), outputs, "output");
 }
 
+std::vector<Shape> Operator::infer_shapes(const std::vector<Shape>& inputs) const {
+  const int declared = num_outputs();
+  check_counts(inputs.size(), declared == kVariadic ? 1 : declared);
+  return output_shapes(inputs);
+}
+
 void Operator::compute(const std::vector<const Tensor*>& inputs,
                        const std::vector<Tensor*>& outputs, OpContext& context) {
   check_counts(inputs.size(), outputs.size());

@@ -74,6 +74,11 @@ class Operator {
   virtual bool uses_rng() const { return false; }
   // How to build the input gradients. The default says the operator is not differentiable.
   virtual GradientSpec gradient() const;
+  // The same for inputs of these shapes; variadic operators (sum, concat) override this form.
+  // Autodiff and the gradient checker call it. The default returns gradient().
+  virtual GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const {
+    return gradient();
+  }
   virtual bool differentiable() const { return false; }
 
   // Validates, then runs the kernel for the outputs' device. Throws purine::Error on a count,
@@ -82,6 +87,8 @@ class Operator {
                OpContext& context);
   // Throws purine::Error unless the counts match num_inputs()/num_outputs().
   void check_counts(size_t inputs, size_t outputs) const;
+  // Checks the number of inputs, then returns output_shapes(inputs).
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& inputs) const;
 
   const Attrs& attrs() const { return attrs_; }
 

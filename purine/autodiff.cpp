@@ -106,7 +106,9 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
   for (size_t i = 0; i < n_in; ++i) wanted[i] = needs_grad.count(op.inputs()[i]) > 0;
   require(op.kernel().differentiable(), "op '", op.name(), "' (", op.type(),
           ") has no gradient, but the loss depends through it on blobs being differentiated");
-  GradientSpec spec = op.kernel().gradient();
+  std::vector<Shape> input_shapes;
+  for (const Blob* b : op.inputs()) input_shapes.push_back(b->shape());
+  GradientSpec spec = op.kernel().gradient_for(input_shapes);
 
   // Which gradient ops are needed: those writing a wanted input gradient, or a temp that a
   // needed op reads. Walk the spec backwards.

@@ -51,6 +51,15 @@ void Composite::ensure_setup() {
   setup_done_ = true;
 }
 
+std::vector<Blob*> Composite::make_top_op(const std::string& local_name, const std::string& type,
+                                          const Attrs& attrs, const std::vector<Blob*>& inputs) {
+  std::vector<Shape> shapes = infer_shapes(type, attrs, inputs);
+  std::vector<Blob*> outputs;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    outputs.push_back(top_or_new(i, i == 0 ? "top" : "top" + std::to_string(i), shapes[i]));
+  return make_op(local_name, type, attrs, inputs, outputs);
+}
+
 void Composite::require_bottoms(size_t count) const {
   require(bottom_.size() == count, "composite '", full_name_, "': expected ", count,
           " bottom blob", count == 1 ? "" : "s", ", got ", bottom_.size(),
@@ -62,11 +71,19 @@ Blob* Composite::make_blob(const std::string& local_name, Shape shape) {
 }
 
 Blob* Composite::make_parameter(const std::string& local_name, Shape shape,
-                                const std::string& filler, Attrs filler_attrs, double lr_mult,
+                                const std::string& filler, Attrs filler_attrs,
                                 double decay_mult) {
   Blob* b = graph_.add_blob(local_name, shape);
   filler_attrs.set("shape", shape.dims());
-  graph_.add_parameter({b, filler, std::move(filler_attrs), lr_mult, decay_mult});
+  graph_.add_parameter({b, filler, std::move(filler_attrs), decay_mult});
+  return b;
+}
+
+Blob* Composite::make_state(const std::string& local_name, Shape shape, double value) {
+  Blob* b = graph_.add_blob(local_name, shape);
+  Attrs attrs;
+  attrs.set("shape", shape.dims()).set("value", value);
+  graph_.add_state({b, "fill_constant", std::move(attrs), 0.0});
   return b;
 }
 
@@ -85,7 +102,7 @@ std::vector<Shape> Composite::infer_shapes(const std::string& type, const Attrs&
   std::vector<Shape> shapes;
   for (const Blob* b : inputs) shapes.push_back(b->shape());
   try {
-    return OperatorRegistry::create(type, attrs)->output_shapes(shapes);
+    return OperatorRegistry::create(type, attrs)->infer_shapes(shapes);
   } catch (const Error& e) {
     throw Error(str("composite '", full_name_, "': ", e.what()));
   }

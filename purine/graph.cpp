@@ -94,8 +94,9 @@ std::vector<Blob*> Graph::apply(const std::string& local_name, const std::string
   for (Blob* b : inputs) in_shapes.push_back(b->shape());
   std::vector<Shape> out_shapes;
   try {
-    op->kernel().check_counts(inputs.size(), output_names.empty() ? 1 : output_names.size());
-    out_shapes = op->kernel().output_shapes(in_shapes);
+    out_shapes = op->kernel().infer_shapes(in_shapes);
+    require(output_names.empty() || output_names.size() == out_shapes.size(), "got ",
+            output_names.size(), " output names for ", out_shapes.size(), " outputs");
   } catch (const Error& e) {
     throw Error(str("op '", op->name(), "': ", e.what()));
   }
@@ -195,12 +196,20 @@ int Graph::prune(const std::vector<Blob*>& keep) {
   parameters_.erase(std::remove_if(parameters_.begin(), parameters_.end(),
                                    [&](const Parameter& p) { return !live_blobs.count(p.blob); }),
                     parameters_.end());
+  states_.erase(std::remove_if(states_.begin(), states_.end(),
+                               [&](const Parameter& p) { return !live_blobs.count(p.blob); }),
+                states_.end());
   return removed;
 }
 
 void Graph::add_parameter(Parameter parameter) {
   CHECK(parameter.blob != nullptr);
   parameters_.push_back(std::move(parameter));
+}
+
+void Graph::add_state(Parameter state) {
+  CHECK(state.blob != nullptr);
+  states_.push_back(std::move(state));
 }
 
 void Graph::add_swap(Blob* a, Blob* b) {

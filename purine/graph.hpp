@@ -58,7 +58,7 @@ class Blob {
 class Op {
  public:
   const std::string& name() const { return name_; }
-  const std::string& type() const { return kernel_->type(); }
+  std::string type() const { return kernel_->type(); }
   const Attrs& attrs() const { return kernel_->attrs(); }
   Location location() const { return location_; }
   const std::string& thread() const { return thread_; }
@@ -94,8 +94,7 @@ struct Parameter {
   Blob* blob = nullptr;
   std::string filler = "fill_constant";  // an operator type with no inputs
   Attrs filler_attrs;
-  double lr_mult = 1.0;
-  double decay_mult = 1.0;
+  double decay_mult = 1.0;  // scales the optimizer's weight decay (0 for biases)
 };
 
 class Composite;
@@ -141,9 +140,13 @@ class Graph {
   // contain). Returns the number of ops removed.
   int prune(const std::vector<Blob*>& keep);
 
-  // Parameters, in registration order.
+  // Parameters (trained by the optimizer), in registration order.
   void add_parameter(Parameter parameter);
   const std::vector<Parameter>& parameters() const { return parameters_; }
+  // State: initialized and checkpointed like parameters, but not trained (batch norm's running
+  // statistics).
+  void add_state(Parameter state);
+  const std::vector<Parameter>& states() const { return states_; }
   // After each successful run, the memory of `a` and `b` is exchanged (new weights become the
   // weights of the next run).
   void add_swap(Blob* a, Blob* b);
@@ -202,6 +205,7 @@ class Graph {
   std::map<std::string, Blob*> blob_by_name_;
   std::map<std::string, Op*> op_by_name_;
   std::vector<Parameter> parameters_;
+  std::vector<Parameter> states_;
   std::vector<std::pair<Blob*, Blob*>> swaps_;
   std::string prefix_;
   Location location_ = Location::cpu();
@@ -239,7 +243,9 @@ class Composite {
   Blob* make_blob(const std::string& local_name, Shape shape);
   // A parameter blob initialized by `filler` with `filler_attrs` (its "shape" is filled in).
   Blob* make_parameter(const std::string& local_name, Shape shape, const std::string& filler,
-                       Attrs filler_attrs = {}, double lr_mult = 1.0, double decay_mult = 1.0);
+                       Attrs filler_attrs = {}, double decay_mult = 1.0);
+  // A state blob (not trained) initialized to `value`.
+  Blob* make_state(const std::string& local_name, Shape shape, double value);
   // An op reading `inputs` and writing `outputs` (created from inferred shapes when empty).
   std::vector<Blob*> make_op(const std::string& local_name, const std::string& type,
                              const Attrs& attrs, const std::vector<Blob*>& inputs,
@@ -250,6 +256,9 @@ class Composite {
                                   const std::vector<Blob*>& inputs) const;
   // The i-th given top if set_top() was called, else a new blob "local_name" of `shape`.
   Blob* top_or_new(size_t i, const std::string& local_name, const Shape& shape);
+  // An op whose outputs are the composite's tops (given ones, or new blobs "top", "top1", ...).
+  std::vector<Blob*> make_top_op(const std::string& local_name, const std::string& type,
+                                 const Attrs& attrs, const std::vector<Blob*>& inputs);
   // Checks the number of bottoms, naming the composite.
   void require_bottoms(size_t count) const;
 

@@ -88,6 +88,8 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       if (a != task_of.end() && c != task_of.end()) plan.add_dependency(a->second, c->second);
     }
   }
+  // The serial engine runs tasks on the caller's thread: bound its compute threads too.
+  if (options_.mode == dispatch::Mode::kSerial) set_compute_threads(threads);
   dispatch::EngineOptions engine_options;
   engine_options.mode = options_.mode;
   engine_options.stall_timeout = options_.stall_timeout;

@@ -57,7 +57,9 @@ double weighted_sum(const std::vector<Tensor>& outputs, const std::vector<Tensor
 std::map<int, Tensor> run_gradient(const Operator& op, const std::vector<Tensor>& inputs,
                                    const std::vector<Tensor>& outputs,
                                    const std::vector<Tensor>& output_grads, uint64_t seed) {
-  GradientSpec spec = op.gradient();
+  std::vector<Shape> input_shapes;
+  for (const Tensor& t : inputs) input_shapes.push_back(t.shape());
+  GradientSpec spec = op.gradient_for(input_shapes);
   std::map<int, Tensor> input_grads;
   std::map<int, Tensor> temps;
   for (auto [i, j] : spec.aliases) input_grads[i] = output_grads[j];

@@ -1,0 +1,168 @@
+// Layers: composites that build the ops and parameters of one network layer. Each takes its
+// bottom blobs through the >> DSL and creates its top blobs unless given; parameters are named
+// "<layer>::weight", "<layer>::bias", ... and registered with their fillers on the graph.
+//   auto& conv1 = g.add<ConvLayer>("conv1", ConvLayer::Options{32, 5, 1, 2});
+//   B{images} >> conv1 >> g.add<ActivationLayer>("relu1", "relu");
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "purine/graph.hpp"
+
+namespace purine {
+
+class InnerProductLayer : public Composite {
+ public:
+  struct Options {
+    int64_t outputs = 0;
+    bool bias = true;
+    std::string weight_filler = "fill_xavier";
+  };
+  InnerProductLayer(Graph& graph, const std::string& name, Options options);
+
+ protected:
+  void setup() override;
+
+ private:
+  Options options_;
+};
+
+class ConvLayer : public Composite {
+ public:
+  struct Options {
+    int64_t outputs = 0;
+    int64_t kernel = 3;
+    int64_t stride = 1;
+    int64_t pad = 0;
+    bool bias = true;
+    std::string weight_filler = "fill_kaiming";
+  };
+  ConvLayer(Graph& graph, const std::string& name, Options options);
+
+ protected:
+  void setup() override;
+
+ private:
+  Options options_;
+};
+
+class PoolLayer : public Composite {
+ public:
+  struct Options {
+    std::string mode = "max";  // "max" or "avg"
+    int64_t kernel = 2;
+    int64_t stride = 0;  // 0: equal to kernel
+    int64_t pad = 0;
+  };
+  PoolLayer(Graph& graph, const std::string& name, Options options);
+
+ protected:
+  void setup() override;
+
+ private:
+  Options options_;
+};
+
+// Element-wise activation: "relu", "sigmoid" or "tanh".
+class ActivationLayer : public Composite {
+ public:
+  ActivationLayer(Graph& graph, const std::string& name, std::string type);
+
+ protected:
+  void setup() override;
+
+ private:
+  std::string type_;
+};
+
+class DropoutLayer : public Composite {
+ public:
+  // `training` false makes the layer the identity (evaluation graphs).
+  DropoutLayer(Graph& graph, const std::string& name, double ratio, bool training);
+
+ protected:
+  void setup() override;
+
+ private:
+  double ratio_;
+  bool training_;
+};
+
+class LrnLayer : public Composite {
+ public:
+  struct Options {
+    int64_t size = 5;
+    double alpha = 1e-4;
+    double beta = 0.75;
+    double k = 1.0;
+  };
+  LrnLayer(Graph& graph, const std::string& name, Options options);
+
+ protected:
+  void setup() override;
+
+ private:
+  Options options_;
+};
+
+// Batch normalization with learned scale and shift. Its running statistics are graph state:
+// the op writes new ones each training run and the graph swaps them in afterwards.
+class BatchNormLayer : public Composite {
+ public:
+  struct Options {
+    double eps = 1e-5;
+    double momentum = 0.9;
+    bool training = true;
+  };
+  BatchNormLayer(Graph& graph, const std::string& name, Options options);
+
+ protected:
+  void setup() override;
+
+ private:
+  Options options_;
+};
+
+// Bottoms (logits [N,C], labels [N]); tops (mean loss {}, probabilities [N,C]).
+class SoftmaxLossLayer : public Composite {
+ public:
+  SoftmaxLossLayer(Graph& graph, const std::string& name);
+
+ protected:
+  void setup() override;
+};
+
+class ConcatLayer : public Composite {
+ public:
+  ConcatLayer(Graph& graph, const std::string& name, int64_t axis = 1);
+
+ protected:
+  void setup() override;
+
+ private:
+  int64_t axis_;
+};
+
+// GoogLeNet's inception module: 1x1; 1x1 then 3x3; 1x1 then 5x5; 3x3 max pool then 1x1; the
+// four branches concatenated along channels, each convolution followed by ReLU.
+class InceptionLayer : public Composite {
+ public:
+  struct Options {
+    int64_t conv1x1 = 64;
+    int64_t reduce3x3 = 96;
+    int64_t conv3x3 = 128;
+    int64_t reduce5x5 = 16;
+    int64_t conv5x5 = 32;
+    int64_t pool_proj = 32;
+  };
+  InceptionLayer(Graph& graph, const std::string& name, Options options);
+
+ protected:
+  void setup() override;
+
+ private:
+  Options options_;
+};
+
+}  // namespace purine

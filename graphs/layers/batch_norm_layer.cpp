@@ -1,0 +1,41 @@
+#include "graphs/layers.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+BatchNormLayer::BatchNormLayer(Graph& graph, const std::string& name, Options options)
+    : Composite(graph, name), options_(options) {
+  require(options_.eps > 0, "batch norm layer '", this->name(), "': eps must be positive");
+  require(options_.momentum >= 0 && options_.momentum < 1, "batch norm layer '", this->name(),
+          "': momentum must be in [0, 1), got ", options_.momentum);
+}
+
+void BatchNormLayer::setup() {
+  require_bottoms(1);
+  Blob* x = bottom_[0];
+  require(x->shape().ndim() == 2 || x->shape().ndim() == 4, "batch norm layer '", name(),
+          "': input '", x->name(), "' has shape ", x->shape(), "; expected [N,C] or [N,C,H,W]");
+  const Shape c{x->shape()[1]};
+  Blob* gamma = make_parameter("gamma", c, "fill_constant", Attrs().set("value", 1.0), 0.0);
+  Blob* beta = make_parameter("beta", c, "fill_constant", Attrs().set("value", 0.0), 0.0);
+  // Running statistics: state, not trained; mean starts at 0 and variance at 1.
+  Blob* mean = make_state("running_mean", c, 0.0);
+  Blob* var = make_state("running_var", c, 1.0);
+  Blob* y = top_or_new(0, "top", x->shape());
+  Blob* saved_mean = make_blob("saved_mean", c);
+  Blob* saved_inv_std = make_blob("saved_inv_std", c);
+  Blob* new_mean = make_blob("new_running_mean", c);
+  Blob* new_var = make_blob("new_running_var", c);
+  Attrs attrs;
+  attrs.set("eps", options_.eps)
+      .set("momentum", options_.momentum)
+      .set("mode", options_.training ? "train" : "test");
+  make_op("bn", "batch_norm", attrs, {x, gamma, beta, mean, var},
+          {y, saved_mean, saved_inv_std, new_mean, new_var});
+  if (options_.training) {
+    graph().add_swap(mean, new_mean);
+    graph().add_swap(var, new_var);
+  }
+}
+
+}  // namespace purine

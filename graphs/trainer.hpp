@@ -1,0 +1,75 @@
+// Trainer: single-process training of a registered model on an IDX data set (Fashion-MNIST by
+// default). It composes the training graph from the forward-only model (data source on its own
+// thread, model, softmax loss, accuracy, derived backward graph, SGD graph), initializes the
+// parameters from the seed, iterates the graph (one run = one SGD step) and evaluates on the
+// test split with a second graph that shares the parameter tensors. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dispatcher/engine.hpp"
+
+namespace purine {
+
+struct TrainOptions {
+  std::string model = "convnet";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int epochs = 5;
+  int64_t max_iters = 0;  // 0: no limit beyond epochs
+  int batch = 64;
+  double lr = 0.01;
+  std::string lr_policy = "fixed";  // "fixed", "step" or "poly" (see graphs/lr_schedule.hpp)
+  double lr_gamma = 0.1;            // step: factor per step
+  int64_t lr_step = 0;              // step: iterations per step (0: one epoch)
+  double lr_power = 1.0;            // poly: exponent
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  int threads = 2;  // compute threads (OpenMP, BLAS, oneDNN)
+  uint64_t seed = 1;
+  dispatch::Mode mode = dispatch::Mode::kParallel;
+  int test_batch = 100;
+  int64_t test_samples = 0;  // 0: the whole test split
+  bool evaluate = true;
+};
+
+struct TrainProgress {
+  int64_t iteration = 0;  // completed iterations
+  int64_t total_iterations = 0;
+  int epoch = 0;  // 1-based
+  double loss = 0;
+  double images_per_sec = 0;
+  double eta_seconds = 0;
+};
+
+struct TrainResult {
+  int64_t iterations = 0;
+  double images_per_sec = 0;  // training throughput after the first 10 iterations
+  double final_loss = 0;
+  double test_accuracy = 0;
+  double wall_seconds = 0;
+};
+
+class Trainer {
+ public:
+  // Builds and validates both graphs; throws purine::Error on bad options, an unknown model or
+  // unreadable data, before any training starts.
+  explicit Trainer(TrainOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains, calling `progress` after every iteration (the caller throttles its output).
+  TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});
+  // Accuracy of the current parameters on the test split.
+  double evaluate();
+  int64_t iterations_per_epoch() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace purine

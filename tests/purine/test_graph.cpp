@@ -1,0 +1,106 @@
+// Graph vocabulary: names, scopes, the >> DSL, composites, sources/sinks, prune, GraphViz.
+#include <catch2/catch.hpp>
+
+#include "purine/base/error.hpp"
+#include "purine/dsl.hpp"
+#include "purine/graph.hpp"
+
+using namespace purine;
+
+namespace {
+// A composite that applies ReLU then tanh, creating its top unless given one.
+class ReluTanh : public Composite {
+ public:
+  ReluTanh(Graph& g, const std::string& name) : Composite(g, name) {}
+
+ protected:
+  void setup() override {
+    require_bottoms(1);
+    Blob* r = make_op("relu", "relu", {}, bottom_)[0];
+    make_top_op("tanh", "tanh", {}, {r});
+  }
+};
+}  // namespace
+
+TEST_CASE("scopes build hierarchical names", "[graph]") {
+  Graph g;
+  Graph::Scope net(g, "net");
+  Blob* w;
+  {
+    Graph::Scope conv(g, "conv1");
+    w = g.add_blob("weight", {3});
+  }
+  REQUIRE(w->name() == "net::conv1::weight");
+  REQUIRE(g.blob("net::conv1::weight") == w);
+  REQUIRE_THROWS_WITH(g.blob("net::conv2::weight"),
+                      Catch::Contains("no blob named 'net::conv2::weight'"));
+}
+
+TEST_CASE("the >> DSL connects blobs, ops and composites", "[graph]") {
+  Graph g;
+  Blob* x = g.add_blob("x", {2, 3});
+  Blob* y = g.add_blob("y", {2, 3});
+  Op* relu = g.add_op("relu", "relu");
+  B out = B{x} >> relu >> B{y};
+  REQUIRE(out == B{y});
+  REQUIRE(relu->inputs() == B{x});
+  REQUIRE(y->writers() == std::vector<Op*>{relu});
+  REQUIRE(x->readers() == std::vector<Op*>{relu});
+
+  auto& first = g.add<ReluTanh>("block1");
+  auto& second = g.add<ReluTanh>("block2");
+  Composite& last = B{y} >> first >> second;
+  REQUIRE(&last == &second);
+  REQUIRE(second.top(0)->name() == "block2::top");
+  REQUIRE(second.top(0)->shape() == Shape{2, 3});
+  REQUIRE(second.bottom() == first.top());
+
+  // Given tops are used instead of new ones.
+  Blob* z = g.add_blob("z", {2, 3});
+  auto& third = g.add<ReluTanh>("block3");
+  B result = B{second.top(0)} >> third >> B{z};
+  REQUIRE(result == B{z});
+  REQUIRE(z->writers()[0]->name() == "block3::tanh");
+  REQUIRE_NOTHROW(g.validate());
+}
+
+TEST_CASE("sources, sinks and prune", "[graph]") {
+  Graph g;
+  Blob* x = g.add_blob("x", {4});
+  Blob* a = g.apply("a", "relu", {}, {x})[0];
+  Blob* b = g.apply("b", "tanh", {}, {x})[0];
+  Blob* c = g.apply("c", "sigmoid", {}, {a})[0];
+  REQUIRE(g.sources() == B{x});
+  REQUIRE(g.sinks() == B{b, c});
+  const std::string pruned_blob = b->name();
+  REQUIRE(g.prune({c}) == 1);  // "b" goes
+  REQUIRE(g.find_op("b") == nullptr);
+  REQUIRE(g.find_blob(pruned_blob) == nullptr);
+  REQUIRE(g.ops().size() == 2);
+  REQUIRE(x->readers().size() == 1);
+  REQUIRE(g.sinks() == B{c});
+}
+
+TEST_CASE("the GraphViz dump shows every vertex and edge", "[graph]") {
+  Graph g("tiny");
+  Blob* x = g.add_blob("x", {4});
+  g.apply("act", "relu", {}, {x}, {"y"});
+  std::string dot = g.to_dot();
+  REQUIRE(dot.find("digraph \"tiny\"") != std::string::npos);
+  REQUIRE(dot.find("\"x\" -> \"act\"") != std::string::npos);
+  REQUIRE(dot.find("\"act\" -> \"y\"") != std::string::npos);
+  REQUIRE(dot.find("rank0:cpu") != std::string::npos);
+}
+
+TEST_CASE("topological order is deterministic and respects edges", "[graph]") {
+  Graph g;
+  Blob* x = g.add_blob("x", {4});
+  Blob* late = g.add_blob("late", {4});
+  Op* second = g.add_op("second", "relu");
+  Blob* mid = g.apply("first", "tanh", {}, {x})[0];
+  B{mid} >> second >> B{late};
+  auto order = g.topological_order();
+  REQUIRE(order.size() == 2);
+  REQUIRE(order[0]->name() == "first");
+  REQUIRE(order[1]->name() == "second");
+}

@@ -1,0 +1,104 @@
+// The purine tool: bad input gives one clear line and a non-zero exit.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output;
+};
+
+Result purine(const std::string& args) {
+  const char* dir = std::getenv("PURINE_BINARY_DIR");
+  std::string binary = std::string(dir ? dir : "build") + "/tools/purine";
+  std::string command = binary + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+size_t lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+std::string temp_dir() {
+  char pattern[] = "/tmp/purine-cli-XXXXXX";
+  REQUIRE(mkdtemp(pattern) != nullptr);
+  return pattern;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+}  // namespace
+
+using Catch::Contains;
+
+TEST_CASE("missing data directory", "[cli]") {
+  Result r = purine("train --data=/nonexistent/dir --max-iters=1");
+  REQUIRE(r.status != 0);
+  REQUIRE(lines(r.output) == 1);
+  REQUIRE_THAT(r.output, Contains("error:") && Contains("/nonexistent/dir"));
+}
+
+TEST_CASE("non-IDX and truncated data files", "[cli]") {
+  std::string dir = temp_dir();
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+    write_file(dir + "/" + name, "this is not an IDX file at all");
+  Result r = purine("train --data=" + dir + " --max-iters=1");
+  REQUIRE(r.status != 0);
+  REQUIRE(lines(r.output) == 1);
+  REQUIRE_THAT(r.output, Contains("error:") && Contains(dir));
+
+  // A valid header promising 100 images of 28x28 but carrying only a few bytes.
+  std::string header("\x00\x00\x08\x03\x00\x00\x00\x64\x00\x00\x00\x1c\x00\x00\x00\x1c", 16);
+  write_file(dir + "/train-images-idx3-ubyte", header + "abc");
+  r = purine("train --data=" + dir + " --max-iters=1");
+  REQUIRE(r.status != 0);
+  REQUIRE(lines(r.output) == 1);
+  REQUIRE_THAT(r.output, Contains("error:") && Contains("train-images-idx3-ubyte"));
+}
+
+TEST_CASE("unknown model lists the known ones", "[cli]") {
+  Result r = purine("train --model=alexnet9 --max-iters=1");
+  REQUIRE(r.status != 0);
+  REQUIRE(lines(r.output) == 1);
+  REQUIRE_THAT(r.output, Contains("unknown model 'alexnet9'") && Contains("convnet") &&
+                             Contains("lenet") && Contains("mlp"));
+}
+
+TEST_CASE("bad flag values", "[cli]") {
+  for (const char* args : {"train --batch=0", "train --threads=0", "train --lr=-1",
+                           "train --executor=magic", "train --batch=abc", "train --no-such-flag=1",
+                           "train --lr-policy=cosine --max-iters=1"}) {
+    INFO(args);
+    Result r = purine(args);
+    REQUIRE(r.status != 0);
+    REQUIRE(lines(r.output) == 1);
+    REQUIRE_THAT(r.output, Contains("ERROR") || Contains("error:"));
+  }
+}
+
+TEST_CASE("unknown command prints usage", "[cli]") {
+  Result r = purine("fly");
+  REQUIRE(r.status != 0);
+  REQUIRE_THAT(r.output, Contains("unknown command 'fly'") && Contains("usage"));
+}

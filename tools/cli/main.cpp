@@ -1,0 +1,80 @@
+// purine: the command-line tool.
+//   purine train [--model=convnet] [--data=DIR] [--epochs=5] [--max-iters=N] [--batch=64] ...
+//   purine models
+// Errors print one line, "error: ...", and exit non-zero.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "models/models.hpp"
+#include "purine/base/error.hpp"
+#include "tools/cli/train_command.hpp"
+
+namespace {
+
+const char kUsage[] =
+    "usage: purine <command> [flags]\n"
+    "commands:\n"
+    "  train    train a model (purine train --help for its flags)\n"
+    "  models   list the registered models\n";
+
+// gflags spells flags with underscores; accept the dashed spelling too (--max-iters).
+std::vector<std::string> normalize_flags(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i > 0 && a.rfind("--", 0) == 0) {
+      size_t end = a.find('=');
+      for (size_t k = 2; k < std::min(end, a.size()); ++k)
+        if (a[k] == '-') a[k] = '_';
+    }
+    args.push_back(a);
+  }
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  FLAGS_minloglevel = 1;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  // Hand gflags "purine <flags>" without the command word.
+  std::vector<std::string> args = normalize_flags(argc, argv);
+  args.erase(args.begin() + 1);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  int cargc = static_cast<int>(cargs.size());
+  char** cargv = cargs.data();
+  gflags::SetUsageMessage("purine train [flags]");
+  try {
+    if (command == "train") {
+      gflags::ParseCommandLineFlags(&cargc, &cargv, true);
+      if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
+      return purine::cli::run_train();
+    }
+    if (command == "models") {
+      for (const auto& name : purine::model_names()) std::cout << name << "\n";
+      return 0;
+    }
+    std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
+    return 2;
+  } catch (const purine::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

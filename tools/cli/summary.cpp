@@ -1,0 +1,29 @@
+#include "tools/cli/summary.hpp"
+
+#include <fstream>
+#include <iomanip>
+
+#include "purine/base/error.hpp"
+
+namespace purine::cli {
+
+void write_summary(const std::string& path, const TrainOptions& options,
+                   const TrainResult& result) {
+  std::ofstream out(path, std::ios::trunc);
+  require(out.good(), "cannot write the summary file '", path, "'");
+  // Model names are identifiers (letters, digits, '_'), so no string escaping is needed.
+  out << std::setprecision(8) << "{\n"
+      << "  \"model\": \"" << options.model << "\",\n"
+      << "  \"batch\": " << options.batch << ",\n"
+      << "  \"threads\": " << options.threads << ",\n"
+      << "  \"ranks\": 1,\n"
+      << "  \"iterations\": " << result.iterations << ",\n"
+      << "  \"images_per_sec\": " << result.images_per_sec << ",\n"
+      << "  \"final_loss\": " << result.final_loss << ",\n"
+      << "  \"test_accuracy\": " << result.test_accuracy << ",\n"
+      << "  \"wall_seconds\": " << result.wall_seconds << "\n"
+      << "}\n";
+  require(out.good(), "failed writing the summary file '", path, "'");
+}
+
+}  // namespace purine::cli

@@ -1,0 +1,103 @@
+#include "tools/cli/train_command.hpp"
+
+#include <gflags/gflags.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "graphs/trainer.hpp"
+#include "purine/base/error.hpp"
+#include "tools/cli/summary.hpp"
+
+DEFINE_string(model, "convnet", "model to train (purine models lists them)");
+DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "directory with the IDX files");
+DEFINE_int32(epochs, 5, "passes over the training set");
+DEFINE_int64(max_iters, 0, "stop after this many iterations (0: no limit)");
+DEFINE_int32(batch, 64, "images per iteration");
+DEFINE_double(lr, 0.01, "base learning rate");
+DEFINE_string(lr_policy, "fixed", "learning-rate schedule: fixed, step or poly");
+DEFINE_double(lr_gamma, 0.1, "step policy: factor per step");
+DEFINE_int64(lr_step, 0, "step policy: iterations per step (0: one epoch)");
+DEFINE_double(lr_power, 1.0, "poly policy: exponent");
+DEFINE_double(momentum, 0.9, "SGD momentum");
+DEFINE_double(weight_decay, 5e-4, "L2 weight decay");
+DEFINE_int32(threads, 2, "compute threads (bounds BLAS and oneDNN too)");
+DEFINE_uint64(seed, 1, "random seed (initialization, shuffling, dropout)");
+DEFINE_string(summary, "", "write a JSON summary of the run to this file");
+DEFINE_string(executor, "parallel", "dispatcher: parallel or serial");
+DEFINE_int64(test_samples, 0, "evaluate on the first N test images (0: all)");
+
+namespace purine::cli {
+
+namespace {
+
+std::string format_eta(double seconds) {
+  int s = static_cast<int>(std::lround(seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
+TrainOptions options_from_flags() {
+  TrainOptions o;
+  o.model = FLAGS_model;
+  o.data_dir = FLAGS_data;
+  o.epochs = FLAGS_epochs;
+  o.max_iters = FLAGS_max_iters;
+  o.batch = FLAGS_batch;
+  o.lr = FLAGS_lr;
+  o.lr_policy = FLAGS_lr_policy;
+  o.lr_gamma = FLAGS_lr_gamma;
+  o.lr_step = FLAGS_lr_step;
+  o.lr_power = FLAGS_lr_power;
+  o.momentum = FLAGS_momentum;
+  o.weight_decay = FLAGS_weight_decay;
+  o.threads = FLAGS_threads;
+  o.seed = FLAGS_seed;
+  o.test_samples = FLAGS_test_samples;
+  require(FLAGS_executor == "parallel" || FLAGS_executor == "serial",
+          "--executor must be parallel or serial, got '", FLAGS_executor, "'");
+  o.mode = FLAGS_executor == "serial" ? dispatch::Mode::kSerial : dispatch::Mode::kParallel;
+  require(FLAGS_test_samples >= 0, "--test-samples must be non-negative, got ",
+          FLAGS_test_samples);
+  return o;
+}
+
+}  // namespace
+
+int run_train() {
+  TrainOptions options = options_from_flags();
+  // Fail on an unwritable summary path now, not after training.
+  if (!FLAGS_summary.empty()) {
+    std::ofstream probe(FLAGS_summary, std::ios::app);
+    require(probe.good(), "cannot write the summary file '", FLAGS_summary, "'");
+  }
+  Trainer trainer(options);
+  const bool terminal = isatty(fileno(stdout));
+  std::printf("training %s: batch %d, %d thread%s, %lld iterations per epoch\n",
+              options.model.c_str(), options.batch, options.threads,
+              options.threads == 1 ? "" : "s",
+              static_cast<long long>(trainer.iterations_per_epoch()));
+  std::fflush(stdout);
+  auto progress = [&](const TrainProgress& p) {
+    // On a terminal one line rewritten in place; otherwise a line every 100 iterations.
+    bool last = p.iteration == p.total_iterations;
+    if (!terminal && p.iteration % 100 != 0 && !last) return;
+    std::printf("%siter %lld/%lld  epoch %d  loss %.4f  %.0f img/s  eta %s%s",
+                terminal ? "\r" : "", static_cast<long long>(p.iteration),
+                static_cast<long long>(p.total_iterations), p.epoch, p.loss, p.images_per_sec,
+                format_eta(p.eta_seconds).c_str(), terminal && !last ? "" : "\n");
+    std::fflush(stdout);
+  };
+  TrainResult result = trainer.train(progress);
+  std::printf("test accuracy %.4f  (%lld iterations, %.0f img/s, %.1f s)\n",
+              result.test_accuracy, static_cast<long long>(result.iterations),
+              result.images_per_sec, result.wall_seconds);
+  if (!FLAGS_summary.empty()) write_summary(FLAGS_summary, options, result);
+  return 0;
+}
+
+}  // namespace purine::cli
