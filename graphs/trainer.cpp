@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dispatcher/tracer.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
 #include "graphs/sgd.hpp"
@@ -13,6 +14,7 @@
 #include "purine/base/error.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
+#include "purine/serialize.hpp"
 
 namespace purine {
 
@@ -106,6 +108,10 @@ class Trainer::Impl {
     run.compute_threads = options_.threads;
     run.seed = options_.seed;
     train_run_ = std::make_unique<Runnable>(train_.graph, run);
+    if (!options_.trace_path.empty()) {
+      tracer_ = std::make_unique<dispatch::Tracer>();
+      train_run_->add_observer(tracer_.get());
+    }
 
     if (options_.evaluate) {
       build_network(test_, options_, "test", options_.test_batch, false);
@@ -135,6 +141,7 @@ class Trainer::Impl {
       train_run_->run();
       result.final_loss = *train_.loss->tensor().data();
       result.iterations = it + 1;
+      ++iterations_done_;
       auto now = Clock::now();
       if (result.iterations == warmup) warm_start = now;
       double timed = std::chrono::duration<double>(now - warm_start).count();
@@ -154,10 +161,17 @@ class Trainer::Impl {
         progress(p);
       }
     }
+    if (tracer_) tracer_->write_chrome_trace(options_.trace_path, 0);
     if (options_.evaluate) result.test_accuracy = evaluate();
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;
   }
+
+  void save(const std::string& path) const {
+    purine::save_checkpoint(train_.graph, path, options_.model, iterations_done_);
+  }
+  void load(const std::string& path) { iterations_done_ = purine::load_checkpoint(train_.graph, path); }
+  const Graph& graph() const { return train_.graph; }
 
   double evaluate() {
     require(test_run_ != nullptr, "evaluation was disabled for this trainer");
@@ -180,6 +194,8 @@ class Trainer::Impl {
   Network test_;
   SgdGraph sgd_;
   std::unique_ptr<LrSchedule> schedule_;
+  int64_t iterations_done_ = 0;
+  std::unique_ptr<dispatch::Tracer> tracer_;  // declared first: outlives the runnables
   std::unique_ptr<Runnable> train_run_;
   std::unique_ptr<Runnable> test_run_;
 };
@@ -190,6 +206,9 @@ TrainResult Trainer::train(const std::function<void(const TrainProgress&)>& prog
   return impl_->train(progress);
 }
 double Trainer::evaluate() { return impl_->evaluate(); }
+void Trainer::save_checkpoint(const std::string& path) const { impl_->save(path); }
+void Trainer::load_checkpoint(const std::string& path) { impl_->load(path); }
+const Graph& Trainer::training_graph() const { return impl_->graph(); }
 int64_t Trainer::iterations_per_epoch() const { return impl_->iterations_per_epoch(); }
 
 }  // namespace purine

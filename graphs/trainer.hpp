@@ -14,6 +14,8 @@
 
 namespace purine {
 
+class Graph;
+
 struct TrainOptions {
   std::string model = "convnet";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
@@ -33,6 +35,9 @@ struct TrainOptions {
   int test_batch = 100;
   int64_t test_samples = 0;  // 0: the whole test split
   bool evaluate = true;
+  // When set, every task of the training runs is traced and written there as Chrome-trace JSON
+  // (open it in ui.perfetto.dev) when training ends.
+  std::string trace_path;
 };
 
 struct TrainProgress {
@@ -65,6 +70,11 @@ class Trainer {
   TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});
   // Accuracy of the current parameters on the test split.
   double evaluate();
+  // Parameters and optimizer state to or from a checkpoint file (purine/serialize.hpp).
+  void save_checkpoint(const std::string& path) const;
+  void load_checkpoint(const std::string& path);
+  // The training graph (forward, backward and SGD), e.g. to export it.
+  const Graph& training_graph() const;
   int64_t iterations_per_epoch() const;
 
  private:

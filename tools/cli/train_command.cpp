@@ -10,6 +10,7 @@
 
 #include "graphs/trainer.hpp"
 #include "purine/base/error.hpp"
+#include "purine/serialize.hpp"
 #include "tools/cli/summary.hpp"
 
 DEFINE_string(model, "convnet", "model to train (purine models lists them)");
@@ -28,6 +29,11 @@ DEFINE_int32(threads, 2, "compute threads (bounds BLAS and oneDNN too)");
 DEFINE_uint64(seed, 1, "random seed (initialization, shuffling, dropout)");
 DEFINE_string(summary, "", "write a JSON summary of the run to this file");
 DEFINE_string(executor, "parallel", "dispatcher: parallel or serial");
+DEFINE_string(trace, "", "write a Chrome-trace JSON of the training runs to this file");
+DEFINE_string(checkpoint, "", "save parameters and optimizer state here after training");
+DEFINE_string(resume, "", "load parameters and optimizer state from this checkpoint first");
+DEFINE_string(export_graph, "",
+              "write the training graph here (.dot: GraphViz, .pbtxt: protobuf text, else binary)");
 DEFINE_int64(test_samples, 0, "evaluate on the first N test images (0: all)");
 
 namespace purine::cli {
@@ -58,6 +64,7 @@ TrainOptions options_from_flags() {
   o.threads = FLAGS_threads;
   o.seed = FLAGS_seed;
   o.test_samples = FLAGS_test_samples;
+  o.trace_path = FLAGS_trace;
   require(FLAGS_executor == "parallel" || FLAGS_executor == "serial",
           "--executor must be parallel or serial, got '", FLAGS_executor, "'");
   o.mode = FLAGS_executor == "serial" ? dispatch::Mode::kSerial : dispatch::Mode::kParallel;
@@ -76,6 +83,8 @@ int run_train() {
     require(probe.good(), "cannot write the summary file '", FLAGS_summary, "'");
   }
   Trainer trainer(options);
+  if (!FLAGS_resume.empty()) trainer.load_checkpoint(FLAGS_resume);
+  if (!FLAGS_export_graph.empty()) export_graph(trainer.training_graph(), FLAGS_export_graph);
   const bool terminal = isatty(fileno(stdout));
   std::printf("training %s: batch %d, %d thread%s, %lld iterations per epoch\n",
               options.model.c_str(), options.batch, options.threads,
@@ -96,6 +105,7 @@ int run_train() {
   std::printf("test accuracy %.4f  (%lld iterations, %.0f img/s, %.1f s)\n",
               result.test_accuracy, static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);
+  if (!FLAGS_checkpoint.empty()) trainer.save_checkpoint(FLAGS_checkpoint);
   if (!FLAGS_summary.empty()) write_summary(FLAGS_summary, options, result);
   return 0;
 }

@@ -1,0 +1,27 @@
+// Files: the bi-graph exported as protobuf (GraphProto) and checkpoints (every parameter and
+// state tensor by full blob name). Readers validate what they read and throw purine::Error naming
+// the file and the problem (missing, not a Purine file, shape mismatch, missing tensor); a
+// failed load changes no tensor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "purine.pb.h"
+#include "purine/graph.hpp"
+
+namespace purine {
+
+proto::GraphProto graph_to_proto(const Graph& graph);
+// Writes the graph as binary protobuf, or as GraphViz text when `path` ends in ".dot", or as
+// protobuf text when it ends in ".pbtxt".
+void export_graph(const Graph& graph, const std::string& path);
+
+// Saves the tensors of the graph's parameters and states.
+void save_checkpoint(const Graph& graph, const std::string& path, const std::string& model,
+                     int64_t iteration);
+// Loads them back by name; returns the iteration stored. Every parameter and state of the graph
+// must be present with its shape.
+int64_t load_checkpoint(Graph& graph, const std::string& path);
+
+}  // namespace purine

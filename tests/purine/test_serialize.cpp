@@ -1,0 +1,84 @@
+// Graph export and checkpoints: round trips, and clear errors for bad files.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "purine/serialize.hpp"
+
+using namespace purine;
+using Catch::Contains;
+
+namespace {
+std::string temp_path(const std::string& name) {
+  char pattern[] = "/tmp/purine-ser-XXXXXX";
+  REQUIRE(mkdtemp(pattern) != nullptr);
+  return std::string(pattern) + "/" + name;
+}
+
+// A graph with one parameter and one state.
+struct Net {
+  Graph g{"net"};
+  Blob* w = g.add_blob("w", {2, 3});
+  Blob* s = g.add_blob("s", {3});
+  Net() {
+    g.add_parameter({w, "fill_constant", {}, 1.0});
+    g.add_state({s, "fill_constant", {}, 0.0});
+    g.apply("act", "relu", {}, {w}, {"y"});
+  }
+};
+}  // namespace
+
+TEST_CASE("checkpoints round-trip parameters and states", "[serialize]") {
+  Net a;
+  for (int i = 0; i < 6; ++i) a.w->tensor().mutable_data()[i] = 0.5f * i;
+  for (int i = 0; i < 3; ++i) a.s->tensor().mutable_data()[i] = -1.0f * i;
+  std::string path = temp_path("ckpt.pb");
+  save_checkpoint(a.g, path, "tiny", 42);
+  Net b;
+  REQUIRE(load_checkpoint(b.g, path) == 42);
+  for (int i = 0; i < 6; ++i) REQUIRE(b.w->tensor().data()[i] == 0.5f * i);
+  for (int i = 0; i < 3; ++i) REQUIRE(b.s->tensor().data()[i] == -1.0f * i);
+}
+
+TEST_CASE("bad checkpoints are reported and change nothing", "[serialize]") {
+  Net net;
+  net.w->tensor().fill(7);
+  REQUIRE_THROWS_WITH(load_checkpoint(net.g, "/nonexistent/ckpt.pb"),
+                      Contains("/nonexistent/ckpt.pb") && Contains("no such file"));
+  std::string garbage = temp_path("garbage.pb");
+  std::ofstream(garbage) << "\xff\xff\xff not a protobuf";
+  REQUIRE_THROWS_WITH(load_checkpoint(net.g, garbage), Contains("corrupt"));
+
+  // A checkpoint of another graph: wrong shape for 'w'.
+  Graph other("other");
+  Blob* w = other.add_blob("w", {3, 3});
+  other.add_parameter({w, "fill_constant", {}, 1.0});
+  std::string wrong = temp_path("wrong.pb");
+  save_checkpoint(other, wrong, "other", 1);
+  REQUIRE_THROWS_WITH(load_checkpoint(net.g, wrong),
+                      Contains("tensor 'w' has shape [3,3], the graph expects [2,3]"));
+  REQUIRE(net.w->tensor().data()[0] == 7);
+}
+
+TEST_CASE("graph export writes protobuf and GraphViz", "[serialize]") {
+  Net net;
+  std::string pb = temp_path("graph.pb");
+  export_graph(net.g, pb);
+  std::ifstream in(pb, std::ios::binary);
+  proto::GraphProto g;
+  REQUIRE(g.ParseFromIstream(&in));
+  REQUIRE(g.name() == "net");
+  REQUIRE(g.ops_size() == 1);
+  REQUIRE(g.ops(0).type() == "relu");
+  REQUIRE(g.ops(0).inputs(0) == "w");
+  REQUIRE(g.ops(0).thread() == "main");
+  REQUIRE(g.blobs_size() == 3);
+
+  std::string dot = temp_path("graph.dot");
+  export_graph(net.g, dot);
+  std::ifstream dot_in(dot);
+  std::string text((std::istreambuf_iterator<char>(dot_in)), {});
+  REQUIRE_THAT(text, Contains("\"w\" -> \"act\""));
+  REQUIRE_THROWS_WITH(export_graph(net.g, "/nonexistent/dir/g.pb"),
+                      Contains("/nonexistent/dir/g.pb"));
+}
