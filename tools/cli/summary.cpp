@@ -20,7 +20,13 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"iterations\": " << result.iterations << ",\n"
       << "  \"images_per_sec\": " << result.images_per_sec << ",\n"
       << "  \"final_loss\": " << result.final_loss << ",\n"
-      << "  \"test_accuracy\": " << result.test_accuracy << ",\n"
+      << "  \"test_accuracy\": ";
+  if (options.evaluate) {
+    out << result.test_accuracy;
+  } else {
+    out << "null";  // not measured (--noevaluate)
+  }
+  out << ",\n"
       << "  \"wall_seconds\": " << result.wall_seconds << "\n"
       << "}\n";
   require(out.good(), "failed writing the summary file '", path, "'");

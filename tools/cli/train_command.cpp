@@ -34,6 +34,7 @@ DEFINE_string(checkpoint, "", "save parameters and optimizer state here after tr
 DEFINE_string(resume, "", "load parameters and optimizer state from this checkpoint first");
 DEFINE_string(export_graph, "",
               "write the training graph here (.dot: GraphViz, .pbtxt: protobuf text, else binary)");
+DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate skips it)");
 DEFINE_int64(test_samples, 0, "evaluate on the first N test images (0: all)");
 
 namespace purine::cli {
@@ -65,6 +66,7 @@ TrainOptions options_from_flags() {
   o.seed = FLAGS_seed;
   o.test_samples = FLAGS_test_samples;
   o.trace_path = FLAGS_trace;
+  o.evaluate = FLAGS_evaluate;
   require(FLAGS_executor == "parallel" || FLAGS_executor == "serial",
           "--executor must be parallel or serial, got '", FLAGS_executor, "'");
   o.mode = FLAGS_executor == "serial" ? dispatch::Mode::kSerial : dispatch::Mode::kParallel;
@@ -102,8 +104,8 @@ int run_train() {
     std::fflush(stdout);
   };
   TrainResult result = trainer.train(progress);
-  std::printf("test accuracy %.4f  (%lld iterations, %.0f img/s, %.1f s)\n",
-              result.test_accuracy, static_cast<long long>(result.iterations),
+  if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
+  std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);
   if (!FLAGS_checkpoint.empty()) trainer.save_checkpoint(FLAGS_checkpoint);
   if (!FLAGS_summary.empty()) write_summary(FLAGS_summary, options, result);
