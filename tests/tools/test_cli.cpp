@@ -71,6 +71,8 @@ TEST_CASE("non-IDX and truncated data files", "[cli]") {
   // A valid header promising 100 images of 28x28 but carrying only a few bytes.
   std::string header("\x00\x00\x08\x03\x00\x00\x00\x64\x00\x00\x00\x1c\x00\x00\x00\x1c", 16);
   write_file(dir + "/train-images-idx3-ubyte", header + "abc");
+  write_file(dir + "/train-labels-idx1-ubyte",
+             std::string("\x00\x00\x08\x01\x00\x00\x00\x64", 8) + std::string(100, '\x01'));
   r = purine("train --data=" + dir + " --max-iters=1");
   REQUIRE(r.status != 0);
   REQUIRE(lines(r.output) == 1);

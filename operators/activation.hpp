@@ -1,0 +1,104 @@
+// Element-wise activations and their gradient kernels.
+//   relu:    x -> y = max(x, 0)          gradient: relu_grad(y, dy) -> dx = dy * (y > 0)
+//   sigmoid: x -> y = 1 / (1 + e^-x)     gradient: sigmoid_grad(y, dy) -> dx = dy * y * (1 - y)
+//   tanh:    x -> y = tanh(x)            gradient: tanh_grad(y, dy) -> dx = dy * (1 - y^2)
+// Any shape; y has x's shape. No attributes. The gradient kernels read the forward output y, not
+// x, so the forward op may run in place (y sharing x's memory). All tensors must be contiguous.
+// The gradient kernels are not differentiable.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+// Shared shape logic of the one-input activations: y has x's shape.
+class ActivationOp : public Operator {
+ public:
+  using Operator::Operator;
+  int num_inputs() const override { return 1; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  // The gradient kernel's type, e.g. "relu_grad".
+  virtual std::string grad_type() const = 0;
+};
+
+// Shared shape logic of the gradient kernels: inputs (y, dy) of equal shape, output dx.
+class ActivationGradOp : public Operator {
+ public:
+  using Operator::Operator;
+  int num_inputs() const override { return 2; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+};
+
+class ReluOp : public ActivationOp {
+ public:
+  using ActivationOp::ActivationOp;
+  std::string type() const override { return "relu"; }
+
+ protected:
+  std::string grad_type() const override { return "relu_grad"; }
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class SigmoidOp : public ActivationOp {
+ public:
+  using ActivationOp::ActivationOp;
+  std::string type() const override { return "sigmoid"; }
+
+ protected:
+  std::string grad_type() const override { return "sigmoid_grad"; }
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class TanhOp : public ActivationOp {
+ public:
+  using ActivationOp::ActivationOp;
+  std::string type() const override { return "tanh"; }
+
+ protected:
+  std::string grad_type() const override { return "tanh_grad"; }
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class ReluGradOp : public ActivationGradOp {
+ public:
+  using ActivationGradOp::ActivationGradOp;
+  std::string type() const override { return "relu_grad"; }
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class SigmoidGradOp : public ActivationGradOp {
+ public:
+  using ActivationGradOp::ActivationGradOp;
+  std::string type() const override { return "sigmoid_grad"; }
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class TanhGradOp : public ActivationGradOp {
+ public:
+  using ActivationGradOp::ActivationGradOp;
+  std::string type() const override { return "tanh_grad"; }
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+}  // namespace purine

@@ -1,0 +1,198 @@
+#include "operators/concat_split.hpp"
+
+#include <cstring>
+
+#include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+namespace {
+
+// Total elements below which copies stay on the calling thread.
+constexpr int64_t kParallelMin = 1 << 16;
+
+int resolve_axis(const std::string& type, int64_t axis, const Shape& shape, const char* what) {
+  const int64_t rank = shape.ndim();
+  require(axis >= -rank && axis < rank, type, ": attribute 'axis' is ", axis, " but ", what,
+          " has ", rank, " dimensions ", shape, "; expected -", rank, " <= axis < ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+std::vector<int64_t> checked_sizes(const std::string& type, const Attrs& attrs) {
+  require(attrs.has("sizes"), type,
+          ": missing attribute 'sizes' (the extents of the parts along 'axis')");
+  std::vector<int64_t> sizes = attrs.get_ints("sizes", {});
+  require(!sizes.empty(), type,
+          ": attribute 'sizes' is empty; expected one extent "
+          "per part");
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    require(sizes[k] >= 0, type, ": attribute 'sizes' has ", sizes[k], " at position ", k,
+            "; expected extents >= 0");
+  }
+  return sizes;
+}
+
+bool all_contiguous(const std::vector<const Tensor*>& a, const std::vector<Tensor*>& b) {
+  for (const Tensor* t : a) {
+    if (!t->is_contiguous()) return false;
+  }
+  for (const Tensor* t : b) {
+    if (!t->is_contiguous()) return false;
+  }
+  return true;
+}
+
+// The block layout of a contiguous tensor cut along `axis`: `outer` rows, each the parts'
+// blocks of extents[k] * inner elements one after the other.
+struct Blocks {
+  Blocks(const Shape& whole, int axis)
+      : outer(whole.count_to(axis)),
+        inner(whole.count_from(axis + 1)),
+        row(whole[axis] * inner),
+        parallel(whole.count() > kParallelMin && outer > 1) {}
+  int64_t outer, inner, row;
+  bool parallel;
+};
+
+// concat of contiguous tensors: parts[k] is [outer, extents[k] * inner].
+void gather(float* whole, const std::vector<const float*>& parts,
+            const std::vector<int64_t>& extents, const Blocks& b) {
+  const int64_t n = static_cast<int64_t>(parts.size());
+#pragma omp parallel for if (b.parallel)
+  for (int64_t o = 0; o < b.outer; ++o) {
+    float* dst = whole + o * b.row;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t block = extents[k] * b.inner;
+      std::memcpy(dst, parts[k] + o * block, block * sizeof(float));
+      dst += block;
+    }
+  }
+}
+
+// split of a contiguous tensor, the inverse of gather().
+void scatter(const float* whole, const std::vector<float*>& parts,
+             const std::vector<int64_t>& extents, const Blocks& b) {
+  const int64_t n = static_cast<int64_t>(parts.size());
+#pragma omp parallel for if (b.parallel)
+  for (int64_t o = 0; o < b.outer; ++o) {
+    const float* src = whole + o * b.row;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t block = extents[k] * b.inner;
+      std::memcpy(parts[k] + o * block, src, block * sizeof(float));
+      src += block;
+    }
+  }
+}
+
+}  // namespace
+
+ConcatOp::ConcatOp(Attrs attrs) : Operator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
+
+std::vector<Shape> ConcatOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  const int axis = resolve_axis(type(), axis_, inputs[0], "input 0");
+  Shape out = inputs[0];
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    const Shape& s = inputs[k];
+    bool same = s.ndim() == out.ndim();
+    for (int d = 0; same && d < s.ndim(); ++d) same = d == axis || s[d] == out[d];
+    require(same, type(), ": input ", k, " has shape ", s, " but input 0 has ", inputs[0],
+            "; expected equal extents in every dimension but axis ", axis);
+    out[axis] += s[axis];
+  }
+  return {out};
+}
+
+GradientSpec ConcatOp::gradient() const {
+  throw Error(str(type(), ": the gradient depends on the inputs' extents; call gradient_for()"));
+}
+
+GradientSpec ConcatOp::gradient_for(const std::vector<Shape>& input_shapes) const {
+  require(!input_shapes.empty(), type(), ": expected at least one input, got none");
+  const int axis = resolve_axis(type(), axis_, input_shapes[0], "input 0");
+  std::vector<int64_t> sizes;
+  for (const Shape& s : input_shapes) {
+    require(s.ndim() > axis, type(), ": input shape ", s, " has no axis ", axis);
+    sizes.push_back(s[axis]);
+  }
+  GradOp split{"split", Attrs().set("axis", axis_).set("sizes", sizes), {output_grad(0)}, {}};
+  for (size_t k = 0; k < sizes.size(); ++k) split.outputs.push_back(input_grad(k));
+  GradientSpec spec;
+  spec.ops.push_back(std::move(split));
+  return spec;
+}
+
+void ConcatOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                           const std::vector<Tensor*>& outputs, OpContext&) {
+  Tensor& y = *outputs[0];
+  const int axis = resolve_axis(type(), axis_, y.shape(), "output 0");
+  if (all_contiguous(inputs, outputs)) {
+    std::vector<const float*> parts;
+    std::vector<int64_t> extents;
+    for (const Tensor* x : inputs) {
+      parts.push_back(x->data());
+      extents.push_back(x->shape()[axis]);
+    }
+    gather(y.mutable_data(), parts, extents, Blocks(y.shape(), axis));
+    return;
+  }
+  int64_t begin = 0;
+  for (const Tensor* x : inputs) {
+    const int64_t end = begin + x->shape()[axis];
+    y.slice(axis, begin, end).copy_from(*x);
+    begin = end;
+  }
+}
+
+SplitOp::SplitOp(Attrs attrs)
+    : Operator(std::move(attrs)),
+      axis_(attrs_.get_int("axis", 1)),
+      sizes_(checked_sizes("split", attrs_)) {}
+
+std::vector<Shape> SplitOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), sizes_.size());
+  const int axis = resolve_axis(type(), axis_, inputs[0], "input 0");
+  int64_t total = 0;
+  for (int64_t s : sizes_) total += s;
+  require(total == inputs[0][axis], type(), ": attribute 'sizes' sums to ", total, " but input 0 ",
+          inputs[0], " has extent ", inputs[0][axis], " along axis ", axis, "; expected equal");
+  std::vector<Shape> out;
+  for (int64_t s : sizes_) {
+    Shape part = inputs[0];
+    part[axis] = s;
+    out.push_back(part);
+  }
+  return out;
+}
+
+GradientSpec SplitOp::gradient() const {
+  GradOp concat{"concat", Attrs().set("axis", axis_), {}, {input_grad(0)}};
+  for (size_t k = 0; k < sizes_.size(); ++k) concat.inputs.push_back(output_grad(k));
+  GradientSpec spec;
+  spec.ops.push_back(std::move(concat));
+  return spec;
+}
+
+void SplitOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                          const std::vector<Tensor*>& outputs, OpContext&) {
+  const Tensor& x = *inputs[0];
+  const int axis = resolve_axis(type(), axis_, x.shape(), "input 0");
+  if (all_contiguous(inputs, outputs)) {
+    std::vector<float*> parts;
+    for (Tensor* y : outputs) parts.push_back(y->mutable_data());
+    scatter(x.data(), parts, sizes_, Blocks(x.shape(), axis));
+    return;
+  }
+  int64_t begin = 0;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const int64_t end = begin + sizes_[k];
+    outputs[k]->copy_from(x.slice(axis, begin, end));
+    begin = end;
+  }
+}
+
+PURINE_REGISTER_OPERATOR("concat", ConcatOp);
+PURINE_REGISTER_OPERATOR("split", SplitOp);
+
+}  // namespace purine

@@ -1,0 +1,99 @@
+#include "operators/dropout.hpp"
+
+#include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;
+
+void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
+            inputs[i]->shape(), "; this kernel needs contiguous tensors");
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
+            outputs[i]->shape(), "; this kernel needs contiguous tensors");
+  }
+}
+
+double checked_ratio(const Attrs& attrs) {
+  const double ratio = attrs.get_float("ratio", 0.5);
+  require(ratio >= 0.0 && ratio < 1.0, "dropout: attribute 'ratio' is ", ratio,
+          "; expected 0 <= ratio < 1 (the probability of dropping an element)");
+  return ratio;
+}
+
+bool checked_train(const Attrs& attrs) {
+  const std::string mode = attrs.get_string("mode", "train");
+  require(mode == "train" || mode == "test", "dropout: attribute 'mode' is '", mode,
+          "'; expected 'train' or 'test'");
+  return mode == "train";
+}
+
+}  // namespace
+
+DropoutOp::DropoutOp(Attrs attrs)
+    : Operator(std::move(attrs)), ratio_(checked_ratio(attrs_)), train_(checked_train(attrs_)) {}
+
+std::vector<Shape> DropoutOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 2);
+  return {inputs[0], inputs[0]};
+}
+
+GradientSpec DropoutOp::gradient() const {
+  GradientSpec spec;
+  spec.ops.push_back({"dropout_grad", {}, {output(1), output_grad(0)}, {input_grad(0)}});
+  return spec;
+}
+
+void DropoutOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                            const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous(type(), inputs, outputs);
+  const int64_t n = inputs[0]->count();
+  const float* x = inputs[0]->data();
+  float* y = outputs[0]->mutable_data();
+  float* mask = outputs[1]->mutable_data();
+  if (train_) {
+    // The draws are sequential (one generator), the multiply is not.
+    const float scale = static_cast<float>(1.0 / (1.0 - ratio_));
+    const float drop = static_cast<float>(ratio_);
+    Rng& rng = *context.rng;
+    for (int64_t i = 0; i < n; ++i) mask[i] = rng.uniform01() >= drop ? scale : 0.0f;
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
+  } else {
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = x[i];
+      mask[i] = 1.0f;
+    }
+  }
+}
+
+std::vector<Shape> DropoutGradOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  require(inputs[0] == inputs[1], type(), ": input 1 (dy) has shape ", inputs[1],
+          ", expected input 0's (mask) shape ", inputs[0]);
+  return {inputs[0]};
+}
+
+void DropoutGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const int64_t n = inputs[0]->count();
+  const float* mask = inputs[0]->data();
+  const float* dy = inputs[1]->data();
+  float* dx = outputs[0]->mutable_data();
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dx[i] = mask[i] * dy[i];
+}
+
+PURINE_REGISTER_OPERATOR("dropout", DropoutOp);
+PURINE_REGISTER_OPERATOR("dropout_grad", DropoutGradOp);
+
+}  // namespace purine

@@ -1,0 +1,132 @@
+#include "operators/elementwise.hpp"
+
+#include <algorithm>
+
+#include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;
+// sum works through blocks of this many elements, accumulating in a local buffer so that the
+// output may share memory with any input.
+constexpr int64_t kSumBlock = 1024;
+
+void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
+            inputs[i]->shape(), "; this kernel needs contiguous tensors");
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
+            outputs[i]->shape(), "; this kernel needs contiguous tensors");
+  }
+}
+
+void require_same_shapes(const std::string& type, const std::vector<Shape>& inputs) {
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    require(inputs[i] == inputs[0], type, ": input ", i, " has shape ", inputs[i],
+            ", expected input 0's shape ", inputs[0], " (no broadcasting)");
+  }
+}
+
+}  // namespace
+
+std::vector<Shape> SumOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  require_same_shapes(type(), inputs);
+  return {inputs[0]};
+}
+
+GradientSpec SumOp::gradient() const {
+  throw Error(str(type(), ": the gradient depends on the number of inputs; call gradient_for()"));
+}
+
+GradientSpec SumOp::gradient_for(const std::vector<Shape>& input_shapes) const {
+  GradientSpec spec;
+  for (size_t i = 0; i < input_shapes.size(); ++i)
+    spec.aliases.emplace_back(static_cast<int>(i), 0);
+  return spec;
+}
+
+void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const int64_t n = outputs[0]->count();
+  const int64_t terms = static_cast<int64_t>(inputs.size());
+  std::vector<const float*> x;
+  for (const Tensor* t : inputs) x.push_back(t->data());
+  float* y = outputs[0]->mutable_data();
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+#pragma omp parallel for if (n * terms > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kSumBlock;
+    const int64_t len = std::min(kSumBlock, n - begin);
+    float acc[kSumBlock];
+    const float* x0 = x[0] + begin;
+    for (int64_t j = 0; j < len; ++j) acc[j] = x0[j];
+    for (int64_t k = 1; k < terms; ++k) {
+      const float* xk = x[k] + begin;
+      for (int64_t j = 0; j < len; ++j) acc[j] += xk[j];
+    }
+    std::copy(acc, acc + len, y + begin);
+  }
+}
+
+std::vector<Shape> MulOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  require_same_shapes(type(), inputs);
+  return {inputs[0]};
+}
+
+GradientSpec MulOp::gradient() const {
+  GradientSpec spec;
+  spec.ops.push_back({"mul", {}, {output_grad(0), input(1)}, {input_grad(0)}});
+  spec.ops.push_back({"mul", {}, {output_grad(0), input(0)}, {input_grad(1)}});
+  return spec;
+}
+
+void MulOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const int64_t n = outputs[0]->count();
+  const float* a = inputs[0]->data();
+  const float* b = inputs[1]->data();
+  float* y = outputs[0]->mutable_data();
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+ScaleOp::ScaleOp(Attrs attrs)
+    : Operator(std::move(attrs)), alpha_(attrs_.get_float("alpha", 1.0)) {}
+
+std::vector<Shape> ScaleOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  return {inputs[0]};
+}
+
+GradientSpec ScaleOp::gradient() const {
+  GradientSpec spec;
+  spec.ops.push_back({"scale", Attrs().set("alpha", alpha_), {output_grad(0)}, {input_grad(0)}});
+  return spec;
+}
+
+void ScaleOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                          const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const int64_t n = outputs[0]->count();
+  const float alpha = static_cast<float>(alpha_);
+  const float* x = inputs[0]->data();
+  float* y = outputs[0]->mutable_data();
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
+}
+
+PURINE_REGISTER_OPERATOR("sum", SumOp);
+PURINE_REGISTER_OPERATOR("mul", MulOp);
+PURINE_REGISTER_OPERATOR("scale", ScaleOp);
+
+}  // namespace purine

@@ -1,0 +1,54 @@
+// Inverted dropout.
+//   dropout: x -> (y, mask), both of x's shape. In "train" mode every element is kept with
+//     probability 1 - ratio: mask = keep / (1 - ratio) and y = x * mask, so y's expectation is x.
+//     The keep decisions are drawn from the context's Rng, one uniform draw per element in
+//     element order (bit-identical for a seed). In "test" mode y = x and mask = 1, and no
+//     random numbers are used.
+//   dropout_grad: (mask, dy) -> dx = mask * dy.
+// Attributes: `ratio` (float, drop probability, default 0.5, 0 <= ratio < 1) and `mode`
+// ("train" or "test", default "train"); invalid values throw purine::Error at construction.
+// Only y (output 0) is differentiated: one dropout_grad op reading the forward mask.
+// All tensors must be contiguous.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+class DropoutOp : public Operator {
+ public:
+  explicit DropoutOp(Attrs attrs);
+  std::string type() const override { return "dropout"; }
+  int num_inputs() const override { return 1; }
+  int num_outputs() const override { return 2; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool uses_rng() const override { return train_; }
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+
+ private:
+  const double ratio_;
+  const bool train_;
+};
+
+class DropoutGradOp : public Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "dropout_grad"; }
+  int num_inputs() const override { return 2; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+}  // namespace purine

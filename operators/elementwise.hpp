@@ -1,0 +1,67 @@
+// Element-wise arithmetic on tensors of equal shape (no broadcasting). All tensors contiguous;
+// an output may share memory with any of its inputs.
+//   sum:   (x_0, ..., x_{n-1}) -> y = x_0 + x_1 + ... + x_{n-1}, added in input order for every
+//          element (the explicit, deterministic gradient fan-in). No attributes.
+//          Gradient (gradient_for, as it depends on the input count): every dx_i aliases dy.
+//   mul:   (a, b) -> y = a * b.  Gradient: mul(dy, b) -> da, mul(dy, a) -> db.
+//   scale: x -> y = alpha * x, attribute `alpha` (float, default 1).  Gradient: scale(dy; alpha).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+class SumOp : public Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "sum"; }
+  int num_inputs() const override { return kVariadic; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  // Throws: the gradient depends on the number of inputs; use gradient_for().
+  GradientSpec gradient() const override;
+  GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class MulOp : public Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "mul"; }
+  int num_inputs() const override { return 2; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class ScaleOp : public Operator {
+ public:
+  explicit ScaleOp(Attrs attrs);
+  std::string type() const override { return "scale"; }
+  int num_inputs() const override { return 1; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+
+ private:
+  const double alpha_;
+};
+
+}  // namespace purine

@@ -1,0 +1,100 @@
+// Fillers: source operators (no inputs) that write one tensor of the shape given by attribute
+// `shape` (int list, required, every extent >= 0). The random ones draw from the context's Rng
+// one value per element in element order, so a seed gives bit-identical tensors.
+//   fill_constant: every element = `value` (float, default 0).
+//   fill_uniform:  uniform in [`low`, `high`) (floats, defaults 0 and 1; low <= high).
+//   fill_gaussian: normal with `mean` and `std` (floats, defaults 0 and 1; std >= 0).
+//   fill_xavier:   Glorot uniform in [-b, b), b = sqrt(6 / (fan_in + fan_out)).
+//   fill_kaiming:  He normal, mean 0 and std sqrt(2 / fan_in).
+// Fans: for rank >= 2, fan_in = count / shape[0] and fan_out = count / shape[1] (an inner
+// product weight [out, in] gives fan_in = in, fan_out = out; a convolution weight
+// [out, in, kh, kw] gives in*kh*kw and out*kh*kw). For rank 0 and 1 both fans are the count.
+// Invalid attributes throw purine::Error at construction. None is differentiable.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+// The shared part: no inputs, one output of shape `shape`.
+class FillOp : public Operator {
+ public:
+  // `type` names the concrete operator in attribute errors.
+  FillOp(Attrs attrs, const char* type);
+  int num_inputs() const override { return 0; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  // Requires the output to be contiguous (fill ops write it in element order).
+  void require_contiguous_output(const Tensor& output) const;
+  const Shape shape_;
+};
+
+class FillConstantOp : public FillOp {
+ public:
+  explicit FillConstantOp(Attrs attrs);
+  std::string type() const override { return "fill_constant"; }
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+
+ private:
+  const float value_;
+};
+
+class FillUniformOp : public FillOp {
+ public:
+  explicit FillUniformOp(Attrs attrs);
+  std::string type() const override { return "fill_uniform"; }
+  bool uses_rng() const override { return true; }
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+
+ private:
+  const float low_, high_;
+};
+
+class FillGaussianOp : public FillOp {
+ public:
+  explicit FillGaussianOp(Attrs attrs);
+  std::string type() const override { return "fill_gaussian"; }
+  bool uses_rng() const override { return true; }
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+
+ private:
+  const float mean_, std_;
+};
+
+class FillXavierOp : public FillOp {
+ public:
+  explicit FillXavierOp(Attrs attrs);
+  std::string type() const override { return "fill_xavier"; }
+  bool uses_rng() const override { return true; }
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class FillKaimingOp : public FillOp {
+ public:
+  explicit FillKaimingOp(Attrs attrs);
+  std::string type() const override { return "fill_kaiming"; }
+  bool uses_rng() const override { return true; }
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+}  // namespace purine

@@ -1,0 +1,35 @@
+// One step of stochastic gradient descent with momentum and L2 weight decay, Caffe style.
+//   sgd_update: (weight, grad, history, lr {}) -> (new_weight, new_history)
+//     new_history = momentum * history + lr * (grad + weight_decay * weight)
+//     new_weight  = weight - new_history
+// weight, grad and history have one shape; lr is a scalar tensor (shape {}) so that a learning
+// rate schedule can change it between runs without rebuilding the op. Attributes `momentum` and
+// `weight_decay` (floats, default 0, both >= 0). Outputs may share memory with the inputs of the
+// same role (an in-place update). Not differentiable. All tensors must be contiguous.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+class SgdUpdateOp : public Operator {
+ public:
+  explicit SgdUpdateOp(Attrs attrs);
+  std::string type() const override { return "sgd_update"; }
+  int num_inputs() const override { return 4; }
+  int num_outputs() const override { return 2; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+
+ private:
+  const float momentum_;
+  const float weight_decay_;
+};
+
+}  // namespace purine

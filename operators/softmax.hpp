@@ -1,0 +1,50 @@
+// Softmax over one axis, numerically stable (the maximum along the axis is subtracted first).
+//   softmax:      x [N, C, ...] -> y, same shape; y = exp(x) / sum_c exp(x) along `axis`.
+//   softmax_grad: (y, dy) -> dx = y * (dy - sum_c(dy * y)) along `axis`.
+// Attribute `axis` (int, default 1; negative counts from the end) on both. The gradient of
+// softmax is one softmax_grad op with the same axis; softmax_grad is not differentiable.
+// All tensors must be contiguous.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+class SoftmaxOp : public Operator {
+ public:
+  explicit SoftmaxOp(Attrs attrs);
+  std::string type() const override { return "softmax"; }
+  int num_inputs() const override { return 1; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+
+ private:
+  const int64_t axis_;
+};
+
+class SoftmaxGradOp : public Operator {
+ public:
+  explicit SoftmaxGradOp(Attrs attrs);
+  std::string type() const override { return "softmax_grad"; }
+  int num_inputs() const override { return 2; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+
+ private:
+  const int64_t axis_;
+};
+
+}  // namespace purine

@@ -1,0 +1,378 @@
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "operators/idx_data.hpp"
+#include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/purine_idx_data_XXXXXX";
+    REQUIRE(::mkdtemp(name) != nullptr);
+    path_ = name;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void put_be32(std::vector<uint8_t>* out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<uint8_t>(v >> shift));
+}
+
+void write_gz(const std::string& path, const std::vector<uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) ==
+          static_cast<int>(bytes.size()));
+  REQUIRE(gzclose(f) == Z_OK);
+}
+
+void write_plain(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+  std::fclose(f);
+}
+
+// Sample i is a 2x2 image (i, 255 - i, 0, 255) with label i % 3, so the first pixel names it.
+std::vector<uint8_t> image_bytes(int count) {
+  std::vector<uint8_t> out;
+  for (uint32_t v : {0x803u, static_cast<uint32_t>(count), 2u, 2u}) put_be32(&out, v);
+  for (int i = 0; i < count; ++i) {
+    for (int p : {i, 255 - i, 0, 255}) out.push_back(static_cast<uint8_t>(p));
+  }
+  return out;
+}
+
+std::vector<uint8_t> label_bytes(int count) {
+  std::vector<uint8_t> out;
+  put_be32(&out, 0x801u);
+  put_be32(&out, static_cast<uint32_t>(count));
+  for (int i = 0; i < count; ++i) out.push_back(static_cast<uint8_t>(i % 3));
+  return out;
+}
+
+void write_dataset(const TempDir& dir, int count, bool gz = true) {
+  if (gz) {
+    write_gz(dir.file("train-images-idx3-ubyte.gz"), image_bytes(count));
+    write_gz(dir.file("train-labels-idx1-ubyte.gz"), label_bytes(count));
+  } else {
+    write_plain(dir.file("train-images-idx3-ubyte"), image_bytes(count));
+    write_plain(dir.file("train-labels-idx1-ubyte"), label_bytes(count));
+  }
+}
+
+std::unique_ptr<IdxDataOp> make_op(const Attrs& attrs) {
+  std::unique_ptr<Operator> op = OperatorRegistry::create("idx_data", attrs);
+  REQUIRE(dynamic_cast<IdxDataOp*>(op.get()) != nullptr);
+  return std::unique_ptr<IdxDataOp>(static_cast<IdxDataOp*>(op.release()));
+}
+
+struct Batch {
+  Tensor images;
+  Tensor labels;
+  // The sample index of each row (the first pixel, unscaled).
+  std::vector<int> samples() const {
+    std::vector<int> out;
+    const int64_t n = labels.count();
+    for (int64_t t = 0; t < n; ++t)
+      out.push_back(static_cast<int>(images.data()[t * 4] * 255.0f + 0.5f));
+    return out;
+  }
+};
+
+Batch next_batch(IdxDataOp& op) {
+  std::vector<Shape> shapes = op.output_shapes({});
+  Batch b{Tensor(shapes[0]), Tensor(shapes[1])};
+  OpContext context;
+  op.compute({}, {&b.images, &b.labels}, context);
+  return b;
+}
+
+std::vector<std::vector<int>> batches(const Attrs& attrs, int n) {
+  auto op = make_op(attrs);
+  std::vector<std::vector<int>> out;
+  for (int i = 0; i < n; ++i) out.push_back(next_batch(*op).samples());
+  return out;
+}
+
+Attrs base_attrs(const TempDir& dir, int64_t batch) {
+  return Attrs().set("dir", dir.path()).set("split", "train").set("batch", batch);
+}
+
+}  // namespace
+
+TEST_CASE("idx_data: shapes, sizes and scaled values", "[idx_data]") {
+  for (bool gz : {true, false}) {
+    TempDir dir;
+    write_dataset(dir, 10, gz);
+    auto op = make_op(base_attrs(dir, 4).set("shuffle", 0));
+    CHECK(op->num_inputs() == 0);
+    CHECK(op->num_outputs() == 2);
+    std::vector<Shape> shapes = op->output_shapes({});
+    CHECK(shapes[0] == Shape{4, 1, 2, 2});
+    CHECK(shapes[1] == Shape{4});
+    CHECK(op->samples() == 10);
+    CHECK(op->classes() == 3);
+    CHECK(op->batches_per_epoch() == 2);
+    CHECK(op->epoch() == -1);
+    CHECK_FALSE(op->differentiable());
+    CHECK_FALSE(op->uses_rng());
+
+    Batch b = next_batch(*op);
+    for (int t = 0; t < 4; ++t) {
+      CHECK(b.images.data()[t * 4 + 0] == Approx(t / 255.0f));
+      CHECK(b.images.data()[t * 4 + 1] == Approx((255 - t) / 255.0f));
+      CHECK(b.images.data()[t * 4 + 2] == 0.0f);
+      CHECK(b.images.data()[t * 4 + 3] == Approx(1.0f));
+      CHECK(b.labels.data()[t] == static_cast<float>(t % 3));
+    }
+    CHECK(op->epoch() == 0);
+    CHECK(op->last_batch_valid() == 4);
+    CHECK(next_batch(*op).samples() == std::vector<int>{4, 5, 6, 7});
+    CHECK(next_batch(*op).samples() == std::vector<int>{0, 1, 2, 3});  // 8 and 9 dropped
+    CHECK(op->epoch() == 1);
+    CHECK(op->batches_served() == 3);
+  }
+}
+
+TEST_CASE("idx_data: scale and mean", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 4);
+  auto op = make_op(base_attrs(dir, 2).set("shuffle", 0).set("scale", 0.5).set("mean", 10.0));
+  Batch b = next_batch(*op);
+  const std::vector<float> expected = {-10.0f, 117.5f, -10.0f, 117.5f,
+                                       -9.5f,  117.0f, -10.0f, 117.5f};
+  for (int i = 0; i < 8; ++i) CHECK(b.images.data()[i] == Approx(expected[i]));
+  CHECK(b.labels.data()[0] == 0.0f);
+  CHECK(b.labels.data()[1] == 1.0f);
+}
+
+TEST_CASE("idx_data: every sample once per epoch, a new order each epoch", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 24);
+  auto op = make_op(base_attrs(dir, 4).set("seed", 5));  // train: shuffled by default
+  REQUIRE(op->batches_per_epoch() == 6);
+  std::vector<std::vector<int>> orders;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    std::vector<int> order;
+    for (int k = 0; k < 6; ++k) {
+      Batch b = next_batch(*op);
+      CHECK(op->epoch() == epoch);
+      std::vector<int> samples = b.samples();
+      for (int t = 0; t < 4; ++t) CHECK(b.labels.data()[t] == static_cast<float>(samples[t] % 3));
+      order.insert(order.end(), samples.begin(), samples.end());
+    }
+    std::vector<int> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int> all(24);
+    for (int i = 0; i < 24; ++i) all[i] = i;
+    CHECK(sorted == all);
+    orders.push_back(order);
+  }
+  std::vector<int> identity(24);
+  for (int i = 0; i < 24; ++i) identity[i] = i;
+  CHECK(orders[0] != identity);
+  CHECK(orders[0] != orders[1]);
+  CHECK(orders[1] != orders[2]);
+}
+
+TEST_CASE("idx_data: the same seed gives the same batches, another seed others", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 40);
+  const auto first = batches(base_attrs(dir, 8).set("seed", 11), 12);
+  CHECK(batches(base_attrs(dir, 8).set("seed", 11), 12) == first);
+  CHECK(batches(base_attrs(dir, 8).set("seed", 12), 12) != first);
+}
+
+TEST_CASE("idx_data: ranks serve disjoint slices of the global batch", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 30);
+  for (int shuffle : {0, 1}) {
+    Attrs common = base_attrs(dir, 2).set("seed", 3).set("shuffle", shuffle);
+    const auto global = batches(Attrs(common).set("batch", 4), 20);  // 7 per epoch: ~3 epochs
+    const auto rank0 = batches(Attrs(common).set("ranks", 2).set("rank", 0), 20);
+    const auto rank1 = batches(Attrs(common).set("ranks", 2).set("rank", 1), 20);
+    for (int k = 0; k < 20; ++k) {
+      CHECK(rank0[k] == std::vector<int>(global[k].begin(), global[k].begin() + 2));
+      CHECK(rank1[k] == std::vector<int>(global[k].begin() + 2, global[k].end()));
+    }
+    auto op = make_op(Attrs(common).set("ranks", 2).set("rank", 1));
+    CHECK(op->batches_per_epoch() == 7);
+  }
+}
+
+TEST_CASE("idx_data: drop_last=0 wraps the last batch into the next epoch's order", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 10);
+  auto op = make_op(base_attrs(dir, 4).set("shuffle", 0).set("drop_last", 0));
+  REQUIRE(op->batches_per_epoch() == 3);
+  const std::vector<std::vector<int>> expected = {
+      {0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 0, 1}, {0, 1, 2, 3}};
+  const std::vector<int64_t> valid = {4, 4, 2, 4};
+  const std::vector<int64_t> epochs = {0, 0, 0, 1};
+  for (int k = 0; k < 4; ++k) {
+    CHECK(next_batch(*op).samples() == expected[k]);
+    CHECK(op->last_batch_valid() == valid[k]);
+    CHECK(op->epoch() == epochs[k]);
+  }
+
+  // Two ranks of 2: the third global batch is {8, 9 | 0, 1}, all padding on rank 1.
+  auto rank1 = make_op(
+      base_attrs(dir, 2).set("shuffle", 0).set("drop_last", 0).set("ranks", 2).set("rank", 1));
+  CHECK(rank1->batches_per_epoch() == 3);
+  for (int k = 0; k < 3; ++k) next_batch(*rank1);
+  CHECK(rank1->last_batch_valid() == 0);
+
+  // A set smaller than one batch wraps through several epochs' orders.
+  TempDir tiny;
+  write_dataset(tiny, 3);
+  auto small = make_op(base_attrs(tiny, 8).set("shuffle", 0).set("drop_last", 0));
+  CHECK(small->batches_per_epoch() == 1);
+  CHECK(next_batch(*small).samples() == std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1});
+  CHECK(small->last_batch_valid() == 3);
+
+  // Shuffled: each epoch's first batches still cover every sample once.
+  auto shuffled = make_op(base_attrs(dir, 4).set("drop_last", 0).set("seed", 9));
+  std::vector<int> seen;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<int> s = next_batch(*shuffled).samples();
+    seen.insert(seen.end(), s.begin(), s.begin() + shuffled->last_batch_valid());
+  }
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+}
+
+TEST_CASE("idx_data: file errors throw at construction and name the path", "[idx_data]") {
+  TempDir dir;
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 4)),
+                      Catch::Contains("no such file: " + dir.file("train-images-idx3-ubyte.gz")));
+  REQUIRE_THROWS_WITH(idx_sample_count(dir.path(), "test"),
+                      Catch::Contains("no such file: " + dir.file("t10k-images-idx3-ubyte.gz")));
+
+  write_dataset(dir, 10);
+  std::vector<uint8_t> bytes = image_bytes(10);
+  bytes.resize(bytes.size() - 3);
+  write_gz(dir.file("train-images-idx3-ubyte.gz"), bytes);
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 4)),
+                      Catch::Contains(dir.file("train-images-idx3-ubyte.gz")) &&
+                          Catch::Contains("truncated image data"));
+
+  write_gz(dir.file("train-images-idx3-ubyte.gz"), label_bytes(10));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 4)),
+                      Catch::Contains(dir.file("train-images-idx3-ubyte.gz")) &&
+                          Catch::Contains("not an IDX image file"));
+
+  write_gz(dir.file("train-images-idx3-ubyte.gz"), image_bytes(9));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 4)),
+                      Catch::Contains(dir.file("train-images-idx3-ubyte.gz") + " has 9 images") &&
+                          Catch::Contains("has 10 labels"));
+}
+
+TEST_CASE("idx_data: bad attributes are errors", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 10);
+  REQUIRE_THROWS_WITH(make_op(Attrs().set("dir", dir.path())),
+                      Catch::Contains("attribute 'batch'"));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 0)), Catch::Contains("'batch' is 0"));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 2).set("ranks", 2).set("rank", 2)),
+                      Catch::Contains("'rank' is 2; expected 0 <= rank < ranks = 2"));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 2).set("shuffle", 2)),
+                      Catch::Contains("'shuffle' is 2; expected 0 or 1"));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 2).set("split", "val")),
+                      Catch::Contains("split 'val'"));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 6).set("ranks", 2)),
+                      Catch::Contains("has 10 samples, fewer than one global batch of 12"));
+  CHECK(make_op(base_attrs(dir, 6).set("ranks", 2).set("drop_last", 0))->batches_per_epoch() == 1);
+}
+
+TEST_CASE("idx_data: an error in the prefetch thread is rethrown from compute", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 10);
+  auto op = make_op(base_attrs(dir, 4));
+  // The files change after the graph was built: the lazy load fails in the background thread.
+  std::vector<uint8_t> bytes = image_bytes(10);
+  bytes.resize(bytes.size() - 3);
+  write_gz(dir.file("train-images-idx3-ubyte.gz"), bytes);
+  REQUIRE_THROWS_WITH(next_batch(*op), Catch::Contains(dir.file("train-images-idx3-ubyte.gz")) &&
+                                           Catch::Contains("truncated image data"));
+  REQUIRE_THROWS_WITH(next_batch(*op), Catch::Contains("truncated image data"));
+}
+
+TEST_CASE("idx_data: destruction never hangs", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 100);
+  { auto never_run = make_op(base_attrs(dir, 4)); }
+  for (int served = 1; served < 5; ++served) {
+    auto op = make_op(base_attrs(dir, 4));
+    for (int k = 0; k < served; ++k) next_batch(*op);
+  }
+  SUCCEED();
+}
+
+TEST_CASE("idx_data: shape errors and strided outputs", "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 10);
+  auto op = make_op(base_attrs(dir, 4));
+  Tensor images(Shape{4, 1, 2, 3});
+  Tensor labels(Shape{4});
+  OpContext context;
+  REQUIRE_THROWS_WITH(op->compute({}, {&images, &labels}, context),
+                      Catch::Contains("expected [4,1,2,2]"));
+  Tensor input(Shape{1});
+  Tensor good(Shape{4, 1, 2, 2});
+  REQUIRE_THROWS_WITH(op->compute({&input}, {&good, &labels}, context),
+                      Catch::Contains("expected 0 inputs, got 1"));
+}
+
+TEST_CASE("idx_data: serves the installed Fashion-MNIST training set", "[idx_data]") {
+  struct stat info;
+  if (::stat(kDefaultIdxDir, &info) != 0) {
+    WARN("skipped: " << kDefaultIdxDir
+                     << " is not installed (Debian package dataset-fashion-mnist)");
+    return;
+  }
+  CHECK(idx_sample_count(kDefaultIdxDir, "test") == 10000);
+  auto op = make_op(Attrs().set("batch", 64).set("seed", 1));
+  CHECK(op->samples() == 60000);
+  CHECK(op->classes() == 10);
+  CHECK(op->batches_per_epoch() == 937);
+  CHECK(op->output_shapes({})[0] == Shape{64, 1, 28, 28});
+  std::vector<Shape> shapes = op->output_shapes({});
+  Tensor images(shapes[0]);
+  Tensor labels(shapes[1]);
+  OpContext context;
+  op->compute({}, {&images, &labels}, context);
+  float low = 1.0f, high = 0.0f;
+  for (int64_t i = 0; i < images.count(); ++i) {
+    low = std::min(low, images.data()[i]);
+    high = std::max(high, images.data()[i]);
+  }
+  CHECK(low >= 0.0f);
+  CHECK(high <= 1.0f);
+  CHECK(high > 0.5f);
+  for (int64_t t = 0; t < 64; ++t) {
+    CHECK(labels.data()[t] >= 0.0f);
+    CHECK(labels.data()[t] <= 9.0f);
+  }
+}
+
+}  // namespace purine

@@ -1,0 +1,66 @@
+#include <catch2/catch.hpp>
+
+#include "operators/registry.hpp"
+#include "tests/operators/gradient_check.hpp"
+
+using namespace purine;
+using namespace purine::testing;
+
+TEST_CASE("sgd_update without momentum steps against the gradient", "[sgd_update]") {
+  Tensor w = tensor_of({2}, {1.0f, -2.0f});
+  Tensor g = tensor_of({2}, {0.5f, 4.0f});
+  Tensor h({2});
+  Tensor lr = tensor_of({}, {0.25f});
+  std::vector<Tensor> out = run_forward("sgd_update", {}, {w, g, h, lr});
+  CHECK(out[1].data()[0] == Approx(0.125));
+  CHECK(out[1].data()[1] == Approx(1.0));
+  CHECK(out[0].data()[0] == Approx(0.875));
+  CHECK(out[0].data()[1] == Approx(-3.0));
+}
+
+TEST_CASE("sgd_update with momentum and weight decay over three steps", "[sgd_update]") {
+  // By hand, momentum 0.9, weight_decay 0.1, lr 0.5, a constant gradient 1, w0 = 2, h0 = 0:
+  //   h1 = 0.5 * (1 + 0.2) = 0.6                     w1 = 1.4
+  //   h2 = 0.54 + 0.5 * (1 + 0.14) = 1.11            w2 = 0.29
+  //   h3 = 0.999 + 0.5 * (1 + 0.029) = 1.5135        w3 = -1.2235
+  Attrs attrs = Attrs().set("momentum", 0.9).set("weight_decay", 0.1);
+  auto op = OperatorRegistry::create("sgd_update", attrs);
+  Tensor w = tensor_of({1}, {2.0f});
+  Tensor g = tensor_of({1}, {1.0f});
+  Tensor h({1});
+  Tensor lr = tensor_of({}, {0.5f});
+  OpContext context;
+  const double expected_h[] = {0.6, 1.11, 1.5135};
+  const double expected_w[] = {1.4, 0.29, -1.2235};
+  for (int step = 0; step < 3; ++step) {
+    // In place, as the training loop does it.
+    op->compute({&w, &g, &h, &lr}, {&w, &h}, context);
+    CHECK(h.data()[0] == Approx(expected_h[step]));
+    CHECK(w.data()[0] == Approx(expected_w[step]));
+  }
+}
+
+TEST_CASE("sgd_update on a large tensor takes the threaded path", "[sgd_update]") {
+  Rng rng(8);
+  Tensor w = random_tensor({300, 300}, rng);
+  Tensor g = random_tensor({300, 300}, rng);
+  Tensor h = random_tensor({300, 300}, rng);
+  Tensor lr = tensor_of({}, {0.1f});
+  std::vector<Tensor> out = run_forward("sgd_update", Attrs().set("momentum", 0.5), {w, g, h, lr});
+  for (int64_t i = 0; i < w.count(); i += 777) {
+    const float hi = 0.5f * h.data()[i] + 0.1f * g.data()[i];
+    CHECK(out[1].data()[i] == Approx(hi));
+    CHECK(out[0].data()[i] == Approx(w.data()[i] - hi));
+  }
+}
+
+TEST_CASE("sgd_update rejects bad shapes and attributes", "[sgd_update]") {
+  Tensor w({2, 3});
+  REQUIRE_THROWS_WITH(run_forward("sgd_update", {}, {w, Tensor({3, 2}), w, Tensor(Shape{})}),
+                      Catch::Contains("input 1 (grad) has shape [3,2]"));
+  REQUIRE_THROWS_WITH(run_forward("sgd_update", {}, {w, w, w, Tensor({1})}),
+                      Catch::Contains("input 3 (lr) has shape [1]; expected a scalar"));
+  REQUIRE_THROWS_WITH(OperatorRegistry::create("sgd_update", Attrs().set("momentum", -0.5)),
+                      Catch::Contains("'momentum' is -0.5"));
+  CHECK_FALSE(OperatorRegistry::create("sgd_update")->differentiable());
+}
