@@ -5,6 +5,15 @@
 //              reference in tests and a debugging aid.
 // One run at a time: run_async() then sync(), or run() for both. The same Engine runs its Plan
 // again and again without rebuilding. Not thread-safe: drive it from one thread.
+//
+// Construction computes the deterministic topological order (throws purine::Error naming tasks
+// on a cycle), chains the users of each resource in that order, and in kParallel mode starts the
+// executor threads (on_thread_start runs on each; if one throws, the constructor throws).
+// Stalls (kParallel only): sync() throws purine::Error listing up to 20 pending tasks, running
+// ones first, with their locations; the engine then refuses further runs. Destroying a stalled
+// engine does not hang: threads stuck inside a task are detached and exit, touching nothing but
+// the engine's own internal state, if that task ever returns (see dispatcher/engine.cpp).
+// Destroying an engine during a run that is not stalled waits for the run to finish.
 #pragma once
 
 #include <chrono>
@@ -23,6 +32,10 @@ struct EngineOptions {
   // sync() throws purine::Error listing the pending tasks when no task has completed for this
   // long while work is pending. Zero disables the check.
   std::chrono::milliseconds stall_timeout{60000};
+  // kParallel: how long an executor thread with nothing to do keeps looking for work (yielding
+  // the CPU on every turn) before it sleeps on its condition variable. This makes hand-overs
+  // between executors cost a cache miss instead of a wake-up; zero sleeps at once (least CPU).
+  std::chrono::microseconds idle_spin{50};
 };
 
 class Engine {

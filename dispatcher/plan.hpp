@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace purine::dispatch {
@@ -21,7 +22,13 @@ enum class ExecutorKind {
 };
 
 struct ExecutorSpec {
-  std::string name;      // e.g. "rank0:cpu/main"; shown by observers and the tracer
+  ExecutorSpec() = default;
+  // So that {"rank0:cpu/main"} and {"mpi", ExecutorKind::kMpi} spell a spec without warnings.
+  ExecutorSpec(std::string name_in, ExecutorKind kind_in = ExecutorKind::kCpuThread,
+               std::function<void()> on_thread_start_in = {})
+      : name(std::move(name_in)), kind(kind_in), on_thread_start(std::move(on_thread_start_in)) {}
+
+  std::string name;  // e.g. "rank0:cpu/main"; shown by observers and the tracer
   ExecutorKind kind = ExecutorKind::kCpuThread;
   // Called once on the executor's own OS thread before its first task (pin threads, set the
   // BLAS/OpenMP thread count, ...). May be empty.
@@ -34,6 +41,7 @@ struct Task {
   ExecutorId executor = 0;
   // Runs the task. An exception thrown here fails the run: the engine finishes the bookkeeping
   // of the remaining tasks without running them and rethrows from Engine::sync(), naming the task.
+  // May be empty: the task then only orders its predecessors before its successors.
   std::function<void()> run;
   // Optional: for tasks that start asynchronous work (an MPI_Isend, a CUDA launch) inside run().
   // When set, the task is complete only once poll() returns true; the executor keeps polling it
@@ -44,8 +52,10 @@ struct Task {
 class Plan {
  public:
   ExecutorId add_executor(ExecutorSpec spec);
+  // task.executor must name an executor already added (checked).
   TaskId add_task(Task task);
-  // `after` starts only once `before` has completed. Duplicate edges are fine.
+  // `after` starts only once `before` has completed. Duplicate edges are fine; a task depending on
+  // itself throws purine::Error. Ids must come from this plan (checked).
   void add_dependency(TaskId before, TaskId after);
   ResourceId add_resource(std::string name);
   // Tasks using one resource never overlap and always run in the same order: their order in a

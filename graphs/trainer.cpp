@@ -4,13 +4,12 @@
 #include <chrono>
 
 #include "dispatcher/tracer.hpp"
+#include "graphs/data_parallel.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
-#include "graphs/sgd.hpp"
 #include "models/models.hpp"
 #include "operators/idx_data.hpp"
 #include "operators/registry.hpp"
-#include "purine/autodiff.hpp"
 #include "purine/base/error.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
@@ -22,51 +21,52 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One network over a data split: data source -> model -> softmax loss, accuracy.
-struct Network {
-  explicit Network(const std::string& name) : graph(name) {}
-  Graph graph;
-  IdxDataOp* data = nullptr;
-  Blob* loss = nullptr;
-  Blob* accuracy = nullptr;
-};
-
-void build_network(Network& net, const TrainOptions& o, const std::string& split, int batch,
-                   bool training) {
-  Graph& g = net.graph;
+// The single-device network: data source (on its own thread) -> model -> softmax loss and
+// accuracy. Replica r of n reads the r-th slice of every global batch.
+ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string& split, int batch,
+                             bool training, int replica, int replicas, IdxDataOp** data_op) {
   std::vector<Blob*> data;
   {
-    // The data source runs on its own thread, prefetching while the model computes.
-    Graph::Placement on_data_thread(g, Location::cpu(), "data");
+    Graph::Placement on_data_thread(g, g.current_location(), "data");
     Attrs attrs;
     attrs.set("dir", o.data_dir)
         .set("split", split)
         .set("batch", batch)
         .set("shuffle", training ? 1 : 0)
-        .set("seed", static_cast<int64_t>(o.seed));
+        .set("seed", static_cast<int64_t>(o.seed))
+        .set("rank", replica)
+        .set("ranks", replicas);
     data = g.apply("data", "idx_data", attrs, {}, {"images", "labels"});
   }
-  net.data = &dynamic_cast<IdxDataOp&>(g.op("data")->kernel());
+  IdxDataOp* op = &dynamic_cast<IdxDataOp&>(data[0]->writers()[0]->kernel());
+  if (data_op) *data_op = op;
   ModelSpec spec;
   spec.training = training;
-  spec.classes = net.data->classes();
+  spec.classes = op->classes();
   Blob* logits = find_model(o.model)(g, data[0], spec);
   auto& loss = g.add<SoftmaxLossLayer>("loss");
   B{logits, data[1]} >> loss;
-  net.loss = loss.top(0);
-  net.accuracy = g.apply("top1", "accuracy", {}, {loss.top(1), data[1]}, {"accuracy"})[0];
+  ReplicaOutputs out;
+  out.loss = loss.top(0);
+  out.accuracy = g.apply("top1", "accuracy", {}, {loss.top(1), data[1]}, {"accuracy"})[0];
+  return out;
 }
 
-// Runs every parameter's and state's filler on its tensor, in registration order.
-void initialize(const Graph& g, uint64_t seed) {
-  Rng rng(seed);
-  OpContext context{&rng};
-  auto fill = [&](const Parameter& p) {
-    auto filler = OperatorRegistry::create(p.filler, p.filler_attrs);
-    filler->compute({}, {&p.blob->tensor()}, context);
+// Fills this rank's parameters and states. Every replica's parameters come from a generator
+// seeded alike, so all replicas start from the same weights.
+void initialize(const DataParallelGraph& dp, const Graph& g, uint64_t seed, int rank) {
+  auto fill = [](const Parameter& p, Rng& rng) {
+    OpContext context{&rng};
+    OperatorRegistry::create(p.filler, p.filler_attrs)->compute({}, {&p.blob->tensor()}, context);
   };
-  for (const Parameter& p : g.parameters()) fill(p);
-  for (const Parameter& p : g.states()) fill(p);
+  for (size_t r = 0; r < dp.parameters.size(); ++r) {
+    if (dp.locations[r].rank != rank) continue;
+    Rng rng(seed);
+    for (const Parameter& p : dp.parameters[r]) fill(p, rng);
+  }
+  Rng unused(seed);
+  for (const Parameter& s : g.states())
+    if (s.blob->location().rank == rank) fill(s, unused);
 }
 
 void check_options(const TrainOptions& o) {
@@ -76,6 +76,8 @@ void check_options(const TrainOptions& o) {
   require(o.lr > 0, "--lr must be positive, got ", o.lr);
   require(o.threads > 0, "--threads must be positive, got ", o.threads);
   require(o.test_batch > 0, "test batch must be positive, got ", o.test_batch);
+  require(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "rank ", o.rank, " of ", o.ranks,
+          " ranks");
 }
 
 }  // namespace
@@ -84,15 +86,21 @@ class Trainer::Impl {
  public:
   explicit Impl(TrainOptions options) : options_(std::move(options)), train_("train"), test_("test") {
     check_options(options_);
-    build_network(train_, options_, "train", options_.batch, true);
-    std::vector<Blob*> weights;
-    for (const Parameter& p : train_.graph.parameters()) weights.push_back(p.blob);
-    Gradients grads = backward(train_.graph, train_.loss, weights);
-    SgdOptions sgd;
-    sgd.momentum = options_.momentum;
-    sgd.weight_decay = options_.weight_decay;
-    sgd_ = add_sgd(train_.graph, grads, sgd);
-    initialize(train_.graph, options_.seed);
+    std::vector<Location> locations;
+    for (int r = 0; r < options_.ranks; ++r) locations.push_back(Location::cpu(r));
+    DataParallelOptions dp_options;
+    dp_options.reduction = parse_reduction(options_.reduce);
+    dp_options.sgd.momentum = options_.momentum;
+    dp_options.sgd.weight_decay = options_.weight_decay;
+    dp_ = build_data_parallel(
+        train_,
+        locations,
+        [&](Graph& g, int r, int n) {
+          return build_network(g, options_, "train", options_.batch, true, r, n,
+                               r == 0 ? &train_data_ : nullptr);
+        },
+        dp_options);
+    initialize(dp_, train_, options_.seed, options_.rank);
 
     LrScheduleOptions lr;
     lr.policy = options_.lr_policy;
@@ -107,26 +115,31 @@ class Trainer::Impl {
     run.mode = options_.mode;
     run.compute_threads = options_.threads;
     run.seed = options_.seed;
-    train_run_ = std::make_unique<Runnable>(train_.graph, run);
+    run.rank = options_.rank;
+    run.world_size = options_.ranks;
+    run.stall_timeout = options_.stall_timeout;
+    train_run_ = std::make_unique<Runnable>(train_, run);
     if (!options_.trace_path.empty()) {
       tracer_ = std::make_unique<dispatch::Tracer>();
       train_run_->add_observer(tracer_.get());
     }
-
-    if (options_.evaluate) {
-      build_network(test_, options_, "test", options_.test_batch, false);
-      // The test graph reads the training graph's tensors (swaps included).
-      for (const auto* list : {&test_.graph.parameters(), &test_.graph.states()})
-        for (const Parameter& p : *list) p.blob->share_tensor(*train_.graph.blob(p.blob->name()));
-      test_run_ = std::make_unique<Runnable>(test_.graph, run);
+    if (options_.evaluate && options_.rank == 0) {
+      // Rank 0 evaluates with a single-device graph reading replica 0's tensors.
+      Graph::Scope scope(test_, "replica0");
+      test_outputs_ = build_network(test_, options_, "test", options_.test_batch, false, 0, 1,
+                                    &test_data_);
+      for (const auto* list : {&test_.parameters(), &test_.states()})
+        for (const Parameter& p : *list) p.blob->share_tensor(*train_.blob(p.blob->name()));
+      test_run_ = std::make_unique<Runnable>(test_, run);
     }
   }
 
-  int64_t iterations_per_epoch() const { return train_.data->batches_per_epoch(); }
+  int64_t iterations_per_epoch() const { return train_data_->batches_per_epoch(); }
 
   int64_t total_iterations() const {
     int64_t total = options_.epochs > 0 ? options_.epochs * iterations_per_epoch() : 0;
-    if (options_.max_iters > 0) total = total > 0 ? std::min(total, options_.max_iters) : options_.max_iters;
+    if (options_.max_iters > 0)
+      total = total > 0 ? std::min(total, options_.max_iters) : options_.max_iters;
     return total;
   }
 
@@ -136,19 +149,20 @@ class Trainer::Impl {
     Clock::time_point warm_start = start;
     const int64_t total = total_iterations();
     const int64_t warmup = std::min<int64_t>(10, total / 2);
+    const double images_per_iteration = static_cast<double>(options_.batch) * options_.ranks;
+    const bool leader = options_.rank == 0;
     for (int64_t it = 0; it < total; ++it) {
-      sgd_.set_learning_rate(schedule_->at(it));
+      dp_.sgd.set_learning_rate(schedule_->at(it), options_.rank);
       train_run_->run();
-      result.final_loss = *train_.loss->tensor().data();
-      result.iterations = it + 1;
       ++iterations_done_;
+      result.iterations = it + 1;
+      if (leader) result.final_loss = *dp_.loss->tensor().data();
       auto now = Clock::now();
       if (result.iterations == warmup) warm_start = now;
       double timed = std::chrono::duration<double>(now - warm_start).count();
       int64_t timed_iters = result.iterations - warmup;
-      if (timed_iters > 0 && timed > 0) {
-        result.images_per_sec = timed_iters * static_cast<double>(options_.batch) / timed;
-      }
+      if (timed_iters > 0 && timed > 0)
+        result.images_per_sec = timed_iters * images_per_iteration / timed;
       if (progress) {
         TrainProgress p;
         p.iteration = result.iterations;
@@ -161,21 +175,25 @@ class Trainer::Impl {
         progress(p);
       }
     }
-    if (tracer_) tracer_->write_chrome_trace(options_.trace_path, 0);
-    if (options_.evaluate) result.test_accuracy = evaluate();
+    if (tracer_) {
+      std::string path = options_.trace_path;
+      if (options_.ranks > 1) path += ".rank" + std::to_string(options_.rank);
+      tracer_->write_chrome_trace(path, options_.rank);
+    }
+    if (test_run_) result.test_accuracy = evaluate();
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;
   }
 
   void save(const std::string& path) const {
-    purine::save_checkpoint(train_.graph, path, options_.model, iterations_done_);
+    purine::save_checkpoint(train_, path, options_.model, iterations_done_);
   }
-  void load(const std::string& path) { iterations_done_ = purine::load_checkpoint(train_.graph, path); }
-  const Graph& graph() const { return train_.graph; }
+  void load(const std::string& path) { iterations_done_ = purine::load_checkpoint(train_, path); }
+  const Graph& graph() const { return train_; }
 
   double evaluate() {
-    require(test_run_ != nullptr, "evaluation was disabled for this trainer");
-    int64_t samples = test_.data->samples();
+    require(test_run_ != nullptr, "evaluation is disabled, or this is not rank 0");
+    int64_t samples = test_data_->samples();
     if (options_.test_samples > 0) samples = std::min(samples, options_.test_samples);
     const int64_t batches = samples / options_.test_batch;
     require(batches > 0, "the test split has ", samples, " samples, fewer than one test batch of ",
@@ -183,19 +201,22 @@ class Trainer::Impl {
     double correct = 0;
     for (int64_t b = 0; b < batches; ++b) {
       test_run_->run();
-      correct += *test_.accuracy->tensor().data();
+      correct += *test_outputs_.accuracy->tensor().data();
     }
     return correct / batches;
   }
 
  private:
   TrainOptions options_;
-  Network train_;
-  Network test_;
-  SgdGraph sgd_;
+  Graph train_;
+  Graph test_;
+  DataParallelGraph dp_;
+  IdxDataOp* train_data_ = nullptr;
+  IdxDataOp* test_data_ = nullptr;
+  ReplicaOutputs test_outputs_;
   std::unique_ptr<LrSchedule> schedule_;
   int64_t iterations_done_ = 0;
-  std::unique_ptr<dispatch::Tracer> tracer_;  // declared first: outlives the runnables
+  std::unique_ptr<dispatch::Tracer> tracer_;  // declared before the runnables: outlives them
   std::unique_ptr<Runnable> train_run_;
   std::unique_ptr<Runnable> test_run_;
 };

@@ -5,12 +5,14 @@
 // test split with a second graph that shares the parameter tensors. Not thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "dispatcher/engine.hpp"
+#include "purine/mpi.hpp"
 
 namespace purine {
 
@@ -30,6 +32,12 @@ struct TrainOptions {
   double momentum = 0.9;
   double weight_decay = 5e-4;
   int threads = 2;  // compute threads (OpenMP, BLAS, oneDNN)
+  // Data parallelism over MPI ranks: one replica per rank, `batch` images each; gradients
+  // reduced by "ring", "ps" (parameter server on rank 0) or "mpi" (native allreduce).
+  int ranks = mpi_world_size();
+  int rank = mpi_world_rank();
+  std::string reduce = "ring";
+  std::chrono::milliseconds stall_timeout{60000};
   uint64_t seed = 1;
   dispatch::Mode mode = dispatch::Mode::kParallel;
   int test_batch = 100;
@@ -40,6 +48,8 @@ struct TrainOptions {
   std::string trace_path;
 };
 
+// Progress and results are global: the loss is the mean over all ranks' batches, images/s
+// counts every rank's images. Only rank 0 evaluates.
 struct TrainProgress {
   int64_t iteration = 0;  // completed iterations
   int64_t total_iterations = 0;

@@ -69,11 +69,30 @@ Op* Graph::add_op(const std::string& local_name, const std::string& type, const 
 
 void Graph::set_inputs(Op* op, const std::vector<Blob*>& inputs) {
   require(op->inputs_.empty(), "op '", op->name(), "': inputs are already connected");
+  std::vector<Blob*> connected;
   for (Blob* b : inputs) {
     require(b != nullptr, "op '", op->name(), "': null input blob");
+    if (auto_copy_ && b->location() != op->location() && op->type() != "copy")
+      b = copy_to(b, op->location(), op->thread());
     b->readers_.push_back(op);
+    connected.push_back(b);
   }
-  op->inputs_ = inputs;
+  op->inputs_ = connected;
+}
+
+Blob* Graph::copy_to(Blob* blob, Location location, const std::string& thread) {
+  if (blob->location() == location) return blob;
+  Blob*& copy = copies_[{blob, location}];
+  if (copy) return copy;
+  const std::string name = blob->name() + "@" + location.to_string();
+  Scope root(*this, "", true);
+  Placement placement(*this, location, thread);
+  copy = add_blob(name, blob->shape());
+  Op* op = add_op(name + "::copy", "copy");
+  op->inputs_ = {blob};
+  blob->readers_.push_back(op);
+  set_outputs(op, {copy});
+  return copy;
 }
 
 void Graph::set_outputs(Op* op, const std::vector<Blob*>& outputs) {

@@ -116,8 +116,14 @@ class Graph {
   template <typename C, typename... Args>
   C& add(const std::string& local_name, Args&&... args);
 
-  // Connections (the >> DSL calls these). An op's inputs and outputs are set once each.
+  // Connections (the >> DSL calls these). An op's inputs and outputs are set once each. An
+  // input at another location than the op is replaced by a copy of it at the op's location,
+  // made by a "copy" op inserted once per (blob, location) and reused (unless auto copies are
+  // off, when validate() reports the mismatch instead).
   void set_inputs(Op* op, const std::vector<Blob*>& inputs);
+  void set_auto_copy(bool enabled) { auto_copy_ = enabled; }
+  // The copy of `blob` at `location` ("<blob>@<location>"), created on first use.
+  Blob* copy_to(Blob* blob, Location location, const std::string& thread);
   void set_outputs(Op* op, const std::vector<Blob*>& outputs);
   // Adds an op of `type` reading `inputs` and creates its outputs, named "<local_name>::out<i>"
   // or by `output_names`, with shapes inferred by the operator. Returns the outputs.
@@ -211,6 +217,8 @@ class Graph {
   Location location_ = Location::cpu();
   std::string thread_ = "main";
   int next_op_index_ = 0;
+  bool auto_copy_ = true;
+  std::map<std::pair<const Blob*, Location>, Blob*> copies_;
 };
 
 // A sub-graph with bottom and top blobs: a layer, an inception module, an optimizer. Subclasses

@@ -1,15 +1,21 @@
 #include "purine/runnable.hpp"
 
 #include <glog/logging.h>
+#include <mpi.h>
 
+#include <algorithm>
+#include <set>
+
+#include "operators/copy.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/mpi/transfer.hpp"
 #include "purine/base/error.hpp"
 
 namespace purine {
 
 namespace {
 
-// What one task needs at run time, resolved once at build time.
+// What one compute task needs at run time, resolved once at build time.
 struct OpBinding {
   Operator* kernel;
   std::vector<const Tensor*> inputs;
@@ -25,26 +31,117 @@ uint64_t location_seed(uint64_t seed, Location l) {
   return x ^ (x >> 31);
 }
 
+bool is_cross_rank_copy(const Op& op) {
+  return op.type() == "copy" && op.inputs().size() == 1 &&
+         op.inputs()[0]->location().rank != op.location().rank;
+}
+
+int mpi_tag_upper_bound() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return 32767;
+  int* value = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
+  return found && value ? *value : 32767;
+}
+
+// Tags for every cross-rank copy, derived from the op names so that all ranks agree: a hash,
+// probed past collisions between copies of the same (source, destination) pair in name order.
+std::map<const Op*, int> assign_tags(const Graph& graph) {
+  std::vector<const Op*> copies;
+  for (const auto& op : graph.ops())
+    if (is_cross_rank_copy(*op)) copies.push_back(op.get());
+  std::sort(copies.begin(), copies.end(),
+            [](const Op* a, const Op* b) { return a->name() < b->name(); });
+  const int bound = mpi_tag_upper_bound();
+  std::map<std::pair<int, int>, std::set<int>> used;
+  std::map<const Op*, int> tags;
+  for (const Op* op : copies) {
+    auto& taken = used[{op->inputs()[0]->location().rank, op->location().rank}];
+    int tag = stable_tag(op->name(), bound);
+    while (taken.count(tag)) tag = (tag + 1) % bound;
+    taken.insert(tag);
+    tags[op] = tag;
+  }
+  return tags;
+}
+
+void check_world(const Graph& graph, const RunOptions& options) {
+  int max_rank = 0;
+  for (const auto& b : graph.blobs()) max_rank = std::max(max_rank, b->location().rank);
+  for (const auto& op : graph.ops()) max_rank = std::max(max_rank, op->location().rank);
+  // A graph on several ranks needs exactly its world; a graph on rank 0 alone runs in any world
+  // (the other ranks have nothing of it to run).
+  require(max_rank == 0 || max_rank + 1 == options.world_size, "graph '", graph.name(), "' spans ", max_rank + 1,
+          " rank", max_rank ? "s" : "", " (0..", max_rank, ") but the MPI world has ",
+          options.world_size, "; launch it with mpirun -np ", max_rank + 1);
+  require(options.rank >= 0 && options.rank < options.world_size, "rank ", options.rank,
+          " is outside the world of ", options.world_size);
+  require(options.world_size == 1 || options.mode == dispatch::Mode::kParallel,
+          "the serial executor runs single-process graphs only; graph '", graph.name(),
+          "' spans ", options.world_size, " ranks");
+}
+
 }  // namespace
 
 Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(options) {
   graph_.validate();
+  check_world(graph_, options_);
+  const int me = options_.rank;
+  const int threads = options_.compute_threads;
   dispatch::Plan plan;
   std::map<std::pair<Location, std::string>, dispatch::ExecutorId> executors;
+  auto executor = [&](Location location, const std::string& thread, dispatch::ExecutorKind kind) {
+    auto key = std::make_pair(location, thread);
+    auto it = executors.find(key);
+    if (it != executors.end()) return it->second;
+    dispatch::ExecutorSpec spec(location.to_string() + "/" + thread, kind);
+    if (kind == dispatch::ExecutorKind::kCpuThread)
+      spec.on_thread_start = [threads] { set_compute_threads(threads); };
+    return executors.emplace(key, plan.add_executor(std::move(spec))).first->second;
+  };
+  const Location mpi_location = Location::cpu(me);
   std::map<Location, dispatch::ResourceId> rng_resources;
+  int collectives = -1;
+  std::map<const Op*, int> tags = assign_tags(graph_);
   std::map<const Op*, dispatch::TaskId> task_of;
-  const int threads = options_.compute_threads;
 
   for (Op* op : graph_.topological_order()) {
-    if (op->location().rank != options_.rank) continue;
-    auto key = std::make_pair(op->location(), op->thread());
-    auto ex = executors.find(key);
-    if (ex == executors.end()) {
-      dispatch::ExecutorSpec spec;
-      spec.name = op->location().to_string() + "/" + op->thread();
-      spec.on_thread_start = [threads] { set_compute_threads(threads); };
-      ex = executors.emplace(key, plan.add_executor(std::move(spec))).first;
+    const bool cross_rank = is_cross_rank_copy(*op);
+    const bool sends = cross_rank && op->inputs()[0]->location().rank == me;
+    if (op->location().rank != me && !sends) continue;
+    dispatch::Task task;
+    task.name = op->name();
+    task.location = (sends ? op->inputs()[0]->location() : op->location()).to_string();
+    if (cross_rank || op->type() == "mpi_allreduce") {
+      // Communication: started on this rank's MPI executor and polled to completion.
+      task.executor = executor(mpi_location, "mpi", dispatch::ExecutorKind::kMpi);
+      auto transfer = std::make_shared<MpiTransfer>();
+      if (op->type() == "mpi_allreduce") {
+        const Tensor* in = &op->inputs()[0]->tensor();
+        Tensor* out = &op->outputs()[0]->tensor();
+        task.run = [transfer, in, out] { transfer->start_allreduce(*in, *out); };
+      } else if (sends) {
+        const Tensor* in = &op->inputs()[0]->tensor();
+        const int peer = op->location().rank, tag = tags.at(op);
+        task.run = [transfer, in, peer, tag] { transfer->start_send(*in, peer, tag); };
+      } else {
+        Tensor* out = &op->outputs()[0]->tensor();
+        const int peer = op->inputs()[0]->location().rank, tag = tags.at(op);
+        task.run = [transfer, out, peer, tag] { transfer->start_recv(*out, peer, tag); };
+      }
+      task.poll = [transfer] { return transfer->done(); };
+      dispatch::TaskId id = plan.add_task(std::move(task));
+      task_of[op] = id;
+      if (op->type() == "mpi_allreduce") {
+        // Collectives must start in the same order on every rank: serialize them.
+        if (collectives < 0) collectives = plan.add_resource("mpi:collectives");
+        plan.use_resource(id, collectives);
+      }
+      continue;
     }
+    task.executor = executor(op->location(), op->thread(), dispatch::ExecutorKind::kCpuThread);
     auto binding = std::make_shared<OpBinding>();
     binding->kernel = &op->kernel();
     for (Blob* b : op->inputs()) binding->inputs.push_back(&b->tensor());
@@ -54,13 +151,13 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       if (!rng) rng = std::make_unique<Rng>(location_seed(options_.seed, op->location()));
       binding->context.rng = rng.get();
     }
-    dispatch::Task task;
-    task.name = op->name();
-    task.location = op->location().to_string();
-    task.executor = ex->second;
-    task.run = [binding] {
-      binding->kernel->compute(binding->inputs, binding->outputs, binding->context);
-    };
+    if (op->type() == "copy") {
+      task.run = [binding] { CopyOp::copy(*binding->inputs[0], *binding->outputs[0]); };
+    } else {
+      task.run = [binding] {
+        binding->kernel->compute(binding->inputs, binding->outputs, binding->context);
+      };
+    }
     dispatch::TaskId id = plan.add_task(std::move(task));
     task_of[op] = id;
     if (op->kernel().uses_rng()) {
@@ -73,7 +170,8 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
     }
   }
   // Dependencies: every writer of an input before the reader; the writers of an accumulating
-  // blob one after another, in creation order.
+  // blob one after another, in creation order. Writers on other ranks are reached through the
+  // receive task of the copy that brings their value here.
   for (const auto& [op, id] : task_of) {
     for (const Blob* in : op->inputs())
       for (const Op* w : in->writers()) {

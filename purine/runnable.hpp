@@ -14,13 +14,16 @@
 #include "dispatcher/engine.hpp"
 #include "purine/base/rng.hpp"
 #include "purine/graph.hpp"
+#include "purine/mpi.hpp"
 
 namespace purine {
 
 struct RunOptions {
   dispatch::Mode mode = dispatch::Mode::kParallel;
-  // This process's MPI rank: only vertices located here are instantiated and run.
-  int rank = 0;
+  // This process's MPI rank: only vertices located here are instantiated and run. A graph on
+  // several ranks must span exactly 0 .. world_size-1; one on rank 0 alone runs in any world.
+  int rank = mpi_world_rank();
+  int world_size = mpi_world_size();
   // Threads each compute executor may use inside kernels (OpenMP, BLAS).
   int compute_threads = 1;
   // Seeds the random generators, one per location (serialized by the dispatcher).

@@ -69,6 +69,7 @@ TEST_CASE("a wrong input shape is reported by the operator with the op's name", 
 
 TEST_CASE("reading a blob at another location without a Copy is an error", "[validation]") {
   Graph g;
+  g.set_auto_copy(false);
   Blob* x = g.add_blob("x", {2});
   Blob* y;
   {

@@ -8,12 +8,14 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "models/models.hpp"
 #include "purine/base/error.hpp"
+#include "purine/mpi.hpp"
 #include "tools/cli/train_command.hpp"
 
 namespace {
@@ -58,7 +60,17 @@ int main(int argc, char** argv) {
   int cargc = static_cast<int>(cargs.size());
   char** cargv = cargs.data();
   gflags::SetUsageMessage("purine train [flags]");
+  std::unique_ptr<purine::MpiContext> mpi;
+  // On several ranks a failure on one may leave the others waiting: end the whole job.
+  auto fail = [&](const std::string& message) {
+    const bool several = mpi && mpi->size() > 1;
+    std::cerr << "error: " << (several ? "rank " + std::to_string(mpi->rank()) + ": " : "")
+              << message << "\n";
+    if (several) mpi->abort(1);
+    return 1;
+  };
   try {
+    mpi = std::make_unique<purine::MpiContext>(&argc, &argv);
     if (command == "train") {
       gflags::ParseCommandLineFlags(&cargc, &cargv, true);
       if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
@@ -70,11 +82,7 @@ int main(int argc, char** argv) {
     }
     std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
     return 2;
-  } catch (const purine::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return fail(e.what());
   }
 }

@@ -35,6 +35,10 @@ DEFINE_string(resume, "", "load parameters and optimizer state from this checkpo
 DEFINE_string(export_graph, "",
               "write the training graph here (.dot: GraphViz, .pbtxt: protobuf text, else binary)");
 DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate skips it)");
+DEFINE_string(parallel, "none",
+              "none: one process; data: data parallel over the MPI ranks (launch with mpirun)");
+DEFINE_string(reduce, "ring", "data parallel gradient reduction: ring, ps or mpi");
+DEFINE_int32(stall_timeout, 60, "seconds without progress before a run is declared stalled");
 DEFINE_int64(test_samples, 0, "evaluate on the first N test images (0: all)");
 
 namespace purine::cli {
@@ -67,6 +71,15 @@ TrainOptions options_from_flags() {
   o.test_samples = FLAGS_test_samples;
   o.trace_path = FLAGS_trace;
   o.evaluate = FLAGS_evaluate;
+  o.reduce = FLAGS_reduce;
+  require(FLAGS_stall_timeout > 0, "--stall-timeout must be positive, got ", FLAGS_stall_timeout);
+  o.stall_timeout = std::chrono::seconds(FLAGS_stall_timeout);
+  require(FLAGS_parallel == "none" || FLAGS_parallel == "data",
+          "--parallel must be none or data, got '", FLAGS_parallel, "'");
+  require(FLAGS_parallel == "data" || o.ranks == 1, "running on ", o.ranks,
+          " MPI ranks needs --parallel=data");
+  require(o.ranks == 1 || (FLAGS_checkpoint.empty() && FLAGS_resume.empty()),
+          "--checkpoint and --resume support single-process training only");
   require(FLAGS_executor == "parallel" || FLAGS_executor == "serial",
           "--executor must be parallel or serial, got '", FLAGS_executor, "'");
   o.mode = FLAGS_executor == "serial" ? dispatch::Mode::kSerial : dispatch::Mode::kParallel;
@@ -79,24 +92,27 @@ TrainOptions options_from_flags() {
 
 int run_train() {
   TrainOptions options = options_from_flags();
+  const bool leader = options.rank == 0;
   // Fail on an unwritable summary path now, not after training.
-  if (!FLAGS_summary.empty()) {
+  if (leader && !FLAGS_summary.empty()) {
     std::ofstream probe(FLAGS_summary, std::ios::app);
     require(probe.good(), "cannot write the summary file '", FLAGS_summary, "'");
   }
   Trainer trainer(options);
   if (!FLAGS_resume.empty()) trainer.load_checkpoint(FLAGS_resume);
-  if (!FLAGS_export_graph.empty()) export_graph(trainer.training_graph(), FLAGS_export_graph);
+  if (leader && !FLAGS_export_graph.empty()) export_graph(trainer.training_graph(), FLAGS_export_graph);
   const bool terminal = isatty(fileno(stdout));
-  std::printf("training %s: batch %d, %d thread%s, %lld iterations per epoch\n",
-              options.model.c_str(), options.batch, options.threads,
-              options.threads == 1 ? "" : "s",
-              static_cast<long long>(trainer.iterations_per_epoch()));
-  std::fflush(stdout);
+  if (leader) {
+    std::printf("training %s: batch %d x %d rank%s, %d thread%s, %lld iterations per epoch\n",
+                options.model.c_str(), options.batch, options.ranks, options.ranks == 1 ? "" : "s",
+                options.threads, options.threads == 1 ? "" : "s",
+                static_cast<long long>(trainer.iterations_per_epoch()));
+    std::fflush(stdout);
+  }
   auto progress = [&](const TrainProgress& p) {
-    // On a terminal one line rewritten in place; otherwise a line every 100 iterations.
+    // Rank 0 only. On a terminal one line rewritten in place; otherwise one every 100 iterations.
     bool last = p.iteration == p.total_iterations;
-    if (!terminal && p.iteration % 100 != 0 && !last) return;
+    if (!leader || (!terminal && p.iteration % 100 != 0 && !last)) return;
     std::printf("%siter %lld/%lld  epoch %d  loss %.4f  %.0f img/s  eta %s%s",
                 terminal ? "\r" : "", static_cast<long long>(p.iteration),
                 static_cast<long long>(p.total_iterations), p.epoch, p.loss, p.images_per_sec,
@@ -104,6 +120,7 @@ int run_train() {
     std::fflush(stdout);
   };
   TrainResult result = trainer.train(progress);
+  if (!leader) return 0;
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);

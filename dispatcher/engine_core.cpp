@@ -1,0 +1,111 @@
+#include "dispatcher/engine_core.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
+
+#include "dispatcher/thread_executor.hpp"
+
+namespace purine::dispatch {
+
+EngineCore::EngineCore(Plan plan_in, EngineOptions options_in)
+    : plan(std::move(plan_in)),
+      options(options_in),
+      schedule(Schedule::build(plan)),
+      tasks(plan, schedule) {
+  thread_exited.assign(plan.executors().size(), false);
+}
+
+EngineCore::~EngineCore() = default;
+
+int EngineCore::begin_run() {
+  failure.reset();
+  cancelled_.store(false, std::memory_order_relaxed);
+  run_index = (run_index + 1) & 0x3fffffffu;
+  int active = 0;
+  for (size_t e = 0; e < plan.executors().size(); ++e) {
+    if (schedule.tasks_on(static_cast<ExecutorId>(e)) > 0) ++active;
+  }
+  executors_running.store(active, std::memory_order_relaxed);
+  MutexLock lock(&mu);
+  run_done = active == 0;
+  return active;
+}
+
+void EngineCore::fail(TaskId task, std::exception_ptr error) {
+  failure.record(plan.tasks()[task].name, std::move(error));
+  cancel();
+}
+
+void EngineCore::executor_finished_run() {
+  if (executors_running.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  MutexLock lock(&mu);
+  run_done = true;
+  cv.signal_all();
+}
+
+uint64_t EngineCore::progress() const {
+  uint64_t total = 0;
+  for (const auto& executor : executors) total += executor->completed();
+  return total;
+}
+
+void EngineCore::notify_start(TaskId task) const {
+  const Task& t = plan.tasks()[task];
+  const TaskEvent event{&t.name, &t.location, &plan.executors()[t.executor].name, t.executor,
+                        std::chrono::steady_clock::now()};
+  for (Observer* observer : observers) observer->on_task_start(event);
+}
+
+void EngineCore::notify_end(TaskId task) const {
+  const Task& t = plan.tasks()[task];
+  const TaskEvent event{&t.name, &t.location, &plan.executors()[t.executor].name, t.executor,
+                        std::chrono::steady_clock::now()};
+  for (Observer* observer : observers) observer->on_task_end(event);
+}
+
+std::string EngineCore::stall_report(std::chrono::milliseconds quiet_for) const {
+  constexpr size_t kShown = 20;
+  const int n = schedule.num_tasks();
+  std::vector<std::pair<TaskId, const char*>> pending;  // running first, then polling, waiting
+  std::vector<bool> running(n, false);
+  for (const auto& executor : executors) {
+    const TaskId t = executor->current_task();
+    if (t >= 0) {
+      running[t] = true;
+      pending.emplace_back(t, "running");
+    }
+  }
+  std::vector<TaskId> waiting;
+  for (TaskId t = 0; t < n; ++t) {
+    if (running[t]) continue;
+    switch (tasks.state(t, run_index)) {
+      case TaskTable::kDone:
+        break;
+      case TaskTable::kPolling:
+        pending.emplace_back(t, "started, polling for completion");
+        break;
+      case TaskTable::kWaiting:
+        waiting.push_back(t);
+        break;
+    }
+  }
+  for (TaskId t : waiting) pending.emplace_back(t, "not started");
+
+  std::ostringstream out;
+  out << "dispatcher stalled: no task completed for " << quiet_for.count() << " ms while "
+      << pending.size() << " of " << n << " tasks are pending (EngineOptions::stall_timeout). "
+      << "Pending tasks, running first:";
+  for (size_t i = 0; i < std::min(kShown, pending.size()); ++i) {
+    const Task& task = plan.tasks()[pending[i].first];
+    out << "\n  " << task.name << " @ " << task.location << " on "
+        << plan.executors()[task.executor].name << ": " << pending[i].second;
+  }
+  if (pending.size() > kShown) out << "\n  ... and " << pending.size() - kShown << " more";
+  if (failure.failed()) out << "\nThe run had already failed: " << failure.message();
+  out << "\nA running task that never returns (a deadlock, a message that never arrives, a dead "
+         "peer) holds up the run; find why it blocks.";
+  return out.str();
+}
+
+}  // namespace purine::dispatch

@@ -1,0 +1,49 @@
+#include "dispatcher/plan.hpp"
+
+#include <glog/logging.h>
+
+#include <utility>
+
+#include "purine/base/error.hpp"
+
+namespace purine::dispatch {
+
+ExecutorId Plan::add_executor(ExecutorSpec spec) {
+  executors_.push_back(std::move(spec));
+  return static_cast<ExecutorId>(executors_.size()) - 1;
+}
+
+TaskId Plan::add_task(Task task) {
+  CHECK_GE(task.executor, 0) << "task " << task.name;
+  CHECK_LT(task.executor, static_cast<int>(executors_.size()))
+      << "task " << task.name << " names an executor the plan does not have";
+  tasks_.push_back(std::move(task));
+  successors_.emplace_back();
+  return static_cast<TaskId>(tasks_.size()) - 1;
+}
+
+void Plan::add_dependency(TaskId before, TaskId after) {
+  CHECK_GE(before, 0);
+  CHECK_LT(before, static_cast<int>(tasks_.size()));
+  CHECK_GE(after, 0);
+  CHECK_LT(after, static_cast<int>(tasks_.size()));
+  require(before != after, "task ", tasks_[before].name,
+          " cannot depend on itself: a self-edge would make the plan never finish");
+  successors_[before].push_back(after);
+}
+
+ResourceId Plan::add_resource(std::string name) {
+  resources_.push_back(std::move(name));
+  resource_users_.emplace_back();
+  return static_cast<ResourceId>(resources_.size()) - 1;
+}
+
+void Plan::use_resource(TaskId task, ResourceId resource) {
+  CHECK_GE(task, 0);
+  CHECK_LT(task, static_cast<int>(tasks_.size()));
+  CHECK_GE(resource, 0);
+  CHECK_LT(resource, static_cast<int>(resources_.size()));
+  resource_users_[resource].push_back(task);  // duplicates are dropped by the engine
+}
+
+}  // namespace purine::dispatch

@@ -1,0 +1,40 @@
+// Schedule: the immutable dependency structure an Engine derives from a Plan once, at
+// construction. It holds the deterministic topological order (Kahn's algorithm, ties broken by
+// the smallest task id), the successor lists in compressed form with duplicate edges dropped and
+// the resource chains added (the users of each resource, in topological order, each depending on
+// the previous one), the in-degree of every task, and per executor its task count and its source
+// tasks (those with no predecessor). Building it throws purine::Error when the plan has a cycle.
+// Read-only after build(), so any thread may read it without locking.
+#pragma once
+
+#include <vector>
+
+#include "dispatcher/plan.hpp"
+
+namespace purine::dispatch {
+
+class Schedule {
+ public:
+  // Throws purine::Error naming the tasks of one cycle when the plan is not acyclic.
+  static Schedule build(const Plan& plan);
+
+  int num_tasks() const { return static_cast<int>(in_degree_.size()); }
+  // Every task once; each after all its predecessors (resource chains included).
+  const std::vector<TaskId>& order() const { return order_; }
+  const TaskId* successors_begin(TaskId task) const { return &successors_[offsets_[task]]; }
+  const TaskId* successors_end(TaskId task) const { return &successors_[offsets_[task + 1]]; }
+  int in_degree(TaskId task) const { return in_degree_[task]; }
+  const std::vector<int>& in_degrees() const { return in_degree_; }
+  const std::vector<TaskId>& sources(ExecutorId executor) const { return sources_[executor]; }
+  int tasks_on(ExecutorId executor) const { return tasks_per_executor_[executor]; }
+
+ private:
+  std::vector<TaskId> order_;
+  std::vector<int> offsets_;  // successors of t: successors_[offsets_[t] .. offsets_[t + 1])
+  std::vector<TaskId> successors_;
+  std::vector<int> in_degree_;
+  std::vector<std::vector<TaskId>> sources_;
+  std::vector<int> tasks_per_executor_;
+};
+
+}  // namespace purine::dispatch

@@ -1,0 +1,37 @@
+#include "dispatcher/serial_runner.hpp"
+
+#include <exception>
+#include <thread>
+
+#include "dispatcher/engine_core.hpp"
+
+namespace purine::dispatch {
+
+void run_serial(EngineCore& core) {
+  const bool observed = core.has_observers;
+  for (const TaskId task : core.schedule.order()) {
+    if (core.cancelled()) return;
+    const Task& spec = core.plan.tasks()[task];
+    try {
+      if (observed) core.notify_start(task);
+      if (spec.run) spec.run();
+    } catch (...) {
+      core.fail(task, std::current_exception());
+    }
+    if (observed) {
+      try {
+        core.notify_end(task);
+      } catch (...) {
+        core.fail(task, std::current_exception());
+      }
+    }
+    if (!spec.poll || core.cancelled()) continue;
+    try {
+      while (!spec.poll()) std::this_thread::yield();
+    } catch (...) {
+      core.fail(task, std::current_exception());
+    }
+  }
+}
+
+}  // namespace purine::dispatch

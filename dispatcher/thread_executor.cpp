@@ -1,0 +1,227 @@
+#include "dispatcher/thread_executor.hpp"
+
+#include <glog/logging.h>
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "dispatcher/engine_core.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine::dispatch {
+
+ThreadExecutor::ThreadExecutor(EngineCore* core, ExecutorId id)
+    : core_(core), id_(id), tasks_per_run_(core->schedule.tasks_on(id)) {
+  local_.reserve(64);
+}
+
+ThreadExecutor::~ThreadExecutor() {
+  CHECK(!thread_.joinable()) << "executor thread " << id_ << " was neither joined nor detached";
+}
+
+void ThreadExecutor::start(std::shared_ptr<EngineCore> core) {
+  CHECK(!thread_.joinable());
+  thread_ = std::thread([this, core = std::move(core)]() mutable { thread_main(std::move(core)); });
+}
+
+void ThreadExecutor::join() { thread_.join(); }
+void ThreadExecutor::detach() { thread_.detach(); }
+
+void ThreadExecutor::push(TaskId task) {
+  bool wake;
+  {
+    MutexLock lock(&mu_);
+    inbox_.push_back(task);
+    has_inbox_.store(true, std::memory_order_release);
+    wake = sleeping_;
+  }
+  if (wake) cv_.signal();
+}
+
+void ThreadExecutor::push_all(const std::vector<TaskId>& tasks) {
+  bool wake;
+  {
+    MutexLock lock(&mu_);
+    inbox_.insert(inbox_.end(), tasks.begin(), tasks.end());
+    has_inbox_.store(true, std::memory_order_release);
+    wake = sleeping_;
+  }
+  if (wake) cv_.signal();
+}
+
+void ThreadExecutor::request_stop() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    stopping_.store(true, std::memory_order_relaxed);
+  }
+  cv_.signal_all();
+}
+
+bool ThreadExecutor::abandon_if_busy() {
+  TaskId task = current_.load(std::memory_order_acquire);
+  while (task >= 0) {
+    if (current_.compare_exchange_weak(task, kAbandoned, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
+void ThreadExecutor::thread_main(std::shared_ptr<EngineCore> keep_alive) {
+  const ExecutorSpec& spec = core_->plan.executors()[id_];
+  std::string error;
+  if (spec.on_thread_start) {
+    try {
+      spec.on_thread_start();
+    } catch (...) {
+      error = str("executor ", spec.name,
+                  ": on_thread_start failed: ", describe(std::current_exception()));
+    }
+  }
+  {
+    MutexLock lock(&core_->mu);
+    ++core_->threads_started;
+    if (!error.empty() && core_->startup_error.empty()) core_->startup_error = error;
+    core_->cv.signal_all();
+  }
+  if (!loop()) return;  // abandoned inside a stuck task: touch nothing more
+  MutexLock lock(&core_->mu);
+  core_->thread_exited[id_] = true;
+  core_->cv.signal_all();
+  // keep_alive goes last, after the lock is released.
+}
+
+bool ThreadExecutor::loop() {
+  for (;;) {
+    while (!local_.empty()) {
+      const TaskId task = local_.back();
+      local_.pop_back();
+      if (!execute(task)) return false;
+      if (!in_flight_.empty() && !poll_in_flight()) return false;
+    }
+    if (in_flight_.empty()) {
+      if (!fetch(/*block=*/true)) return true;
+      continue;
+    }
+    // Only polled tasks are left: poll them, look at the inbox, let other threads run.
+    if (!poll_in_flight()) return false;
+    if (!local_.empty()) continue;
+    if (!fetch(/*block=*/false)) return true;
+    if (local_.empty() && !in_flight_.empty()) std::this_thread::yield();
+  }
+}
+
+bool ThreadExecutor::execute(TaskId task) {
+  EngineCore& core = *core_;
+  if (!core.cancelled()) {
+    const Task& spec = core.tasks.task(task);
+    const bool observed = core.has_observers;
+    current_.store(task, std::memory_order_relaxed);
+    try {
+      if (observed) core.notify_start(task);
+      if (spec.run) spec.run();
+    } catch (...) {
+      core.fail(task, std::current_exception());
+    }
+    if (current_.exchange(kIdle, std::memory_order_acq_rel) == kAbandoned) return false;
+    if (observed) {
+      try {
+        core.notify_end(task);
+      } catch (...) {
+        core.fail(task, std::current_exception());
+      }
+    }
+    if (spec.poll && !core.cancelled()) {
+      core.tasks.set_state(task, core.run_index, TaskTable::kPolling);
+      in_flight_.push_back(task);
+      return true;
+    }
+  }
+  complete(task);
+  return true;
+}
+
+bool ThreadExecutor::poll_in_flight() {
+  EngineCore& core = *core_;
+  size_t kept = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    const TaskId task = in_flight_[i];
+    bool done = true;
+    if (!core.cancelled()) {
+      current_.store(task, std::memory_order_relaxed);
+      try {
+        done = core.tasks.task(task).poll();
+      } catch (...) {
+        core.fail(task, std::current_exception());
+      }
+      if (current_.exchange(kIdle, std::memory_order_acq_rel) == kAbandoned) return false;
+    }
+    if (done) {
+      complete(task);
+    } else {
+      in_flight_[kept++] = task;
+    }
+  }
+  in_flight_.resize(kept);
+  return true;
+}
+
+bool ThreadExecutor::fetch(bool block) {
+  if (block) {
+    // Spin before sleeping, yielding the CPU on every turn: on an idle machine sched_yield
+    // returns at once and a hand-over costs a cache miss; on an oversubscribed one the thread
+    // that would hand us work gets the CPU instead of waiting behind a spinner. No PAUSE loop:
+    // under KVM, pause-loop exiting deschedules such a spinner.
+    const auto budget = core_->options.idle_spin;
+    if (budget.count() > 0) {
+      const auto deadline = std::chrono::steady_clock::now() + budget;
+      while (!has_inbox_.load(std::memory_order_acquire) &&
+             !stopping_.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+    }
+  } else if (!has_inbox_.load(std::memory_order_acquire)) {
+    return !stopping_.load(std::memory_order_relaxed);
+  }
+  MutexLock lock(&mu_);
+  if (block) {
+    while (inbox_.empty() && !stop_) {
+      sleeping_ = true;
+      cv_.wait();
+      sleeping_ = false;
+    }
+  }
+  if (inbox_.empty()) return !stop_;
+  DCHECK(local_.empty());
+  local_.swap(inbox_);
+  has_inbox_.store(false, std::memory_order_relaxed);
+  return true;
+}
+
+void ThreadExecutor::complete(TaskId task) {
+  EngineCore& core = *core_;
+  TaskTable& tasks = core.tasks;
+  tasks.set_state(task, core.run_index, TaskTable::kDone);
+  const TaskId* const begin = tasks.successors_begin(task);
+  const TaskId* const end = tasks.successors_end(task);
+  // Start all the cache misses at once rather than one after the other.
+  for (const TaskId* next = begin; next != end; ++next) tasks.prefetch_record(*next);
+  for (const TaskId* next = begin; next != end; ++next) {
+    if (!tasks.satisfy(*next)) continue;
+    const ExecutorId owner = tasks.owner(*next);
+    if (owner == id_) {
+      tasks.prefetch_task(*next);
+      local_.push_back(*next);
+    } else {
+      core.executors[owner]->push(*next);
+    }
+  }
+  completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (++completed_this_run_ == tasks_per_run_) {
+    completed_this_run_ = 0;
+    core.executor_finished_run();  // the Engine may start the next run from here on
+  }
+}
+
+}  // namespace purine::dispatch

@@ -1,0 +1,94 @@
+// ThreadExecutor: one OS thread running the tasks of one ExecutorSpec (kCpuThread or kMpi) as
+// they become ready. Each thread keeps a private LIFO of ready tasks: a successor that becomes
+// ready on the thread that owns it is pushed there without locking or waking anyone, which is
+// what makes a chain of small tasks cheap. Tasks made ready by other threads arrive through the
+// inbox (mutex + condition variable). A thread with nothing to do spins for
+// EngineOptions::idle_spin (yielding on every turn), then sleeps on the condition variable.
+//
+// Tasks with a poll() callback stay in flight after run() returns and are polled between other
+// tasks; while only polled tasks remain the thread polls, yields and never sleeps (any executor
+// kind may own polled tasks; kMpi executors are where they normally live).
+//
+// Ownership: owned by the EngineCore; the thread holds the core alive through a shared_ptr until
+// it exits. The Engine starts the thread, asks it to stop, then joins it, or after a stall detaches
+// it if it is stuck inside a task (abandon_if_busy()).
+//
+// Thread-safety: push(), push_all(), request_stop(), current_task(), completed() and
+// abandon_if_busy() may be called from any thread; everything else runs on the executor's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "dispatcher/mutex.hpp"
+#include "dispatcher/plan.hpp"
+
+namespace purine::dispatch {
+
+struct EngineCore;
+
+class ThreadExecutor {
+ public:
+  ThreadExecutor(EngineCore* core, ExecutorId id);
+  ~ThreadExecutor();
+  ThreadExecutor(const ThreadExecutor&) = delete;
+  ThreadExecutor& operator=(const ThreadExecutor&) = delete;
+
+  // Starts the thread. It calls on_thread_start, reports to the core, then runs tasks until
+  // asked to stop; it keeps `core` alive until it exits.
+  void start(std::shared_ptr<EngineCore> core);
+  // Hands over tasks that are ready to run.
+  void push(TaskId task) EXCLUDES(mu_);
+  void push_all(const std::vector<TaskId>& tasks) EXCLUDES(mu_);
+  // The thread exits once its queues are empty (in-flight polled tasks are dropped).
+  void request_stop() EXCLUDES(mu_);
+  void join();
+  void detach();
+
+  // The task whose run() or poll() is executing now, or -1.
+  TaskId current_task() const { return current_.load(std::memory_order_relaxed); }
+  // Tasks this executor completed (run or skipped) since it started; for stall detection.
+  uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  // When the thread is inside a task, marks it abandoned and returns true: once the task returns
+  // the thread exits without touching anything but the core (no observer, no further task).
+  // Returns false when the thread is between tasks.
+  bool abandon_if_busy();
+
+ private:
+  static constexpr TaskId kIdle = -1;
+  static constexpr TaskId kAbandoned = -2;
+
+  void thread_main(std::shared_ptr<EngineCore> core);
+  // Each returns false when the thread must exit.
+  bool loop();
+  bool execute(TaskId task);
+  bool poll_in_flight();
+  bool fetch(bool block) EXCLUDES(mu_);
+  void complete(TaskId task);
+
+  EngineCore* const core_;
+  const ExecutorId id_;
+  const int tasks_per_run_;
+  std::thread thread_;
+
+  // Owned by the executor thread.
+  std::vector<TaskId> local_;      // ready tasks, LIFO
+  std::vector<TaskId> in_flight_;  // run() returned, poll() not yet true
+  int completed_this_run_ = 0;
+
+  std::atomic<TaskId> current_{kIdle};
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<bool> has_inbox_{false};  // hint: inbox_ may be non-empty
+  std::atomic<bool> stopping_{false};   // hint: stop_ is set
+
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  std::vector<TaskId> inbox_ GUARDED_BY(mu_);
+  bool sleeping_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace purine::dispatch

@@ -1,0 +1,251 @@
+#include "dispatcher/tracer.hpp"
+
+#include <glog/logging.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "purine/base/error.hpp"
+
+namespace purine::dispatch {
+namespace {
+
+int64_t to_ns(std::chrono::steady_clock::time_point time) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
+}
+
+// Microseconds with three decimals, exactly (Chrome-trace timestamps are in microseconds).
+void write_us(std::ostream& out, int64_t ns) {
+  if (ns < 0) {
+    out << '-';
+    ns = -ns;
+  }
+  char frac[8];
+  std::snprintf(frac, sizeof(frac), "%03d", static_cast<int>(ns % 1000));
+  out << ns / 1000 << '.' << frac;
+}
+
+void write_json_string(std::ostream& out, const std::string& text) {
+  out << '"';
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out << "\\\"";
+        break;
+      case '\\':
+        out << "\\\\";
+        break;
+      case '\n':
+        out << "\\n";
+        break;
+      case '\r':
+        out << "\\r";
+        break;
+      case '\t':
+        out << "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
+          out << escaped;
+        } else {
+          out << c;
+        }
+    }
+  }
+  out << '"';
+}
+
+constexpr char kHeader[] = "{\"traceEvents\":[\n";
+constexpr char kFooter[] = "\n],\"displayTimeUnit\":\"ms\"}\n";
+
+// Writes `events` (JSON objects) as a trace file; throws purine::Error naming `path`.
+void write_trace_file(const std::string& path, const std::vector<std::string>& events) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(str("cannot write trace file '", path, "': ", std::strerror(errno)));
+  out << kHeader;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (i > 0) out << ",\n";
+    out << events[i];
+  }
+  out << kFooter;
+  out.close();
+  if (!out) throw Error(str("cannot write trace file '", path, "': write failed"));
+}
+
+// Returns the top-level objects of the "traceEvents" array of a JSON document, as text. A small
+// scanner, not a JSON parser: it tracks strings and nesting, which is all the format needs.
+std::vector<std::string> parse_trace_events(const std::string& text, const std::string& path) {
+  auto fail = [&](const std::string& why) -> Error {
+    return Error(str("'", path, "' is not a Chrome trace written by purine: ", why));
+  };
+  size_t pos = text.find("\"traceEvents\"");
+  if (pos == std::string::npos) throw fail("no \"traceEvents\" key");
+  pos = text.find_first_not_of(" \t\r\n", pos + 13);
+  if (pos == std::string::npos || text[pos] != ':') throw fail("no ':' after \"traceEvents\"");
+  pos = text.find_first_not_of(" \t\r\n", pos + 1);
+  if (pos == std::string::npos || text[pos] != '[') throw fail("\"traceEvents\" is not an array");
+  ++pos;
+  std::vector<std::string> events;
+  int depth = 0;
+  bool in_string = false;
+  size_t object_start = 0;
+  for (; pos < text.size(); ++pos) {
+    const char c = text[pos];
+    if (in_string) {
+      if (c == '\\') {
+        ++pos;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (depth == 0) {
+        if (c != '{') throw fail("an element of \"traceEvents\" is not an object");
+        object_start = pos;
+      }
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) {
+        if (c == ']') return events;
+        throw fail("unbalanced '}'");
+      }
+      if (--depth == 0) events.push_back(text.substr(object_start, pos + 1 - object_start));
+    }
+  }
+  throw fail("the \"traceEvents\" array is not closed (truncated file?)");
+}
+
+}  // namespace
+
+Tracer::Tracer() {
+  for (auto& slot : buffers_) slot.store(nullptr, std::memory_order_relaxed);
+}
+
+Tracer::~Tracer() = default;
+
+int Tracer::Buffer::intern(const std::string* text) {
+  auto it = ids.find(text);
+  if (it != ids.end() && strings[it->second] == *text) return it->second;
+  strings.push_back(*text);
+  const int id = static_cast<int>(strings.size()) - 1;
+  ids[text] = id;
+  return id;
+}
+
+Tracer::Buffer* Tracer::buffer(int executor) {
+  CHECK_GE(executor, 0);
+  CHECK_LT(executor, kMaxExecutors) << "Tracer supports at most " << kMaxExecutors << " executors";
+  Buffer* b = buffers_[executor].load(std::memory_order_acquire);
+  if (b != nullptr) return b;
+  MutexLock lock(&create_mu_);
+  b = buffers_[executor].load(std::memory_order_acquire);
+  if (b == nullptr) {
+    owned_.push_back(std::make_unique<Buffer>());
+    b = owned_.back().get();
+    buffers_[executor].store(b, std::memory_order_release);
+  }
+  return b;
+}
+
+const Tracer::Buffer* Tracer::find(int executor) const {
+  return buffers_[executor].load(std::memory_order_acquire);
+}
+
+void Tracer::on_task_start(const TaskEvent& event) {
+  Buffer* b = buffer(event.executor);
+  MutexLock lock(&b->mu);
+  b->open_start_ns = to_ns(event.time);
+}
+
+void Tracer::on_task_end(const TaskEvent& event) {
+  Buffer* b = buffer(event.executor);
+  const int64_t end = to_ns(event.time);
+  MutexLock lock(&b->mu);
+  if (b->executor_name.empty()) b->executor_name = *event.executor_name;
+  b->records.push_back(
+      {b->intern(event.task_name), b->intern(event.location), b->open_start_ns, end});
+}
+
+size_t Tracer::event_count() const {
+  size_t total = 0;
+  for (int e = 0; e < kMaxExecutors; ++e) {
+    if (const Buffer* b = find(e)) {
+      MutexLock lock(&b->mu);
+      total += b->records.size();
+    }
+  }
+  return total;
+}
+
+void Tracer::clear() {
+  for (int e = 0; e < kMaxExecutors; ++e) {
+    if (Buffer* b = buffers_[e].load(std::memory_order_acquire)) {
+      MutexLock lock(&b->mu);
+      b->records.clear();
+    }
+  }
+}
+
+void Tracer::write_chrome_trace(const std::string& path, int rank) const {
+  std::vector<std::string> events;
+  {
+    std::ostringstream meta;
+    meta << "{\"ph\":\"M\",\"pid\":" << rank
+         << ",\"name\":\"process_name\",\"args\":{\"name\":\"rank " << rank << "\"}}";
+    events.push_back(meta.str());
+  }
+  for (int e = 0; e < kMaxExecutors; ++e) {
+    const Buffer* b = find(e);
+    if (b == nullptr) continue;
+    MutexLock lock(&b->mu);
+    std::ostringstream out;
+    out << "{\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << e
+        << ",\"name\":\"thread_name\",\"args\":{\"name\":";
+    write_json_string(out, b->executor_name.empty() ? str("executor ", e) : b->executor_name);
+    out << "}}";
+    events.push_back(out.str());
+    out.str("");
+    out << "{\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << e
+        << ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":" << e << "}}";
+    events.push_back(out.str());
+    for (const Record& r : b->records) {
+      out.str("");
+      out << "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":" << rank << ",\"tid\":" << e << ",\"name\":";
+      write_json_string(out, b->strings[r.name]);
+      out << ",\"ts\":";
+      write_us(out, r.start_ns);
+      out << ",\"dur\":";
+      write_us(out, r.end_ns - r.start_ns);
+      out << ",\"args\":{\"location\":";
+      write_json_string(out, b->strings[r.location]);
+      out << "}}";
+      events.push_back(out.str());
+    }
+  }
+  write_trace_file(path, events);
+}
+
+void Tracer::merge_chrome_traces(std::vector<std::string> inputs, std::string output) {
+  std::vector<std::string> events;
+  for (const std::string& path : inputs) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(str("cannot read trace file '", path, "': ", std::strerror(errno)));
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) throw Error(str("cannot read trace file '", path, "': read failed"));
+    std::vector<std::string> parsed = parse_trace_events(text.str(), path);
+    for (std::string& event : parsed) events.push_back(std::move(event));
+  }
+  write_trace_file(output, events);
+}
+
+}  // namespace purine::dispatch

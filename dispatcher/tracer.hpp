@@ -1,0 +1,79 @@
+// Tracer: an Observer that records when each task ran on each executor and writes the record as
+// Chrome-trace JSON (one "X" complete event per task run; pid = rank, tid = executor index; one
+// thread_name metadata event per executor; args.location), which Perfetto (ui.perfetto.dev) and
+// chrome://tracing open. One file per rank; merge_chrome_traces() joins them into one.
+//
+// Records are keyed by executor index: a Tracer observes one engine at a time (several engines
+// in turn are fine; engines running at the same time would mix their executors' records).
+// Ownership: the Tracer copies the names it needs, so it may outlive the engines it observed.
+// Register it with Engine::add_observer and keep it alive (or remove it) while the engine runs.
+// Thread-safety: all methods may be called concurrently. Events go to a per-executor buffer
+// guarded by its own mutex, which only that executor's thread takes during a run, so recording
+// costs an uncontended lock, two clock reads and a push_back. Timestamps are steady_clock, so
+// files written by ranks on the same machine line up when merged.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dispatcher/mutex.hpp"
+#include "dispatcher/observer.hpp"
+
+namespace purine::dispatch {
+
+class Tracer : public Observer {
+ public:
+  static constexpr int kMaxExecutors = 1024;
+
+  Tracer();
+  ~Tracer() override;
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  void on_task_start(const TaskEvent& event) override;
+  void on_task_end(const TaskEvent& event) override;
+
+  // Writes what was recorded so far. Throws purine::Error naming `path` if it cannot be written.
+  void write_chrome_trace(const std::string& path, int rank) const;
+  // Concatenates the events of several trace files (as written by write_chrome_trace, usually one
+  // per rank) into `output`. Throws purine::Error naming the file that cannot be read, is not a
+  // trace, or cannot be written.
+  static void merge_chrome_traces(std::vector<std::string> inputs, std::string output);
+
+  // Completed task runs recorded so far, over all executors.
+  size_t event_count() const;
+  // Forgets all records (not the executor names).
+  void clear();
+
+ private:
+  struct Record {
+    int name;      // index into Buffer::strings
+    int location;  // index into Buffer::strings
+    int64_t start_ns;
+    int64_t end_ns;
+  };
+  struct Buffer {
+    mutable Mutex mu;
+    std::string executor_name GUARDED_BY(mu);
+    int64_t open_start_ns GUARDED_BY(mu) = 0;
+    std::vector<Record> records GUARDED_BY(mu);
+    // Interned names, looked up by the address the event carries, checked by content.
+    std::vector<std::string> strings GUARDED_BY(mu);
+    std::unordered_map<const std::string*, int> ids GUARDED_BY(mu);
+    int intern(const std::string* text) REQUIRES(mu);
+  };
+
+  Buffer* buffer(int executor);
+  const Buffer* find(int executor) const;
+
+  std::array<std::atomic<Buffer*>, kMaxExecutors> buffers_;
+  Mutex create_mu_;
+  std::vector<std::unique_ptr<Buffer>> owned_ GUARDED_BY(create_mu_);
+};
+
+}  // namespace purine::dispatch

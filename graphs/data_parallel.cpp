@@ -1,0 +1,102 @@
+#include "graphs/data_parallel.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "purine/autodiff.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+namespace {
+
+// The mean of one scalar per replica, at locations[0].
+Blob* replica_mean(Graph& g, const std::string& name, const std::vector<Blob*>& values,
+                   const std::vector<Location>& locations) {
+  if (values.size() == 1) return values[0];
+  Blob* total = aggregate(g, name, values, locations[0]);
+  Graph::Scope scope(g, name);
+  Graph::Placement placement(g, locations[0], "comm");
+  Attrs attrs;
+  attrs.set("alpha", 1.0 / static_cast<double>(values.size()));
+  return g.apply("mean", "scale", attrs, {total}, {"value"})[0];
+}
+
+}  // namespace
+
+DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& locations,
+                                      const ReplicaBuilder& build,
+                                      const DataParallelOptions& options) {
+  require(!locations.empty(), "data parallel: no locations given");
+  require(std::set<Location>(locations.begin(), locations.end()).size() == locations.size(),
+          "data parallel: a location is listed twice; give one location per replica");
+  check_sgd_options(options.sgd);
+  const int n = static_cast<int>(locations.size());
+  int server = 0;
+  if (options.reduction == Reduction::kParameterServer) {
+    auto it = std::find(locations.begin(), locations.end(), options.server);
+    require(it != locations.end(), "data parallel: the parameter server ", options.server,
+            " is not one of the replicas' locations");
+    server = static_cast<int>(it - locations.begin());
+  }
+  DataParallelGraph dp;
+  dp.locations = locations;
+  for (int r = 0; r < n; ++r) {
+    Graph::Scope scope(g, "replica" + std::to_string(r));
+    Graph::Placement placement(g, locations[r]);
+    const size_t before = g.parameters().size();
+    dp.replicas.push_back(build(g, r, n));
+    require(dp.replicas.back().loss != nullptr, "data parallel: replica ", r, " has no loss");
+    dp.parameters.emplace_back(g.parameters().begin() + before, g.parameters().end());
+    const auto& mine = dp.parameters.back();
+    const auto& first = dp.parameters.front();
+    require(mine.size() == first.size(), "data parallel: replica ", r, " has ", mine.size(),
+            " parameters, replica 0 has ", first.size());
+    for (size_t i = 0; i < mine.size(); ++i)
+      require(mine[i].blob->shape() == first[i].blob->shape(), "data parallel: parameter '",
+              mine[i].blob->name(), "' has shape ", mine[i].blob->shape(), ", replica 0's '",
+              first[i].blob->name(), "' has ", first[i].blob->shape());
+  }
+  // Gradients of each replica's loss / N, so the reduced sum is the average gradient.
+  std::vector<Gradients> grads;
+  for (int r = 0; r < n; ++r) {
+    std::vector<Blob*> weights;
+    for (const Parameter& p : dp.parameters[r]) weights.push_back(p.blob);
+    grads.push_back(backward(g, dp.replicas[r].loss, weights, 1.0 / n));
+  }
+  for (size_t i = 0; i < dp.parameters[0].size(); ++i) {
+    if (!grads[0].has(dp.parameters[0][i].blob)) continue;
+    std::vector<Blob*> parts;
+    for (int r = 0; r < n; ++r) parts.push_back(grads[r].of(dp.parameters[r][i].blob));
+    const std::string name = dp.parameters[0][i].blob->name() + "::reduce";
+    if (options.reduction == Reduction::kParameterServer) {
+      const Parameter& master = dp.parameters[server][i];
+      Blob* total = aggregate(g, name, parts, locations[server]);
+      Blob* updated = add_sgd_update(g, master, total, dp.sgd.learning_rate(g, locations[server]),
+                                     options.sgd);
+      std::vector<Blob*> copies = distribute(g, updated, locations);
+      for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, copies[r]);
+      continue;
+    }
+    std::vector<Blob*> sums = options.reduction == Reduction::kRing
+                                  ? ring_allreduce(g, name, parts)
+                                  : mpi_allreduce(g, name, parts);
+    for (int r = 0; r < n; ++r) {
+      const Parameter& p = dp.parameters[r][i];
+      Blob* updated =
+          add_sgd_update(g, p, sums[r], dp.sgd.learning_rate(g, locations[r]), options.sgd);
+      g.add_swap(p.blob, updated);
+    }
+  }
+  std::vector<Blob*> losses, accuracies;
+  for (const ReplicaOutputs& out : dp.replicas) {
+    losses.push_back(out.loss);
+    if (out.accuracy) accuracies.push_back(out.accuracy);
+  }
+  dp.loss = replica_mean(g, "loss", losses, locations);
+  if (accuracies.size() == losses.size())
+    dp.accuracy = replica_mean(g, "accuracy", accuracies, locations);
+  return dp;
+}
+
+}  // namespace purine

@@ -1,0 +1,53 @@
+// Data parallelism as graph composition: one call turns the single-device training graph into a
+// data-parallel one over a list of locations (one per rank). Every replica is the same
+// single-device graph built at its own location under the scope "replica<r>"; its gradients
+// (scaled by 1/N, so their sum is the average) are reduced by ordinary graph ops, chosen by
+// `reduction`:
+//   kRing:            ring allreduce; every replica then runs the same SGD update;
+//   kParameterServer: gradients aggregated at `server`, updated there, new weights distributed
+//                     (the Purine paper's scheme);
+//   kMpi:             a native MPI_Allreduce op per gradient, for comparison.
+// Each parameter's reduction depends only on that parameter's gradient, so the dispatcher starts
+// it as soon as the gradient exists: communication overlaps the rest of the backward pass.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "graphs/allreduce.hpp"
+#include "graphs/sgd.hpp"
+#include "purine/graph.hpp"
+
+namespace purine {
+
+// What one replica's forward graph exposes: its scalar loss (a mean over its batch) and
+// accuracy. Parameters are those it registers on the graph while being built.
+struct ReplicaOutputs {
+  Blob* loss = nullptr;
+  Blob* accuracy = nullptr;
+};
+// Builds replica `replica` of `replicas` at the graph's current location and scope.
+using ReplicaBuilder = std::function<ReplicaOutputs(Graph& graph, int replica, int replicas)>;
+
+struct DataParallelOptions {
+  Reduction reduction = Reduction::kRing;
+  Location server = Location::cpu(0);  // kParameterServer: one of the replicas' locations
+  SgdOptions sgd;
+};
+
+struct DataParallelGraph {
+  std::vector<Location> locations;
+  std::vector<ReplicaOutputs> replicas;
+  std::vector<std::vector<Parameter>> parameters;  // per replica, in registration order
+  Blob* loss = nullptr;                            // replica average, at locations[0]
+  Blob* accuracy = nullptr;                        // replica average, at locations[0]
+  SgdGraph sgd;
+};
+
+// Throws purine::Error on an empty or repeated location list, replicas that disagree on their
+// parameters, or a server that is not one of the locations.
+DataParallelGraph build_data_parallel(Graph& graph, const std::vector<Location>& locations,
+                                      const ReplicaBuilder& build,
+                                      const DataParallelOptions& options);
+
+}  // namespace purine

@@ -1,0 +1,57 @@
+// Batch normalization per channel (axis 1) of x [N, C] or [N, C, H, W] (any rank >= 2), and its
+// gradient kernel.
+//   batch_norm:      (x, gamma [C], beta [C], running_mean [C], running_var [C])
+//                    -> (y (x's shape), saved_mean [C], saved_inv_std [C],
+//                        new_running_mean [C], new_running_var [C])
+//     mode "train": mean and variance (biased) over the M = N * H * W values of each channel;
+//       y = gamma (x - mean) inv_std + beta with inv_std = 1 / sqrt(var + eps);
+//       saved_* are that mean and inv_std; new_running = momentum running + (1 - momentum)
+//       batch statistic, using the unbiased variance var M / (M - 1). Needs M > 1.
+//     mode "test": y uses running_mean and running_var; saved_* are those statistics (mean,
+//       1 / sqrt(running_var + eps)); new_running_* are copies of running_*.
+//   batch_norm_grad: (x, gamma, saved_mean, saved_inv_std, dy) -> (dx, dgamma, dbeta)
+//     train: dx = gamma inv_std (dy - mean(dy) - xhat mean(dy xhat)), xhat = (x - mean) inv_std
+//     test:  dx = gamma inv_std dy (the statistics are constants)
+//     both:  dgamma = sum(dy xhat), dbeta = sum(dy) per channel.
+// Attributes (the same on both): `eps` (1e-5), `momentum` (0.9), `mode` ("train" or "test",
+// default "train"). The gradient flows from y only (outputs 1-4 are statistics); running_mean
+// and running_var get none. batch_norm_grad is not differentiable. All tensors must be
+// contiguous. Sums run per channel in a fixed order, so any thread count gives equal bits.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+class BatchNormOp : public Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "batch_norm"; }
+  int num_inputs() const override { return 5; }
+  int num_outputs() const override { return 5; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class BatchNormGradOp : public Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "batch_norm_grad"; }
+  int num_inputs() const override { return 5; }
+  int num_outputs() const override { return 3; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+}  // namespace purine

@@ -1,0 +1,108 @@
+// 2-D convolution (cross-correlation, as in caffe and PyTorch) without bias (add a "bias" op),
+// and its gradient kernels. NCHW activations, OIHW weights.
+//   conv:             (x [N, C, H, W], w [O, C, kh, kw]) -> y [N, O, Ho, Wo]
+//   conv_grad_data:   (dy [N, O, Ho, Wo], w, x) -> dx (x's shape); x is read for its shape only
+//   conv_grad_weight: (dy [N, O, Ho, Wo], x, w) -> dw (w's shape); w is read for its shape only
+// Attributes (the same on all three): `stride` (default 1) or `stride_h` / `stride_w`; `pad`
+// (zero padding on both sides, default 0) or `pad_h` / `pad_w`. The output size rounds down:
+//   Ho = (H + 2 pad_h - kh) / stride_h + 1,  Wo = (W + 2 pad_w - kw) / stride_w + 1.
+// conv is differentiable in x and w; the gradient kernels are not. All tensors must be
+// contiguous.
+//
+// `engine` (default "auto") picks the kernel: "onednn", oneDNN's blocked-layout convolutions
+// (reordering from and to our plain tensors); "im2col", im2col + GEMM; "auto", oneDNN except in
+// the backward passes with C < 8 or O < 8 channels, where im2col is faster, and where oneDNN
+// declines the geometry. Each op instance caches its primitives and buffers for the last
+// geometry and thread count it ran with; convolutions under 2^20 multiply-adds run on the
+// calling thread alone. Thread counts and results: im2col is bit-identical for any thread count
+// by construction (per-image GEMMs, weight gradient summed over fixed batch chunks); oneDNN's
+// forward and data gradient do not split reductions across threads; its blocked weight
+// gradient may when channel blocks are fewer than threads (equal bits at 1-8 threads for
+// 16->32, 32->64 and 64->128 channels; 16->32 differed at 16 threads).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+// The sizes of one convolution, validated.
+struct ConvGeometry {
+  int64_t n, c, h, w;  // input
+  int64_t o, kh, kw;   // weight [O, C, kh, kw]
+  int64_t ho, wo;      // output
+  int64_t stride_h, stride_w, pad_h, pad_w;
+  bool operator==(const ConvGeometry& other) const;
+};
+
+enum class ConvDirection { kForward, kBackwardData, kBackwardWeights };
+
+class ConvKernel;  // cpu/conv.cpp: the cached primitives or buffers of one direction
+
+// What the three convolution ops share: the attributes and the kernel cache.
+class ConvOpBase : public Operator {
+ public:
+  explicit ConvOpBase(Attrs attrs);
+  ~ConvOpBase() override;
+
+  // The kernel that ran last ("onednn:<implementation>" or "im2col"); empty before the first
+  // run. For tests and traces.
+  std::string kernel_name() const;
+
+ protected:
+  // Validates x [N, C, H, W] (input number x_input) and w [O, C, kh, kw] (input w_input)
+  // against the attributes; throws purine::Error naming the inputs.
+  ConvGeometry geometry(const Shape& x, int x_input, const Shape& w, int w_input) const;
+  // The kernel for `direction` and `g`, built on first use and again whenever the geometry or
+  // the calling thread's OpenMP thread count changed.
+  ConvKernel& kernel(ConvDirection direction, const ConvGeometry& g);
+
+ private:
+  std::unique_ptr<ConvKernel> kernel_;
+};
+
+class ConvOp : public ConvOpBase {
+ public:
+  using ConvOpBase::ConvOpBase;
+  std::string type() const override { return "conv"; }
+  int num_inputs() const override { return 2; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class ConvGradDataOp : public ConvOpBase {
+ public:
+  using ConvOpBase::ConvOpBase;
+  std::string type() const override { return "conv_grad_data"; }
+  int num_inputs() const override { return 3; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class ConvGradWeightOp : public ConvOpBase {
+ public:
+  using ConvOpBase::ConvOpBase;
+  std::string type() const override { return "conv_grad_weight"; }
+  int num_inputs() const override { return 3; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+}  // namespace purine

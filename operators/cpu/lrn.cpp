@@ -1,0 +1,187 @@
+#include "operators/lrn.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+namespace {
+
+// Element counts below this stay on the calling thread: forking costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
+// Spatial positions per work item: a strip of every channel of one sample.
+constexpr int64_t kStrip = 256;
+
+void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
+            inputs[i]->shape(), "; this kernel needs contiguous tensors");
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
+            outputs[i]->shape(), "; this kernel needs contiguous tensors");
+  }
+}
+
+// scale^-beta, with the AlexNet beta = 0.75 done by square roots.
+inline float inverse_power(float scale, float beta) {
+  if (beta == 0.75f) {
+    const float root = std::sqrt(scale);
+    return 1.0f / (root * std::sqrt(root));
+  }
+  return std::pow(scale, -beta);
+}
+
+// The layout of one call: samples x channels x spatial, cut into work items of one sample and
+// up to kStrip spatial positions.
+struct Layout {
+  int64_t n, c, spatial, strips;
+  explicit Layout(const Shape& x)
+      : n(x[0]), c(x[1]), spatial(x.count_from(2)), strips((spatial + kStrip - 1) / kStrip) {}
+  int64_t items() const { return n * strips; }
+};
+
+// scale [C, len] for the strip at `x` (pointing at channel 0 of the strip; channels are
+// `spatial` apart).
+void compute_scale(const LrnParams& p, const Layout& l, const float* x, int64_t len, float* scale) {
+  const int64_t half = (p.size - 1) / 2;
+  const float coef = p.alpha / static_cast<float>(p.size);
+  for (int64_t c = 0; c < l.c; ++c) {
+    float* out = scale + c * len;
+    std::fill(out, out + len, 0.0f);
+    const int64_t first = std::max<int64_t>(0, c - half), last = std::min(l.c - 1, c + half);
+    for (int64_t cc = first; cc <= last; ++cc) {
+      const float* in = x + cc * l.spatial;
+      for (int64_t s = 0; s < len; ++s) out[s] += in[s] * in[s];
+    }
+    for (int64_t s = 0; s < len; ++s) out[s] = p.k + coef * out[s];
+  }
+}
+
+}  // namespace
+
+LrnParams LrnOpBase::params() const {
+  LrnParams p;
+  p.size = attrs_.get_int("size", 5);
+  p.alpha = static_cast<float>(attrs_.get_float("alpha", 1e-4));
+  p.beta = static_cast<float>(attrs_.get_float("beta", 0.75));
+  p.k = static_cast<float>(attrs_.get_float("k", 1.0));
+  require(p.size >= 1 && p.size % 2 == 1, type(), ": size is ", p.size,
+          ", expected an odd number of channels, 1 or more");
+  require(p.k > 0 && p.alpha >= 0, type(), ": k is ", p.k, " and alpha ", p.alpha,
+          ", expected k > 0 and alpha >= 0 (the scale must stay positive)");
+  return p;
+}
+
+void LrnOpBase::check_input(const Shape& x) const {
+  require(x.ndim() >= 2, type(), ": input 0 (x) has shape ", x,
+          ", expected rank 2 or more ([N, C, ...])");
+}
+
+std::vector<Shape> LrnOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  params();
+  check_input(inputs[0]);
+  return {inputs[0]};
+}
+
+GradientSpec LrnOp::gradient() const {
+  GradientSpec spec;
+  spec.ops.push_back({"lrn_grad", attrs_, {input(0), output(0), output_grad(0)}, {input_grad(0)}});
+  return spec;
+}
+
+void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const LrnParams p = params();
+  const Layout l(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  float* y = outputs[0]->mutable_data();
+#pragma omp parallel if (l.n * l.c * l.spatial > kParallelMin)
+  {
+    std::vector<float> scale(l.c * std::min(kStrip, l.spatial));
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < l.items(); ++item) {
+      const int64_t i = item / l.strips, s0 = (item % l.strips) * kStrip;
+      const int64_t len = std::min(kStrip, l.spatial - s0);
+      const int64_t base = i * l.c * l.spatial + s0;
+      compute_scale(p, l, x + base, len, scale.data());
+      for (int64_t c = 0; c < l.c; ++c) {
+        const float* in = x + base + c * l.spatial;
+        const float* sc = scale.data() + c * len;
+        float* out = y + base + c * l.spatial;
+        for (int64_t s = 0; s < len; ++s) out[s] = in[s] * inverse_power(sc[s], p.beta);
+      }
+    }
+  }
+}
+
+std::vector<Shape> LrnGradOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  params();
+  check_input(inputs[0]);
+  require(inputs[1] == inputs[0], type(), ": input 1 (y) has shape ", inputs[1],
+          ", expected input 0's (x) shape ", inputs[0]);
+  require(inputs[2] == inputs[0], type(), ": input 2 (dy) has shape ", inputs[2],
+          ", expected input 0's (x) shape ", inputs[0]);
+  return {inputs[0]};
+}
+
+void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                            const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const LrnParams p = params();
+  const Layout l(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  const float* y = inputs[1]->data();
+  const float* dy = inputs[2]->data();
+  float* dx = outputs[0]->mutable_data();
+  const int64_t half = (p.size - 1) / 2;
+  const float coef = 2.0f * p.alpha * p.beta / static_cast<float>(p.size);
+#pragma omp parallel if (l.n * l.c * l.spatial > kParallelMin)
+  {
+    const int64_t strip = std::min(kStrip, l.spatial);
+    std::vector<float> scale(l.c * strip), ratio(l.c * strip), window(strip);
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < l.items(); ++item) {
+      const int64_t i = item / l.strips, s0 = (item % l.strips) * kStrip;
+      const int64_t len = std::min(kStrip, l.spatial - s0);
+      const int64_t base = i * l.c * l.spatial + s0;
+      compute_scale(p, l, x + base, len, scale.data());
+      // ratio[c] = dy[c] y[c] / scale[c]
+      for (int64_t c = 0; c < l.c; ++c) {
+        const float* g = dy + base + c * l.spatial;
+        const float* out = y + base + c * l.spatial;
+        const float* sc = scale.data() + c * len;
+        float* r = ratio.data() + c * len;
+        for (int64_t s = 0; s < len; ++s) r[s] = g[s] * out[s] / sc[s];
+      }
+      for (int64_t c = 0; c < l.c; ++c) {
+        // The channels whose windows contain c: the same symmetric window around c.
+        std::fill(window.begin(), window.begin() + len, 0.0f);
+        const int64_t first = std::max<int64_t>(0, c - half), last = std::min(l.c - 1, c + half);
+        for (int64_t cc = first; cc <= last; ++cc) {
+          const float* r = ratio.data() + cc * len;
+          for (int64_t s = 0; s < len; ++s) window[s] += r[s];
+        }
+        const float* in = x + base + c * l.spatial;
+        const float* g = dy + base + c * l.spatial;
+        const float* sc = scale.data() + c * len;
+        float* out = dx + base + c * l.spatial;
+        for (int64_t s = 0; s < len; ++s) {
+          out[s] = g[s] * inverse_power(sc[s], p.beta) - coef * in[s] * window[s];
+        }
+      }
+    }
+  }
+}
+
+PURINE_REGISTER_OPERATOR("lrn", LrnOp);
+PURINE_REGISTER_OPERATOR("lrn_grad", LrnGradOp);
+
+}  // namespace purine

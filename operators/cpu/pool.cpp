@@ -1,0 +1,241 @@
+#include "operators/pool.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+namespace {
+
+// Element counts below this stay on the calling thread: forking costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 15;
+
+void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
+            inputs[i]->shape(), "; this kernel needs contiguous tensors");
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
+            outputs[i]->shape(), "; this kernel needs contiguous tensors");
+  }
+}
+
+// The window of output (oh, ow) clipped to the input: rows [h0, h1), columns [w0, w1).
+struct Window {
+  int64_t h0, h1, w0, w1;
+};
+inline Window window(const PoolGeometry& g, int64_t oh, int64_t ow) {
+  const int64_t hs = oh * g.stride_h - g.pad_h, ws = ow * g.stride_w - g.pad_w;
+  return {std::max<int64_t>(hs, 0), std::min(hs + g.kernel_h, g.h), std::max<int64_t>(ws, 0),
+          std::min(ws + g.kernel_w, g.w)};
+}
+
+// Offset in the plane of the first maximum of the window (never empty: pad < kernel).
+inline int64_t argmax(const PoolGeometry& g, const float* x, const Window& win) {
+  int64_t best = win.h0 * g.w + win.w0;
+  float m = x[best];
+  for (int64_t h = win.h0; h < win.h1; ++h) {
+    for (int64_t w = win.w0; w < win.w1; ++w) {
+      if (x[h * g.w + w] > m) {
+        m = x[h * g.w + w];
+        best = h * g.w + w;
+      }
+    }
+  }
+  return best;
+}
+
+// v where take is 1, +0 where it is 0, without a branch.
+inline float masked(float v, uint32_t take) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits &= 0u - take;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+bool is_max_2x2(const PoolGeometry& g) {
+  return g.max && g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 &&
+         g.pad_h == 0 && g.pad_w == 0;
+}
+
+// One plane of pooling.
+void pool_plane(const PoolGeometry& g, const float* x, float* y) {
+  if (is_max_2x2(g)) {  // the common case, written so that it vectorizes
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const float* r0 = x + 2 * oh * g.w;
+      const float* r1 = r0 + g.w;
+      float* out = y + oh * g.wo;
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const float a = std::max(r0[2 * ow], r0[2 * ow + 1]);
+        const float b = std::max(r1[2 * ow], r1[2 * ow + 1]);
+        out[ow] = std::max(a, b);
+      }
+    }
+    return;
+  }
+  const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
+  for (int64_t oh = 0; oh < g.ho; ++oh) {
+    for (int64_t ow = 0; ow < g.wo; ++ow) {
+      const Window win = window(g, oh, ow);
+      if (g.max) {
+        y[oh * g.wo + ow] = x[argmax(g, x, win)];
+      } else {
+        float sum = 0;
+        for (int64_t h = win.h0; h < win.h1; ++h) {
+          for (int64_t w = win.w0; w < win.w1; ++w) sum += x[h * g.w + w];
+        }
+        y[oh * g.wo + ow] = sum * inv_area;
+      }
+    }
+  }
+}
+
+// One plane of the gradient: dx from x and dy.
+void pool_grad_plane(const PoolGeometry& g, const float* x, const float* dy, float* dx) {
+  if (is_max_2x2(g)) {  // disjoint windows: each dx element is written once
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const float* r0 = x + 2 * oh * g.w;
+      const float* r1 = r0 + g.w;
+      float* d0 = dx + 2 * oh * g.w;
+      float* d1 = d0 + g.w;
+      const float* grad = dy + oh * g.wo;
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+        const float m = std::max(std::max(a, b), std::max(c, d));
+        // The first maximum in row-major order takes the gradient. Bit masks, not branches:
+        // on random data the branches mispredict and cost more than all the arithmetic.
+        const uint32_t take_a = a == m;
+        const uint32_t take_b = (b == m) & (take_a ^ 1u);
+        const uint32_t take_c = (c == m) & ((take_a | take_b) ^ 1u);
+        const uint32_t take_d = (take_a | take_b | take_c) ^ 1u;
+        const float v = grad[ow];
+        d0[2 * ow] = masked(v, take_a);
+        d0[2 * ow + 1] = masked(v, take_b);
+        d1[2 * ow] = masked(v, take_c);
+        d1[2 * ow + 1] = masked(v, take_d);
+      }
+      // A last column that fills no window (odd width).
+      std::fill(d0 + 2 * g.wo, d0 + g.w, 0.0f);
+      std::fill(d1 + 2 * g.wo, d1 + g.w, 0.0f);
+    }
+    std::fill(dx + 2 * g.ho * g.w, dx + g.h * g.w, 0.0f);  // likewise a last row
+    return;
+  }
+  std::fill(dx, dx + g.h * g.w, 0.0f);
+  const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
+  for (int64_t oh = 0; oh < g.ho; ++oh) {
+    for (int64_t ow = 0; ow < g.wo; ++ow) {
+      const Window win = window(g, oh, ow);
+      const float v = dy[oh * g.wo + ow];
+      if (g.max) {
+        dx[argmax(g, x, win)] += v;
+      } else {
+        const float share = v * inv_area;
+        for (int64_t h = win.h0; h < win.h1; ++h) {
+          for (int64_t w = win.w0; w < win.w1; ++w) dx[h * g.w + w] += share;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+PoolGeometry PoolOpBase::geometry(const Shape& x) const {
+  PoolGeometry g;
+  const std::string mode = attrs_.get_string("mode", "max");
+  require(mode == "max" || mode == "avg", type(), ": mode is '", mode,
+          "', expected 'max' or 'avg'");
+  g.max = mode == "max";
+  const bool has_kernel =
+      attrs_.has("kernel") || (attrs_.has("kernel_h") && attrs_.has("kernel_w"));
+  require(has_kernel, type(), ": missing attribute 'kernel' (or 'kernel_h' and 'kernel_w')");
+  const int64_t kernel = attrs_.get_int("kernel", 0);
+  g.kernel_h = attrs_.get_int("kernel_h", kernel);
+  g.kernel_w = attrs_.get_int("kernel_w", kernel);
+  require(g.kernel_h >= 1 && g.kernel_w >= 1, type(), ": kernel is ", g.kernel_h, "x", g.kernel_w,
+          ", expected 1 or more");
+  const bool has_stride = attrs_.has("stride");
+  const int64_t stride = attrs_.get_int("stride", 0);
+  g.stride_h = attrs_.get_int("stride_h", has_stride ? stride : g.kernel_h);
+  g.stride_w = attrs_.get_int("stride_w", has_stride ? stride : g.kernel_w);
+  require(g.stride_h >= 1 && g.stride_w >= 1, type(), ": stride is ", g.stride_h, "x", g.stride_w,
+          ", expected 1 or more");
+  const int64_t pad = attrs_.get_int("pad", 0);
+  g.pad_h = attrs_.get_int("pad_h", pad);
+  g.pad_w = attrs_.get_int("pad_w", pad);
+  require(g.pad_h >= 0 && g.pad_w >= 0 && g.pad_h < g.kernel_h && g.pad_w < g.kernel_w, type(),
+          ": pad is ", g.pad_h, "x", g.pad_w, ", expected 0 or more and less than the kernel ",
+          g.kernel_h, "x", g.kernel_w);
+  require(x.ndim() == 4, type(), ": input 0 (x) has shape ", x, ", expected [N, C, H, W]");
+  g.planes = x[0] * x[1];
+  g.h = x[2];
+  g.w = x[3];
+  require(g.h + 2 * g.pad_h >= g.kernel_h && g.w + 2 * g.pad_w >= g.kernel_w, type(), ": kernel ",
+          g.kernel_h, "x", g.kernel_w, " is larger than the padded input ", g.h + 2 * g.pad_h, "x",
+          g.w + 2 * g.pad_w, " (input 0 has shape ", x, ")");
+  g.ho = (g.h + 2 * g.pad_h - g.kernel_h) / g.stride_h + 1;
+  g.wo = (g.w + 2 * g.pad_w - g.kernel_w) / g.stride_w + 1;
+  return g;
+}
+
+std::vector<Shape> PoolOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  const PoolGeometry g = geometry(inputs[0]);
+  return {Shape{inputs[0][0], inputs[0][1], g.ho, g.wo}};
+}
+
+GradientSpec PoolOp::gradient() const {
+  GradientSpec spec;
+  spec.ops.push_back({"pool_grad", attrs_, {input(0), output(0), output_grad(0)}, {input_grad(0)}});
+  return spec;
+}
+
+void PoolOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                         const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const PoolGeometry g = geometry(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  float* y = outputs[0]->mutable_data();
+  const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
+#pragma omp parallel for if (g.planes * in_plane > kParallelMin)
+  for (int64_t p = 0; p < g.planes; ++p) pool_plane(g, x + p * in_plane, y + p * out_plane);
+}
+
+std::vector<Shape> PoolGradOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  const PoolGeometry g = geometry(inputs[0]);
+  const Shape expected{inputs[0][0], inputs[0][1], g.ho, g.wo};
+  require(inputs[1] == expected, type(), ": input 1 (y) has shape ", inputs[1], ", expected ",
+          expected);
+  require(inputs[2] == expected, type(), ": input 2 (dy) has shape ", inputs[2], ", expected ",
+          expected);
+  return {inputs[0]};
+}
+
+void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                             const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const PoolGeometry g = geometry(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  const float* dy = inputs[2]->data();
+  float* dx = outputs[0]->mutable_data();
+  const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
+#pragma omp parallel for if (g.planes * in_plane > kParallelMin)
+  for (int64_t p = 0; p < g.planes; ++p) {
+    pool_grad_plane(g, x + p * in_plane, dy + p * out_plane, dx + p * in_plane);
+  }
+}
+
+PURINE_REGISTER_OPERATOR("pool", PoolOp);
+PURINE_REGISTER_OPERATOR("pool_grad", PoolGradOp);
+
+}  // namespace purine

@@ -1,0 +1,60 @@
+// Fully connected layer without bias (add a "bias" op for that), and its gradient kernels.
+//   inner_product:             (x [N, ...], w [O, K]) -> y [N, O] = x w^T, where x is read as
+//                              [N, K] with K = product of x's dimensions after the first.
+//   inner_product_grad_data:   (dy [N, O], w [O, K], x) -> dx (x's shape) = dy w; x is read
+//                              for its shape only.
+//   inner_product_grad_weight: (dy [N, O], x [N, ...]) -> dw [O, K] = dy^T x.
+// No attributes. inner_product is differentiable in x and w; the gradient kernels are not.
+// All tensors must be contiguous. Results are bit-identical for any thread count: the GEMMs are
+// split into blocks that depend on the shapes only, each computed by one thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+class InnerProductOp : public Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "inner_product"; }
+  int num_inputs() const override { return 2; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class InnerProductGradDataOp : public Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "inner_product_grad_data"; }
+  int num_inputs() const override { return 3; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class InnerProductGradWeightOp : public Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "inner_product_grad_weight"; }
+  int num_inputs() const override { return 2; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+}  // namespace purine

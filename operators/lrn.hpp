@@ -1,0 +1,65 @@
+// Local response normalization across channels (caffe's LRN, AlexNet), and its gradient kernel.
+//   lrn:      (x [N, C, ...]) -> y (x's shape),
+//             y[n,c,s] = x[n,c,s] / scale[n,c,s]^beta,
+//             scale[n,c,s] = k + alpha / size * sum of x[n,c',s]^2 over the channels c' in
+//             [c - (size - 1) / 2, c + (size - 1) / 2] that exist (zero padding).
+//   lrn_grad: (x, y, dy) -> dx (x's shape),
+//             dx = dy scale^-beta - (2 alpha beta / size) x sum_c' dy[c'] y[c'] / scale[c']
+//             over the same window of channels around c.
+// Attributes (the same on both): `size` (odd, default 5), `alpha` (1e-4), `beta` (0.75),
+// `k` (1.0). lrn is differentiable; lrn_grad is not. All tensors must be contiguous.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+// The attributes of lrn and lrn_grad, validated.
+struct LrnParams {
+  int64_t size;
+  float alpha, beta, k;
+};
+
+class LrnOpBase : public Operator {
+ public:
+  using Operator::Operator;
+
+ protected:
+  // Reads and validates the attributes; throws purine::Error.
+  LrnParams params() const;
+  // Checks that x has rank 2 or more; throws purine::Error.
+  void check_input(const Shape& x) const;
+};
+
+class LrnOp : public LrnOpBase {
+ public:
+  using LrnOpBase::LrnOpBase;
+  std::string type() const override { return "lrn"; }
+  int num_inputs() const override { return 1; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class LrnGradOp : public LrnOpBase {
+ public:
+  using LrnOpBase::LrnOpBase;
+  std::string type() const override { return "lrn_grad"; }
+  int num_inputs() const override { return 3; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+}  // namespace purine

@@ -1,0 +1,67 @@
+#include "operators/mpi/transfer.hpp"
+
+#include <glog/logging.h>
+
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+namespace {
+void check(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw Error(str(what, " failed: ", std::string(text, length)));
+}
+
+int count_of(const Tensor& t) {
+  require(t.is_contiguous(), "MPI transfers need contiguous tensors");
+  require(t.count() <= INT32_MAX, "tensor of ", t.count(), " values is too large for one MPI message");
+  return static_cast<int>(t.count());
+}
+}  // namespace
+
+MpiTransfer::~MpiTransfer() {
+  // A run that failed may leave a request behind; cancel it rather than leak it.
+  if (request_ != MPI_REQUEST_NULL) {
+    MPI_Cancel(&request_);
+    MPI_Request_free(&request_);
+  }
+}
+
+void MpiTransfer::start_send(const Tensor& tensor, int peer, int tag) {
+  CHECK(request_ == MPI_REQUEST_NULL) << "transfer started twice";
+  check(MPI_Isend(tensor.data(), count_of(tensor), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &request_),
+        "MPI_Isend");
+}
+
+void MpiTransfer::start_recv(Tensor& tensor, int peer, int tag) {
+  CHECK(request_ == MPI_REQUEST_NULL) << "transfer started twice";
+  check(MPI_Irecv(tensor.mutable_data(), count_of(tensor), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
+                  &request_),
+        "MPI_Irecv");
+}
+
+void MpiTransfer::start_allreduce(const Tensor& input, Tensor& output) {
+  CHECK(request_ == MPI_REQUEST_NULL) << "transfer started twice";
+  require(input.shape() == output.shape(), "allreduce of ", input.shape(), " into ", output.shape());
+  check(MPI_Iallreduce(input.data(), output.mutable_data(), count_of(input), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &request_),
+        "MPI_Iallreduce");
+}
+
+bool MpiTransfer::done() {
+  int flag = 0;
+  check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  return flag != 0;
+}
+
+int stable_tag(const std::string& name, int upper_bound) {
+  // FNV-1a: fixed, platform-independent.
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  return static_cast<int>(h % static_cast<uint64_t>(upper_bound));
+}
+
+}  // namespace purine

@@ -1,0 +1,68 @@
+// 2-D max or average pooling over NCHW tensors, and its gradient kernel.
+//   pool:      (x [N, C, H, W]) -> y [N, C, Ho, Wo]
+//   pool_grad: (x, y, dy) -> dx (x's shape); y is checked for its shape, the maxima are found
+//              again in x
+// Attributes (the same on both): `mode` "max" or "avg" (default "max"); `kernel` (required) or
+// `kernel_h` / `kernel_w`; `stride` (default: the kernel) or `stride_h` / `stride_w`; `pad`
+// (default 0, less than the kernel) or `pad_h` / `pad_w`. The output size rounds down (as
+// PyTorch, not caffe's ceiling): Ho = (H + 2 pad_h - kernel_h) / stride_h + 1, so every window
+// lies inside the padded input and trailing rows or columns that fill no window are ignored.
+// Max: padding never wins; the gradient goes to the first maximum of each window in row-major
+// order (ties: the earliest element). Avg: every window divides by the full kernel area,
+// padding included (count_include_pad), also where a window is clipped by the padding.
+// pool is differentiable; pool_grad is not. All tensors must be contiguous.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+// The sizes of one pooling, validated.
+struct PoolGeometry {
+  bool max;  // false: average
+  int64_t planes, h, w, ho, wo;
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+};
+
+// What pool and pool_grad share: the attributes and the geometry.
+class PoolOpBase : public Operator {
+ public:
+  using Operator::Operator;
+
+ protected:
+  // Validates x [N, C, H, W] (input 0) against the attributes; throws purine::Error.
+  PoolGeometry geometry(const Shape& x) const;
+};
+
+class PoolOp : public PoolOpBase {
+ public:
+  using PoolOpBase::PoolOpBase;
+  std::string type() const override { return "pool"; }
+  int num_inputs() const override { return 1; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class PoolGradOp : public PoolOpBase {
+ public:
+  using PoolOpBase::PoolOpBase;
+  std::string type() const override { return "pool_grad"; }
+  int num_inputs() const override { return 3; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+}  // namespace purine

@@ -1,0 +1,58 @@
+#include "purine/mpi.hpp"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "purine/base/error.hpp"
+
+namespace purine {
+
+MpiContext::MpiContext(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    owns_ = true;
+    if (provided < MPI_THREAD_SERIALIZED) {
+      MPI_Finalize();
+      throw Error(str("this MPI library provides thread level ", provided,
+                      ", below MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED,
+                      ") which Purine's MPI executor needs; use an Open MPI built with threads"));
+    }
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiContext::~MpiContext() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owns_ && !finalized) MPI_Finalize();
+}
+
+void MpiContext::abort(int code) const {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
+
+int mpi_world_rank() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return 0;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int mpi_world_size() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return 1;
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+}  // namespace purine

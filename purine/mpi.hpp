@@ -1,0 +1,32 @@
+// MpiContext: MPI for one process. The first instance initializes MPI (asking for
+// MPI_THREAD_MULTIPLE and requiring at least MPI_THREAD_SERIALIZED, since the dispatcher's MPI
+// executor makes the calls while the main thread waits); destroying the last one finalizes it.
+// Without mpirun it is a world of one. Create one near the top of main() and keep it alive while
+// any Runnable exists. Not thread-safe; rank() and size() may be read from any thread.
+#pragma once
+
+namespace purine {
+
+class MpiContext {
+ public:
+  MpiContext(int* argc, char*** argv);
+  ~MpiContext();
+  MpiContext(const MpiContext&) = delete;
+  MpiContext& operator=(const MpiContext&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Ends every rank of the job at once (after a failure that other ranks may be waiting on).
+  [[noreturn]] void abort(int code) const;
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  bool owns_ = false;
+};
+
+// The world rank and size, or 0 and 1 when MPI is not initialized.
+int mpi_world_rank();
+int mpi_world_size();
+
+}  // namespace purine

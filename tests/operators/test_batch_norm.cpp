@@ -1,0 +1,115 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "operators/registry.hpp"
+#include "tests/operators/gradient_check.hpp"
+
+using namespace purine;
+using namespace purine::testing;
+
+TEST_CASE("batch_norm train normalizes with batch statistics", "[batch_norm]") {
+  // Channel 0 holds 1, 3, 5, 7 (mean 4, variance 5); channel 1 holds 2, 2, 2, 2.
+  Tensor x = tensor_of({2, 2, 2}, {1, 3, 2, 2, 5, 7, 2, 2});
+  Tensor gamma = tensor_of({2}, {2, 1});
+  Tensor beta = tensor_of({2}, {0.5f, -1});
+  Tensor running_mean = tensor_of({2}, {1, 1});
+  Tensor running_var = tensor_of({2}, {1, 1});
+  auto out = run_forward("batch_norm", Attrs().set("eps", 0.0).set("momentum", 0.9),
+                         {x, gamma, beta, running_mean, running_var});
+  REQUIRE(out.size() == 5);
+  const double inv_std = 1 / std::sqrt(5.0);
+  CHECK(out[0].data()[0] == Approx(2 * (1 - 4) * inv_std + 0.5));
+  CHECK(out[0].data()[1] == Approx(2 * (3 - 4) * inv_std + 0.5));
+  CHECK(out[0].data()[4] == Approx(2 * (5 - 4) * inv_std + 0.5));
+  CHECK(out[0].data()[5] == Approx(2 * (7 - 4) * inv_std + 0.5));
+  CHECK(out[1].data()[0] == 4.0f);
+  CHECK(out[2].data()[0] == Approx(inv_std));
+  CHECK(out[3].data()[0] == Approx(0.9 * 1 + 0.1 * 4));
+  CHECK(out[4].data()[0] == Approx(0.9 * 1 + 0.1 * 20.0 / 3));  // unbiased: 20 / (4 - 1)
+  CHECK(out[3].data()[1] == Approx(0.9 * 1 + 0.1 * 2));
+  CHECK(out[4].data()[1] == Approx(0.9 * 1));
+
+  // A constant channel normalizes to beta (eps keeps inv_std finite).
+  auto eps = run_forward("batch_norm", {}, {x, gamma, beta, running_mean, running_var});
+  CHECK(eps[0].data()[2] == -1.0f);
+  CHECK(eps[2].data()[1] == Approx(1 / std::sqrt(1e-5)));
+}
+
+TEST_CASE("batch_norm test mode uses the running statistics", "[batch_norm]") {
+  Tensor x = tensor_of({3, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor gamma = tensor_of({2}, {1, 3});
+  Tensor beta = tensor_of({2}, {0, 1});
+  Tensor running_mean = tensor_of({2}, {2, -1});
+  Tensor running_var = tensor_of({2}, {4, 0.25f});
+  auto out = run_forward("batch_norm", Attrs().set("mode", "test").set("eps", 0.0),
+                         {x, gamma, beta, running_mean, running_var});
+  CHECK(out[0].data()[0] == Approx((1 - 2) / 2.0));
+  CHECK(out[0].data()[1] == Approx(3 * (2 + 1) / 0.5 + 1));
+  CHECK(out[0].data()[4] == Approx((5 - 2) / 2.0));
+  CHECK(out[1].data()[1] == -1.0f);
+  CHECK(out[2].data()[1] == Approx(2.0));
+  for (int c = 0; c < 2; ++c) {
+    CHECK(out[3].data()[c] == running_mean.data()[c]);
+    CHECK(out[4].data()[c] == running_var.data()[c]);
+  }
+}
+
+TEST_CASE("batch_norm on a large tensor matches a double reference", "[batch_norm]") {
+  Rng rng(71);
+  Tensor x = random_tensor({16, 8, 12, 12}, rng, 2, 4);
+  Tensor gamma = random_tensor({8}, rng), beta = random_tensor({8}, rng);
+  Tensor rm({8}), rv({8});
+  auto out = run_forward("batch_norm", {}, {x, gamma, beta, rm, rv});
+  for (int64_t c = 0; c < 8; ++c) {
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < 16; ++i) {
+      for (int64_t s = 0; s < 144; ++s) sum += x.data()[(i * 8 + c) * 144 + s];
+    }
+    const double mean = sum / (16 * 144);
+    for (int64_t i = 0; i < 16; ++i) {
+      for (int64_t s = 0; s < 144; ++s) {
+        const double d = x.data()[(i * 8 + c) * 144 + s] - mean;
+        squares += d * d;
+      }
+    }
+    const double var = squares / (16 * 144);
+    CHECK(out[1].data()[c] == Approx(mean).epsilon(1e-6));
+    CHECK(out[2].data()[c] == Approx(1 / std::sqrt(var + 1e-5)).epsilon(1e-5));
+    const int64_t k = (5 * 8 + c) * 144 + 7;
+    CHECK(out[0].data()[k] ==
+          Approx(gamma.data()[c] * (x.data()[k] - mean) / std::sqrt(var + 1e-5) + beta.data()[c])
+              .margin(1e-5));
+  }
+}
+
+TEST_CASE("batch_norm gradient passes the numeric check", "[batch_norm]") {
+  Rng rng(72);
+  GradientCheckOptions options;
+  options.loss_outputs = {0};
+  options.checked_inputs = {0, 1, 2};
+  for (const char* mode : {"train", "test"}) {
+    INFO(mode);
+    Attrs attrs = Attrs().set("mode", mode);
+    Tensor rv = random_tensor({3}, rng, 0.5f, 1.5f);
+    check_gradient("batch_norm", attrs,
+                   {random_tensor({3, 3, 2, 2}, rng), random_tensor({3}, rng),
+                    random_tensor({3}, rng), random_tensor({3}, rng), rv},
+                   options);
+    check_gradient("batch_norm", attrs,
+                   {random_tensor({5, 3}, rng), random_tensor({3}, rng), random_tensor({3}, rng),
+                    random_tensor({3}, rng), rv},
+                   options);
+  }
+}
+
+TEST_CASE("batch_norm rejects mismatched shapes", "[batch_norm]") {
+  Rng rng(73);
+  Tensor x = random_tensor({4, 3, 2, 2}, rng);
+  Tensor c3 = random_tensor({3}, rng);
+  REQUIRE_THROWS_WITH(run_forward("batch_norm", {}, {x, random_tensor({4}, rng), c3, c3, c3}),
+                      Catch::Contains("input 1 (gamma) has shape [4], expected [3]"));
+  REQUIRE_THROWS_WITH(run_forward("batch_norm", {}, {random_tensor({1, 3}, rng), c3, c3, c3, c3}),
+                      Catch::Contains("training needs more than one value per channel"));
+  REQUIRE_THROWS_WITH(run_forward("batch_norm", Attrs().set("mode", "eval"), {x, c3, c3, c3, c3}),
+                      Catch::Contains("mode is 'eval', expected 'train' or 'test'"));
+}

@@ -1,0 +1,228 @@
+#include <omp.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "operators/conv.hpp"
+#include "operators/registry.hpp"
+#include "tests/operators/gradient_check.hpp"
+
+using namespace purine;
+using namespace purine::testing;
+
+namespace {
+
+struct Geometry {
+  int64_t n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w;
+  int64_t ho() const { return (h + 2 * pad_h - kh) / stride_h + 1; }
+  int64_t wo() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
+  Attrs attrs(const char* engine = "auto") const {
+    Attrs a;
+    a.set("stride_h", stride_h).set("stride_w", stride_w).set("pad_h", pad_h).set("pad_w", pad_w);
+    return a.set("engine", engine);
+  }
+};
+
+// Calls f(i, j, k, l, x_offset, w_offset, y_offset) for every multiply-add of the convolution.
+template <typename F>
+void for_each_tap(const Geometry& g, F f) {
+  for (int64_t i = 0; i < g.n; ++i)
+    for (int64_t o = 0; o < g.o; ++o)
+      for (int64_t oh = 0; oh < g.ho(); ++oh)
+        for (int64_t ow = 0; ow < g.wo(); ++ow)
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t ki = 0; ki < g.kh; ++ki)
+              for (int64_t kj = 0; kj < g.kw; ++kj) {
+                const int64_t ih = oh * g.stride_h - g.pad_h + ki;
+                const int64_t iw = ow * g.stride_w - g.pad_w + kj;
+                if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+                f(((i * g.c + c) * g.h + ih) * g.w + iw, ((o * g.c + c) * g.kh + ki) * g.kw + kj,
+                  ((i * g.o + o) * g.ho() + oh) * g.wo() + ow);
+              }
+}
+
+void check_close(const Tensor& got, const std::vector<double>& expected, double tolerance) {
+  REQUIRE(got.count() == static_cast<int64_t>(expected.size()));
+  for (int64_t i = 0; i < got.count(); ++i) {
+    INFO("element " << i);
+    CHECK(got.data()[i] == Approx(expected[i]).margin(tolerance));
+  }
+}
+
+// Runs all three directions on random tensors and compares with the naive loops; returns the
+// kernel names used.
+std::vector<std::string> check_against_naive(const Geometry& g, uint64_t seed,
+                                             const char* engine = "auto") {
+  INFO("engine " << engine);
+  Rng rng(seed);
+  Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+  Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+  Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+  std::vector<double> y(dy.count(), 0.0), dx(x.count(), 0.0), dw(w.count(), 0.0);
+  for_each_tap(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    y[yi] += double{x.data()[xi]} * w.data()[wi];
+    dx[xi] += double{dy.data()[yi]} * w.data()[wi];
+    dw[wi] += double{dy.data()[yi]} * x.data()[xi];
+  });
+  std::vector<std::string> names;
+  auto run = [&](const char* type, const std::vector<Tensor>& inputs,
+                 const std::vector<double>& expected) {
+    INFO(type);
+    auto op = OperatorRegistry::create(type, g.attrs(engine));
+    std::vector<Shape> shapes;
+    std::vector<const Tensor*> in;
+    for (const Tensor& t : inputs) {
+      shapes.push_back(t.shape());
+      in.push_back(&t);
+    }
+    Tensor out(op->output_shapes(shapes)[0]);
+    OpContext context;
+    op->compute(in, {&out}, context);
+    check_close(out, expected, 1e-4);
+    names.push_back(dynamic_cast<ConvOpBase&>(*op).kernel_name());
+  };
+  run("conv", {x, w}, y);
+  run("conv_grad_data", {dy, w, x}, dx);
+  run("conv_grad_weight", {dy, x, w}, dw);
+  return names;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(float) * a.count()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("conv forward computes a cross-correlation", "[conv]") {
+  Tensor x = tensor_of({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor diagonal = tensor_of({1, 1, 2, 2}, {1, 0, 0, 1});
+  Tensor y = run_forward("conv", {}, {x, diagonal})[0];
+  REQUIRE(y.shape() == Shape{1, 1, 2, 2});
+  CHECK(y.data()[0] == 6.0f);  // 1 + 5
+  CHECK(y.data()[1] == 8.0f);  // 2 + 6
+  CHECK(y.data()[2] == 12.0f);
+  CHECK(y.data()[3] == 14.0f);
+
+  // 3x3 box, pad 1, stride 2: windows clipped by the padding.
+  Tensor box = tensor_of({1, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
+  Tensor z = run_forward("conv", Attrs().set("pad", 1).set("stride", 2), {x, box})[0];
+  REQUIRE(z.shape() == Shape{1, 1, 2, 2});
+  CHECK(z.data()[0] == 12.0f);  // 1 + 2 + 4 + 5
+  CHECK(z.data()[1] == 16.0f);  // 2 + 3 + 5 + 6
+  CHECK(z.data()[2] == 24.0f);  // 4 + 5 + 7 + 8
+  CHECK(z.data()[3] == 28.0f);  // 5 + 6 + 8 + 9
+}
+
+TEST_CASE("conv output size rounds down", "[conv]") {
+  Rng rng(31);
+  Tensor x = random_tensor({2, 3, 8, 7}, rng);
+  Tensor w = random_tensor({4, 3, 3, 3}, rng);
+  Tensor y = run_forward("conv", Attrs().set("stride", 2), {x, w})[0];
+  CHECK(y.shape() == Shape{2, 4, 3, 3});  // (8 - 3) / 2 + 1 = 3, (7 - 3) / 2 + 1 = 3
+}
+
+TEST_CASE("conv engine auto picks im2col for the backward passes of few channels", "[conv]") {
+  auto few = check_against_naive({2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 0}, 32);
+  CHECK(few[0].rfind("onednn:", 0) == 0);
+  CHECK(few[1] == "im2col");
+  CHECK(few[2] == "im2col");
+  auto many = check_against_naive({2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 33);
+  for (const auto& name : many) CHECK(name.rfind("onednn:", 0) == 0);
+}
+
+TEST_CASE("conv matches naive loops with both engines", "[conv]") {
+  for (const char* engine : {"onednn", "im2col"}) {
+    // Non-square kernels, strides and pads; dropped last rows and columns (stride 2 over 6).
+    for (const Geometry& g :
+         {Geometry{2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 0}, Geometry{2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1},
+          Geometry{2, 8, 6, 6, 8, 3, 3, 2, 2, 0, 0}, Geometry{3, 2, 6, 7, 3, 3, 3, 2, 3, 1, 2},
+          Geometry{1, 4, 5, 5, 2, 1, 1, 1, 1, 0, 0}}) {
+      auto names = check_against_naive(g, 34, engine);
+      for (const auto& name : names) {
+        CHECK(name.substr(0, 6) == std::string(engine).substr(0, 6));
+      }
+    }
+  }
+}
+
+TEST_CASE("conv matches naive loops on the 2-conv network's shapes", "[conv]") {
+  check_against_naive({1, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2}, 36);
+  check_against_naive({1, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2}, 37);
+}
+
+TEST_CASE("conv results do not depend on the thread count", "[conv]") {
+  // Both large enough (over 2^20 multiply-adds) to run on several threads.
+  for (Geometry g : {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2},
+                     Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1}}) {
+    Rng rng(38);
+    Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+    Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+    Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+    for (const char* engine : {"auto", "im2col"}) {
+      auto run = [&](int threads, const char* type, const std::vector<Tensor>& inputs) {
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        Tensor out = run_forward(type, g.attrs(engine), inputs)[0];
+        omp_set_num_threads(saved);
+        return out;
+      };
+      for (int threads : {2, 3}) {
+        INFO(g.c << " channels, engine " << engine << ", " << threads << " threads");
+        CHECK(same_bits(run(1, "conv", {x, w}), run(threads, "conv", {x, w})));
+        CHECK(same_bits(run(1, "conv_grad_data", {dy, w, x}),
+                        run(threads, "conv_grad_data", {dy, w, x})));
+        CHECK(same_bits(run(1, "conv_grad_weight", {dy, x, w}),
+                        run(threads, "conv_grad_weight", {dy, x, w})));
+      }
+    }
+  }
+}
+
+TEST_CASE("conv caches its kernel and rebuilds it for a new shape", "[conv]") {
+  Rng rng(39);
+  auto op = OperatorRegistry::create("conv", Attrs().set("pad", 1));
+  Tensor w = random_tensor({4, 2, 3, 3}, rng);
+  for (int64_t n : {2, 2, 3}) {
+    Tensor x = random_tensor({n, 2, 5, 5}, rng);
+    Tensor y({n, 4, 5, 5});
+    OpContext context;
+    op->compute({&x, &w}, {&y}, context);
+    Tensor expected = run_forward("conv", Attrs().set("pad", 1), {x, w})[0];
+    for (int64_t i = 0; i < y.count(); ++i) CHECK(y.data()[i] == expected.data()[i]);
+  }
+}
+
+TEST_CASE("conv gradient passes the numeric check", "[conv]") {
+  Rng rng(40);
+  check_gradient("conv", Attrs().set("pad", 1).set("stride", 2),
+                 {random_tensor({2, 3, 5, 5}, rng), random_tensor({4, 3, 3, 3}, rng)});
+  check_gradient("conv", Attrs().set("stride", 2).set("engine", "im2col"),
+                 {random_tensor({2, 2, 5, 5}, rng), random_tensor({3, 2, 3, 3}, rng)});
+  GradientCheckOptions options;
+  options.max_probes = 60;
+  check_gradient("conv", Attrs().set("pad", 1),
+                 {random_tensor({1, 8, 4, 4}, rng), random_tensor({8, 8, 3, 3}, rng)}, options);
+}
+
+TEST_CASE("conv rejects mismatched shapes and attributes", "[conv]") {
+  Rng rng(41);
+  Tensor x = random_tensor({1, 4, 5, 5}, rng);
+  REQUIRE_THROWS_WITH(
+      run_forward("conv", {}, {x, random_tensor({2, 3, 3, 3}, rng)}),
+      Catch::Contains("input 1 (weight) has 3 channels, input 0 has 4; expected equal"));
+  REQUIRE_THROWS_WITH(run_forward("conv", {}, {x, random_tensor({2, 4, 7, 7}, rng)}),
+                      Catch::Contains("kernel 7x7 is larger than the padded input 5x5"));
+  REQUIRE_THROWS_WITH(
+      run_forward("conv", {}, {random_tensor({4, 5, 5}, rng), random_tensor({2, 4, 3, 3}, rng)}),
+      Catch::Contains("expected [N, C, H, W]"));
+  REQUIRE_THROWS_WITH(
+      run_forward("conv", Attrs().set("stride", 0), {x, random_tensor({2, 4, 3, 3}, rng)}),
+      Catch::Contains("stride is 0x0, expected 1 or more"));
+  REQUIRE_THROWS_WITH(
+      run_forward("conv", Attrs().set("engine", "cudnn"), {x, random_tensor({2, 4, 3, 3}, rng)}),
+      Catch::Contains("engine is 'cudnn', expected 'auto', 'onednn' or 'im2col'"));
+  REQUIRE_THROWS_WITH(
+      run_forward("conv_grad_data", {},
+                  {random_tensor({1, 2, 2, 2}, rng), random_tensor({2, 4, 3, 3}, rng), x}),
+      Catch::Contains("input 0 (dy) has shape [1,2,2,2], expected [1,2,3,3]"));
+}

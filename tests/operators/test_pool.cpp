@@ -1,0 +1,155 @@
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <limits>
+
+#include "operators/registry.hpp"
+#include "tests/operators/gradient_check.hpp"
+
+using namespace purine;
+using namespace purine::testing;
+
+namespace {
+
+// Distinct values i * 0.01 in a shuffled order: no ties, and no pair closer than the numeric
+// checker's step can swap.
+Tensor distinct_tensor(const Shape& shape, Rng& rng) {
+  Tensor t(shape);
+  std::vector<float> values(t.count());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01f * static_cast<float>(i) - 1.0f;
+  for (size_t i = values.size(); i > 1; --i) std::swap(values[i - 1], values[rng.below(i)]);
+  std::copy(values.begin(), values.end(), t.mutable_data());
+  return t;
+}
+
+// Naive pooling of one [H, W] plane; padding never wins a max, avg divides by the kernel area.
+std::vector<float> naive_pool(const float* x, int64_t h, int64_t w, int64_t k, int64_t s, int64_t p,
+                              bool max) {
+  const int64_t ho = (h + 2 * p - k) / s + 1, wo = (w + 2 * p - k) / s + 1;
+  std::vector<float> y;
+  for (int64_t oh = 0; oh < ho; ++oh) {
+    for (int64_t ow = 0; ow < wo; ++ow) {
+      float m = -std::numeric_limits<float>::infinity();
+      double sum = 0;
+      for (int64_t i = oh * s - p; i < oh * s - p + k; ++i) {
+        for (int64_t j = ow * s - p; j < ow * s - p + k; ++j) {
+          if (i < 0 || i >= h || j < 0 || j >= w) continue;
+          m = std::max(m, x[i * w + j]);
+          sum += x[i * w + j];
+        }
+      }
+      y.push_back(max ? m : static_cast<float>(sum / (k * k)));
+    }
+  }
+  return y;
+}
+
+Attrs pool_attrs(const char* mode, int64_t kernel, int64_t stride, int64_t pad) {
+  return Attrs().set("mode", mode).set("kernel", kernel).set("stride", stride).set("pad", pad);
+}
+
+}  // namespace
+
+TEST_CASE("pool max 2x2 picks each window's maximum", "[pool]") {
+  Tensor x = tensor_of({1, 1, 4, 4}, {1, 5, 2, 0,    //
+                                      3, 4, 8, 1,    //
+                                      -1, -2, 6, 7,  //
+                                      -3, -4, 9, 2});
+  Tensor y = run_forward("pool", Attrs().set("mode", "max").set("kernel", 2), {x})[0];
+  REQUIRE(y.shape() == Shape{1, 1, 2, 2});
+  CHECK(y.data()[0] == 5.0f);
+  CHECK(y.data()[1] == 8.0f);
+  CHECK(y.data()[2] == -1.0f);
+  CHECK(y.data()[3] == 9.0f);
+}
+
+TEST_CASE("pool avg with padding divides by the full kernel area", "[pool]") {
+  Tensor x = tensor_of({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor y = run_forward("pool", pool_attrs("avg", 3, 2, 1), {x})[0];
+  REQUIRE(y.shape() == Shape{1, 1, 2, 2});
+  CHECK(y.data()[0] == Approx(12.0 / 9));  // 1 + 2 + 4 + 5, padding counted
+  CHECK(y.data()[1] == Approx(16.0 / 9));
+  CHECK(y.data()[2] == Approx(24.0 / 9));
+  CHECK(y.data()[3] == Approx(28.0 / 9));
+}
+
+TEST_CASE("pool output size rounds down and matches naive loops", "[pool]") {
+  Rng rng(51);
+  struct Case {
+    int64_t h, w, k, s, p;
+  };
+  for (Case c :
+       {Case{5, 5, 2, 2, 0}, Case{7, 6, 3, 2, 1}, Case{6, 6, 3, 1, 0}, Case{9, 8, 3, 3, 2}}) {
+    for (const char* mode : {"max", "avg"}) {
+      INFO(mode << " " << c.h << "x" << c.w << " kernel " << c.k << " stride " << c.s << " pad "
+                << c.p);
+      Tensor x = random_tensor({2, 3, c.h, c.w}, rng);
+      Tensor y = run_forward("pool", pool_attrs(mode, c.k, c.s, c.p), {x})[0];
+      const int64_t ho = (c.h + 2 * c.p - c.k) / c.s + 1, wo = (c.w + 2 * c.p - c.k) / c.s + 1;
+      REQUIRE(y.shape() == Shape{2, 3, ho, wo});
+      for (int64_t plane = 0; plane < 6; ++plane) {
+        std::vector<float> expected = naive_pool(x.data() + plane * c.h * c.w, c.h, c.w, c.k, c.s,
+                                                 c.p, std::string(mode) == "max");
+        for (int64_t i = 0; i < ho * wo; ++i) {
+          CHECK(y.data()[plane * ho * wo + i] == Approx(expected[i]).margin(1e-6));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("pool_grad routes a max gradient to the first maximum", "[pool]") {
+  Tensor x = tensor_of({1, 1, 2, 4}, {1, 3, 2, 2,  //
+                                      3, 0, 2, 2});
+  Tensor y = tensor_of({1, 1, 1, 2}, {3, 2});
+  Tensor dy = tensor_of({1, 1, 1, 2}, {10, 20});
+  // The 2x2 fast path, and the same windows through the general loops.
+  for (const Attrs& attrs :
+       {Attrs().set("kernel", 2), Attrs().set("kernel", 2).set("stride_h", 1).set("stride_w", 2)}) {
+    Tensor dx = run_forward("pool_grad", attrs, {x, y, dy})[0];
+    std::vector<float> expected = {0, 10, 20, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 8; ++i) CHECK(dx.data()[i] == expected[i]);
+  }
+  // Overlapping windows (3x3, stride 1) add up at a shared maximum.
+  Tensor x3 = tensor_of({1, 1, 3, 4}, {0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0});
+  Tensor dy3 = tensor_of({1, 1, 1, 2}, {1, 2});
+  Tensor y3 = run_forward("pool", Attrs().set("kernel", 3).set("stride", 1), {x3})[0];
+  Tensor dx3 =
+      run_forward("pool_grad", Attrs().set("kernel", 3).set("stride", 1), {x3, y3, dy3})[0];
+  CHECK(dx3.data()[5] == 3.0f);
+}
+
+TEST_CASE("pool gradient passes the numeric check", "[pool]") {
+  Rng rng(52);
+  check_gradient("pool", pool_attrs("max", 2, 2, 0), {distinct_tensor({2, 2, 5, 5}, rng)});
+  check_gradient("pool", pool_attrs("max", 3, 2, 1), {distinct_tensor({1, 2, 6, 5}, rng)});
+  check_gradient("pool", pool_attrs("avg", 3, 2, 1), {random_tensor({1, 2, 6, 5}, rng)});
+  check_gradient("pool", pool_attrs("avg", 2, 2, 0), {random_tensor({2, 1, 4, 4}, rng)});
+}
+
+TEST_CASE("pool on a large tensor takes the threaded path", "[pool]") {
+  Rng rng(53);
+  Tensor x = random_tensor({8, 16, 28, 28}, rng);
+  Tensor y = run_forward("pool", Attrs().set("kernel", 2), {x})[0];
+  REQUIRE(y.shape() == Shape{8, 16, 14, 14});
+  for (int64_t plane = 0; plane < 128; plane += 13) {
+    std::vector<float> expected = naive_pool(x.data() + plane * 784, 28, 28, 2, 2, 0, true);
+    for (int64_t i = 0; i < 196; ++i) CHECK(y.data()[plane * 196 + i] == expected[i]);
+  }
+}
+
+TEST_CASE("pool rejects bad shapes and attributes", "[pool]") {
+  Rng rng(54);
+  Tensor x = random_tensor({1, 2, 4, 4}, rng);
+  REQUIRE_THROWS_WITH(
+      run_forward("pool", pool_attrs("max", 2, 2, 2), {x}),
+      Catch::Contains("pad is 2x2, expected 0 or more and less than the kernel 2x2"));
+  REQUIRE_THROWS_WITH(run_forward("pool", pool_attrs("sum", 2, 2, 0), {x}),
+                      Catch::Contains("mode is 'sum', expected 'max' or 'avg'"));
+  REQUIRE_THROWS_WITH(run_forward("pool", Attrs().set("mode", "max"), {x}),
+                      Catch::Contains("missing attribute 'kernel'"));
+  REQUIRE_THROWS_WITH(
+      run_forward("pool", Attrs().set("kernel", 2), {random_tensor({2, 4, 4}, rng)}),
+      Catch::Contains("input 0 (x) has shape [2,4,4], expected [N, C, H, W]"));
+  REQUIRE_THROWS_WITH(run_forward("pool", Attrs().set("kernel", 5), {x}),
+                      Catch::Contains("kernel 5x5 is larger than the padded input 4x4"));
+}
