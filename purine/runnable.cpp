@@ -125,10 +125,12 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       } else if (sends) {
         const Tensor* in = &op->inputs()[0]->tensor();
         const int peer = op->location().rank, tag = tags.at(op);
+        task.name += " (send to rank " + std::to_string(peer) + ")";
         task.run = [transfer, in, peer, tag] { transfer->start_send(*in, peer, tag); };
       } else {
         Tensor* out = &op->outputs()[0]->tensor();
         const int peer = op->inputs()[0]->location().rank, tag = tags.at(op);
+        task.name += " (receive from rank " + std::to_string(peer) + ")";
         task.run = [transfer, out, peer, tag] { transfer->start_recv(*out, peer, tag); };
       }
       task.poll = [transfer] { return transfer->done(); };
