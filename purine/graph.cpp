@@ -26,6 +26,12 @@ void Blob::share_tensor(Blob& other) {
   tensor_ = other.tensor_;
 }
 
+void Blob::alias(const Tensor& view) {
+  CHECK(!tensor_) << "blob '" << name_ << "' already has a tensor";
+  CHECK(view.shape() == shape_ && view.location() == location_) << name_;
+  tensor_ = std::make_shared<Tensor>(view);
+}
+
 Graph::Graph(std::string name) : name_(std::move(name)) {}
 Graph::~Graph() = default;
 

@@ -41,6 +41,9 @@ class Blob {
   bool has_tensor() const { return tensor_ != nullptr; }
   // Makes this blob use `other`'s tensor object (equal shapes required).
   void share_tensor(Blob& other);
+  // Makes this blob's tensor `view` (a view into another blob's memory: zero-copy split,
+  // concat and reshape). Only before the blob has a tensor of its own.
+  void alias(const Tensor& view);
 
  private:
   friend class Graph;

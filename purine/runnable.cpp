@@ -10,6 +10,7 @@
 #include "operators/cpu/threading.hpp"
 #include "operators/mpi/transfer.hpp"
 #include "purine/base/error.hpp"
+#include "purine/views.hpp"
 
 namespace purine {
 
@@ -105,6 +106,7 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   std::map<Location, dispatch::ResourceId> rng_resources;
   int collectives = -1;
   std::map<const Op*, int> tags = assign_tags(graph_);
+  const std::set<const Op*> views = alias_views(graph_, me);
   std::map<const Op*, dispatch::TaskId> task_of;
 
   for (Op* op : graph_.topological_order()) {
@@ -153,7 +155,10 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       if (!rng) rng = std::make_unique<Rng>(location_seed(options_.seed, op->location()));
       binding->context.rng = rng.get();
     }
-    if (op->type() == "copy") {
+    if (views.count(op)) {
+      // Its outputs are views of its inputs (or the reverse): nothing to compute. The task
+      // stays, so that readers still wait for the writers on the other side.
+    } else if (op->type() == "copy") {
       task.run = [binding] { CopyOp::copy(*binding->inputs[0], *binding->outputs[0]); };
     } else {
       task.run = [binding] {

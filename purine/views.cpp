@@ -1,0 +1,74 @@
+#include "purine/views.hpp"
+
+namespace purine {
+
+namespace {
+
+bool slices_are_contiguous(const Shape& shape, int64_t axis) {
+  return axis >= 0 && shape.count_to(static_cast<int>(axis)) == 1;
+}
+
+int64_t normalized_axis(const Op& op, const Shape& shape) {
+  int64_t axis = op.attrs().get_int("axis", 1);
+  return axis < 0 ? axis + shape.ndim() : axis;
+}
+
+}  // namespace
+
+std::set<const Op*> alias_views(Graph& graph, int rank) {
+  std::set<const Blob*> pinned;  // blobs that must keep memory of their own
+  for (auto& [a, b] : graph.swaps()) pinned.insert({a, b});
+  for (const auto& b : graph.blobs())
+    if (b->has_tensor() || b->writers().empty() || b->accumulating()) pinned.insert(b.get());
+  auto free_blob = [&](const Blob* b) {
+    return !pinned.count(b) && b->writers().size() == 1 && b->location().rank == rank;
+  };
+  std::set<const Op*> aliased;
+  // Concat first: its inputs become views of its output, before anything allocates them.
+  for (Op* op : graph.topological_order()) {
+    if (op->type() != "concat" || op->location().rank != rank) continue;
+    Blob* out = op->outputs()[0];
+    const int64_t axis = normalized_axis(*op, out->shape());
+    bool ok = !pinned.count(out) && slices_are_contiguous(out->shape(), axis);
+    std::set<const Blob*> distinct;
+    for (const Blob* in : op->inputs()) {
+      ok = ok && free_blob(in) && distinct.insert(in).second && in->location() == out->location();
+      for (const Op* reader : in->readers()) ok = ok && (reader == op || reader->type() != "concat");
+    }
+    if (!ok) continue;
+    const int64_t inner = axis < out->shape().ndim() ? out->shape().count_from(axis + 1) : 1;
+    int64_t offset = 0;
+    for (Blob* in : op->inputs()) {
+      in->alias(out->tensor().view(offset, in->shape()));
+      pinned.insert(in);
+      offset += in->shape()[axis] * inner;
+    }
+    aliased.insert(op);
+  }
+  // Split and reshape: outputs become views of the input.
+  for (Op* op : graph.topological_order()) {
+    if (op->location().rank != rank) continue;
+    const bool split = op->type() == "split", reshape = op->type() == "reshape";
+    if (!split && !reshape) continue;
+    Blob* in = op->inputs()[0];
+    bool ok = in->location() == op->location();
+    for (const Blob* out : op->outputs()) ok = ok && free_blob(out);
+    int64_t axis = 0;
+    if (split) {
+      axis = normalized_axis(*op, in->shape());
+      ok = ok && slices_are_contiguous(in->shape(), axis);
+    }
+    if (!ok || !in->tensor().is_contiguous()) continue;
+    const int64_t inner = split && axis < in->shape().ndim() ? in->shape().count_from(axis + 1) : 1;
+    int64_t offset = 0;
+    for (Blob* out : op->outputs()) {
+      out->alias(in->tensor().view(offset, out->shape()));
+      pinned.insert(out);
+      if (split) offset += out->shape()[axis] * inner;
+    }
+    aliased.insert(op);
+  }
+  return aliased;
+}
+
+}  // namespace purine

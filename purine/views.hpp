@@ -1,0 +1,18 @@
+// Zero-copy views: before a graph is compiled, split, concat and reshape ops whose slices are
+// contiguous get their outputs (split, reshape) or inputs (concat) made views of the memory on
+// the other side, and then have nothing to compute. Slices along an axis are contiguous when
+// every dimension before it is 1 (always true for axis 0 of a 1-D blob). Blobs that are swapped
+// between runs, shared with another graph, already allocated, or read by a second concat keep
+// their own memory and the op copies as usual.
+#pragma once
+
+#include <set>
+
+#include "purine/graph.hpp"
+
+namespace purine {
+
+// Applies the views for the ops located at `rank`; returns the ops that no longer compute.
+std::set<const Op*> alias_views(Graph& graph, int rank);
+
+}  // namespace purine
