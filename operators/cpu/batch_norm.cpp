@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 
@@ -13,17 +14,6 @@ namespace {
 // Element counts below this stay on the calling thread: forking costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
-void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
-                        const std::vector<Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-}
 
 // "train" -> true, "test" -> false; anything else throws.
 bool training(const std::string& type, const Attrs& attrs) {

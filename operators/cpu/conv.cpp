@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "operators/cpu/dnnl_context.hpp"
+#include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 
@@ -71,17 +72,6 @@ class OmpThreads {
 // Element counts below this stay on the calling thread: forking costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
-void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
-                        const std::vector<Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // oneDNN: the primitive works in the layouts it prefers (format_tag::any, blocked channels);

@@ -1,5 +1,6 @@
 #include "operators/dropout.hpp"
 
+#include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 
@@ -9,17 +10,6 @@ namespace {
 
 constexpr int64_t kParallelMin = 1 << 15;
 
-void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
-                        const std::vector<Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-}
 
 double checked_ratio(const Attrs& attrs) {
   const double ratio = attrs.get_float("ratio", 0.5);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 
@@ -14,17 +15,6 @@ constexpr int64_t kParallelMin = 1 << 15;
 // output may share memory with any input.
 constexpr int64_t kSumBlock = 1024;
 
-void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
-                        const std::vector<Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-}
 
 void require_same_shapes(const std::string& type, const std::vector<Shape>& inputs) {
   for (size_t i = 1; i < inputs.size(); ++i) {

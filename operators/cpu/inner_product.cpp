@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 
@@ -13,17 +14,6 @@ namespace purine {
 
 namespace {
 
-void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
-                        const std::vector<Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-}
 
 // Row-major C[M, N] = op(A) op(B) with op(A) [M, K], op(B) [K, N]; trans_* is 'N' or 'T'.
 // C is split along its longer side into 1, 2 or 4 blocks chosen from the shapes alone; each

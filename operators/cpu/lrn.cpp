@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 
@@ -15,17 +16,6 @@ constexpr int64_t kParallelMin = 1 << 14;
 // Spatial positions per work item: a strip of every channel of one sample.
 constexpr int64_t kStrip = 256;
 
-void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
-                        const std::vector<Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-}
 
 // scale^-beta, with the AlexNet beta = 0.75 done by square roots.
 inline float inverse_power(float scale, float beta) {

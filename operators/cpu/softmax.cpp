@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 
@@ -21,17 +22,6 @@ int resolve_axis(const std::string& type, int64_t axis, const Shape& shape) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
-void require_contiguous(const std::string& type, const std::vector<const Tensor*>& inputs,
-                        const std::vector<Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-}
 
 // One row of `channels` contiguous values.
 void softmax_row(const float* x, float* y, int64_t channels) {
