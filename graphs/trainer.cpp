@@ -5,11 +5,11 @@
 
 #include "dispatcher/tracer.hpp"
 #include "graphs/data_parallel.hpp"
+#include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
 #include "models/models.hpp"
 #include "operators/idx_data.hpp"
-#include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
@@ -55,18 +55,12 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
 // Fills this rank's parameters and states. Every replica's parameters come from a generator
 // seeded alike, so all replicas start from the same weights.
 void initialize(const DataParallelGraph& dp, const Graph& g, uint64_t seed, int rank) {
-  auto fill = [](const Parameter& p, Rng& rng) {
-    OpContext context{&rng};
-    OperatorRegistry::create(p.filler, p.filler_attrs)->compute({}, {&p.blob->tensor()}, context);
-  };
-  for (size_t r = 0; r < dp.parameters.size(); ++r) {
-    if (dp.locations[r].rank != rank) continue;
-    Rng rng(seed);
-    for (const Parameter& p : dp.parameters[r]) fill(p, rng);
-  }
-  Rng unused(seed);
+  for (size_t r = 0; r < dp.parameters.size(); ++r)
+    if (dp.locations[r].rank == rank) fill_parameters(dp.parameters[r], seed);
+  std::vector<Parameter> states;
   for (const Parameter& s : g.states())
-    if (s.blob->location().rank == rank) fill(s, unused);
+    if (s.blob->location().rank == rank) states.push_back(s);
+  fill_parameters(states, seed);
 }
 
 void check_options(const TrainOptions& o) {
