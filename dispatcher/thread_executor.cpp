@@ -92,6 +92,8 @@ void ThreadExecutor::thread_main(std::shared_ptr<EngineCore> keep_alive) {
 }
 
 bool ThreadExecutor::loop() {
+  // Rounds in a row in which only polled tasks were left and none finished.
+  int idle_polls = 0;
   for (;;) {
     while (!local_.empty()) {
       const TaskId task = local_.back();
@@ -104,10 +106,21 @@ bool ThreadExecutor::loop() {
       continue;
     }
     // Only polled tasks are left: poll them, look at the inbox, let other threads run.
+    const size_t before = in_flight_.size();
     if (!poll_in_flight()) return false;
     if (!local_.empty()) continue;
     if (!fetch(/*block=*/false)) return true;
-    if (local_.empty() && !in_flight_.empty()) std::this_thread::yield();
+    if (!local_.empty() || in_flight_.size() < before) {
+      idle_polls = 0;
+    } else if (!in_flight_.empty()) {
+      // Back off the longer nothing happens: receives posted at the start of a step stay in
+      // flight for most of it, and polling them must not take a core from the computation.
+      if (++idle_polls < kBusyPolls) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(kPollPause);
+      }
+    }
   }
 }
 

@@ -17,6 +17,8 @@
 // abandon_if_busy() may be called from any thread; everything else runs on the executor's thread.
 #pragma once
 
+#include <chrono>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -58,6 +60,10 @@ class ThreadExecutor {
   bool abandon_if_busy();
 
  private:
+  // Polling rounds with nothing done before the executor pauses between rounds, and the pause.
+  static constexpr int kBusyPolls = 1024;
+  static constexpr std::chrono::microseconds kPollPause{20};
+
   static constexpr TaskId kIdle = -1;
   static constexpr TaskId kAbandoned = -2;
 

@@ -64,7 +64,9 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
     for (const Parameter& p : dp.parameters[r]) weights.push_back(p.blob);
     grads.push_back(backward(g, dp.replicas[r].loss, weights, 1.0 / n));
   }
-  for (size_t i = 0; i < dp.parameters[0].size(); ++i) {
+  // Last parameters first: the backward pass produces their gradients first, and creation
+  // order is the tie-break that orders collectives (mpi_allreduce) on every rank.
+  for (size_t i = dp.parameters[0].size(); i-- > 0;) {
     if (!grads[0].has(dp.parameters[0][i].blob)) continue;
     std::vector<Blob*> parts;
     for (int r = 0; r < n; ++r) parts.push_back(grads[r].of(dp.parameters[r][i].blob));

@@ -25,7 +25,7 @@ struct TrainOptions {
   int64_t max_iters = 0;  // 0: no limit beyond epochs
   int batch = 64;
   double lr = 0.01;
-  std::string lr_policy = "fixed";  // "fixed", "step" or "poly" (see graphs/lr_schedule.hpp)
+  std::string lr_policy = "poly";  // "fixed", "step" or "poly" (see graphs/lr_schedule.hpp)
   double lr_gamma = 0.1;            // step: factor per step
   int64_t lr_step = 0;              // step: iterations per step (0: one epoch)
   double lr_power = 1.0;            // poly: exponent

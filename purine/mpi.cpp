@@ -8,6 +8,12 @@
 
 namespace purine {
 
+namespace {
+int provided_level = MPI_THREAD_SINGLE;
+}  // namespace
+
+bool mpi_thread_multiple() { return provided_level >= MPI_THREAD_MULTIPLE; }
+
 MpiContext::MpiContext(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -22,6 +28,7 @@ MpiContext::MpiContext(int* argc, char*** argv) {
                       ") which Purine's MPI executor needs; use an Open MPI built with threads"));
     }
   }
+  MPI_Query_thread(&provided_level);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
 }

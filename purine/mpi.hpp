@@ -25,6 +25,8 @@ class MpiContext {
   bool owns_ = false;
 };
 
+// Whether several threads may call MPI at once (MPI_THREAD_MULTIPLE was provided).
+bool mpi_thread_multiple();
 // The world rank and size, or 0 and 1 when MPI is not initialized.
 int mpi_world_rank();
 int mpi_world_size();

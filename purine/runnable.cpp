@@ -103,6 +103,7 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
     return executors.emplace(key, plan.add_executor(std::move(spec))).first->second;
   };
   const Location mpi_location = Location::cpu(me);
+  const bool split_mpi = mpi_thread_multiple();
   std::map<Location, dispatch::ResourceId> rng_resources;
   int collectives = -1;
   std::map<const Op*, int> tags = assign_tags(graph_);
@@ -117,8 +118,12 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
     task.name = op->name();
     task.location = (sends ? op->inputs()[0]->location() : op->location()).to_string();
     if (cross_rank || op->type() == "mpi_allreduce") {
-      // Communication: started on this rank's MPI executor and polled to completion.
-      task.executor = executor(mpi_location, "mpi", dispatch::ExecutorKind::kMpi);
+      // Communication: started on this rank's MPI executor and polled to completion. With
+      // MPI_THREAD_MULTIPLE receives get an executor of their own, so that a receive being
+      // copied in never holds up a send that is ready (both ring directions then overlap).
+      const bool receives = cross_rank && !sends;
+      task.executor = executor(mpi_location, receives && split_mpi ? "mpi-recv" : "mpi",
+                               dispatch::ExecutorKind::kMpi);
       auto transfer = std::make_shared<MpiTransfer>();
       if (op->type() == "mpi_allreduce") {
         const Tensor* in = &op->inputs()[0]->tensor();

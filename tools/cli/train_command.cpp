@@ -19,7 +19,7 @@ DEFINE_int32(epochs, 5, "passes over the training set");
 DEFINE_int64(max_iters, 0, "stop after this many iterations (0: no limit)");
 DEFINE_int32(batch, 64, "images per iteration");
 DEFINE_double(lr, 0.01, "base learning rate");
-DEFINE_string(lr_policy, "fixed", "learning-rate schedule: fixed, step or poly");
+DEFINE_string(lr_policy, "poly", "learning-rate schedule: fixed, step or poly (linear decay to 0)");
 DEFINE_double(lr_gamma, 0.1, "step policy: factor per step");
 DEFINE_int64(lr_step, 0, "step policy: iterations per step (0: one epoch)");
 DEFINE_double(lr_power, 1.0, "poly policy: exponent");
