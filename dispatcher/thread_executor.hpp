@@ -17,9 +17,8 @@
 // abandon_if_busy() may be called from any thread; everything else runs on the executor's thread.
 #pragma once
 
-#include <chrono>
-
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>

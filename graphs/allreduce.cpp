@@ -57,8 +57,8 @@ std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
   for (int r = 0; r < n; ++r) {
     Graph::Placement placement(g, at(r), kThread);
     const std::string local = "r" + std::to_string(r);
-    Blob* flat = g.apply(local + "_flat", "reshape", Attrs().set("shape", std::vector<int64_t>{count}),
-                         {parts[r]})[0];
+    Blob* flat = g.apply(local + "_flat", "reshape",
+                         Attrs().set("shape", std::vector<int64_t>{count}), {parts[r]})[0];
     if (live.size() == 1) {
       acc[r][live[0]] = flat;
       continue;
@@ -101,8 +101,8 @@ std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
       for (int c : live) chunks.push_back(whole[r][c]);
       flat = g.apply(local + "_concat", "concat", Attrs().set("axis", 0), chunks)[0];
     }
-    results.push_back(g.apply(local + "_sum", "reshape", Attrs().set("shape", shape.dims()),
-                              {flat})[0]);
+    results.push_back(
+        g.apply(local + "_sum", "reshape", Attrs().set("shape", shape.dims()), {flat})[0]);
   }
   return results;
 }

@@ -74,15 +74,14 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
     if (options.reduction == Reduction::kParameterServer) {
       const Parameter& master = dp.parameters[server][i];
       Blob* total = aggregate(g, name, parts, locations[server]);
-      Blob* updated = add_sgd_update(g, master, total, dp.sgd.learning_rate(g, locations[server]),
-                                     options.sgd);
+      Blob* updated =
+          add_sgd_update(g, master, total, dp.sgd.learning_rate(g, locations[server]), options.sgd);
       std::vector<Blob*> copies = distribute(g, updated, locations);
       for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, copies[r]);
       continue;
     }
-    std::vector<Blob*> sums = options.reduction == Reduction::kRing
-                                  ? ring_allreduce(g, name, parts)
-                                  : mpi_allreduce(g, name, parts);
+    std::vector<Blob*> sums = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
+                                                                    : mpi_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) {
       const Parameter& p = dp.parameters[r][i];
       Blob* updated =

@@ -22,8 +22,8 @@ Blob* add_learning_rate(Graph& graph, Location location) {
 }
 
 void check_sgd_options(const SgdOptions& options) {
-  require(options.momentum >= 0 && options.momentum < 1,
-          "sgd: momentum must be in [0, 1), got ", options.momentum);
+  require(options.momentum >= 0 && options.momentum < 1, "sgd: momentum must be in [0, 1), got ",
+          options.momentum);
   require(options.weight_decay >= 0, "sgd: weight decay must be non-negative, got ",
           options.weight_decay);
 }

@@ -78,7 +78,8 @@ void check_options(const TrainOptions& o) {
 
 class Trainer::Impl {
  public:
-  explicit Impl(TrainOptions options) : options_(std::move(options)), train_("train"), test_("test") {
+  explicit Impl(TrainOptions options)
+      : options_(std::move(options)), train_("train"), test_("test") {
     check_options(options_);
     std::vector<Location> locations;
     for (int r = 0; r < options_.ranks; ++r) locations.push_back(Location::cpu(r));
@@ -87,8 +88,7 @@ class Trainer::Impl {
     dp_options.sgd.momentum = options_.momentum;
     dp_options.sgd.weight_decay = options_.weight_decay;
     dp_ = build_data_parallel(
-        train_,
-        locations,
+        train_, locations,
         [&](Graph& g, int r, int n) {
           return build_network(g, options_, "train", options_.batch, true, r, n,
                                r == 0 ? &train_data_ : nullptr);
@@ -120,8 +120,8 @@ class Trainer::Impl {
     if (options_.evaluate && options_.rank == 0) {
       // Rank 0 evaluates with a single-device graph reading replica 0's tensors.
       Graph::Scope scope(test_, "replica0");
-      test_outputs_ = build_network(test_, options_, "test", options_.test_batch, false, 0, 1,
-                                    &test_data_);
+      test_outputs_ =
+          build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data_);
       for (const auto* list : {&test_.parameters(), &test_.states()})
         for (const Parameter& p : *list) p.blob->share_tensor(*train_.blob(p.blob->name()));
       test_run_ = std::make_unique<Runnable>(test_, run);

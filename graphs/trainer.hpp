@@ -26,9 +26,9 @@ struct TrainOptions {
   int batch = 64;
   double lr = 0.01;
   std::string lr_policy = "poly";  // "fixed", "step" or "poly" (see graphs/lr_schedule.hpp)
-  double lr_gamma = 0.1;            // step: factor per step
-  int64_t lr_step = 0;              // step: iterations per step (0: one epoch)
-  double lr_power = 1.0;            // poly: exponent
+  double lr_gamma = 0.1;           // step: factor per step
+  int64_t lr_step = 0;             // step: iterations per step (0: one epoch)
+  double lr_power = 1.0;           // poly: exponent
   double momentum = 0.9;
   double weight_decay = 5e-4;
   int threads = 2;  // compute threads (OpenMP, BLAS, oneDNN)

@@ -43,8 +43,7 @@ std::string Attrs::get_string(const std::string& key, const std::string& fallbac
 std::vector<int64_t> Attrs::get_ints(const std::string& key) const {
   return get_as<std::vector<int64_t>>(values_, key, "an int list");
 }
-std::vector<int64_t> Attrs::get_ints(const std::string& key,
-                                     std::vector<int64_t> fallback) const {
+std::vector<int64_t> Attrs::get_ints(const std::string& key, std::vector<int64_t> fallback) const {
   return has(key) ? get_ints(key) : fallback;
 }
 

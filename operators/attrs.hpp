@@ -16,12 +16,30 @@ using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t
 class Attrs {
  public:
   Attrs() = default;
-  Attrs& set(const std::string& key, int64_t v) { values_[key] = v; return *this; }
-  Attrs& set(const std::string& key, int v) { values_[key] = int64_t{v}; return *this; }
-  Attrs& set(const std::string& key, double v) { values_[key] = v; return *this; }
-  Attrs& set(const std::string& key, std::string v) { values_[key] = std::move(v); return *this; }
-  Attrs& set(const std::string& key, const char* v) { values_[key] = std::string(v); return *this; }
-  Attrs& set(const std::string& key, std::vector<int64_t> v) { values_[key] = std::move(v); return *this; }
+  Attrs& set(const std::string& key, int64_t v) {
+    values_[key] = v;
+    return *this;
+  }
+  Attrs& set(const std::string& key, int v) {
+    values_[key] = int64_t{v};
+    return *this;
+  }
+  Attrs& set(const std::string& key, double v) {
+    values_[key] = v;
+    return *this;
+  }
+  Attrs& set(const std::string& key, std::string v) {
+    values_[key] = std::move(v);
+    return *this;
+  }
+  Attrs& set(const std::string& key, const char* v) {
+    values_[key] = std::string(v);
+    return *this;
+  }
+  Attrs& set(const std::string& key, std::vector<int64_t> v) {
+    values_[key] = std::move(v);
+    return *this;
+  }
 
   bool has(const std::string& key) const { return values_.count(key) > 0; }
   int64_t get_int(const std::string& key) const;

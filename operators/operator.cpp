@@ -13,8 +13,8 @@ void Operator::check_counts(size_t inputs, size_t outputs) const {
     if (expected == kVariadic) {
       require(actual >= 1, type(), ": expected at least one ", what, ", got none");
     } else {
-      require(actual == static_cast<size_t>(expected), type(), ": expected ", expected, " ",
-              what, (expected == 1 ? "" : "s"), ", got ", actual);
+      require(actual == static_cast<size_t>(expected), type(), ": expected ", expected, " ", what,
+              (expected == 1 ? "" : "s"), ", got ", actual);
     }
   };
   check(num_inputs(), inputs, "input");
@@ -42,9 +42,8 @@ void Operator::compute(const std::vector<const Tensor*>& inputs,
             outputs[i]->location(), ", output 0 at ", where);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->location() == where, type(), ": input ", i, " is at ",
-            inputs[i]->location(), " but the outputs are at ", where,
-            "; insert a Copy to bring it there");
+    require(inputs[i]->location() == where, type(), ": input ", i, " is at ", inputs[i]->location(),
+            " but the outputs are at ", where, "; insert a Copy to bring it there");
   }
   require(!uses_rng() || context.rng != nullptr, type(), ": needs a random generator");
   if (where.is_cpu()) {

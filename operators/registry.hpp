@@ -25,8 +25,8 @@ class OperatorRegistry {
 
 }  // namespace purine
 
-#define PURINE_REGISTER_OPERATOR(type_name, Class)                                        \
-  static const bool purine_registered_##Class = ::purine::OperatorRegistry::add(         \
+#define PURINE_REGISTER_OPERATOR(type_name, Class)                                         \
+  static const bool purine_registered_##Class = ::purine::OperatorRegistry::add(           \
       type_name, [](const ::purine::Attrs& attrs) -> std::unique_ptr<::purine::Operator> { \
-        return std::make_unique<Class>(attrs);                                            \
+        return std::make_unique<Class>(attrs);                                             \
       })

@@ -132,8 +132,8 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
   auto output_grad = [&](int j) {
     if (!out_grads.at(j)) {
       const Blob* out = op.outputs()[j];
-      out_grads[j] = builder.constant(out->name() + "::zero_grad", out->shape(), 0.0,
-                                      op.location(), op.thread());
+      out_grads[j] = builder.constant(out->name() + "::zero_grad", out->shape(), 0.0, op.location(),
+                                      op.thread());
     }
     return out_grads[j];
   };
@@ -145,11 +145,21 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
     std::vector<Blob*> inputs;
     for (const GradRef& r : g.inputs) {
       switch (r.kind) {
-        case GradRef::kInput: inputs.push_back(op.inputs().at(r.index)); break;
-        case GradRef::kOutput: inputs.push_back(op.outputs().at(r.index)); break;
-        case GradRef::kOutputGrad: inputs.push_back(output_grad(r.index)); break;
-        case GradRef::kInputGrad: inputs.push_back(input_grads.at(r.index)); break;
-        case GradRef::kTemp: inputs.push_back(temps.at(r.index)); break;
+        case GradRef::kInput:
+          inputs.push_back(op.inputs().at(r.index));
+          break;
+        case GradRef::kOutput:
+          inputs.push_back(op.outputs().at(r.index));
+          break;
+        case GradRef::kOutputGrad:
+          inputs.push_back(output_grad(r.index));
+          break;
+        case GradRef::kInputGrad:
+          inputs.push_back(input_grads.at(r.index));
+          break;
+        case GradRef::kTemp:
+          inputs.push_back(temps.at(r.index));
+          break;
       }
     }
     std::vector<std::string> names;
@@ -187,11 +197,11 @@ Gradients backward(Graph& graph, Blob* loss, const std::vector<Blob*>& wrt, doub
   std::vector<Op*> order = graph.topological_order();
   Builder builder(graph);
   const Op* loss_writer = loss->writers().empty() ? nullptr : loss->writers()[0];
-  builder.contribute(loss,
-                     builder.constant(loss->name() + "::seed", loss->shape(), loss_weight,
-                                      loss->location(),
-                                      loss_writer ? loss_writer->thread() : "main"),
-                     "main");
+  builder.contribute(
+      loss,
+      builder.constant(loss->name() + "::seed", loss->shape(), loss_weight, loss->location(),
+                       loss_writer ? loss_writer->thread() : "main"),
+      "main");
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Op& op = **it;
     bool relevant = false;

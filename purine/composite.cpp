@@ -61,8 +61,8 @@ std::vector<Blob*> Composite::make_top_op(const std::string& local_name, const s
 }
 
 void Composite::require_bottoms(size_t count) const {
-  require(bottom_.size() == count, "composite '", full_name_, "': expected ", count,
-          " bottom blob", count == 1 ? "" : "s", ", got ", bottom_.size(),
+  require(bottom_.size() == count, "composite '", full_name_, "': expected ", count, " bottom blob",
+          count == 1 ? "" : "s", ", got ", bottom_.size(),
           bottom_.empty() ? " (connect inputs with B{...} >> composite)" : "");
 }
 
@@ -71,8 +71,7 @@ Blob* Composite::make_blob(const std::string& local_name, Shape shape) {
 }
 
 Blob* Composite::make_parameter(const std::string& local_name, Shape shape,
-                                const std::string& filler, Attrs filler_attrs,
-                                double decay_mult) {
+                                const std::string& filler, Attrs filler_attrs, double decay_mult) {
   Blob* b = graph_.add_blob(local_name, shape);
   filler_attrs.set("shape", shape.dims());
   graph_.add_parameter({b, filler, std::move(filler_attrs), decay_mult});

@@ -18,8 +18,8 @@ Tensor& Blob::tensor() {
 }
 
 void Blob::share_tensor(Blob& other) {
-  require(shape_ == other.shape_, "blob '", name_, "' cannot share the tensor of '",
-          other.name_, "': shapes ", shape_, " and ", other.shape_, " differ");
+  require(shape_ == other.shape_, "blob '", name_, "' cannot share the tensor of '", other.name_,
+          "': shapes ", shape_, " and ", other.shape_, " differ");
   require(location_ == other.location_, "blob '", name_, "' at ", location_,
           " cannot share the tensor of '", other.name_, "' at ", other.location_);
   other.tensor();
@@ -127,8 +127,8 @@ std::vector<Blob*> Graph::apply(const std::string& local_name, const std::string
   }
   std::vector<Blob*> outputs;
   for (size_t i = 0; i < out_shapes.size(); ++i) {
-    std::string name = i < output_names.size() ? output_names[i]
-                                                : local_name + "::out" + std::to_string(i);
+    std::string name =
+        i < output_names.size() ? output_names[i] : local_name + "::out" + std::to_string(i);
     outputs.push_back(add_blob(name, out_shapes[i]));
   }
   set_outputs(op, outputs);
@@ -238,8 +238,8 @@ void Graph::add_state(Parameter state) {
 }
 
 void Graph::add_swap(Blob* a, Blob* b) {
-  require(a->shape() == b->shape() && a->location() == b->location(), "swap of '", a->name(),
-          "' ", a->shape(), " at ", a->location(), " with '", b->name(), "' ", b->shape(), " at ",
+  require(a->shape() == b->shape() && a->location() == b->location(), "swap of '", a->name(), "' ",
+          a->shape(), " at ", a->location(), " with '", b->name(), "' ", b->shape(), " at ",
           b->location(), ": shapes and locations must match");
   swaps_.emplace_back(a, b);
 }
@@ -272,7 +272,8 @@ std::vector<Op*> Graph::topological_order() const {
     std::string names;
     int listed = 0;
     for (const auto& op : ops_) {
-      if (pending[op.get()] > 0 && listed++ < 8) names += (names.empty() ? "'" : ", '") + op->name() + "'";
+      if (pending[op.get()] > 0 && listed++ < 8)
+        names += (names.empty() ? "'" : ", '") + op->name() + "'";
     }
     throw Error(str("graph '", name_, "' has a cycle through ops ", names,
                     "; an op's output must not feed back into its inputs within one run "
@@ -287,10 +288,11 @@ void Graph::validate() {
     try {
       op->kernel().check_counts(op->inputs().size(), op->outputs().size());
     } catch (const Error& e) {
-      throw Error(str("op '", op->name(), "': ", e.what(),
-                      op->inputs().size() < static_cast<size_t>(std::max(0, op->kernel().num_inputs()))
-                          ? " (a required input is not connected)"
-                          : ""));
+      throw Error(
+          str("op '", op->name(), "': ", e.what(),
+              op->inputs().size() < static_cast<size_t>(std::max(0, op->kernel().num_inputs()))
+                  ? " (a required input is not connected)"
+                  : ""));
     }
     std::vector<Shape> in_shapes;
     for (const Blob* b : op->inputs()) in_shapes.push_back(b->shape());
@@ -308,8 +310,8 @@ void Graph::validate() {
     if (op->type() == "copy") continue;  // copies are the ops that bridge locations
     for (const Blob* b : op->inputs()) {
       require(b->location() == op->location(), "op '", op->name(), "' at ", op->location(),
-              " reads blob '", b->name(), "' at ", b->location(),
-              "; insert a Copy to bring it to ", op->location());
+              " reads blob '", b->name(), "' at ", b->location(), "; insert a Copy to bring it to ",
+              op->location());
     }
     for (const Blob* b : op->outputs()) {
       require(b->location() == op->location(), "op '", op->name(), "' at ", op->location(),
@@ -332,12 +334,11 @@ std::string Graph::to_dot() const {
   out << "digraph \"" << name_ << "\" {\n  rankdir=TB;\n";
   std::map<Location, std::vector<std::string>> clusters;
   for (const auto& b : blobs_)
-    clusters[b->location()].push_back("\"" + b->name() + "\" [shape=ellipse, label=\"" +
-                                      b->name() + "\\n" + b->shape().to_string() + "\"];");
+    clusters[b->location()].push_back("\"" + b->name() + "\" [shape=ellipse, label=\"" + b->name() +
+                                      "\\n" + b->shape().to_string() + "\"];");
   for (const auto& op : ops_)
-    clusters[op->location()].push_back("\"" + op->name() + "\" [shape=box, label=\"" +
-                                       op->name() + "\\n" + op->type() + " @" + op->thread() +
-                                       "\"];");
+    clusters[op->location()].push_back("\"" + op->name() + "\" [shape=box, label=\"" + op->name() +
+                                       "\\n" + op->type() + " @" + op->thread() + "\"];");
   int cluster = 0;
   for (const auto& [location, lines] : clusters) {
     out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << location << "\";\n";

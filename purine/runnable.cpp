@@ -68,23 +68,41 @@ std::map<const Op*, int> assign_tags(const Graph& graph) {
   return tags;
 }
 
+int graph_ranks(const Graph& graph);
+
 void check_world(const Graph& graph, const RunOptions& options) {
-  int max_rank = 0;
-  for (const auto& b : graph.blobs()) max_rank = std::max(max_rank, b->location().rank);
-  for (const auto& op : graph.ops()) max_rank = std::max(max_rank, op->location().rank);
+  const int max_rank = graph_ranks(graph) - 1;
   // A graph on several ranks needs exactly its world; a graph on rank 0 alone runs in any world
   // (the other ranks have nothing of it to run).
-  require(max_rank == 0 || max_rank + 1 == options.world_size, "graph '", graph.name(), "' spans ", max_rank + 1,
-          " rank", max_rank ? "s" : "", " (0..", max_rank, ") but the MPI world has ",
+  require(max_rank == 0 || max_rank + 1 == options.world_size, "graph '", graph.name(), "' spans ",
+          max_rank + 1, " rank", max_rank ? "s" : "", " (0..", max_rank, ") but the MPI world has ",
           options.world_size, "; launch it with mpirun -np ", max_rank + 1);
   require(options.rank >= 0 && options.rank < options.world_size, "rank ", options.rank,
           " is outside the world of ", options.world_size);
   require(options.world_size == 1 || options.mode == dispatch::Mode::kParallel,
-          "the serial executor runs single-process graphs only; graph '", graph.name(),
-          "' spans ", options.world_size, " ranks");
+          "the serial executor runs single-process graphs only; graph '", graph.name(), "' spans ",
+          options.world_size, " ranks");
+}
+
+int graph_ranks(const Graph& graph) {
+  int max_rank = 0;
+  for (const auto& b : graph.blobs()) max_rank = std::max(max_rank, b->location().rank);
+  for (const auto& op : graph.ops()) max_rank = std::max(max_rank, op->location().rank);
+  return max_rank + 1;
 }
 
 }  // namespace
+
+// Never freed before MPI_Finalize: a collective abandoned by a stalled run may still be pending
+// on it, and MPI would go on using it when the late peers arrive.
+class Runnable::Communicator {
+ public:
+  Communicator() { MPI_Comm_dup(MPI_COMM_WORLD, &comm_); }
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_;
+};
 
 Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(options) {
   graph_.validate();
@@ -107,6 +125,9 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   std::map<Location, dispatch::ResourceId> rng_resources;
   int collectives = -1;
   std::map<const Op*, int> tags = assign_tags(graph_);
+  // Collective over every rank: they all build the same graph in the same order.
+  if (graph_ranks(graph_) > 1) comm_ = std::make_unique<Communicator>();
+  const MPI_Comm comm = comm_ ? comm_->get() : MPI_COMM_WORLD;
   const std::set<const Op*> views = alias_views(graph_, me);
   std::map<const Op*, dispatch::TaskId> task_of;
 
@@ -124,7 +145,7 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       const bool receives = cross_rank && !sends;
       task.executor = executor(mpi_location, receives && split_mpi ? "mpi-recv" : "mpi",
                                dispatch::ExecutorKind::kMpi);
-      auto transfer = std::make_shared<MpiTransfer>();
+      auto transfer = std::make_shared<MpiTransfer>(comm);
       if (op->type() == "mpi_allreduce") {
         const Tensor* in = &op->inputs()[0]->tensor();
         Tensor* out = &op->outputs()[0]->tensor();
@@ -175,8 +196,8 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
     if (op->kernel().uses_rng()) {
       auto res = rng_resources.find(op->location());
       if (res == rng_resources.end())
-        res = rng_resources.emplace(op->location(),
-                                    plan.add_resource("rng@" + op->location().to_string()))
+        res = rng_resources
+                  .emplace(op->location(), plan.add_resource("rng@" + op->location().to_string()))
                   .first;
       plan.use_resource(id, res->second);
     }
@@ -206,7 +227,9 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   engine_ = std::make_unique<dispatch::Engine>(std::move(plan), engine_options);
 }
 
-Runnable::~Runnable() = default;
+Runnable::~Runnable() {
+  engine_.reset();  // its transfers use the communicator
+}
 
 void Runnable::run_async() { engine_->run_async(); }
 

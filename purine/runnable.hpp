@@ -58,6 +58,10 @@ class Runnable {
   Graph& graph_;
   RunOptions options_;
   std::map<Location, std::unique_ptr<Rng>> rngs_;
+  // A communicator of its own (a duplicate of MPI_COMM_WORLD) for a graph on several ranks, so
+  // that no message of another Runnable, or of an earlier failed run of one, can match ours.
+  class Communicator;
+  std::unique_ptr<Communicator> comm_;
   std::unique_ptr<dispatch::Engine> engine_;
 };
 

@@ -13,7 +13,8 @@ namespace purine {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 void set_location(proto::LocationProto* out, Location l) {
@@ -116,8 +117,8 @@ int64_t load_checkpoint(Graph& graph, const std::string& path) {
   // Check everything first, so that a bad file changes nothing.
   for (const Parameter* p : persistent(graph)) {
     auto it = by_name.find(p->blob->name());
-    require(it != by_name.end(), "checkpoint '", path, "' (model '", c.model(), "') has no tensor '",
-            p->blob->name(), "'");
+    require(it != by_name.end(), "checkpoint '", path, "' (model '", c.model(),
+            "') has no tensor '", p->blob->name(), "'");
     Shape stored(std::vector<int64_t>(it->second->shape().begin(), it->second->shape().end()));
     require(stored == p->blob->shape(), "checkpoint '", path, "': tensor '", p->blob->name(),
             "' has shape ", stored, ", the graph expects ", p->blob->shape());

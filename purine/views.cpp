@@ -33,7 +33,8 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
     std::set<const Blob*> distinct;
     for (const Blob* in : op->inputs()) {
       ok = ok && free_blob(in) && distinct.insert(in).second && in->location() == out->location();
-      for (const Op* reader : in->readers()) ok = ok && (reader == op || reader->type() != "concat");
+      for (const Op* reader : in->readers())
+        ok = ok && (reader == op || reader->type() != "concat");
     }
     if (!ok) continue;
     const int64_t inner = axis < out->shape().ndim() ? out->shape().count_from(axis + 1) : 1;

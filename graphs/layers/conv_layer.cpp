@@ -14,11 +14,11 @@ ConvLayer::ConvLayer(Graph& graph, const std::string& name, Options options)
 void ConvLayer::setup() {
   require_bottoms(1);
   Blob* x = bottom_[0];
-  require(x->shape().ndim() == 4, "conv layer '", name(), "': input '", x->name(),
-          "' has shape ", x->shape(), "; expected [N, C, H, W]");
+  require(x->shape().ndim() == 4, "conv layer '", name(), "': input '", x->name(), "' has shape ",
+          x->shape(), "; expected [N, C, H, W]");
   const int64_t k = options_.kernel;
-  Blob* w = make_parameter("weight", {options_.outputs, x->shape()[1], k, k},
-                           options_.weight_filler);
+  Blob* w =
+      make_parameter("weight", {options_.outputs, x->shape()[1], k, k}, options_.weight_filler);
   Attrs attrs;
   attrs.set("stride", options_.stride).set("pad", options_.pad);
   if (!options_.bias) {
@@ -26,8 +26,8 @@ void ConvLayer::setup() {
     return;
   }
   Blob* y = make_op("conv", "conv", attrs, {x, w})[0];
-  Blob* b = make_parameter("bias", {options_.outputs}, "fill_constant", Attrs().set("value", 0.0),
-                           0.0);
+  Blob* b =
+      make_parameter("bias", {options_.outputs}, "fill_constant", Attrs().set("value", 0.0), 0.0);
   make_top_op("add_bias", "bias", {}, {y, b});
 }
 

@@ -16,10 +16,10 @@ void InceptionLayer::setup() {
   };
   Blob* x = bottom_[0];
   Blob* b1 = conv_relu("1x1", x, options_.conv1x1, 1);
-  Blob* b2 = conv_relu("3x3", conv_relu("3x3_reduce", x, options_.reduce3x3, 1),
-                       options_.conv3x3, 3);
-  Blob* b3 = conv_relu("5x5", conv_relu("5x5_reduce", x, options_.reduce5x5, 1),
-                       options_.conv5x5, 5);
+  Blob* b2 =
+      conv_relu("3x3", conv_relu("3x3_reduce", x, options_.reduce3x3, 1), options_.conv3x3, 3);
+  Blob* b3 =
+      conv_relu("5x5", conv_relu("5x5_reduce", x, options_.reduce5x5, 1), options_.conv5x5, 5);
   auto& pool = g.add<PoolLayer>("pool", PoolLayer::Options{"max", 3, 1, 1});
   Blob* b4 = conv_relu("pool_proj", (B{x} >> pool).top(0), options_.pool_proj, 1);
   auto& concat = g.add<ConcatLayer>("concat", 1);

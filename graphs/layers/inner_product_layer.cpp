@@ -21,8 +21,8 @@ void InnerProductLayer::setup() {
     return;
   }
   Blob* y = make_op("ip", "inner_product", {}, {x, w})[0];
-  Blob* b = make_parameter("bias", {options_.outputs}, "fill_constant", Attrs().set("value", 0.0),
-                           0.0);
+  Blob* b =
+      make_parameter("bias", {options_.outputs}, "fill_constant", Attrs().set("value", 0.0), 0.0);
   make_top_op("add_bias", "bias", {}, {y, b});
 }
 

@@ -8,8 +8,8 @@ namespace purine {
 void CopyOp::copy(const Tensor& from, Tensor& to) {
   require(from.shape() == to.shape(), "copy: shapes ", from.shape(), " and ", to.shape(),
           " differ");
-  require(from.location().is_cpu() && to.location().is_cpu(), "copy from ", from.location(),
-          " to ", to.location(), ": GPU copies need the CUDA backend, which this build lacks");
+  require(from.location().is_cpu() && to.location().is_cpu(), "copy from ", from.location(), " to ",
+          to.location(), ": GPU copies need the CUDA backend, which this build lacks");
   to.copy_from(from);
 }
 

@@ -1,7 +1,5 @@
 #include "operators/mpi/transfer.hpp"
 
-#include <glog/logging.h>
-
 #include "purine/base/error.hpp"
 
 namespace purine {
@@ -17,37 +15,53 @@ void check(int code, const char* what) {
 
 int count_of(const Tensor& t) {
   require(t.is_contiguous(), "MPI transfers need contiguous tensors");
-  require(t.count() <= INT32_MAX, "tensor of ", t.count(), " values is too large for one MPI message");
+  require(t.count() <= INT32_MAX, "tensor of ", t.count(),
+          " values is too large for one MPI message");
   return static_cast<int>(t.count());
 }
 }  // namespace
 
 MpiTransfer::~MpiTransfer() {
-  // A run that failed may leave a request behind; cancel it rather than leak it.
-  if (request_ != MPI_REQUEST_NULL) {
+  if (request_ == MPI_REQUEST_NULL) return;
+  // A collective may be neither cancelled nor freed while pending: leave it to MPI. Point to
+  // point requests left by a failed or stalled run are cancelled and released.
+  if (kind_ == Kind::kCollective) return;
+  MPI_Cancel(&request_);
+  MPI_Request_free(&request_);
+}
+
+void MpiTransfer::settle_leftover() {
+  if (request_ == MPI_REQUEST_NULL) return;
+  if (kind_ == Kind::kRecv) {
     MPI_Cancel(&request_);
-    MPI_Request_free(&request_);
+    MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    return;
   }
+  require(done(), "an MPI ", kind_ == Kind::kSend ? "send" : "collective",
+          " from a failed run is still pending; the job cannot continue safely");
 }
 
 void MpiTransfer::start_send(const Tensor& tensor, int peer, int tag) {
-  CHECK(request_ == MPI_REQUEST_NULL) << "transfer started twice";
-  check(MPI_Isend(tensor.data(), count_of(tensor), MPI_FLOAT, peer, tag, MPI_COMM_WORLD, &request_),
+  settle_leftover();
+  kind_ = Kind::kSend;
+  check(MPI_Isend(tensor.data(), count_of(tensor), MPI_FLOAT, peer, tag, comm_, &request_),
         "MPI_Isend");
 }
 
 void MpiTransfer::start_recv(Tensor& tensor, int peer, int tag) {
-  CHECK(request_ == MPI_REQUEST_NULL) << "transfer started twice";
-  check(MPI_Irecv(tensor.mutable_data(), count_of(tensor), MPI_FLOAT, peer, tag, MPI_COMM_WORLD,
-                  &request_),
+  settle_leftover();
+  kind_ = Kind::kRecv;
+  check(MPI_Irecv(tensor.mutable_data(), count_of(tensor), MPI_FLOAT, peer, tag, comm_, &request_),
         "MPI_Irecv");
 }
 
 void MpiTransfer::start_allreduce(const Tensor& input, Tensor& output) {
-  CHECK(request_ == MPI_REQUEST_NULL) << "transfer started twice";
-  require(input.shape() == output.shape(), "allreduce of ", input.shape(), " into ", output.shape());
+  settle_leftover();
+  kind_ = Kind::kCollective;
+  require(input.shape() == output.shape(), "allreduce of ", input.shape(), " into ",
+          output.shape());
   check(MPI_Iallreduce(input.data(), output.mutable_data(), count_of(input), MPI_FLOAT, MPI_SUM,
-                       MPI_COMM_WORLD, &request_),
+                       comm_, &request_),
         "MPI_Iallreduce");
 }
 

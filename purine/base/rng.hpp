@@ -10,8 +10,11 @@ namespace purine {
 
 class Rng {
  public:
-  explicit Rng(uint64_t seed = 1) : engine_(static_cast<std::mt19937::result_type>(seed ^ (seed >> 32))) {}
-  void seed(uint64_t seed) { engine_.seed(static_cast<std::mt19937::result_type>(seed ^ (seed >> 32))); }
+  explicit Rng(uint64_t seed = 1)
+      : engine_(static_cast<std::mt19937::result_type>(seed ^ (seed >> 32))) {}
+  void seed(uint64_t seed) {
+    engine_.seed(static_cast<std::mt19937::result_type>(seed ^ (seed >> 32)));
+  }
   uint32_t next_u32() { return static_cast<uint32_t>(engine_()); }
   // Uniform in [0, 1) with 24 bits of precision.
   float uniform01() { return static_cast<float>(next_u32() >> 8) * (1.0f / 16777216.0f); }

@@ -43,8 +43,8 @@ float* Tensor::mutable_data() {
 Tensor Tensor::view(int64_t offset, Shape shape) const {
   CHECK(is_contiguous()) << "view of a strided tensor";
   CHECK_GE(offset, 0);
-  CHECK_LE(offset + shape.count(), count()) << "view " << shape << " at " << offset
-                                            << " exceeds " << shape_;
+  CHECK_LE(offset + shape.count(), count())
+      << "view " << shape << " at " << offset << " exceeds " << shape_;
   Tensor v = *this;
   v.offset_ = offset_ + offset;
   v.shape_ = std::move(shape);

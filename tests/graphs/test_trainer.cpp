@@ -1,7 +1,7 @@
 // End to end: training the mlp on a slice of Fashion-MNIST learns, and is deterministic.
-#include <catch2/catch.hpp>
-
 #include <sys/stat.h>
+
+#include <catch2/catch.hpp>
 
 #include "graphs/trainer.hpp"
 
@@ -44,8 +44,8 @@ TEST_CASE("mlp trains well above chance on a Fashion-MNIST slice", "[trainer][e2
   });
   REQUIRE(calls == 150);
   REQUIRE(r.iterations == 150);
-  REQUIRE(r.final_loss < 1.0);        // starts near ln(10) = 2.3
-  REQUIRE(r.test_accuracy > 0.70);    // chance is 0.10
+  REQUIRE(r.final_loss < 1.0);      // starts near ln(10) = 2.3
+  REQUIRE(r.test_accuracy > 0.70);  // chance is 0.10
   REQUIRE(r.images_per_sec > 0);
 }
 

@@ -1,8 +1,7 @@
 #include "tests/operators/gradient_check.hpp"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 
@@ -65,11 +64,16 @@ std::map<int, Tensor> run_gradient(const Operator& op, const std::vector<Tensor>
   for (auto [i, j] : spec.aliases) input_grads[i] = output_grads[j];
   auto resolve = [&](const GradRef& ref) -> Tensor* {
     switch (ref.kind) {
-      case GradRef::kInput: return const_cast<Tensor*>(&inputs.at(ref.index));
-      case GradRef::kOutput: return const_cast<Tensor*>(&outputs.at(ref.index));
-      case GradRef::kOutputGrad: return const_cast<Tensor*>(&output_grads.at(ref.index));
-      case GradRef::kInputGrad: return &input_grads.at(ref.index);
-      case GradRef::kTemp: return &temps.at(ref.index);
+      case GradRef::kInput:
+        return const_cast<Tensor*>(&inputs.at(ref.index));
+      case GradRef::kOutput:
+        return const_cast<Tensor*>(&outputs.at(ref.index));
+      case GradRef::kOutputGrad:
+        return const_cast<Tensor*>(&output_grads.at(ref.index));
+      case GradRef::kInputGrad:
+        return &input_grads.at(ref.index);
+      case GradRef::kTemp:
+        return &temps.at(ref.index);
     }
     return nullptr;
   };

@@ -1,6 +1,5 @@
 // Autodiff on the bi-graph, checked against finite differences of the whole graph's loss.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "purine/autodiff.hpp"

@@ -1,7 +1,6 @@
 // Running graphs: failures surface with the op's name, swaps make iterations, and the parallel
 // dispatcher gives bit-identical results to the serial one, random ops included.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
 #include "purine/dsl.hpp"
@@ -10,8 +9,7 @@
 using namespace purine;
 using Catch::Contains;
 
-TEST_CASE("an op failure is rethrown from run() naming the op; the next run works",
-          "[runnable]") {
+TEST_CASE("an op failure is rethrown from run() naming the op; the next run works", "[runnable]") {
   Graph g;
   Blob* logits = g.add_blob("logits", {2, 3});
   Blob* labels = g.add_blob("labels", {2});
@@ -90,10 +88,10 @@ TEST_CASE("contiguous split, reshape and concat become zero-copy views", "[runna
   halve.set("axis", 0).set("sizes", std::vector<int64_t>{3, 3});
   std::vector<Blob*> halves = g.apply("halve", "split", halve, {doubled});
   Blob* halves_sum = g.apply("sum_halves", "sum", {}, halves)[0];
-  halves_sum = g.apply("total", "reshape", Attrs().set("shape", std::vector<int64_t>{3}),
-                       {halves_sum})[0];
-  Blob* grid = g.apply("grid", "reshape", Attrs().set("shape", std::vector<int64_t>{2, 3}),
-                       {joined})[0];
+  halves_sum =
+      g.apply("total", "reshape", Attrs().set("shape", std::vector<int64_t>{3}), {halves_sum})[0];
+  Blob* grid =
+      g.apply("grid", "reshape", Attrs().set("shape", std::vector<int64_t>{2, 3}), {joined})[0];
   for (int i = 0; i < 6; ++i) x->tensor().mutable_data()[i] = static_cast<float>(i + 1);
   Runnable run(g);
   run.run();

@@ -1,6 +1,5 @@
 // Graph export and checkpoints: round trips, and clear errors for bad files.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 
 #include "purine/serialize.hpp"

@@ -86,8 +86,8 @@ TEST_CASE("two writers need an accumulating blob", "[validation]") {
   Blob* y = g.add_blob("y", {3});
   g.add_op("one", "fill_constant", filled({3}, 1)) >> B{y};
   g.add_op("two", "fill_constant", filled({3}, 2)) >> B{y};
-  REQUIRE_THROWS_WITH(g.validate(), Contains("blob 'y' is written by 2 ops") &&
-                                        Contains("accumulating"));
+  REQUIRE_THROWS_WITH(g.validate(),
+                      Contains("blob 'y' is written by 2 ops") && Contains("accumulating"));
   y->set_accumulating(true);
   REQUIRE_NOTHROW(g.validate());
 }

@@ -1,10 +1,9 @@
 // The purine tool: bad input gives one clear line and a non-zero exit.
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -88,9 +87,9 @@ TEST_CASE("unknown model lists the known ones", "[cli]") {
 }
 
 TEST_CASE("bad flag values", "[cli]") {
-  for (const char* args : {"train --batch=0", "train --threads=0", "train --lr=-1",
-                           "train --executor=magic", "train --batch=abc", "train --no-such-flag=1",
-                           "train --lr-policy=cosine --max-iters=1"}) {
+  for (const char* args :
+       {"train --batch=0", "train --threads=0", "train --lr=-1", "train --executor=magic",
+        "train --batch=abc", "train --no-such-flag=1", "train --lr-policy=cosine --max-iters=1"}) {
     INFO(args);
     Result r = purine(args);
     REQUIRE(r.status != 0);

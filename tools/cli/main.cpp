@@ -8,8 +8,8 @@
 
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,8 +64,11 @@ int main(int argc, char** argv) {
   // On several ranks a failure on one may leave the others waiting: end the whole job.
   auto fail = [&](const std::string& message) {
     const bool several = mpi && mpi->size() > 1;
-    std::cerr << "error: " << (several ? "rank " + std::to_string(mpi->rank()) + ": " : "")
-              << message << "\n";
+    // One write per line, so that the lines of several ranks do not interleave.
+    const std::string line =
+        "error: " + (several ? "rank " + std::to_string(mpi->rank()) + ": " : "") + message + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
     if (several) mpi->abort(1);
     return 1;
   };

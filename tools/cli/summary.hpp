@@ -8,7 +8,6 @@
 namespace purine::cli {
 
 // Throws purine::Error naming the path if it cannot be written.
-void write_summary(const std::string& path, const TrainOptions& options,
-                   const TrainResult& result);
+void write_summary(const std::string& path, const TrainOptions& options, const TrainResult& result);
 
 }  // namespace purine::cli

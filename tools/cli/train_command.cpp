@@ -83,8 +83,7 @@ TrainOptions options_from_flags() {
   require(FLAGS_executor == "parallel" || FLAGS_executor == "serial",
           "--executor must be parallel or serial, got '", FLAGS_executor, "'");
   o.mode = FLAGS_executor == "serial" ? dispatch::Mode::kSerial : dispatch::Mode::kParallel;
-  require(FLAGS_test_samples >= 0, "--test-samples must be non-negative, got ",
-          FLAGS_test_samples);
+  require(FLAGS_test_samples >= 0, "--test-samples must be non-negative, got ", FLAGS_test_samples);
   return o;
 }
 
@@ -100,7 +99,8 @@ int run_train() {
   }
   Trainer trainer(options);
   if (!FLAGS_resume.empty()) trainer.load_checkpoint(FLAGS_resume);
-  if (leader && !FLAGS_export_graph.empty()) export_graph(trainer.training_graph(), FLAGS_export_graph);
+  if (leader && !FLAGS_export_graph.empty())
+    export_graph(trainer.training_graph(), FLAGS_export_graph);
   const bool terminal = isatty(fileno(stdout));
   if (leader) {
     std::printf("training %s: batch %d x %d rank%s, %d thread%s, %lld iterations per epoch\n",
@@ -113,10 +113,10 @@ int run_train() {
     // Rank 0 only. On a terminal one line rewritten in place; otherwise one every 100 iterations.
     bool last = p.iteration == p.total_iterations;
     if (!leader || (!terminal && p.iteration % 100 != 0 && !last)) return;
-    std::printf("%siter %lld/%lld  epoch %d  loss %.4f  %.0f img/s  eta %s%s",
-                terminal ? "\r" : "", static_cast<long long>(p.iteration),
-                static_cast<long long>(p.total_iterations), p.epoch, p.loss, p.images_per_sec,
-                format_eta(p.eta_seconds).c_str(), terminal && !last ? "" : "\n");
+    std::printf("%siter %lld/%lld  epoch %d  loss %.4f  %.0f img/s  eta %s%s", terminal ? "\r" : "",
+                static_cast<long long>(p.iteration), static_cast<long long>(p.total_iterations),
+                p.epoch, p.loss, p.images_per_sec, format_eta(p.eta_seconds).c_str(),
+                terminal && !last ? "" : "\n");
     std::fflush(stdout);
   };
   TrainResult result = trainer.train(progress);

@@ -1,0 +1,152 @@
+// Data-parallel training over the MPI ranks (graphs/data_parallel.hpp through the Trainer):
+// N ranks with batch b each follow the loss trajectory of one process with batch N*b (same seed,
+// same data order), for every reduction (ring, ps, mpi); every replica ends with the same
+// weights, bit for bit; two identical N-rank runs are bit-identical.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graphs/trainer.hpp"
+#include "mpi_test.hpp"
+#include "purine/graph.hpp"
+
+using namespace purine;
+using namespace purine::mpitest;
+
+namespace {
+
+const char kData[] = "/usr/share/datasets/fashion-mnist";
+constexpr int kBatch = 16;  // per rank
+constexpr int kIters = 20;
+
+bool have_data() {
+  struct stat st;
+  for (const char* f : {"/train-images-idx3-ubyte.gz", "/train-labels-idx1-ubyte.gz"})
+    if (stat((std::string(kData) + f).c_str(), &st) != 0) return false;
+  return true;
+}
+
+TrainOptions options(const std::string& model, int ranks, int rank, int batch,
+                     const std::string& reduce) {
+  TrainOptions o;
+  o.model = model;
+  o.data_dir = kData;
+  o.max_iters = kIters;
+  o.batch = batch;
+  o.lr = model == "lenet" ? 0.002 : 0.02;  // stays clear of divergence, where trajectories part
+  o.threads = 1;                           // several ranks share two cores
+  o.seed = 7;
+  o.ranks = ranks;
+  o.rank = rank;
+  o.reduce = reduce;
+  o.evaluate = false;
+  o.stall_timeout = kStallTimeout;
+  return o;
+}
+
+struct Run {
+  std::string error;
+  std::vector<double> losses;  // per iteration; meaningful on rank 0 only
+  uint64_t weights_hash = 0;   // this rank's replica weights after training
+};
+
+Run train(const TrainOptions& o) {
+  Run run;
+  run.error = run_and_catch([&] {
+    Trainer trainer(o);
+    trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); });
+    std::vector<float> weights;
+    for (const Parameter& p : trainer.training_graph().parameters()) {
+      if (p.blob->location().rank != o.rank) continue;
+      std::vector<float> v = values_of(p.blob->tensor());
+      weights.insert(weights.end(), v.begin(), v.end());
+    }
+    run.weights_hash = hash_of(weights);
+  });
+  return run;
+}
+
+// One process with the global batch, run by rank 0 while the others wait; cached per model.
+const Run& single_process_reference(const std::string& model) {
+  static std::map<std::string, Run> cache;
+  auto it = cache.find(model);
+  if (it == cache.end()) {
+    Run run;
+    if (rank() == 0) run = train(options(model, 1, 0, kBatch * size(), "ring"));
+    barrier();
+    it = cache.emplace(model, std::move(run)).first;
+  }
+  return it->second;
+}
+
+void check_follows_reference(const std::string& model, const std::string& reduce) {
+  INFO("rank " << rank() << " of " << size() << ", " << model << ", reduce=" << reduce);
+  const Run& reference = single_process_reference(model);
+  const Run first = train(options(model, size(), rank(), kBatch, reduce));
+  const Run second = train(options(model, size(), rank(), kBatch, reduce));
+  const std::vector<uint64_t> hashes = allgather(first.weights_hash);
+  barrier();  // the last collective of the test: assertions below may end it early on one rank
+  CHECK(first.error == "");
+  CHECK(second.error == "");
+  if (rank() == 0) {
+    CHECK(reference.error == "");
+    REQUIRE(reference.losses.size() == static_cast<size_t>(kIters));
+    REQUIRE(first.losses.size() == static_cast<size_t>(kIters));
+    double worst = 0;
+    for (int i = 0; i < kIters; ++i) {
+      const double a = first.losses[i], b = reference.losses[i];
+      worst = std::max(worst, std::abs(a - b) / std::max(std::abs(b), 1e-12));
+    }
+    INFO("losses: 1 rank " << reference.losses.front() << " .. " << reference.losses.back() << ", "
+                           << size() << " ranks " << first.losses.front() << " .. "
+                           << first.losses.back() << "; worst relative difference " << worst);
+    CHECK(worst < 1e-5);
+    CHECK(first.losses.back() < first.losses.front());  // it learns
+    CHECK(second.losses == first.losses);               // exactly
+  }
+  CHECK(second.weights_hash == first.weights_hash);
+  for (int r = 1; r < size(); ++r) CHECK(hashes[r] == hashes[0]);  // replicas agree
+}
+
+}  // namespace
+
+TEST_CASE("data parallel mlp with ring allreduce follows one process with the global batch",
+          "[mpi][data_parallel]") {
+  if (!have_data()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  check_follows_reference("mlp", "ring");
+}
+
+TEST_CASE("data parallel mlp with a parameter server follows one process with the global batch",
+          "[mpi][data_parallel]") {
+  if (!have_data()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  check_follows_reference("mlp", "ps");
+}
+
+TEST_CASE("data parallel mlp with mpi_allreduce follows one process with the global batch",
+          "[mpi][data_parallel]") {
+  if (!have_data()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  check_follows_reference("mlp", "mpi");
+}
+
+TEST_CASE("data parallel lenet with ring allreduce follows one process with the global batch",
+          "[mpi][data_parallel]") {
+  if (!have_data()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  check_follows_reference("lenet", "ring");
+}

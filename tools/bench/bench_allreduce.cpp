@@ -1,0 +1,542 @@
+// bench_allreduce: the graph-composed ring allreduce (graphs/allreduce.hpp: reshape, split,
+// cross-rank copy, sum and concat ops, run by a Runnable) against MPI_Allreduce called directly on
+// the same buffers, in the same processes and the same run. Launch it on 2 to 4 ranks:
+//
+//   mpirun --oversubscribe -np 2 build/tools/bench_allreduce [--min_bytes=1024]
+//       [--max_bytes=67108864] [--factor=4] [--reps=15] [--stat=median|min] [--warmup=3]
+//       [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N [--timeline_pipe]]
+//
+// For every size (float32 buffers, --min_bytes to --max_bytes by --factor) rank 0 prints the
+// median (or --stat=min: the fastest) of --reps runs (after --warmup untimed ones) of the slowest
+// rank's time, the bus bandwidth 2(N-1)/N * bytes / time (what each rank sends, per second) and
+// ring/MPI, the ratio of the bandwidths (1.00x: as fast as MPI). The methods' repetitions are
+// interleaved, so a noisy moment hurts them alike. Every result is checked against the exact sum.
+//
+// --variants (default on) adds three columns that locate the ring's overhead:
+//   graph-mpi:  a Runnable over one "mpi_allreduce" op (MPI_Iallreduce polled by the MPI
+//               executor): MPI's own reduction plus the cost of running a graph;
+//   ring-pipe:  the ring graph with every chunk cut into segments of --segment_bytes, each with
+//               its own copy and sum ops, so transfers and sums of different segments may overlap;
+//   mpi-ring:   the same ring (same chunks, same order) hand-written with MPI_Sendrecv and a sum
+//               loop, no graph: what the algorithm itself reaches on this machine.
+// --profile prints rank 0's mean busy time per op type in a ring run (over --reps more runs with
+// a dispatcher Observer): reshape/split/concat (zero-copy views, so ~0), sum, and the posting of
+// sends and receives ("post recv" includes the copy when the message has already arrived: Open
+// MPI's shared-memory transport copies it inside MPI_Irecv/MPI_Test); "rest" is the wall time
+// not spent in any task on rank 0 (waiting for transfers, hand-offs between executors).
+// --timeline_bytes=N prints every task start and end of one ring (or --timeline_pipe: ring-pipe)
+// run of N bytes, per rank, in microseconds from a common barrier: where a transfer waited.
+#include <gflags/gflags.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dispatcher/observer.hpp"
+#include "graphs/allreduce.hpp"
+#include "purine/base/error.hpp"
+#include "purine/graph.hpp"
+#include "purine/mpi.hpp"
+#include "purine/runnable.hpp"
+
+DEFINE_int64(min_bytes, 1024, "smallest buffer in bytes");
+DEFINE_int64(max_bytes, 64 << 20, "largest buffer in bytes");
+DEFINE_int32(factor, 4, "size step: each size is this many times the previous");
+DEFINE_int32(reps, 15, "timed repetitions per size and method");
+DEFINE_string(stat, "median", "statistic of the timed runs to print: median or min");
+DEFINE_int32(warmup, 3, "untimed repetitions per size and method first");
+DEFINE_bool(variants, true, "also time graph-mpi, ring-pipe and mpi-ring (see the header)");
+DEFINE_int64(segment_bytes, 256 << 10, "ring-pipe: largest segment in bytes");
+DEFINE_int64(timeline_bytes, 0,
+             "print every rank's task start/end times in one ring run of this size (0: none)");
+DEFINE_bool(timeline_pipe, false, "--timeline_bytes: trace ring-pipe instead of ring");
+DEFINE_bool(profile, false, "print rank 0's mean busy time per op type in a ring run, per size");
+
+namespace {
+
+using purine::Blob;
+using purine::Graph;
+using purine::Location;
+
+// The value rank r's element i holds: small integers, so every sum order is exact in float.
+float input_value(int rank, int64_t i) { return static_cast<float>(rank + 1 + (i % 7)); }
+float expected_sum(int ranks, int64_t i) {
+  return static_cast<float>(ranks * (ranks + 1) / 2 + ranks * (i % 7));
+}
+
+void fill_input(float* data, int64_t count, int rank) {
+  for (int64_t i = 0; i < count; ++i) data[i] = input_value(rank, i);
+}
+
+// Throws (ends the job) if `data` is not the exact sum; `offset` is the index of data[0].
+void check_sum(const char* method, const float* data, int64_t count, int ranks,
+               int64_t offset = 0) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (data[i] != expected_sum(ranks, offset + i))
+      throw purine::Error(purine::str(method, ": element ", offset + i, " is ", data[i],
+                                      ", expected ", expected_sum(ranks, offset + i)));
+  }
+}
+
+// The chunk sizes ring_allreduce uses: count / n, the first count % n one larger.
+std::vector<int64_t> chunk_sizes(int64_t count, int n) {
+  std::vector<int64_t> sizes(n);
+  for (int c = 0; c < n; ++c) sizes[c] = count / n + (c < count % n ? 1 : 0);
+  return sizes;
+}
+
+// One way of summing a buffer over all ranks: prepared once per size, then run repeatedly.
+class Method {
+ public:
+  virtual ~Method() = default;
+  virtual void run() = 0;
+  // Throws if this rank's result is not the exact sum.
+  virtual void check() = 0;
+};
+
+// Runs a graph that spans every rank; `results` are this rank's output blobs, in order.
+class GraphMethod : public Method {
+ public:
+  GraphMethod(std::unique_ptr<Graph> graph, std::vector<Blob*> inputs, std::vector<Blob*> results,
+              const char* name, int64_t count)
+      : graph_(std::move(graph)),
+        inputs_(inputs),
+        results_(std::move(results)),
+        name_(name),
+        count_(count),
+        rank_(purine::mpi_world_rank()),
+        ranks_(purine::mpi_world_size()) {
+    runnable_ = std::make_unique<purine::Runnable>(*graph_);
+    int64_t offset = 0;
+    for (Blob* in : inputs) {
+      float* data = in->tensor().mutable_data();
+      const int64_t n = in->shape().count();
+      for (int64_t i = 0; i < n; ++i) data[i] = input_value(rank_, offset + i);
+      offset += n;
+    }
+  }
+  void run() override { runnable_->run(); }
+  void check() override {
+    int64_t offset = 0;
+    for (Blob* out : results_) {
+      const int64_t n = out->shape().count();
+      check_sum(name_, out->tensor().data(), n, ranks_, offset);
+      offset += n;
+    }
+    if (offset != count_) throw purine::Error(purine::str(name_, ": results cover ", offset));
+  }
+  purine::Runnable& runnable() { return *runnable_; }
+  Graph& graph() { return *graph_; }
+  const std::vector<Blob*>& inputs() const { return inputs_; }
+  const std::vector<Blob*>& results() const { return results_; }
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  std::vector<Blob*> inputs_;
+  std::vector<Blob*> results_;
+  const char* name_;
+  int64_t count_;
+  int rank_, ranks_;
+  std::unique_ptr<purine::Runnable> runnable_;
+};
+
+// The product: ring_allreduce over one blob of `count` floats per rank.
+std::unique_ptr<GraphMethod> make_ring(int64_t count, int ranks, int rank) {
+  auto g = std::make_unique<Graph>("bench");
+  std::vector<Blob*> parts;
+  for (int r = 0; r < ranks; ++r) {
+    Graph::Placement placement(*g, Location::cpu(r), "comm");
+    parts.push_back(g->add_blob("grad" + std::to_string(r), {count}));
+  }
+  std::vector<Blob*> sums = purine::ring_allreduce(*g, "ring", parts);
+  Blob* in = parts[rank];
+  Blob* out = sums[rank];
+  return std::make_unique<GraphMethod>(std::move(g), std::vector<Blob*>{in},
+                                       std::vector<Blob*>{out}, "ring", count);
+}
+
+// One "mpi_allreduce" op per rank, run as a graph.
+std::unique_ptr<GraphMethod> make_graph_mpi(int64_t count, int ranks, int rank) {
+  auto g = std::make_unique<Graph>("bench");
+  std::vector<Blob*> parts;
+  for (int r = 0; r < ranks; ++r) {
+    Graph::Placement placement(*g, Location::cpu(r), "comm");
+    parts.push_back(g->add_blob("grad" + std::to_string(r), {count}));
+  }
+  std::vector<Blob*> sums = purine::mpi_allreduce(*g, "allreduce", parts);
+  return std::make_unique<GraphMethod>(std::move(g), std::vector<Blob*>{parts[rank]},
+                                       std::vector<Blob*>{sums[rank]}, "graph-mpi", count);
+}
+
+// ring_allreduce's reduce-scatter and all-gather (same chunks, steps and order) with every
+// chunk cut into segments of at most `segment_bytes`, each with its own copies and sums, so that
+// segment k is summed while segment k+1 is on the wire and no single transfer occupies the MPI
+// executor for long. Inputs are given as segment blobs (what views of one blob would be).
+std::unique_ptr<GraphMethod> make_ring_pipe(int64_t count, int ranks, int rank,
+                                            int64_t segment_bytes) {
+  auto g = std::make_unique<Graph>("bench");
+  const std::vector<int64_t> sizes = chunk_sizes(count, ranks);
+  const int n = ranks;
+  auto at = [](int r) { return Location::cpu(r); };
+  auto id = [](const char* what, int a, const char* what2, int b) {
+    return what + std::to_string(a) + what2 + std::to_string(b);
+  };
+  // seg[c]: the segment sizes of chunk c; acc[r][c][k]: rank r's running sum of segment k.
+  std::vector<std::vector<int64_t>> seg(n);
+  for (int c = 0; c < n; ++c) {
+    const int64_t pieces = std::max<int64_t>(
+        1, (sizes[c] * 4 + segment_bytes - 1) / std::max<int64_t>(segment_bytes, 4));
+    for (int64_t k = 0; k < pieces; ++k)
+      seg[c].push_back(sizes[c] / pieces + (k < sizes[c] % pieces ? 1 : 0));
+  }
+  using Segments = std::vector<std::vector<Blob*>>;
+  std::vector<Segments> acc(n, Segments(n));
+  for (int r = 0; r < n; ++r) {
+    Graph::Placement placement(*g, at(r), "comm");
+    for (int c = 0; c < n; ++c)
+      for (size_t k = 0; k < seg[c].size(); ++k)
+        acc[r][c].push_back(
+            g->add_blob(id("grad", r, "_c", c) + "_k" + std::to_string(k), {seg[c][k]}));
+  }
+  std::vector<Blob*> inputs;
+  for (int c = 0; c < n; ++c) inputs.insert(inputs.end(), acc[rank][c].begin(), acc[rank][c].end());
+  Graph::Scope scope(*g, "pipe");
+  for (int s = 0; s + 1 < n; ++s) {
+    for (int r = 0; r < n; ++r) {
+      const int c = ((r - s) % n + n) % n, next = (r + 1) % n;
+      Graph::Placement placement(*g, at(next), "comm");
+      for (size_t k = 0; k < seg[c].size(); ++k) {
+        Blob* incoming = g->copy_to(acc[r][c][k], at(next), "comm");
+        acc[next][c][k] = g->apply(id("rs", s, "_c", c) + "_k" + std::to_string(k), "sum", {},
+                                   {acc[next][c][k], incoming})[0];
+      }
+    }
+  }
+  std::vector<Segments> whole(n, Segments(n));
+  for (int c = 0; c < n; ++c) {
+    int holder = ((c - 1) % n + n) % n;
+    whole[holder][c] = acc[holder][c];
+    for (int hop = 1; hop < n; ++hop) {
+      const int next = (holder + 1) % n;
+      for (Blob* b : whole[holder][c]) whole[next][c].push_back(g->copy_to(b, at(next), "comm"));
+      holder = next;
+    }
+  }
+  std::vector<Blob*> results;
+  for (int c = 0; c < n; ++c)
+    results.insert(results.end(), whole[rank][c].begin(), whole[rank][c].end());
+  return std::make_unique<GraphMethod>(std::move(g), inputs, results, "ring-pipe", count);
+}
+
+// MPI_Allreduce on the ring graph's own input and output tensors.
+class DirectMpi : public Method {
+ public:
+  DirectMpi(const float* in, float* out, int64_t count) : in_(in), out_(out), count_(count) {}
+  void run() override {
+    MPI_Allreduce(in_, out_, static_cast<int>(count_), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  void check() override { check_sum("mpi", out_, count_, purine::mpi_world_size()); }
+
+ private:
+  const float* in_;
+  float* out_;
+  int64_t count_;
+};
+
+// The ring by hand: at reduce-scatter step s rank r sends its running sum of chunk r-s to r+1
+// and receives chunk r-s-1 from r-1, which it adds to its own input into the output; then the
+// all-gather passes the finished chunks on, in place. No copies beyond the algorithm's.
+class HandRing : public Method {
+ public:
+  explicit HandRing(int64_t count)
+      : count_(count),
+        rank_(purine::mpi_world_rank()),
+        n_(purine::mpi_world_size()),
+        sizes_(chunk_sizes(count, n_)),
+        offsets_(n_ + 1, 0),
+        in_(count),
+        out_(count),
+        tmp_(sizes_[0]) {
+    for (int c = 0; c < n_; ++c) offsets_[c + 1] = offsets_[c] + sizes_[c];
+    fill_input(in_.data(), count, rank_);
+  }
+  void run() override {
+    const int next = (rank_ + 1) % n_, prev = (rank_ - 1 + n_) % n_;
+    auto mod = [this](int c) { return ((c % n_) + n_) % n_; };
+    for (int s = 0; s + 1 < n_; ++s) {
+      const int send = mod(rank_ - s), recv = mod(rank_ - s - 1);
+      const float* src = (s == 0 ? in_.data() : out_.data()) + offsets_[send];
+      MPI_Sendrecv(src, static_cast<int>(sizes_[send]), MPI_FLOAT, next, s, tmp_.data(),
+                   static_cast<int>(sizes_[recv]), MPI_FLOAT, prev, s, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE);
+      const float* mine = in_.data() + offsets_[recv];
+      float* dst = out_.data() + offsets_[recv];
+      const float* got = tmp_.data();
+      for (int64_t i = 0; i < sizes_[recv]; ++i) dst[i] = mine[i] + got[i];
+    }
+    for (int s = 0; s + 1 < n_; ++s) {
+      const int send = mod(rank_ + 1 - s), recv = mod(rank_ - s);
+      MPI_Sendrecv(out_.data() + offsets_[send], static_cast<int>(sizes_[send]), MPI_FLOAT, next,
+                   n_ + s, out_.data() + offsets_[recv], static_cast<int>(sizes_[recv]), MPI_FLOAT,
+                   prev, n_ + s, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+  }
+  void check() override { check_sum("mpi-ring", out_.data(), count_, n_); }
+
+ private:
+  int64_t count_;
+  int rank_, n_;
+  std::vector<int64_t> sizes_, offsets_;
+  std::vector<float> in_, out_, tmp_;
+};
+
+// Busy time per op type on this rank, from task start/end events.
+class TypeProfile : public purine::dispatch::Observer {
+ public:
+  explicit TypeProfile(const Graph& graph) {
+    for (const auto& op : graph.ops()) type_of_[op->name()] = op->type();
+  }
+  void on_task_start(const purine::dispatch::TaskEvent& e) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_[e.executor] = e.time;
+  }
+  void on_task_end(const purine::dispatch::TaskEvent& e) override {
+    std::string name = *e.task_name;
+    std::string kind;
+    const size_t paren = name.find(" (");
+    if (paren != std::string::npos) {
+      // Cross-rank copies are named "<op> (send to rank R)" / "(receive from rank R)".
+      kind = name.compare(paren, 7, " (send ") == 0 ? "post send" : "post recv";
+    } else {
+      auto it = type_of_.find(name);
+      kind = it == type_of_.end() ? "?" : it->second;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_[kind] += std::chrono::duration<double>(e.time - start_[e.executor]).count();
+  }
+  std::map<std::string, double> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(busy_);
+  }
+
+ private:
+  std::unordered_map<std::string, std::string> type_of_;
+  std::mutex mu_;
+  std::map<int, std::chrono::steady_clock::time_point> start_;
+  std::map<std::string, double> busy_;
+};
+
+// Every task start and end of one run on this rank, for --timeline.
+class Timeline : public purine::dispatch::Observer {
+ public:
+  void on_task_start(const purine::dispatch::TaskEvent& e) override { add(e, "start"); }
+  void on_task_end(const purine::dispatch::TaskEvent& e) override { add(e, "end"); }
+  // "<us since `origin`> <start|end> <executor> <task>" lines, in time order.
+  std::string text(std::chrono::steady_clock::time_point origin) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::sort(rows_.begin(), rows_.end(),
+              [](const Row& a, const Row& b) { return a.time < b.time; });
+    std::string out;
+    char buf[64];
+    for (const Row& r : rows_) {
+      std::snprintf(buf, sizeof buf, "%10.1f us  %-5s ",
+                    std::chrono::duration<double, std::micro>(r.time - origin).count(), r.what);
+      out += buf + r.executor + "  " + r.task + "\n";
+    }
+    return out;
+  }
+
+ private:
+  struct Row {
+    std::chrono::steady_clock::time_point time;
+    const char* what;
+    std::string executor, task;
+  };
+  void add(const purine::dispatch::TaskEvent& e, const char* what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rows_.push_back({e.time, what, *e.executor_name, *e.task_name});
+  }
+  std::mutex mu_;
+  std::vector<Row> rows_;
+};
+
+// The slowest rank's time of one call of `method`, started together after a barrier.
+double time_once(Method& method) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  method.run();
+  double mine = MPI_Wtime() - start, slowest = 0;
+  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+// The median or (--stat=min) the fastest of the timed runs.
+double statistic(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (FLAGS_stat == "min") return v[0];
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::string human_bytes(int64_t bytes) {
+  char buf[32];
+  if (bytes >= (1 << 20))
+    std::snprintf(buf, sizeof buf, "%lld MB", static_cast<long long>(bytes >> 20));
+  else if (bytes >= 1024)
+    std::snprintf(buf, sizeof buf, "%lld KB", static_cast<long long>(bytes >> 10));
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  return buf;
+}
+
+// Bus bandwidth in GB/s: what each rank sends per second in a ring allreduce.
+double bus_gbps(int64_t bytes, int ranks, double seconds) {
+  return 2.0 * (ranks - 1) / ranks * static_cast<double>(bytes) / seconds / 1e9;
+}
+
+int run(int argc, char** argv) {
+  purine::MpiContext mpi(&argc, &argv);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const int rank = mpi.rank(), ranks = mpi.size();
+  const bool leader = rank == 0;
+  purine::require(ranks >= 2, "bench_allreduce needs at least 2 ranks; launch it with mpirun -np 2",
+                  " (or more)");
+  purine::require(FLAGS_min_bytes >= 4 && FLAGS_max_bytes >= FLAGS_min_bytes && FLAGS_factor >= 2,
+                  "need 4 <= --min_bytes <= --max_bytes and --factor >= 2");
+  purine::require(FLAGS_reps >= 1 && FLAGS_warmup >= 0, "need --reps >= 1 and --warmup >= 0");
+  purine::require(FLAGS_stat == "median" || FLAGS_stat == "min",
+                  "--stat must be median or min, got '", FLAGS_stat, "'");
+  if (leader) {
+    double load[3] = {0, 0, 0};
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+      std::fclose(f);
+    }
+    std::printf(
+        "allreduce of float32 buffers on %d ranks; %s of %d runs (slowest rank) after "
+        "%d warm-up runs; load average %.2f\n",
+        ranks, FLAGS_stat == "min" ? "fastest" : "median", FLAGS_reps, FLAGS_warmup, load[0]);
+    std::printf(
+        "bus bandwidth = 2(N-1)/N * bytes / time; ring/MPI = ring bandwidth / MPI "
+        "bandwidth\n\n");
+    std::printf("%8s %10s %9s %10s %9s %8s", "size", "ring ms", "ring GB/s", "MPI ms", "MPI GB/s",
+                "ring/MPI");
+    if (FLAGS_variants)
+      std::printf(" %13s %13s %13s", "graph-mpi ms", "ring-pipe ms", "mpi-ring ms");
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  std::vector<std::string> profiles;
+  for (int64_t bytes = FLAGS_min_bytes; bytes <= FLAGS_max_bytes; bytes *= FLAGS_factor) {
+    const int64_t count = std::max<int64_t>(1, bytes / 4);
+    // Observers are declared first: they must outlive the runnable that calls them.
+    std::unique_ptr<TypeProfile> profile;
+    std::unique_ptr<Timeline> timeline;
+    std::unique_ptr<GraphMethod> ring = make_ring(count, ranks, rank);
+    // MPI_Allreduce reads the ring's input and writes the ring's output: the same buffers.
+    DirectMpi direct(ring->inputs()[0]->tensor().data(),
+                     ring->results()[0]->tensor().mutable_data(), count);
+    std::vector<std::pair<const char*, Method*>> methods = {{"ring", ring.get()}, {"mpi", &direct}};
+    std::unique_ptr<GraphMethod> graph_mpi, pipe;
+    std::unique_ptr<HandRing> hand;
+    if (FLAGS_variants) {
+      graph_mpi = make_graph_mpi(count, ranks, rank);
+      pipe = make_ring_pipe(count, ranks, rank, FLAGS_segment_bytes);
+      hand = std::make_unique<HandRing>(count);
+      methods.push_back({"graph-mpi", graph_mpi.get()});
+      methods.push_back({"ring-pipe", pipe.get()});
+      methods.push_back({"mpi-ring", hand.get()});
+    }
+    for (auto& [name, method] : methods) {
+      for (int w = 0; w < FLAGS_warmup; ++w) method->run();
+      method->check();
+    }
+    std::vector<std::vector<double>> times(methods.size());
+    for (int rep = 0; rep < FLAGS_reps; ++rep) {
+      for (size_t m = 0; m < methods.size(); ++m) times[m].push_back(time_once(*methods[m].second));
+    }
+    for (auto& [name, method] : methods) method->check();
+    if (FLAGS_profile) {
+      profile = std::make_unique<TypeProfile>(ring->graph());
+      ring->runnable().add_observer(profile.get());
+      std::vector<double> walls;
+      for (int rep = 0; rep < FLAGS_reps; ++rep) walls.push_back(time_once(*ring));
+      double wall = 0;
+      for (double w : walls) wall += w / FLAGS_reps;
+      std::map<std::string, double> busy = profile->take();
+      for (auto& [kind, seconds] : busy) seconds /= FLAGS_reps;
+      if (leader) {
+        char line[512];
+        int used = std::snprintf(line, sizeof line,
+                                 "%8s  wall %7.3f ms:", human_bytes(bytes).c_str(), wall * 1e3);
+        double total = 0;
+        for (auto& [kind, seconds] : busy) {
+          total += seconds;
+          used += std::snprintf(line + used, sizeof line - used, "  %s %.3f", kind.c_str(),
+                                seconds * 1e3);
+        }
+        std::snprintf(line + used, sizeof line - used, "  (rest %.3f)", (wall - total) * 1e3);
+        profiles.push_back(line);
+      }
+    }
+    if (bytes == FLAGS_timeline_bytes) {
+      GraphMethod* traced = FLAGS_timeline_pipe && pipe ? pipe.get() : ring.get();
+      timeline = std::make_unique<Timeline>();
+      traced->runnable().add_observer(timeline.get());
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto origin = std::chrono::steady_clock::now();
+      traced->run();
+      const std::string text = timeline->text(origin);
+      // Ranks print in turn (ranks share a clock on one machine, not across machines).
+      for (int r = 0; r < ranks; ++r) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (r == rank)
+          std::fprintf(stderr, "timeline of rank %d, %s:\n%s", rank, human_bytes(bytes).c_str(),
+                       text.c_str());
+        std::fflush(stderr);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+    if (leader) {
+      const double ring_s = statistic(times[0]), mpi_s = statistic(times[1]);
+      std::printf("%8s %10.3f %9.3f %10.3f %9.3f %7.2fx", human_bytes(bytes).c_str(), ring_s * 1e3,
+                  bus_gbps(bytes, ranks, ring_s), mpi_s * 1e3, bus_gbps(bytes, ranks, mpi_s),
+                  mpi_s / ring_s);
+      if (FLAGS_variants)
+        std::printf(" %13.3f %13.3f %13.3f", statistic(times[2]) * 1e3, statistic(times[3]) * 1e3,
+                    statistic(times[4]) * 1e3);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  if (leader && !profiles.empty()) {
+    std::printf(
+        "\nrank 0 mean busy time per op type in a ring run (ms; reshape/split/concat are zero-copy "
+        "views; post recv includes a copy of an already arrived message; rest = wall time in no "
+        "task: waiting for transfers, hand-offs):\n");
+    for (const std::string& line : profiles) std::printf("%s\n", line.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+}
