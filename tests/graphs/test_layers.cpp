@@ -1,0 +1,117 @@
+// Layers as composites: each builds its ops and parameters, infers its top shapes, runs, and
+// its gradients flow through autodiff.
+#include <catch2/catch.hpp>
+
+#include "graphs/initialize.hpp"
+#include "graphs/layers.hpp"
+#include "purine/autodiff.hpp"
+#include "purine/dsl.hpp"
+#include "purine/runnable.hpp"
+
+using namespace purine;
+
+namespace {
+
+// Runs `layer` on a random input of `shape`, then backward of the sum-free softmax loss of its
+// flattened top, and returns the top.
+Blob* run_layer(Graph& g, Composite& layer, const Shape& shape) {
+  Blob* x = g.add_blob("x", shape);
+  Rng rng(4);
+  for (int64_t i = 0; i < x->tensor().count(); ++i)
+    x->tensor().mutable_data()[i] = rng.uniform(-1, 1);
+  B{x} >> layer;
+  Blob* top = layer.top(0);
+  Blob* labels = g.add_blob("labels", {shape[0]});
+  Blob* logits = g.apply("flat", "reshape",
+                         Attrs().set("shape", std::vector<int64_t>{shape[0], -1}), {top})[0];
+  Blob* loss = g.apply("xent", "softmax_cross_entropy", {}, {logits, labels}, {"loss", "p"})[0];
+  std::vector<Blob*> wrt{x};
+  for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);
+  Gradients grads = backward(g, loss, wrt);
+  initialize_parameters(g, 1);
+  Runnable run(g);
+  run.run();
+  for (Blob* b : wrt) {
+    INFO(b->name());
+    REQUIRE(grads.has(b));
+    double norm = 0;
+    for (int64_t i = 0; i < b->tensor().count(); ++i)
+      norm += std::abs(grads.of(b)->tensor().data()[i]);
+    REQUIRE(norm > 0);  // gradients reach every input and parameter
+  }
+  return top;
+}
+
+}  // namespace
+
+TEST_CASE("conv layer: weight, bias and the output size", "[layers]") {
+  Graph g;
+  auto& conv = g.add<ConvLayer>("conv", ConvLayer::Options{4, 3, 2, 1});
+  Blob* top = run_layer(g, conv, {2, 3, 7, 7});
+  REQUIRE(top->shape() == Shape{2, 4, 4, 4});
+  REQUIRE(g.blob("conv::weight")->shape() == Shape{4, 3, 3, 3});
+  REQUIRE(g.blob("conv::bias")->shape() == Shape{4});
+  REQUIRE(g.parameters().size() == 2);
+  REQUIRE(g.parameters()[1].decay_mult == 0.0);  // no weight decay on biases
+}
+
+TEST_CASE("inner product layer flattens its input", "[layers]") {
+  Graph g;
+  auto& fc = g.add<InnerProductLayer>("fc", InnerProductLayer::Options{5});
+  Blob* top = run_layer(g, fc, {3, 2, 2, 2});
+  REQUIRE(top->shape() == Shape{3, 5});
+  REQUIRE(g.blob("fc::weight")->shape() == Shape{5, 8});
+}
+
+TEST_CASE("pool, activation, LRN, dropout and batch norm layers", "[layers]") {
+  {
+    Graph g;
+    auto& pool = g.add<PoolLayer>("pool", PoolLayer::Options{"avg", 2});
+    REQUIRE(run_layer(g, pool, {2, 3, 6, 6})->shape() == Shape{2, 3, 3, 3});
+  }
+  {
+    Graph g;
+    auto& act = g.add<ActivationLayer>("act", "tanh");
+    REQUIRE(run_layer(g, act, {2, 5})->shape() == Shape{2, 5});
+  }
+  {
+    Graph g;
+    auto& lrn = g.add<LrnLayer>("lrn", LrnLayer::Options{});
+    REQUIRE(run_layer(g, lrn, {2, 6, 3, 3})->shape() == Shape{2, 6, 3, 3});
+  }
+  {
+    Graph g;
+    auto& drop = g.add<DropoutLayer>("drop", 0.3, true);
+    REQUIRE(run_layer(g, drop, {4, 8})->shape() == Shape{4, 8});
+  }
+  {
+    Graph g;
+    auto& bn = g.add<BatchNormLayer>("bn", BatchNormLayer::Options{});
+    REQUIRE(run_layer(g, bn, {4, 3, 2, 2})->shape() == Shape{4, 3, 2, 2});
+    // Running statistics are state, swapped in after each training run.
+    REQUIRE(g.states().size() == 2);
+    REQUIRE(g.swaps().size() == 2);
+  }
+}
+
+TEST_CASE("inception concatenates its four branches", "[layers]") {
+  Graph g;
+  auto& inception = g.add<InceptionLayer>("inc", InceptionLayer::Options{4, 3, 5, 2, 3, 2});
+  Blob* top = run_layer(g, inception, {2, 6, 5, 5});
+  REQUIRE(top->shape() == Shape{2, 4 + 5 + 3 + 2, 5, 5});
+  REQUIRE(g.find_op("inc::concat::concat") != nullptr);
+  REQUIRE(g.parameters().size() == 12);  // six convolutions, each with weight and bias
+}
+
+TEST_CASE("bad layer options and inputs are named", "[layers]") {
+  Graph g;
+  REQUIRE_THROWS_WITH(g.add<ConvLayer>("c", ConvLayer::Options{0}),
+                      Catch::Contains("conv layer 'c'") && Catch::Contains("outputs=0"));
+  REQUIRE_THROWS_WITH(g.add<PoolLayer>("p", PoolLayer::Options{"median"}),
+                      Catch::Contains("pool layer 'p'") && Catch::Contains("median"));
+  auto& conv = g.add<ConvLayer>("conv", ConvLayer::Options{2, 3});
+  Blob* flat = g.add_blob("flat", {2, 3});
+  B{flat} >> conv;
+  REQUIRE_THROWS_WITH(
+      conv.top(), Catch::Contains("conv layer 'conv'") && Catch::Contains("expected [N, C, H, W]"));
+}
