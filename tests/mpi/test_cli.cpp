@@ -15,6 +15,8 @@
 #include <sstream>
 #include <string>
 
+#include "temp_dir.hpp"
+
 namespace {
 
 struct Result {
@@ -101,9 +103,8 @@ TEST_CASE("mpirun purine train --parallel=data writes a summary counting every r
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
-  char dir[] = "/tmp/purine-mpi-cli-XXXXXX";
-  REQUIRE(mkdtemp(dir) != nullptr);
-  const std::string summary = std::string(dir) + "/summary.json";
+  purine::testing::TempDir dir;
+  const std::string summary = dir.file("summary.json");
   Result r = mpirun(
       "train --parallel=data --model=mlp --max-iters=30 --batch=16 --threads=1 "
       "--noevaluate --reduce=ring --stall-timeout=20 --summary=" +
@@ -124,8 +125,6 @@ TEST_CASE("mpirun purine train --parallel=data writes a summary counting every r
   // Only rank 0 reports.
   CHECK(r.output.find("training mlp: batch 16 x " + std::to_string(ranks()) + " ranks") !=
         std::string::npos);
-  std::remove(summary.c_str());
-  rmdir(dir);
 }
 
 TEST_CASE("mpirun purine train with a bad flag value fails with an error", "[mpi][cli]") {

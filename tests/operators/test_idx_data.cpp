@@ -14,24 +14,12 @@
 #include "operators/idx_data.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
+#include "temp_dir.hpp"
 
 namespace purine {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/purine_idx_data_XXXXXX";
-    REQUIRE(::mkdtemp(name) != nullptr);
-    path_ = name;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 void put_be32(std::vector<uint8_t>* out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<uint8_t>(v >> shift));

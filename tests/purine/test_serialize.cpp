@@ -3,16 +3,13 @@
 #include <fstream>
 
 #include "purine/serialize.hpp"
+#include "temp_dir.hpp"
 
 using namespace purine;
 using Catch::Contains;
 
 namespace {
-std::string temp_path(const std::string& name) {
-  char pattern[] = "/tmp/purine-ser-XXXXXX";
-  REQUIRE(mkdtemp(pattern) != nullptr);
-  return std::string(pattern) + "/" + name;
-}
+using testing::TempDir;
 
 // A graph with one parameter and one state.
 struct Net {
@@ -28,10 +25,11 @@ struct Net {
 }  // namespace
 
 TEST_CASE("checkpoints round-trip parameters and states", "[serialize]") {
+  TempDir dir;
   Net a;
   for (int i = 0; i < 6; ++i) a.w->tensor().mutable_data()[i] = 0.5f * i;
   for (int i = 0; i < 3; ++i) a.s->tensor().mutable_data()[i] = -1.0f * i;
-  std::string path = temp_path("ckpt.pb");
+  std::string path = dir.file("ckpt.pb");
   save_checkpoint(a.g, path, "tiny", 42);
   Net b;
   REQUIRE(load_checkpoint(b.g, path) == 42);
@@ -40,11 +38,12 @@ TEST_CASE("checkpoints round-trip parameters and states", "[serialize]") {
 }
 
 TEST_CASE("bad checkpoints are reported and change nothing", "[serialize]") {
+  TempDir dir;
   Net net;
   net.w->tensor().fill(7);
   REQUIRE_THROWS_WITH(load_checkpoint(net.g, "/nonexistent/ckpt.pb"),
                       Contains("/nonexistent/ckpt.pb") && Contains("no such file"));
-  std::string garbage = temp_path("garbage.pb");
+  std::string garbage = dir.file("garbage.pb");
   std::ofstream(garbage) << "\xff\xff\xff not a protobuf";
   REQUIRE_THROWS_WITH(load_checkpoint(net.g, garbage), Contains("corrupt"));
 
@@ -52,7 +51,7 @@ TEST_CASE("bad checkpoints are reported and change nothing", "[serialize]") {
   Graph other("other");
   Blob* w = other.add_blob("w", {3, 3});
   other.add_parameter({w, "fill_constant", {}, 1.0});
-  std::string wrong = temp_path("wrong.pb");
+  std::string wrong = dir.file("wrong.pb");
   save_checkpoint(other, wrong, "other", 1);
   REQUIRE_THROWS_WITH(load_checkpoint(net.g, wrong),
                       Contains("tensor 'w' has shape [3,3], the graph expects [2,3]"));
@@ -60,8 +59,9 @@ TEST_CASE("bad checkpoints are reported and change nothing", "[serialize]") {
 }
 
 TEST_CASE("graph export writes protobuf and GraphViz", "[serialize]") {
+  TempDir dir;
   Net net;
-  std::string pb = temp_path("graph.pb");
+  std::string pb = dir.file("graph.pb");
   export_graph(net.g, pb);
   std::ifstream in(pb, std::ios::binary);
   proto::GraphProto g;
@@ -73,7 +73,7 @@ TEST_CASE("graph export writes protobuf and GraphViz", "[serialize]") {
   REQUIRE(g.ops(0).thread() == "main");
   REQUIRE(g.blobs_size() == 3);
 
-  std::string dot = temp_path("graph.dot");
+  std::string dot = dir.file("graph.dot");
   export_graph(net.g, dot);
   std::ifstream dot_in(dot);
   std::string text((std::istreambuf_iterator<char>(dot_in)), {});

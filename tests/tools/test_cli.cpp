@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "temp_dir.hpp"
+
 namespace {
 
 struct Result {
@@ -16,7 +18,7 @@ struct Result {
   std::string output;
 };
 
-Result purine(const std::string& args) {
+Result run_purine(const std::string& args) {
   const char* dir = std::getenv("PURINE_BINARY_DIR");
   std::string binary = std::string(dir ? dir : "build") + "/tools/purine";
   std::string command = binary + " " + args + " 2>&1";
@@ -36,11 +38,7 @@ size_t lines(const std::string& s) {
   return n;
 }
 
-std::string temp_dir() {
-  char pattern[] = "/tmp/purine-cli-XXXXXX";
-  REQUIRE(mkdtemp(pattern) != nullptr);
-  return pattern;
-}
+using purine::testing::TempDir;
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -51,18 +49,19 @@ void write_file(const std::string& path, const std::string& bytes) {
 using Catch::Contains;
 
 TEST_CASE("missing data directory", "[cli]") {
-  Result r = purine("train --data=/nonexistent/dir --max-iters=1");
+  Result r = run_purine("train --data=/nonexistent/dir --max-iters=1");
   REQUIRE(r.status != 0);
   REQUIRE(lines(r.output) == 1);
   REQUIRE_THAT(r.output, Contains("error:") && Contains("/nonexistent/dir"));
 }
 
 TEST_CASE("non-IDX and truncated data files", "[cli]") {
-  std::string dir = temp_dir();
+  TempDir temp;
+  const std::string& dir = temp.path();
   for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                            "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
     write_file(dir + "/" + name, "this is not an IDX file at all");
-  Result r = purine("train --data=" + dir + " --max-iters=1");
+  Result r = run_purine("train --data=" + dir + " --max-iters=1");
   REQUIRE(r.status != 0);
   REQUIRE(lines(r.output) == 1);
   REQUIRE_THAT(r.output, Contains("error:") && Contains(dir));
@@ -72,14 +71,14 @@ TEST_CASE("non-IDX and truncated data files", "[cli]") {
   write_file(dir + "/train-images-idx3-ubyte", header + "abc");
   write_file(dir + "/train-labels-idx1-ubyte",
              std::string("\x00\x00\x08\x01\x00\x00\x00\x64", 8) + std::string(100, '\x01'));
-  r = purine("train --data=" + dir + " --max-iters=1");
+  r = run_purine("train --data=" + dir + " --max-iters=1");
   REQUIRE(r.status != 0);
   REQUIRE(lines(r.output) == 1);
   REQUIRE_THAT(r.output, Contains("error:") && Contains("train-images-idx3-ubyte"));
 }
 
 TEST_CASE("unknown model lists the known ones", "[cli]") {
-  Result r = purine("train --model=alexnet9 --max-iters=1");
+  Result r = run_purine("train --model=alexnet9 --max-iters=1");
   REQUIRE(r.status != 0);
   REQUIRE(lines(r.output) == 1);
   REQUIRE_THAT(r.output, Contains("unknown model 'alexnet9'") && Contains("convnet") &&
@@ -91,7 +90,7 @@ TEST_CASE("bad flag values", "[cli]") {
        {"train --batch=0", "train --threads=0", "train --lr=-1", "train --executor=magic",
         "train --batch=abc", "train --no-such-flag=1", "train --lr-policy=cosine --max-iters=1"}) {
     INFO(args);
-    Result r = purine(args);
+    Result r = run_purine(args);
     REQUIRE(r.status != 0);
     REQUIRE(lines(r.output) == 1);
     REQUIRE_THAT(r.output, Contains("ERROR") || Contains("error:"));
@@ -99,7 +98,7 @@ TEST_CASE("bad flag values", "[cli]") {
 }
 
 TEST_CASE("unknown command prints usage", "[cli]") {
-  Result r = purine("fly");
+  Result r = run_purine("fly");
   REQUIRE(r.status != 0);
   REQUIRE_THAT(r.output, Contains("unknown command 'fly'") && Contains("usage"));
 }
