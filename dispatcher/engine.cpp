@@ -16,6 +16,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "dispatcher/engine_core.hpp"
@@ -188,6 +189,11 @@ Engine::Impl::Outcome Engine::Impl::wait_for_run(milliseconds* quiet_for) {
   const milliseconds slice = std::clamp(timeout / 10, milliseconds(1), milliseconds(1000));
   uint64_t last_progress = progress_at_start_;
   Clock::time_point last_change = started_at_;
+  // A short run is often over within the executors' own idle spin: wait as they do, yielding,
+  // before sleeping, so that its end costs no wake-up of this thread.
+  const Clock::time_point spin_until = Clock::now() + core_->options.idle_spin;
+  while (core_->executors_running.load(std::memory_order_acquire) > 0 && Clock::now() < spin_until)
+    std::this_thread::yield();
   MutexLock lock(&core_->mu);
   while (!core_->run_done) {
     if (timeout.count() <= 0) {

@@ -6,8 +6,11 @@
 // EngineOptions::idle_spin (yielding on every turn), then sleeps on the condition variable.
 //
 // Tasks with a poll() callback stay in flight after run() returns and are polled between other
-// tasks; while only polled tasks remain the thread polls, yields and never sleeps (any executor
-// kind may own polled tasks; kMpi executors are where they normally live).
+// tasks; while only polled tasks remain the thread polls and yields, pausing briefly once
+// nothing has finished for a while, and never sleeps on the condition variable. Any executor
+// kind may own polled tasks: the Runnable puts an MPI transfer on its op's own thread.
+//
+// The OS thread is named after the executor (without the rank prefix), for top -H and gdb.
 //
 // Ownership: owned by the EngineCore; the thread holds the core alive through a shared_ptr until
 // it exits. The Engine starts the thread, asks it to stop, then joins it, or after a stall detaches

@@ -120,8 +120,8 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       spec.on_thread_start = [threads] { set_compute_threads(threads); };
     return executors.emplace(key, plan.add_executor(std::move(spec))).first->second;
   };
-  const Location mpi_location = Location::cpu(me);
-  const bool split_mpi = mpi_thread_multiple();
+  // Without MPI_THREAD_MULTIPLE one thread must make every MPI call: this rank's "mpi" executor.
+  const bool single_mpi_thread = !mpi_thread_multiple();
   std::map<Location, dispatch::ResourceId> rng_resources;
   int collectives = -1;
   std::map<const Op*, int> tags = assign_tags(graph_);
@@ -137,14 +137,17 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
     if (op->location().rank != me && !sends) continue;
     dispatch::Task task;
     task.name = op->name();
-    task.location = (sends ? op->inputs()[0]->location() : op->location()).to_string();
+    // A send runs on the sending rank, at the location of the blob it sends.
+    const Location at = sends ? op->inputs()[0]->location() : op->location();
+    task.location = at.to_string();
     if (cross_rank || op->type() == "mpi_allreduce") {
-      // Communication: started on this rank's MPI executor and polled to completion. With
-      // MPI_THREAD_MULTIPLE receives get an executor of their own, so that a receive being
-      // copied in never holds up a send that is ready (both ring directions then overlap).
-      const bool receives = cross_rank && !sends;
-      task.executor = executor(mpi_location, receives && split_mpi ? "mpi-recv" : "mpi",
-                               dispatch::ExecutorKind::kMpi);
+      // Communication: started on the op's own thread (on the sending rank: the sender's
+      // location, the op's thread name) and polled there between that thread's other tasks.
+      // Keeping a reduction's transfers, sums and updates on one thread saves a hand-over per
+      // step, and on a machine without spare cores a thread per direction only adds switches.
+      task.executor = single_mpi_thread
+                          ? executor(Location::cpu(me), "mpi", dispatch::ExecutorKind::kMpi)
+                          : executor(at, op->thread(), dispatch::ExecutorKind::kCpuThread);
       auto transfer = std::make_shared<MpiTransfer>(comm);
       if (op->type() == "mpi_allreduce") {
         const Tensor* in = &op->inputs()[0]->tensor();

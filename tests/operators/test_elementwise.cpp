@@ -39,6 +39,13 @@ TEST_CASE("sum adds in input order, also in place and on large tensors", "[eleme
   OpContext context;
   op->compute({&xs[0], &xs[1], &xs[2]}, {&xs[2]}, context);
   for (int64_t i = 0; i < y.count(); ++i) REQUIRE(xs[2].data()[i] == expected_copy.data()[i]);
+
+  // Two inputs take a path of their own; the output may be either of them there too.
+  Tensor pair_sum = run_forward("sum", {}, {xs[0], xs[1]})[0];
+  for (int64_t i = 0; i < pair_sum.count(); i += 333)
+    CHECK(pair_sum.data()[i] == xs[0].data()[i] + xs[1].data()[i]);
+  op->compute({&xs[0], &xs[1]}, {&xs[0]}, context);
+  for (int64_t i = 0; i < pair_sum.count(); ++i) REQUIRE(xs[0].data()[i] == pair_sum.data()[i]);
 }
 
 TEST_CASE("mul and scale by hand", "[elementwise]") {

@@ -3,14 +3,17 @@
 // the same buffers, in the same processes and the same run. Launch it on 2 to 4 ranks:
 //
 //   mpirun --oversubscribe -np 2 build/tools/bench_allreduce [--min_bytes=1024]
-//       [--max_bytes=67108864] [--factor=4] [--reps=15] [--stat=median|min] [--warmup=3]
-//       [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N [--timeline_pipe]]
+//       [--max_bytes=67108864] [--factor=4] [--reps=15] [--burst=4] [--stat=median|min]
+//       [--warmup=3] [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N
+//       [--timeline_pipe]]
 //
 // For every size (float32 buffers, --min_bytes to --max_bytes by --factor) rank 0 prints the
-// median (or --stat=min: the fastest) of --reps runs (after --warmup untimed ones) of the slowest
-// rank's time, the bus bandwidth 2(N-1)/N * bytes / time (what each rank sends, per second) and
-// ring/MPI, the ratio of the bandwidths (1.00x: as fast as MPI). The methods' repetitions are
-// interleaved, so a noisy moment hurts them alike. Every result is checked against the exact sum.
+// median (or --stat=min: the fastest) of --reps runs (after --warmup untimed calls) of the slowest
+// rank's time per call, each run --burst calls back to back (as in a training step, where one
+// allreduce follows another; a lone call would also time waking the executor threads), the bus
+// bandwidth 2(N-1)/N * bytes / time (what each rank sends, per second) and ring/MPI, the ratio of
+// the bandwidths (1.00x: as fast as MPI). The methods' repetitions are interleaved, so a noisy
+// moment hurts them alike. Every result is checked against the exact sum.
 //
 // --variants (default on) adds three columns that locate the ring's overhead:
 //   graph-mpi:  a Runnable over one "mpi_allreduce" op (MPI_Iallreduce polled by the MPI
@@ -51,6 +54,9 @@ DEFINE_int64(max_bytes, 64 << 20, "largest buffer in bytes");
 DEFINE_int32(factor, 4, "size step: each size is this many times the previous");
 DEFINE_int32(reps, 15, "timed repetitions per size and method");
 DEFINE_string(stat, "median", "statistic of the timed runs to print: median or min");
+DEFINE_int32(burst, 4,
+             "calls per timed run, back to back as a training step's allreduces are; the run's "
+             "time is their mean");
 DEFINE_int32(warmup, 3, "untimed repetitions per size and method first");
 DEFINE_bool(variants, true, "also time graph-mpi, ring-pipe and mpi-ring (see the header)");
 DEFINE_int64(segment_bytes, 256 << 10, "ring-pipe: largest segment in bytes");
@@ -367,12 +373,13 @@ class Timeline : public purine::dispatch::Observer {
   std::vector<Row> rows_;
 };
 
-// The slowest rank's time of one call of `method`, started together after a barrier.
-double time_once(Method& method) {
+// The slowest rank's mean time per call of `method` over `calls` back-to-back calls, started
+// together after a barrier.
+double time_once(Method& method, int calls) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = MPI_Wtime();
-  method.run();
-  double mine = MPI_Wtime() - start, slowest = 0;
+  for (int c = 0; c < calls; ++c) method.run();
+  double mine = (MPI_Wtime() - start) / calls, slowest = 0;
   MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return slowest;
 }
@@ -410,7 +417,8 @@ int run(int argc, char** argv) {
                   " (or more)");
   purine::require(FLAGS_min_bytes >= 4 && FLAGS_max_bytes >= FLAGS_min_bytes && FLAGS_factor >= 2,
                   "need 4 <= --min_bytes <= --max_bytes and --factor >= 2");
-  purine::require(FLAGS_reps >= 1 && FLAGS_warmup >= 0, "need --reps >= 1 and --warmup >= 0");
+  purine::require(FLAGS_reps >= 1 && FLAGS_warmup >= 0 && FLAGS_burst >= 1,
+                  "need --reps >= 1, --warmup >= 0 and --burst >= 1");
   purine::require(FLAGS_stat == "median" || FLAGS_stat == "min",
                   "--stat must be median or min, got '", FLAGS_stat, "'");
   if (leader) {
@@ -420,9 +428,10 @@ int run(int argc, char** argv) {
       std::fclose(f);
     }
     std::printf(
-        "allreduce of float32 buffers on %d ranks; %s of %d runs (slowest rank) after "
-        "%d warm-up runs; load average %.2f\n",
-        ranks, FLAGS_stat == "min" ? "fastest" : "median", FLAGS_reps, FLAGS_warmup, load[0]);
+        "allreduce of float32 buffers on %d ranks; %s of %d runs (slowest rank, mean of %d "
+        "back-to-back calls each) after %d warm-up calls; load average %.2f\n",
+        ranks, FLAGS_stat == "min" ? "fastest" : "median", FLAGS_reps, FLAGS_burst, FLAGS_warmup,
+        load[0]);
     std::printf(
         "bus bandwidth = 2(N-1)/N * bytes / time; ring/MPI = ring bandwidth / MPI "
         "bandwidth\n\n");
@@ -460,14 +469,15 @@ int run(int argc, char** argv) {
     }
     std::vector<std::vector<double>> times(methods.size());
     for (int rep = 0; rep < FLAGS_reps; ++rep) {
-      for (size_t m = 0; m < methods.size(); ++m) times[m].push_back(time_once(*methods[m].second));
+      for (size_t m = 0; m < methods.size(); ++m)
+        times[m].push_back(time_once(*methods[m].second, FLAGS_burst));
     }
     for (auto& [name, method] : methods) method->check();
     if (FLAGS_profile) {
       profile = std::make_unique<TypeProfile>(ring->graph());
       ring->runnable().add_observer(profile.get());
       std::vector<double> walls;
-      for (int rep = 0; rep < FLAGS_reps; ++rep) walls.push_back(time_once(*ring));
+      for (int rep = 0; rep < FLAGS_reps; ++rep) walls.push_back(time_once(*ring, 1));
       double wall = 0;
       for (double w : walls) wall += w / FLAGS_reps;
       std::map<std::string, double> busy = profile->take();

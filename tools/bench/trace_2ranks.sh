@@ -3,7 +3,7 @@
 # with --trace (each rank writes TRACE.rank<R>), merges the two files into one with
 # build/tools/merge_traces, prints the exposed-communication table (exposed_comm.py) and where
 # to open the merged trace: https://ui.perfetto.dev (Open trace file), one process per rank, one
-# track per executor (main, data, comm, mpi).
+# track per executor (main, data, comm).
 #
 # Usage: tools/bench/trace_2ranks.sh [out_dir=build/trace_2ranks] [reduce=ring] [iters=20]
 #     [threads=1] [model=convnet]
