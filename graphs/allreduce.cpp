@@ -31,80 +31,102 @@ Reduction parse_reduction(const std::string& name) {
   throw Error(str("unknown reduction '", name, "'; choose ring, ps or mpi"));
 }
 
-std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
-                                  const std::vector<Blob*>& parts) {
+RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vector<Blob*>& parts) {
   check_parts(name, parts);
   const int n = static_cast<int>(parts.size());
-  if (n == 1) return parts;
   Graph::Scope scope(g, name);
-  const Shape shape = parts[0]->shape();
-  const int64_t count = shape.count();
+  RingShards shards;
+  shards.shape = parts[0]->shape();
+  const int64_t count = shards.shape.count();
+  for (Blob* b : parts) shards.locations.push_back(b->location());
   // Chunk c of every part: `sizes[c]` consecutive elements. Fewer elements than ranks leaves
   // some chunks empty; they take no ops at all.
-  std::vector<int64_t> sizes(n);
-  std::vector<int> live;
-  std::vector<int64_t> live_sizes;
-  for (int c = 0; c < n; ++c) {
-    sizes[c] = count / n + (c < count % n ? 1 : 0);
-    if (sizes[c] > 0) {
-      live.push_back(c);
-      live_sizes.push_back(sizes[c]);
-    }
-  }
+  for (int c = 0; c < n; ++c) shards.sizes.push_back(count / n + (c < count % n ? 1 : 0));
   auto at = [&](int r) { return parts[r]->location(); };
   // acc[r][c]: rank r's running sum of chunk c.
   std::vector<std::vector<Blob*>> acc(n, std::vector<Blob*>(n, nullptr));
   for (int r = 0; r < n; ++r) {
     Graph::Placement placement(g, at(r), kThread);
-    const std::string local = "r" + std::to_string(r);
-    Blob* flat = g.apply(local + "_flat", "reshape",
-                         Attrs().set("shape", std::vector<int64_t>{count}), {parts[r]})[0];
-    if (live.size() == 1) {
-      acc[r][live[0]] = flat;
-      continue;
-    }
-    Attrs split;
-    split.set("axis", 0).set("sizes", live_sizes);
-    std::vector<Blob*> chunks = g.apply(local + "_split", "split", split, {flat});
-    for (size_t k = 0; k < live.size(); ++k) acc[r][live[k]] = chunks[k];
+    const std::vector<Blob*> chunks = flat_chunks(g, "r" + std::to_string(r), parts[r], shards);
+    for (int c = 0; c < n; ++c) acc[r][c] = chunks[c];
   }
-  // Reduce-scatter: at step s rank r passes its sum of chunk r-s to rank r+1, which adds its
-  // own. Afterwards rank r holds the whole sum of chunk r+1.
+  // At step s rank r passes its sum of chunk r-s to rank r+1, which adds its own. Afterwards
+  // rank r holds the whole sum of chunk r+1.
   for (int s = 0; s + 1 < n; ++s) {
     for (int r = 0; r < n; ++r) {
       const int c = ((r - s) % n + n) % n, next = (r + 1) % n;
-      if (sizes[c] == 0) continue;
+      if (shards.sizes[c] == 0) continue;
       Graph::Placement placement(g, at(next), kThread);
       Blob* incoming = g.copy_to(acc[r][c], at(next), kThread);
       acc[next][c] = g.apply("rs" + std::to_string(s) + "_c" + std::to_string(c), "sum", {},
                              {acc[next][c], incoming})[0];
     }
   }
-  // All-gather: each whole chunk travels once around the ring from its owner.
+  for (int r = 0; r < n; ++r) shards.owned.push_back(acc[r][shards.chunk_of(r)]);
+  return shards;
+}
+
+std::vector<Blob*> flat_chunks(Graph& g, const std::string& name, Blob* whole,
+                               const RingShards& shards) {
+  const int n = static_cast<int>(shards.sizes.size());
+  const int64_t count = shards.shape.count();
+  Blob* flat = g.apply(name + "_flat", "reshape", Attrs().set("shape", std::vector<int64_t>{count}),
+                       {whole})[0];
+  std::vector<int64_t> live_sizes;
+  for (int64_t size : shards.sizes)
+    if (size > 0) live_sizes.push_back(size);
+  std::vector<Blob*> live = {flat};
+  if (live_sizes.size() > 1) {
+    Attrs split;
+    split.set("axis", 0).set("sizes", live_sizes);
+    live = g.apply(name + "_split", "split", split, {flat});
+  }
+  std::vector<Blob*> chunks(n, nullptr);
+  for (int c = 0, k = 0; c < n; ++c)
+    if (shards.sizes[c] > 0) chunks[c] = live[k++];
+  return chunks;
+}
+
+std::vector<Blob*> ring_all_gather(Graph& g, const std::string& name, const RingShards& shards,
+                                   const std::vector<Blob*>& owned) {
+  const int n = static_cast<int>(shards.locations.size());
+  require(static_cast<int>(owned.size()) == n, name, ": ", owned.size(), " chunks for ", n,
+          " ranks");
+  Graph::Scope scope(g, name);
+  // Each whole chunk travels once around the ring from its owner.
   std::vector<std::vector<Blob*>> whole(n, std::vector<Blob*>(n, nullptr));
-  for (int c : live) {
-    int holder = ((c - 1) % n + n) % n;
-    whole[holder][c] = acc[holder][c];
-    for (int hop = 1; hop < n; ++hop) {
+  for (int owner = 0; owner < n; ++owner) {
+    const int c = shards.chunk_of(owner);
+    if (shards.sizes[c] == 0) continue;
+    whole[owner][c] = owned[owner];
+    for (int hop = 1, holder = owner; hop < n; ++hop) {
       const int next = (holder + 1) % n;
-      whole[next][c] = g.copy_to(whole[holder][c], at(next), kThread);
+      whole[next][c] = g.copy_to(whole[holder][c], shards.locations[next], kThread);
       holder = next;
     }
   }
   std::vector<Blob*> results;
   for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(g, at(r), kThread);
+    Graph::Placement placement(g, shards.locations[r], kThread);
     const std::string local = "r" + std::to_string(r);
-    Blob* flat = whole[r][live[0]];
-    if (live.size() > 1) {
-      std::vector<Blob*> chunks;
-      for (int c : live) chunks.push_back(whole[r][c]);
+    std::vector<Blob*> chunks;
+    for (int c = 0; c < n; ++c)
+      if (shards.sizes[c] > 0) chunks.push_back(whole[r][c]);
+    Blob* flat = chunks[0];
+    if (chunks.size() > 1)
       flat = g.apply(local + "_concat", "concat", Attrs().set("axis", 0), chunks)[0];
-    }
     results.push_back(
-        g.apply(local + "_sum", "reshape", Attrs().set("shape", shape.dims()), {flat})[0]);
+        g.apply(local + "_sum", "reshape", Attrs().set("shape", shards.shape.dims()), {flat})[0]);
   }
   return results;
+}
+
+std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
+                                  const std::vector<Blob*>& parts) {
+  check_parts(name, parts);
+  if (parts.size() == 1) return parts;
+  const RingShards shards = ring_reduce_scatter(g, name, parts);
+  return ring_all_gather(g, name, shards, shards.owned);
 }
 
 std::vector<Blob*> mpi_allreduce(Graph& g, const std::string& name,

@@ -3,6 +3,8 @@
 // location (one location per rank), all of one shape, and builds the ops under the scope `name`.
 //   ring_allreduce:  reduce-scatter then all-gather around the ring of parts; each rank sends
 //                    2(N-1)/N of the data. Returns the sum at every part's location.
+//   ring_reduce_scatter, ring_all_gather: its two halves, for work on the summed chunks in
+//                    between (data_parallel updates each chunk of the weights on its owner).
 //   mpi_allreduce:   one native MPI_Allreduce op per rank, for comparison.
 //   aggregate:       the parameter server's half: every part copied to `server` and summed there
 //                    in participant order.
@@ -23,6 +25,26 @@ Reduction parse_reduction(const std::string& name);
 
 std::vector<Blob*> ring_allreduce(Graph& graph, const std::string& name,
                                   const std::vector<Blob*>& parts);
+
+// The reduce-scatter's result: every part's elements cut into N chunks of consecutive elements
+// (the first count % N one longer; empty when count < N), chunk (r + 1) % N summed on rank r.
+struct RingShards {
+  Shape shape;                      // of the parts
+  std::vector<Location> locations;  // of the parts, in ring order
+  std::vector<int64_t> sizes;       // elements of chunk c
+  std::vector<Blob*> owned;         // owned[r]: the sum of chunk_of(r) at locations[r], or null
+  int chunk_of(int rank) const { return (rank + 1) % static_cast<int>(sizes.size()); }
+};
+RingShards ring_reduce_scatter(Graph& graph, const std::string& name,
+                               const std::vector<Blob*>& parts);
+// `owned[r]` (at locations[r], shaped like chunk chunk_of(r)) sent around the ring; returns
+// the whole, shaped like the parts, at every location.
+std::vector<Blob*> ring_all_gather(Graph& graph, const std::string& name, const RingShards& shards,
+                                   const std::vector<Blob*>& owned);
+// `whole` (shaped like the parts) cut into the shards' chunks as zero-copy views, built under
+// `name` at the current placement; entry c is null where chunk c is empty.
+std::vector<Blob*> flat_chunks(Graph& graph, const std::string& name, Blob* whole,
+                               const RingShards& shards);
 std::vector<Blob*> mpi_allreduce(Graph& graph, const std::string& name,
                                  const std::vector<Blob*>& parts);
 Blob* aggregate(Graph& graph, const std::string& name, const std::vector<Blob*>& parts,

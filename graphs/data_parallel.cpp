@@ -80,6 +80,28 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
       for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, copies[r]);
       continue;
     }
+    if (options.reduction == Reduction::kRing && n > 1) {
+      // Reduce-scatter the gradient, update on each rank the chunk of the weights whose
+      // gradient it summed (its momentum covers that chunk only), all-gather the new weights:
+      // the same traffic as an allreduce of the gradient, 1/N of the update work per rank.
+      const RingShards shards = ring_reduce_scatter(g, name, parts);
+      std::vector<Blob*> updated(n, nullptr);
+      for (int r = 0; r < n; ++r) {
+        if (!shards.owned[r]) continue;
+        Parameter chunk = dp.parameters[r][i];
+        {
+          Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
+          Graph::Placement placement(g, locations[r], "comm");
+          chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
+        }
+        updated[r] = add_sgd_update(g, chunk, shards.owned[r],
+                                    dp.sgd.learning_rate(g, locations[r]), options.sgd);
+      }
+      const std::vector<Blob*> weights =
+          ring_all_gather(g, dp.parameters[0][i].blob->name() + "::gather", shards, updated);
+      for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
+      continue;
+    }
     std::vector<Blob*> sums = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
                                                                     : mpi_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) {

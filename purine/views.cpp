@@ -16,12 +16,20 @@ int64_t normalized_axis(const Op& op, const Shape& shape) {
 }  // namespace
 
 std::set<const Op*> alias_views(Graph& graph, int rank) {
-  std::set<const Blob*> pinned;  // blobs that must keep memory of their own
-  for (auto& [a, b] : graph.swaps()) pinned.insert({a, b});
+  std::set<const Blob*> pinned;   // blobs that must keep memory of their own
+  std::set<const Blob*> swapped;  // may still be views, but only of a whole storage
+  for (auto& [a, b] : graph.swaps()) swapped.insert({a, b});
   for (const auto& b : graph.blobs())
     if (b->has_tensor() || b->writers().empty() || b->accumulating()) pinned.insert(b.get());
+  pinned.insert(swapped.begin(), swapped.end());
   auto free_blob = [&](const Blob* b) {
     return !pinned.count(b) && b->writers().size() == 1 && b->location().rank == rank;
+  };
+  // A swapped blob may be another name for a whole storage (the reshape of a concat's output):
+  // swap_memory exchanges whole storages, so all that storage's views follow the swap.
+  auto whole_view_ok = [&](const Blob* out, const Tensor& in) {
+    return swapped.count(out) && !out->has_tensor() && !out->accumulating() &&
+           out->writers().size() == 1 && out->location().rank == rank && in.covers_storage();
   };
   std::set<const Op*> aliased;
   // Concat first: its inputs become views of its output, before anything allocates them.
@@ -53,7 +61,8 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
     if (!split && !reshape) continue;
     Blob* in = op->inputs()[0];
     bool ok = in->location() == op->location();
-    for (const Blob* out : op->outputs()) ok = ok && free_blob(out);
+    for (const Blob* out : op->outputs())
+      ok = ok && (free_blob(out) || (reshape && whole_view_ok(out, in->tensor())));
     int64_t axis = 0;
     if (split) {
       axis = normalized_axis(*op, in->shape());

@@ -70,12 +70,22 @@ Tensor Tensor::reshaped(Shape shape) const {
   return v;
 }
 
+bool Tensor::covers_storage() const {
+  return storage_ && offset_ == 0 && is_contiguous() && count() == storage_->count();
+}
+
+void Storage::swap_contents(Storage& other) {
+  CHECK_EQ(count_, other.count_);
+  CHECK(location_ == other.location_);
+  std::swap(ptr_, other.ptr_);
+}
+
 void Tensor::swap_memory(Tensor& other) {
   CHECK(shape_ == other.shape_) << "swap of " << shape_ << " with " << other.shape_;
   CHECK(location_ == other.location_);
-  std::swap(storage_, other.storage_);
-  std::swap(offset_, other.offset_);
-  std::swap(strides_, other.strides_);
+  CHECK(covers_storage() && other.covers_storage())
+      << "swap of tensors that are views of part of a larger storage";
+  if (storage_ != other.storage_) storage_->swap_contents(*other.storage_);
 }
 
 namespace {

@@ -23,6 +23,8 @@ class Storage {
   float* ptr() const { return ptr_; }
   int64_t count() const { return count_; }
   Location location() const { return location_; }
+  // Exchanges the buffers of two storages of equal size and location.
+  void swap_contents(Storage& other);
 
  private:
   float* ptr_ = nullptr;
@@ -56,9 +58,12 @@ class Tensor {
   Tensor reshaped(Shape shape) const;
 
   // Exchanges the memory of two tensors of equal shape and location (the parameter swap that
-  // turns a run of the training graph into one SGD step). Views of either follow the storage
-  // they were made from, not the swap.
+  // turns a run of the training graph into one SGD step). Both must cover their whole storage
+  // (covers_storage()). The storages exchange their buffers, so every view of either tensor
+  // follows it: a view of the weights reads the new weights after the swap.
   void swap_memory(Tensor& other);
+  // True when this tensor is allocated and spans its storage exactly (offset 0, contiguous).
+  bool covers_storage() const;
   bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
 
   // Copies values from `source` (same shape, any strides; CPU tensors).
