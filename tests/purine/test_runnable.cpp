@@ -121,3 +121,29 @@ TEST_CASE("strided concat keeps copying", "[runnable][views]") {
   const std::vector<float> expected{1, 2, 2, 1, 2, 2};
   for (int i = 0; i < 6; ++i) REQUIRE(y->tensor().data()[i] == expected[i]);
 }
+
+TEST_CASE("views of swapped blobs follow every swap", "[runnable][views]") {
+  // The shape of a sharded update: w is read through chunk views, each chunk updated on its
+  // own, the chunks concatenated and reshaped into `next`, and next swapped with w after each
+  // run. Chunk 0 is kept, chunk 1 doubled.
+  Graph g;
+  Blob* w = g.add_blob("w", {2, 3});
+  Blob* flat = g.apply("flat", "reshape", Attrs().set("shape", std::vector<int64_t>{6}), {w})[0];
+  Attrs split;
+  split.set("axis", 0).set("sizes", std::vector<int64_t>{3, 3});
+  std::vector<Blob*> chunks = g.apply("split", "split", split, {flat});
+  Blob* kept = g.apply("keep", "scale", Attrs().set("alpha", 1.0), {chunks[0]})[0];
+  Blob* doubled = g.apply("double", "scale", Attrs().set("alpha", 2.0), {chunks[1]})[0];
+  Blob* joined = g.apply("join", "concat", Attrs().set("axis", 0), {kept, doubled})[0];
+  Blob* next =
+      g.apply("next", "reshape", Attrs().set("shape", std::vector<int64_t>{2, 3}), {joined})[0];
+  g.add_swap(w, next);
+  for (int i = 0; i < 6; ++i) w->tensor().mutable_data()[i] = static_cast<float>(i + 1);
+  Runnable run(g);
+  for (int i = 0; i < 3; ++i) run.run();
+  // Zero-copy all the way: the chunks view w, `next` is the concat's memory under w's shape.
+  REQUIRE(chunks[1]->tensor().shares_storage(w->tensor()));
+  REQUIRE(next->tensor().shares_storage(joined->tensor()));
+  const std::vector<float> expected{1, 2, 3, 32, 40, 48};
+  for (int i = 0; i < 6; ++i) REQUIRE(w->tensor().data()[i] == expected[i]);
+}

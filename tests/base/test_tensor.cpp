@@ -1,0 +1,86 @@
+// Shape arithmetic and Tensor views: what the zero-copy split/concat/reshape and the parameter
+// swap between runs rely on.
+#include <catch2/catch.hpp>
+
+#include "purine/base/shape.hpp"
+#include "purine/base/tensor.hpp"
+
+using purine::Shape;
+using purine::Tensor;
+
+namespace {
+
+// A {rows, cols} tensor holding 0, 1, 2, ... in row-major order.
+Tensor iota(int64_t rows, int64_t cols) {
+  Tensor t(Shape({rows, cols}));
+  for (int64_t i = 0; i < t.count(); ++i) t.mutable_data()[i] = static_cast<float>(i);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("shape counts and contiguous strides", "[tensor]") {
+  Shape s({2, 3, 4});
+  CHECK(s.ndim() == 3);
+  CHECK(s.count() == 24);
+  CHECK(s.count_from(1) == 12);
+  CHECK(s.count_to(2) == 6);
+  CHECK(s.contiguous_strides() == std::vector<int64_t>{12, 4, 1});
+  CHECK(Shape({}).count() == 1);
+  CHECK(Shape({3, 0}).count() == 0);
+  CHECK(s == Shape({2, 3, 4}));
+  CHECK(s != Shape({4, 3, 2}));
+}
+
+TEST_CASE("a new tensor is zero-filled, contiguous and spans its storage", "[tensor]") {
+  Tensor t(Shape({3, 5}));
+  CHECK(t.is_contiguous());
+  CHECK(t.covers_storage());
+  for (int64_t i = 0; i < t.count(); ++i) REQUIRE(t.data()[i] == 0.0f);
+}
+
+TEST_CASE("views and reshapes share memory with their tensor", "[tensor]") {
+  Tensor t = iota(4, 3);
+  Tensor row2 = t.view(6, Shape({3}));
+  CHECK(row2.shares_storage(t));
+  CHECK(row2.data()[0] == 6.0f);
+  CHECK_FALSE(row2.covers_storage());
+  row2.mutable_data()[1] = -1.0f;
+  CHECK(t.data()[7] == -1.0f);
+
+  Tensor flat = t.reshaped(Shape({12}));
+  CHECK(flat.covers_storage());
+  CHECK(flat.data()[7] == -1.0f);
+}
+
+TEST_CASE("a strided slice copies into a contiguous tensor element by element", "[tensor]") {
+  Tensor t = iota(3, 4);
+  Tensor columns = t.slice(1, 1, 3);  // columns 1 and 2 of every row
+  CHECK_FALSE(columns.is_contiguous());
+  Tensor packed(Shape({3, 2}));
+  packed.copy_from(columns);
+  const float expected[] = {1, 2, 5, 6, 9, 10};
+  for (int i = 0; i < 6; ++i) CHECK(packed.data()[i] == expected[i]);
+}
+
+TEST_CASE("swap_memory exchanges values and views follow the tensor they were made of",
+          "[tensor]") {
+  Tensor weights = iota(2, 3);
+  Tensor updated(Shape({2, 3}));
+  updated.fill(10.0f);
+  Tensor second_row = weights.view(3, Shape({3}));  // e.g. one rank's chunk of the weights
+  Tensor updated_flat = updated.reshaped(Shape({6}));
+
+  weights.swap_memory(updated);
+  for (int64_t i = 0; i < 6; ++i) {
+    REQUIRE(weights.data()[i] == 10.0f);
+    REQUIRE(updated.data()[i] == static_cast<float>(i));
+  }
+  // The views read their tensor's new memory: the chunk sees the new weights, the reshape of
+  // `updated` sees what `updated` holds now.
+  CHECK(second_row.data()[0] == 10.0f);
+  CHECK(updated_flat.data()[4] == 4.0f);
+  // Writing through a view after the swap lands in the tensor it was made of.
+  second_row.mutable_data()[2] = 7.0f;
+  CHECK(weights.data()[5] == 7.0f);
+}
