@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -101,7 +102,9 @@ int run_train() {
   if (!FLAGS_resume.empty()) trainer.load_checkpoint(FLAGS_resume);
   if (leader && !FLAGS_export_graph.empty())
     export_graph(trainer.training_graph(), FLAGS_export_graph);
-  const bool terminal = isatty(fileno(stdout));
+  // Open MPI gives its ranks a pseudo-terminal even when mpirun's own output goes to a file, so
+  // under mpirun progress comes as whole lines.
+  const bool terminal = isatty(fileno(stdout)) && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
   if (leader) {
     std::printf("training %s: batch %d x %d rank%s, %d thread%s, %lld iterations per epoch\n",
                 options.model.c_str(), options.batch, options.ranks, options.ranks == 1 ? "" : "s",
