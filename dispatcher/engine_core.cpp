@@ -26,6 +26,9 @@ int EngineCore::begin_run() {
   for (size_t e = 0; e < plan.executors().size(); ++e) {
     if (schedule.tasks_on(static_cast<ExecutorId>(e)) > 0) ++active;
   }
+  // The floating tasks count as one more executor, finished when the last of them completes.
+  if (schedule.floating_tasks() > 0) ++active;
+  floating_left.store(schedule.floating_tasks(), std::memory_order_relaxed);
   executors_running.store(active, std::memory_order_relaxed);
   MutexLock lock(&mu);
   run_done = active == 0;
@@ -50,16 +53,22 @@ uint64_t EngineCore::progress() const {
   return total;
 }
 
-void EngineCore::notify_start(TaskId task) const {
+ThreadExecutor* EngineCore::idle_executor(ExecutorId except) const {
+  for (size_t e = 0; e < executors.size(); ++e)
+    if (static_cast<ExecutorId>(e) != except && executors[e]->idle()) return executors[e].get();
+  return nullptr;
+}
+
+void EngineCore::notify_start(TaskId task, ExecutorId executor) const {
   const Task& t = plan.tasks()[task];
-  const TaskEvent event{&t.name, &t.location, &plan.executors()[t.executor].name, t.executor,
+  const TaskEvent event{&t.name, &t.location, &plan.executors()[executor].name, executor,
                         std::chrono::steady_clock::now()};
   for (Observer* observer : observers) observer->on_task_start(event);
 }
 
-void EngineCore::notify_end(TaskId task) const {
+void EngineCore::notify_end(TaskId task, ExecutorId executor) const {
   const Task& t = plan.tasks()[task];
-  const TaskEvent event{&t.name, &t.location, &plan.executors()[t.executor].name, t.executor,
+  const TaskEvent event{&t.name, &t.location, &plan.executors()[executor].name, executor,
                         std::chrono::steady_clock::now()};
   for (Observer* observer : observers) observer->on_task_end(event);
 }
@@ -99,7 +108,9 @@ std::string EngineCore::stall_report(std::chrono::milliseconds quiet_for) const 
   for (size_t i = 0; i < std::min(kShown, pending.size()); ++i) {
     const Task& task = plan.tasks()[pending[i].first];
     out << "\n  " << task.name << " @ " << task.location << " on "
-        << plan.executors()[task.executor].name << ": " << pending[i].second;
+        << (task.executor == kAnyExecutor ? std::string("any executor")
+                                          : plan.executors()[task.executor].name)
+        << ": " << pending[i].second;
   }
   if (pending.size() > kShown) out << "\n  ... and " << pending.size() - kShown << " more";
   if (failure.failed()) out << "\nThe run had already failed: " << failure.message();

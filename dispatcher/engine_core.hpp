@@ -43,13 +43,16 @@ struct EngineCore {
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
   void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
 
-  // Called by an executor thread when it has completed all its tasks of the run.
+  // Called by an executor thread when it has completed all its tasks of the run, and once more
+  // by whichever completes the last floating (kAnyExecutor) task.
   void executor_finished_run() EXCLUDES(mu);
+  // An executor other than `except` waiting for work, or null; for handing out floating tasks.
+  ThreadExecutor* idle_executor(ExecutorId except) const;
   // Tasks completed (run or skipped) by all executors since construction.
   uint64_t progress() const;
   // Observer calls; only when has_observers.
-  void notify_start(TaskId task) const;
-  void notify_end(TaskId task) const;
+  void notify_start(TaskId task, ExecutorId executor) const;
+  void notify_end(TaskId task, ExecutorId executor) const;
   // Pending tasks of the current run, running ones first, for the stall error.
   std::string stall_report(std::chrono::milliseconds quiet_for) const;
 
@@ -63,6 +66,7 @@ struct EngineCore {
   uint32_t run_index = 0;            // between runs only
   std::vector<std::unique_ptr<ThreadExecutor>> executors;
   std::atomic<int> executors_running{0};
+  std::atomic<int> floating_left{0};  // floating tasks not yet completed in this run
 
   Mutex mu;
   CondVar cv{&mu};  // signalled on run completion, thread start-up and thread exit

@@ -14,7 +14,8 @@ ExecutorId Plan::add_executor(ExecutorSpec spec) {
 }
 
 TaskId Plan::add_task(Task task) {
-  CHECK_GE(task.executor, 0) << "task " << task.name;
+  CHECK(task.executor >= 0 || (task.executor == kAnyExecutor && !executors_.empty()))
+      << "task " << task.name << " names no executor";
   CHECK_LT(task.executor, static_cast<int>(executors_.size()))
       << "task " << task.name << " names an executor the plan does not have";
   tasks_.push_back(std::move(task));

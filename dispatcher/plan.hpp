@@ -16,6 +16,12 @@ using TaskId = int;
 using ExecutorId = int;
 using ResourceId = int;
 
+// Task::executor for a task that may run on any executor: the one that completes its last
+// predecessor runs it next (a chain of such tasks never changes threads), unless that executor
+// has other work ready and another one is idle, which then gets it. Sources start on the
+// executors in turn.
+constexpr ExecutorId kAnyExecutor = -1;
+
 enum class ExecutorKind {
   kCpuThread,  // one OS thread running its tasks in readiness order
   kMpi,        // progresses non-blocking communication (see Task::poll)
@@ -36,9 +42,9 @@ struct ExecutorSpec {
 };
 
 struct Task {
-  std::string name;      // the op's full name, used in errors, stall reports and traces
-  std::string location;  // e.g. "rank0:cpu"; for observers and traces
-  ExecutorId executor = 0;
+  std::string name;         // the op's full name, used in errors, stall reports and traces
+  std::string location;     // e.g. "rank0:cpu"; for observers and traces
+  ExecutorId executor = 0;  // or kAnyExecutor
   // Runs the task. An exception thrown here fails the run: the engine finishes the bookkeeping
   // of the remaining tasks without running them and rethrows from Engine::sync(), naming the task.
   // May be empty: the task then only orders its predecessors before its successors.
@@ -52,7 +58,8 @@ struct Task {
 class Plan {
  public:
   ExecutorId add_executor(ExecutorSpec spec);
-  // task.executor must name an executor already added (checked).
+  // task.executor must name an executor already added, or be kAnyExecutor once the plan has
+  // an executor (checked).
   TaskId add_task(Task task);
   // `after` starts only once `before` has completed. Duplicate edges are fine; a task depending on
   // itself throws purine::Error. Ids must come from this plan (checked).

@@ -119,9 +119,16 @@ Schedule Schedule::build(const Plan& plan) {
   s.sources_.assign(num_executors, {});
   s.tasks_per_executor_.assign(num_executors, 0);
   // Sources in reverse topological order: executors pop their queues from the back.
+  int next_floating_source = 0;
   for (auto it = s.order_.rbegin(); it != s.order_.rend(); ++it) {
-    const ExecutorId e = plan.tasks()[*it].executor;
-    ++s.tasks_per_executor_[e];
+    ExecutorId e = plan.tasks()[*it].executor;
+    if (e == kAnyExecutor) {
+      ++s.floating_tasks_;
+      if (s.in_degree_[*it] > 0) continue;
+      e = next_floating_source++ % num_executors;
+    } else {
+      ++s.tasks_per_executor_[e];
+    }
     if (s.in_degree_[*it] == 0) s.sources_[e].push_back(*it);
   }
   return s;

@@ -27,6 +27,8 @@ class Schedule {
   const std::vector<int>& in_degrees() const { return in_degree_; }
   const std::vector<TaskId>& sources(ExecutorId executor) const { return sources_[executor]; }
   int tasks_on(ExecutorId executor) const { return tasks_per_executor_[executor]; }
+  // Tasks with executor kAnyExecutor (their sources are in sources(e) of the executors in turn).
+  int floating_tasks() const { return floating_tasks_; }
 
  private:
   std::vector<TaskId> order_;
@@ -35,6 +37,7 @@ class Schedule {
   std::vector<int> in_degree_;
   std::vector<std::vector<TaskId>> sources_;
   std::vector<int> tasks_per_executor_;
+  int floating_tasks_ = 0;
 };
 
 }  // namespace purine::dispatch

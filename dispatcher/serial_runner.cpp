@@ -12,15 +12,16 @@ void run_serial(EngineCore& core) {
   for (const TaskId task : core.schedule.order()) {
     if (core.cancelled()) return;
     const Task& spec = core.plan.tasks()[task];
+    const ExecutorId executor = spec.executor == kAnyExecutor ? 0 : spec.executor;
     try {
-      if (observed) core.notify_start(task);
+      if (observed) core.notify_start(task, executor);
       if (spec.run) spec.run();
     } catch (...) {
       core.fail(task, std::current_exception());
     }
     if (observed) {
       try {
-        core.notify_end(task);
+        core.notify_end(task, executor);
       } catch (...) {
         core.fail(task, std::current_exception());
       }

@@ -147,7 +147,7 @@ bool ThreadExecutor::execute(TaskId task) {
     const bool observed = core.has_observers;
     current_.store(task, std::memory_order_relaxed);
     try {
-      if (observed) core.notify_start(task);
+      if (observed) core.notify_start(task, id_);
       if (spec.run) spec.run();
     } catch (...) {
       core.fail(task, std::current_exception());
@@ -155,7 +155,7 @@ bool ThreadExecutor::execute(TaskId task) {
     if (current_.exchange(kIdle, std::memory_order_acq_rel) == kAbandoned) return false;
     if (observed) {
       try {
-        core.notify_end(task);
+        core.notify_end(task, id_);
       } catch (...) {
         core.fail(task, std::current_exception());
       }
@@ -197,6 +197,7 @@ bool ThreadExecutor::poll_in_flight() {
 
 bool ThreadExecutor::fetch(bool block) {
   if (block) {
+    idle_.store(true, std::memory_order_relaxed);
     // Spin before sleeping, yielding the CPU on every turn: on an idle machine sched_yield
     // returns at once and a hand-over costs a cache miss; on an oversubscribed one the thread
     // that would hand us work gets the CPU instead of waiting behind a spinner. No PAUSE loop:
@@ -220,6 +221,7 @@ bool ThreadExecutor::fetch(bool block) {
       cv_.wait();
       sleeping_ = false;
     }
+    idle_.store(false, std::memory_order_relaxed);
   }
   if (inbox_.empty()) return !stop_;
   DCHECK(local_.empty());
@@ -238,7 +240,12 @@ void ThreadExecutor::complete(TaskId task) {
   for (const TaskId* next = begin; next != end; ++next) tasks.prefetch_record(*next);
   for (const TaskId* next = begin; next != end; ++next) {
     if (!tasks.satisfy(*next)) continue;
-    const ExecutorId owner = tasks.owner(*next);
+    ExecutorId owner = tasks.owner(*next);
+    if (owner == kAnyExecutor) {
+      // Run it here next, unless there is other work here and another executor is idle.
+      ThreadExecutor* idle = local_.empty() ? nullptr : core.idle_executor(id_);
+      owner = idle ? idle->id_ : id_;
+    }
     if (owner == id_) {
       tasks.prefetch_task(*next);
       local_.push_back(*next);
@@ -246,10 +253,15 @@ void ThreadExecutor::complete(TaskId task) {
       core.executors[owner]->push(*next);
     }
   }
+  const bool floating = tasks.owner(task) == kAnyExecutor;
   completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (++completed_this_run_ == tasks_per_run_) {
+  // Either may let the Engine start the next run.
+  if (floating) {
+    if (core.floating_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      core.executor_finished_run();
+  } else if (++completed_this_run_ == tasks_per_run_) {
     completed_this_run_ = 0;
-    core.executor_finished_run();  // the Engine may start the next run from here on
+    core.executor_finished_run();
   }
 }
 

@@ -1,9 +1,11 @@
 // ThreadExecutor: one OS thread running the tasks of one ExecutorSpec (kCpuThread or kMpi) as
 // they become ready. Each thread keeps a private LIFO of ready tasks: a successor that becomes
 // ready on the thread that owns it is pushed there without locking or waking anyone, which is
-// what makes a chain of small tasks cheap. Tasks made ready by other threads arrive through the
-// inbox (mutex + condition variable). A thread with nothing to do spins for
-// EngineOptions::idle_spin (yielding on every turn), then sleeps on the condition variable.
+// what makes a chain of small tasks cheap. Floating tasks (kAnyExecutor) that become ready here
+// stay here too, unless this thread already has work and another is idle. Tasks made ready by
+// other threads arrive through the inbox (mutex + condition variable). A thread with nothing to do
+// spins for EngineOptions::idle_spin (yielding on every turn), then sleeps on the condition
+// variable.
 //
 // Tasks with a poll() callback stay in flight after run() returns and are polled between other
 // tasks; while only polled tasks remain the thread polls and yields, pausing briefly once
@@ -56,6 +58,9 @@ class ThreadExecutor {
   TaskId current_task() const { return current_.load(std::memory_order_relaxed); }
   // Tasks this executor completed (run or skipped) since it started; for stall detection.
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  // True while the thread waits for work (spinning or asleep): a hint for handing out floating
+  // tasks, stale by the time it is read.
+  bool idle() const { return idle_.load(std::memory_order_relaxed); }
   // When the thread is inside a task, marks it abandoned and returns true: once the task returns
   // the thread exits without touching anything but the core (no observer, no further task).
   // Returns false when the thread is between tasks.
@@ -91,6 +96,7 @@ class ThreadExecutor {
   std::atomic<uint64_t> completed_{0};
   std::atomic<bool> has_inbox_{false};  // hint: inbox_ may be non-empty
   std::atomic<bool> stopping_{false};   // hint: stop_ is set
+  std::atomic<bool> idle_{false};       // in fetch(block=true)
 
   Mutex mu_;
   CondVar cv_{&mu_};

@@ -184,6 +184,9 @@ class Graph {
     Graph& graph_;
     std::string saved_;
   };
+  // The thread name of an op that may run on any of its rank's threads: the dispatcher runs it
+  // where its inputs were finished (no hand-over), or on an idle thread when that one is busy.
+  static constexpr const char* kAnyThread = "*";
   // Placement: vertices created while it lives get this location and thread.
   class Placement {
    public:

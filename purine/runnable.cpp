@@ -120,6 +120,14 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       spec.on_thread_start = [threads] { set_compute_threads(threads); };
     return executors.emplace(key, plan.add_executor(std::move(spec))).first->second;
   };
+  // The executor of an op's thread; Graph::kAnyThread floats over the rank's executors, of
+  // which there is then at least "main".
+  auto thread_of = [&](Location location, const std::string& thread) {
+    if (thread != Graph::kAnyThread)
+      return executor(location, thread, dispatch::ExecutorKind::kCpuThread);
+    executor(location, "main", dispatch::ExecutorKind::kCpuThread);
+    return dispatch::kAnyExecutor;
+  };
   // Without MPI_THREAD_MULTIPLE one thread must make every MPI call: this rank's "mpi" executor.
   const bool single_mpi_thread = !mpi_thread_multiple();
   std::map<Location, dispatch::ResourceId> rng_resources;
@@ -147,7 +155,7 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       // step, and on a machine without spare cores a thread per direction only adds switches.
       task.executor = single_mpi_thread
                           ? executor(Location::cpu(me), "mpi", dispatch::ExecutorKind::kMpi)
-                          : executor(at, op->thread(), dispatch::ExecutorKind::kCpuThread);
+                          : thread_of(at, op->thread());
       auto transfer = std::make_shared<MpiTransfer>(comm);
       if (op->type() == "mpi_allreduce") {
         const Tensor* in = &op->inputs()[0]->tensor();
@@ -174,7 +182,7 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
       }
       continue;
     }
-    task.executor = executor(op->location(), op->thread(), dispatch::ExecutorKind::kCpuThread);
+    task.executor = thread_of(op->location(), op->thread());
     auto binding = std::make_shared<OpBinding>();
     binding->kernel = &op->kernel();
     for (Blob* b : op->inputs()) binding->inputs.push_back(&b->tensor());

@@ -150,6 +150,66 @@ TEST_CASE("A long chain alternating between executors keeps its order", "[engine
   }
 }
 
+TEST_CASE("A chain of floating tasks stays on the executor it started on", "[engine]") {
+  constexpr int kTasks = 5000;
+  std::vector<int> order;
+  order.reserve(kTasks);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  pd::Plan plan;
+  plan.add_executor({"cpu/0"});
+  plan.add_executor({"cpu/1"});
+  for (int t = 0; t < kTasks; ++t) {
+    add(plan, "t" + std::to_string(t), pd::kAnyExecutor, [&, t] {
+      order.push_back(t);
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+    });
+    if (t > 0) plan.add_dependency(t - 1, t);
+  }
+  pd::Engine engine(std::move(plan));
+  for (int run = 0; run < 3; ++run) {
+    order.clear();
+    threads.clear();
+    engine.run();
+    REQUIRE(order.size() == kTasks);
+    bool sorted = true;
+    for (int t = 0; t < kTasks; ++t) sorted = sorted && order[t] == t;
+    CHECK(sorted);
+    CHECK(threads.size() == 1);  // no hand-over: each task runs where its predecessor ended
+  }
+}
+
+TEST_CASE("Floating and pinned tasks mix; a floating task's failure names it", "[engine]") {
+  for (pd::Mode mode : {pd::Mode::kParallel, pd::Mode::kSerial}) {
+    std::atomic<int> sum{0};
+    std::atomic<bool> fail{false};
+    pd::Plan plan;
+    const pd::ExecutorId main = plan.add_executor({"cpu/main"});
+    plan.add_executor({"cpu/other"});
+    // A source fans out to 64 floating tasks, which fan in to a pinned sink.
+    const pd::TaskId source = add(plan, "source", main, [] {});
+    const pd::TaskId sink = add(plan, "sink", main, [&] { sum += 1000; });
+    for (int i = 0; i < 64; ++i) {
+      const pd::TaskId t = add(plan, "floating" + std::to_string(i), pd::kAnyExecutor, [&, i] {
+        if (fail && i == 17) throw std::runtime_error("boom");
+        sum += i;
+      });
+      plan.add_dependency(source, t);
+      plan.add_dependency(t, sink);
+    }
+    pd::Engine engine(std::move(plan), options_for(mode));
+    engine.run();
+    CHECK(sum == 1000 + 63 * 64 / 2);
+    fail = true;
+    REQUIRE_THROWS_WITH(engine.run(), Catch::Contains("floating17") && Catch::Contains("boom"));
+    fail = false;
+    sum = 0;
+    engine.run();
+    CHECK(sum == 1000 + 63 * 64 / 2);
+  }
+}
+
 TEST_CASE("Empty plans, idle executors and tasks without a body run", "[engine]") {
   const pd::Mode mode = GENERATE(pd::Mode::kParallel, pd::Mode::kSerial);
   {

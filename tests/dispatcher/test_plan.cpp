@@ -113,6 +113,27 @@ TEST_CASE("Schedule lists the sources of each executor", "[plan]") {
   CHECK(s1 == std::vector<pd::TaskId>{1, 3, 5});
   CHECK(s.tasks_on(0) == 3);
   CHECK(s.tasks_on(1) == 3);
+  CHECK(s.floating_tasks() == 0);
+}
+
+TEST_CASE("Schedule spreads floating sources over the executors", "[plan]") {
+  pd::Plan plan;
+  plan.add_executor({"exec0"});
+  plan.add_executor({"exec1"});
+  for (int t = 0; t < 5; ++t) {
+    pd::Task task;
+    task.name = "t" + std::to_string(t);
+    task.executor = t == 4 ? 0 : pd::kAnyExecutor;
+    plan.add_task(std::move(task));
+  }
+  plan.add_dependency(0, 3);
+  const pd::Schedule s = pd::Schedule::build(plan);
+  CHECK(s.floating_tasks() == 4);
+  CHECK(s.tasks_on(0) == 1);
+  CHECK(s.tasks_on(1) == 0);
+  // Floating sources 0, 1, 2 go to the executors in turn; the pinned source 4 stays on exec0.
+  CHECK(s.sources(0).size() + s.sources(1).size() == 4);
+  CHECK(s.sources(1).size() >= 1);
 }
 
 TEST_CASE("Schedule names the tasks of a cycle", "[plan]") {

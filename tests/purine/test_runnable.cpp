@@ -36,8 +36,9 @@ TEST_CASE("swaps after each run turn a graph into an iteration", "[runnable]") {
 }
 
 namespace {
-// A small random network with dropout (shared RNG) on two threads.
-std::vector<float> run_dropout_net(dispatch::Mode mode, int runs) {
+// A small random network with dropout (shared RNG) on two threads, or with `any_thread` its
+// activations on Graph::kAnyThread.
+std::vector<float> run_dropout_net(dispatch::Mode mode, int runs, bool any_thread = false) {
   Graph g;
   Blob* x = g.add_blob("x", {8, 16});
   x->tensor().fill(1);
@@ -47,6 +48,7 @@ std::vector<float> run_dropout_net(dispatch::Mode mode, int runs) {
     Attrs a;
     a.set("ratio", 0.5);
     auto y = g.apply("drop" + std::to_string(branch), "dropout", a, {x});
+    Graph::Placement act(g, Location::cpu(), any_thread ? Graph::kAnyThread : g.current_thread());
     outs.push_back(g.apply("act" + std::to_string(branch), "tanh", {}, {y[0]})[0]);
   }
   Blob* total = g.apply("total", "sum", {}, outs)[0];
@@ -73,6 +75,24 @@ TEST_CASE("parallel and serial dispatchers agree bit for bit with a shared RNG",
   }
   // The three runs drew different masks.
   REQUIRE(std::memcmp(serial.data(), serial.data() + 128, 128 * sizeof(float)) != 0);
+}
+
+TEST_CASE("ops on any thread give the results of pinned ones", "[runnable]") {
+  auto pinned = run_dropout_net(dispatch::Mode::kParallel, 3);
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    auto floating = run_dropout_net(dispatch::Mode::kParallel, 3, /*any_thread=*/true);
+    REQUIRE(floating.size() == pinned.size());
+    REQUIRE(std::memcmp(floating.data(), pinned.data(), pinned.size() * sizeof(float)) == 0);
+  }
+  // A graph whose every op floats still gets an executor to run on.
+  Graph g;
+  Graph::Placement anywhere(g, Location::cpu(), Graph::kAnyThread);
+  Blob* x = g.add_blob("x", {4});
+  x->tensor().fill(2);
+  Blob* y = g.apply("twice", "scale", Attrs().set("alpha", 2.0), {x})[0];
+  Runnable run(g);
+  run.run();
+  REQUIRE(y->tensor().data()[3] == 4.0f);
 }
 
 TEST_CASE("contiguous split, reshape and concat become zero-copy views", "[runnable][views]") {

@@ -1,11 +1,13 @@
 // bench_dispatcher: per-task overhead of the Purine dispatcher on DAGs of empty tasks, side by
 // side with TBB's flow graph (continue_node) on the same DAGs in the same process.
 //
-//   bench_dispatcher [--tasks=100000] [--reps=7] [--window=1000] [--assign=random]
+//   bench_dispatcher [--tasks=100000] [--reps=11] [--window=1000] [--assign=any,random]
 //
 // Shapes: "chain" (task i depends on i-1) and "wide" (task i depends on 1-4 distinct random
-// tasks among the previous --window). Purine runs each shape on 1 and on 2 executors (with 2,
-// tasks are assigned by --assign: random, round_robin or halves); TBB runs it with 1 and with 2
+// tasks among the previous --window). Purine runs each shape on 1 and on 2 executors; with 2,
+// once per placement in --assign: "any" leaves every task to the dispatcher (kAnyExecutor),
+// as TBB's scheduler is left to place its tasks, and random, round_robin or halves pin each task
+// to an executor, as ops are pinned to their threads in a graph. TBB runs it with 1 and with 2
 // threads (tbb::global_control). Setup (plan, engine, graph construction) is not timed; every
 // configuration gets one untimed warm-up run, then --reps timed runs. Prints ns per task
 // (median and best of the runs), the ratio Purine/TBB of the medians, the machine's load average
@@ -31,7 +33,9 @@
 DEFINE_int32(tasks, 100000, "tasks per DAG");
 DEFINE_int32(reps, 11, "timed runs per configuration");
 DEFINE_int32(window, 1000, "wide DAG: predecessors are drawn among the previous N tasks");
-DEFINE_string(assign, "random", "with 2 executors: random, round_robin or halves");
+DEFINE_string(assign, "any,random",
+              "with 2+ executors, the task placements to time (comma-separated): any (every task "
+              "kAnyExecutor: the dispatcher places it) or pinned: random, round_robin, halves");
 DEFINE_int32(idle_spin_us, 50, "EngineOptions::idle_spin in microseconds");
 DEFINE_uint64(seed, 1, "seed for the wide DAG and the random assignment");
 DEFINE_string(shapes, "chain,wide", "comma-separated shapes to time: chain, wide");
@@ -109,14 +113,15 @@ Stats time_runs(int n, RunOnce run_once) {
   return stats(samples);
 }
 
-int executor_of(int task, int n, int executors, std::mt19937_64& gen) {
+int executor_of(const std::string& assign, int task, int n, int executors, std::mt19937_64& gen) {
   if (executors == 1) return 0;
-  if (FLAGS_assign == "round_robin") return task % executors;
-  if (FLAGS_assign == "halves") return static_cast<int>(static_cast<int64_t>(task) * executors / n);
+  if (assign == "any") return pd::kAnyExecutor;
+  if (assign == "round_robin") return task % executors;
+  if (assign == "halves") return static_cast<int>(static_cast<int64_t>(task) * executors / n);
   return std::uniform_int_distribution<int>(0, executors - 1)(gen);
 }
 
-Stats bench_purine(const Dag& dag, int executors) {
+Stats bench_purine(const Dag& dag, int executors, const std::string& assign) {
   const int n = static_cast<int>(dag.predecessors.size());
   std::mt19937_64 gen(FLAGS_seed + 17);
   pd::Plan plan;
@@ -124,7 +129,7 @@ Stats bench_purine(const Dag& dag, int executors) {
   for (int i = 0; i < n; ++i) {
     pd::Task task;
     task.name = "t" + std::to_string(i);
-    task.executor = executor_of(i, n, executors, gen);
+    task.executor = executor_of(assign, i, n, executors, gen);
     task.run = [] {};
     plan.add_task(std::move(task));
   }
@@ -201,17 +206,21 @@ int main(int argc, char** argv) {
       "loadavg=%s; ns per task, median (best)\n",
       FLAGS_tasks, FLAGS_reps, FLAGS_window, FLAGS_assign.c_str(), FLAGS_idle_spin_us,
       std::thread::hardware_concurrency(), load_average().c_str());
-  std::printf("%-6s %-8s %22s %22s %11s\n", "shape", "threads", "purine ns/task", "tbb ns/task",
-              "purine/tbb");
+  std::printf("%-6s %-8s %-12s %22s %22s %11s\n", "shape", "threads", "placement", "purine ns/task",
+              "tbb ns/task", "purine/tbb");
   for (const Dag& dag : dags) {
     for (const std::string& count : split(FLAGS_threads)) {
       const int threads = std::stoi(count);
-      const Stats purine = bench_purine(dag, threads);
       const Stats tbb = FLAGS_tbb ? bench_tbb(dag, threads) : Stats{};
-      std::printf("%-6s %-8d %12.1f (%7.1f) %12.1f (%7.1f) %11.2f\n", dag.name.c_str(), threads,
-                  purine.median_ns, purine.best_ns, tbb.median_ns, tbb.best_ns,
-                  purine.median_ns / tbb.median_ns);
-      std::fflush(stdout);
+      const std::vector<std::string> placements =
+          threads == 1 ? std::vector<std::string>{"-"} : split(FLAGS_assign);
+      for (const std::string& assign : placements) {
+        const Stats purine = bench_purine(dag, threads, assign);
+        std::printf("%-6s %-8d %-12s %12.1f (%7.1f) %12.1f (%7.1f) %11.2f\n", dag.name.c_str(),
+                    threads, assign.c_str(), purine.median_ns, purine.best_ns, tbb.median_ns,
+                    tbb.best_ns, purine.median_ns / tbb.median_ns);
+        std::fflush(stdout);
+      }
     }
   }
   std::printf("thread hand-over floor (two threads bouncing an atomic, yielding): %.1f ns\n",
