@@ -5,6 +5,8 @@
 #   2r x 1t / 1r x 1t   the issue's target: at least 1.8x (twice the threads, twice the images)
 #   2r x 1t / 1r x 2t   the same total threads: what data parallelism gains over giving one
 #                       process both threads
+# and, as the machine's own ceiling for the first ratio, 1r x 2t / 1r x 1t: what a second core
+# gives one process with no communication at all (shared caches and memory bandwidth cap it).
 # Each configuration runs `rounds` times, alternating with the others, and keeps its best, so
 # none gets the quieter moment alone. Short runs: no evaluation, `iters` iterations each.
 #
@@ -74,6 +76,7 @@ verdict = "met" if dp / one >= 1.8 else "missed"
 print(f"{reduce:<7} {one:9.1f} {two:9.1f} {dp:9.1f} {dp / one:10.2f}x {dp / two:10.2f}x  {verdict}")
 EOF
 done
+python3 -c "import sys; print(f'machine ceiling: 1r x 2t / 1r x 1t = {float(sys.argv[2]) / float(sys.argv[1]):.2f}x')" "$one" "$two"
 echo "(images/s, global over ranks; 1r = one process, 2r = mpirun -np 2 --parallel=data)"
 echo "every run: 1r1t $(runs "$work/1r1t")| 1r2t $(runs "$work/1r2t")| ring" \
   "$(runs "$work/2r1t_ring")| ps $(runs "$work/2r1t_ps")| mpi $(runs "$work/2r1t_mpi")"
