@@ -26,10 +26,12 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
     return !pinned.count(b) && b->writers().size() == 1 && b->location().rank == rank;
   };
   // A swapped blob may be another name for a whole storage (the reshape of a concat's output):
-  // swap_memory exchanges whole storages, so all that storage's views follow the swap.
-  auto whole_view_ok = [&](const Blob* out, const Tensor& in) {
-    return swapped.count(out) && !out->has_tensor() && !out->accumulating() &&
-           out->writers().size() == 1 && out->location().rank == rank && in.covers_storage();
+  // swap_memory exchanges whole storages, so all that storage's views follow the swap. Not for
+  // a storage that another swap exchanges as well.
+  auto whole_view_ok = [&](const Blob* out, Blob* in) {
+    return swapped.count(out) && !swapped.count(in) && !out->has_tensor() && !out->accumulating() &&
+           out->writers().size() == 1 && out->location().rank == rank &&
+           in->tensor().covers_storage();
   };
   std::set<const Op*> aliased;
   // Concat first: its inputs become views of its output, before anything allocates them.
@@ -62,7 +64,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
     Blob* in = op->inputs()[0];
     bool ok = in->location() == op->location();
     for (const Blob* out : op->outputs())
-      ok = ok && (free_blob(out) || (reshape && whole_view_ok(out, in->tensor())));
+      ok = ok && (free_blob(out) || (reshape && whole_view_ok(out, in)));
     int64_t axis = 0;
     if (split) {
       axis = normalized_axis(*op, in->shape());
