@@ -108,8 +108,9 @@ void ThreadExecutor::thread_main(std::shared_ptr<EngineCore> keep_alive) {
 }
 
 bool ThreadExecutor::loop() {
-  // Rounds in a row in which only polled tasks were left and none finished.
-  int idle_polls = 0;
+  // Since when only polled tasks have been left and none has finished (while polls_idle).
+  bool polls_idle = false;
+  std::chrono::steady_clock::time_point idle_since;
   for (;;) {
     while (!local_.empty()) {
       const TaskId task = local_.back();
@@ -127,11 +128,18 @@ bool ThreadExecutor::loop() {
     if (!local_.empty()) continue;
     if (!fetch(/*block=*/false)) return true;
     if (!local_.empty() || in_flight_.size() < before) {
-      idle_polls = 0;
+      polls_idle = false;
     } else if (!in_flight_.empty()) {
-      // Back off the longer nothing happens: receives posted at the start of a step stay in
-      // flight for most of it, and polling them must not take a core from the computation.
-      if (++idle_polls < kBusyPolls) {
+      // Yield between rounds: on a busy core that hands it over at once. Receives posted at the
+      // start of a training step wait for most of it, and sleeping there was measured to cost
+      // more (late completions, timer wake-ups) than yielding; only a wait far longer than a
+      // step (a slow or dead peer) backs off to pauses between rounds.
+      const auto now = std::chrono::steady_clock::now();
+      if (!polls_idle) {
+        polls_idle = true;
+        idle_since = now;
+      }
+      if (now - idle_since < kPollSpin) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(kPollPause);

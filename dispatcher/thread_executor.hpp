@@ -8,9 +8,9 @@
 // variable.
 //
 // Tasks with a poll() callback stay in flight after run() returns and are polled between other
-// tasks; while only polled tasks remain the thread polls and yields, pausing briefly once
-// nothing has finished for a while, and never sleeps on the condition variable. Any executor
-// kind may own polled tasks: the Runnable puts an MPI transfer on its op's own thread.
+// tasks; while only polled tasks remain the thread polls and yields, pausing briefly between
+// rounds only once nothing has finished for a second, and never sleeps on the condition variable.
+// Any executor kind may own polled tasks: the Runnable puts an MPI transfer on its op's own thread.
 //
 // The OS thread is named after the executor (without the rank prefix), for top -H and gdb.
 //
@@ -67,8 +67,9 @@ class ThreadExecutor {
   bool abandon_if_busy();
 
  private:
-  // Polling rounds with nothing done before the executor pauses between rounds, and the pause.
-  static constexpr int kBusyPolls = 1024;
+  // How long polling rounds that finish nothing go on back to back (yielding) before the
+  // executor pauses between rounds, and the pause.
+  static constexpr std::chrono::milliseconds kPollSpin{1000};
   static constexpr std::chrono::microseconds kPollPause{20};
 
   static constexpr TaskId kIdle = -1;
