@@ -90,8 +90,11 @@ class Trainer::Impl {
     dp_ = build_data_parallel(
         train_, locations,
         [&](Graph& g, int r, int n) {
-          return build_network(g, options_, "train", options_.batch, true, r, n,
-                               r == 0 ? &train_data_ : nullptr);
+          IdxDataOp* data = nullptr;
+          ReplicaOutputs out =
+              build_network(g, options_, "train", options_.batch, true, r, n, &data);
+          if (r == options_.rank) train_data_ = data;  // this process's own data source
+          return out;
         },
         dp_options);
     initialize(dp_, train_, options_.seed, options_.rank);
@@ -141,12 +144,17 @@ class Trainer::Impl {
     TrainResult result;
     const auto start = Clock::now();
     Clock::time_point warm_start = start;
-    const int64_t total = total_iterations();
+    // A resumed run goes on where its checkpoint stopped, towards the same total.
+    require(iterations_done_ == 0 || total_iterations() > iterations_done_,
+            "nothing to train: the checkpoint is at iteration ", iterations_done_,
+            " and this run's total is ", total_iterations(), " (raise --max-iters or --epochs)");
+    const int64_t total = total_iterations() - iterations_done_;
     const int64_t warmup = std::min<int64_t>(10, total / 2);
     const double images_per_iteration = static_cast<double>(options_.batch) * options_.ranks;
     const bool leader = options_.rank == 0;
     for (int64_t it = 0; it < total; ++it) {
-      dp_.sgd.set_learning_rate(schedule_->at(it), options_.rank);
+      const int64_t global_it = iterations_done_;
+      dp_.sgd.set_learning_rate(schedule_->at(global_it), options_.rank);
       train_run_->run();
       ++iterations_done_;
       result.iterations = it + 1;
@@ -159,9 +167,9 @@ class Trainer::Impl {
         result.images_per_sec = timed_iters * images_per_iteration / timed;
       if (progress) {
         TrainProgress p;
-        p.iteration = result.iterations;
-        p.total_iterations = total;
-        p.epoch = static_cast<int>(it / iterations_per_epoch()) + 1;
+        p.iteration = iterations_done_;
+        p.total_iterations = total_iterations();
+        p.epoch = static_cast<int>(global_it / iterations_per_epoch()) + 1;
         p.loss = result.final_loss;
         p.images_per_sec = result.images_per_sec;
         double elapsed = std::chrono::duration<double>(now - start).count();
@@ -179,10 +187,21 @@ class Trainer::Impl {
     return result;
   }
 
-  void save(const std::string& path) const {
-    purine::save_checkpoint(train_, path, options_.model, iterations_done_);
+  // With several ranks each saves and loads its own file, PATH.rank<R>.
+  std::string checkpoint_path(const std::string& path) const {
+    return options_.ranks == 1 ? path : path + ".rank" + std::to_string(options_.rank);
   }
-  void load(const std::string& path) { iterations_done_ = purine::load_checkpoint(train_, path); }
+  void save(const std::string& path) const {
+    purine::save_checkpoint(train_, checkpoint_path(path), options_.model, iterations_done_,
+                            options_.rank, options_.ranks);
+  }
+  void load(const std::string& path) {
+    require(iterations_done_ == 0, "load a checkpoint before training, not after");
+    iterations_done_ =
+        purine::load_checkpoint(train_, checkpoint_path(path), options_.rank, options_.ranks);
+    // The data continue with the batch after the last one trained on.
+    train_data_->skip_to(iterations_done_);
+  }
   const Graph& graph() const { return train_; }
 
   double evaluate() {

@@ -51,7 +51,7 @@ struct TrainOptions {
 // Progress and results are global: the loss is the mean over all ranks' batches, images/s
 // counts every rank's images. Only rank 0 evaluates.
 struct TrainProgress {
-  int64_t iteration = 0;  // completed iterations
+  int64_t iteration = 0;  // completed iterations, those before a resumed checkpoint included
   int64_t total_iterations = 0;
   int epoch = 0;  // 1-based
   double loss = 0;
@@ -80,7 +80,11 @@ class Trainer {
   TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});
   // Accuracy of the current parameters on the test split.
   double evaluate();
-  // Parameters and optimizer state to or from a checkpoint file (purine/serialize.hpp).
+  // Parameters, optimizer state and the iteration count to or from a checkpoint file
+  // (purine/serialize.hpp); with several ranks each rank has its own file, PATH.rank<R>. After
+  // load_checkpoint (before train()), training goes on where the checkpoint stopped: the next
+  // batch of the same data order, the learning rate of the next iteration, up to the same
+  // total. Random ops (dropout) start their streams afresh.
   void save_checkpoint(const std::string& path) const;
   void load_checkpoint(const std::string& path);
   // The training graph (forward, backward and SGD), e.g. to export it.

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -37,11 +38,12 @@ std::string read_bytes(const std::string& path) {
   return s.str();
 }
 
-// Parameters and states, the tensors a checkpoint holds.
-std::vector<const Parameter*> persistent(const Graph& graph) {
+// Parameters and states on `rank`, the tensors a checkpoint holds.
+std::vector<const Parameter*> persistent(const Graph& graph, int rank) {
   std::vector<const Parameter*> out;
-  for (const Parameter& p : graph.parameters()) out.push_back(&p);
-  for (const Parameter& p : graph.states()) out.push_back(&p);
+  for (const auto* list : {&graph.parameters(), &graph.states()})
+    for (const Parameter& p : *list)
+      if (p.blob->location().rank == rank) out.push_back(&p);
   return out;
 }
 
@@ -91,11 +93,13 @@ void export_graph(const Graph& graph, const std::string& path) {
 }
 
 void save_checkpoint(const Graph& graph, const std::string& path, const std::string& model,
-                     int64_t iteration) {
+                     int64_t iteration, int rank, int ranks) {
   proto::Checkpoint c;
   c.set_model(model);
   c.set_iteration(iteration);
-  for (const Parameter* p : persistent(graph)) {
+  c.set_rank(rank);
+  c.set_ranks(ranks);
+  for (const Parameter* p : persistent(graph, rank)) {
     proto::NamedTensor* t = c.add_tensors();
     t->set_name(p->blob->name());
     Tensor& tensor = p->blob->tensor();
@@ -108,14 +112,19 @@ void save_checkpoint(const Graph& graph, const std::string& path, const std::str
   write_bytes(path, bytes);
 }
 
-int64_t load_checkpoint(Graph& graph, const std::string& path) {
+int64_t load_checkpoint(Graph& graph, const std::string& path, int rank, int ranks) {
   proto::Checkpoint c;
   require(c.ParseFromString(read_bytes(path)), "checkpoint '", path,
           "' is corrupt or not a Purine checkpoint");
+  const int saved_ranks = std::max(1, c.ranks());
+  require(saved_ranks == ranks && c.rank() == rank, "checkpoint '", path, "' holds rank ", c.rank(),
+          " of a run on ", saved_ranks, " process", saved_ranks == 1 ? "" : "es", "; this is rank ",
+          rank, " of ", ranks, " (resume with as many ranks as saved)");
   std::map<std::string, const proto::TensorProto*> by_name;
   for (const auto& t : c.tensors()) by_name[t.name()] = &t.tensor();
   // Check everything first, so that a bad file changes nothing.
-  for (const Parameter* p : persistent(graph)) {
+  const std::vector<const Parameter*> mine = persistent(graph, rank);
+  for (const Parameter* p : mine) {
     auto it = by_name.find(p->blob->name());
     require(it != by_name.end(), "checkpoint '", path, "' (model '", c.model(),
             "') has no tensor '", p->blob->name(), "'");
@@ -125,7 +134,7 @@ int64_t load_checkpoint(Graph& graph, const std::string& path) {
     require(it->second->data_size() == stored.count(), "checkpoint '", path, "': tensor '",
             p->blob->name(), "' holds ", it->second->data_size(), " values for shape ", stored);
   }
-  for (const Parameter* p : persistent(graph)) {
+  for (const Parameter* p : mine) {
     const proto::TensorProto* t = by_name[p->blob->name()];
     std::copy(t->data().begin(), t->data().end(), p->blob->tensor().mutable_data());
   }

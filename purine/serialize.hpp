@@ -17,11 +17,13 @@ proto::GraphProto graph_to_proto(const Graph& graph);
 // protobuf text when it ends in ".pbtxt".
 void export_graph(const Graph& graph, const std::string& path);
 
-// Saves the tensors of the graph's parameters and states.
+// Saves the tensors of the graph's parameters and states located on `rank` (of a run on `ranks`
+// processes; every rank saves its own file).
 void save_checkpoint(const Graph& graph, const std::string& path, const std::string& model,
-                     int64_t iteration);
-// Loads them back by name; returns the iteration stored. Every parameter and state of the graph
-// must be present with its shape.
-int64_t load_checkpoint(Graph& graph, const std::string& path);
+                     int64_t iteration, int rank = 0, int ranks = 1);
+// Loads them back by name; returns the iteration stored. The file must have been saved by the
+// same rank of a run on as many ranks, and hold every parameter and state on `rank` with its
+// shape.
+int64_t load_checkpoint(Graph& graph, const std::string& path, int rank = 0, int ranks = 1);
 
 }  // namespace purine

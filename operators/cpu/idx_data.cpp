@@ -144,8 +144,9 @@ class IdxDataOp::Prefetcher {
     int64_t valid = 0;
   };
 
+  // Serves batches first_batch, first_batch + 1, ...
   Prefetcher(const BatchPlan& plan, std::string dir, std::string split, int rows, int cols,
-             float scale, float mean)
+             float scale, float mean, int64_t first_batch)
       : plan_(plan),
         dir_(std::move(dir)),
         split_(std::move(split)),
@@ -153,7 +154,9 @@ class IdxDataOp::Prefetcher {
         cols_(cols),
         scale_(scale),
         mean_(mean),
-        orders_(plan) {
+        orders_(plan),
+        first_batch_(first_batch),
+        next_take_(first_batch) {
     for (Slot& slot : slots_) {
       slot.images.resize(static_cast<size_t>(plan_.batch * rows_ * cols_));
       slot.labels.resize(static_cast<size_t>(plan_.batch));
@@ -205,7 +208,7 @@ class IdxDataOp::Prefetcher {
               "idx_data: the ", split_, " files in ", dir_, " changed since the graph was built (",
               plan_.count, " images of ", rows_, "x", cols_, " then, ", data_->count, " of ",
               data_->rows, "x", data_->cols, " now)");
-      for (int64_t k = 0;; ++k) {
+      for (int64_t k = first_batch_;; ++k) {
         Slot& slot = slots_[k % 2];
         {
           std::unique_lock<std::mutex> lock(mutex_);
@@ -259,8 +262,9 @@ class IdxDataOp::Prefetcher {
   // Producer-only state.
   std::shared_ptr<const IdxDataset> data_;
   EpochOrders orders_;
+  const int64_t first_batch_;
   // Consumer-only state.
-  int64_t next_take_ = 0;
+  int64_t next_take_;
 
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -301,6 +305,12 @@ std::vector<Shape> IdxDataOp::output_shapes(const std::vector<Shape>& inputs) co
   return {Shape{batch_, 1, rows_, cols_}, Shape{batch_}};
 }
 
+void IdxDataOp::skip_to(int64_t batch) {
+  require(!prefetcher_, type(), ": skip_to must come before the first batch is served");
+  require(batch >= 0, type(), ": cannot skip to batch ", batch);
+  served_ = batch;
+}
+
 int64_t IdxDataOp::epoch() const { return served_ == 0 ? -1 : (served_ - 1) / batches_per_epoch_; }
 
 void IdxDataOp::compute_cpu(const std::vector<const Tensor*>&, const std::vector<Tensor*>& outputs,
@@ -318,7 +328,8 @@ void IdxDataOp::compute_cpu(const std::vector<const Tensor*>&, const std::vector
     plan.shuffle = shuffle_;
     plan.drop_last = drop_last_;
     plan.seed = seed_;
-    prefetcher_ = std::make_unique<Prefetcher>(plan, dir_, split_, rows_, cols_, scale_, mean_);
+    prefetcher_ =
+        std::make_unique<Prefetcher>(plan, dir_, split_, rows_, cols_, scale_, mean_, served_);
   }
   const Prefetcher::Served served =
       prefetcher_->take(outputs[0]->mutable_data(), outputs[1]->mutable_data());

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "graphs/trainer.hpp"
+#include "temp_dir.hpp"
 
 using namespace purine;
 
@@ -67,6 +68,51 @@ TEST_CASE("training is bit-identical across runs and dispatchers", "[trainer][e2
   REQUIRE(serial.size() == 20);
   REQUIRE(losses(dispatch::Mode::kParallel) == serial);
   REQUIRE(losses(dispatch::Mode::kParallel) == serial);
+}
+
+TEST_CASE("a resumed run continues exactly where its checkpoint stopped", "[trainer][e2e]") {
+  if (!have_data()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  // 30 iterations in one go against 12, a checkpoint, and a resumed run of the remaining 18,
+  // with a step schedule so that the learning rate depends on the iteration (but not on the
+  // total). An epoch is 20 batches here, so the resumed run starts mid-epoch and crosses into
+  // the next one (a new shuffle).
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.max_iters = 30;
+  o.batch = 3000;
+  o.evaluate = false;
+  o.lr_policy = "step";
+  o.lr_step = 7;
+  // The losses of a train() call that ends at iteration `total`.
+  auto losses_of = [](Trainer& trainer, int64_t total) {
+    std::vector<double> out;
+    int64_t last = 0;
+    trainer.train([&](const TrainProgress& p) {
+      out.push_back(p.loss);
+      last = p.iteration;
+      REQUIRE(p.total_iterations == total);
+    });
+    REQUIRE(last == total);
+    return out;
+  };
+  Trainer whole(o);
+  const std::vector<double> expected = losses_of(whole, 30);
+  REQUIRE(expected.size() == 30);
+
+  testing::TempDir dir;
+  TrainOptions first_part = o;
+  first_part.max_iters = 12;
+  Trainer first(first_part);
+  std::vector<double> losses = losses_of(first, 12);
+  first.save_checkpoint(dir.file("ckpt"));
+  Trainer second(o);
+  second.load_checkpoint(dir.file("ckpt"));
+  const std::vector<double> rest = losses_of(second, 30);
+  REQUIRE(rest.size() == 18);
+  losses.insert(losses.end(), rest.begin(), rest.end());
+  REQUIRE(losses == expected);  // bit for bit
 }
 
 TEST_CASE("bad trainer options are rejected before training", "[trainer]") {

@@ -31,8 +31,12 @@ DEFINE_uint64(seed, 1, "random seed (initialization, shuffling, dropout)");
 DEFINE_string(summary, "", "write a JSON summary of the run to this file");
 DEFINE_string(executor, "parallel", "dispatcher: parallel or serial");
 DEFINE_string(trace, "", "write a Chrome-trace JSON of the training runs to this file");
-DEFINE_string(checkpoint, "", "save parameters and optimizer state here after training");
-DEFINE_string(resume, "", "load parameters and optimizer state from this checkpoint first");
+DEFINE_string(checkpoint, "",
+              "save parameters, optimizer state and the iteration count here after training "
+              "(with several ranks each writes FILE.rank<R>)");
+DEFINE_string(resume, "",
+              "continue from this checkpoint (the --checkpoint FILE of an earlier run with as many "
+              "ranks): its weights, optimizer state, data position and iteration count");
 DEFINE_string(export_graph, "",
               "write the training graph here (.dot: GraphViz, .pbtxt: protobuf text, else binary)");
 DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate skips it)");
@@ -79,8 +83,6 @@ TrainOptions options_from_flags() {
           "--parallel must be none or data, got '", FLAGS_parallel, "'");
   require(FLAGS_parallel == "data" || o.ranks == 1, "running on ", o.ranks,
           " MPI ranks needs --parallel=data");
-  require(o.ranks == 1 || (FLAGS_checkpoint.empty() && FLAGS_resume.empty()),
-          "--checkpoint and --resume support single-process training only");
   require(FLAGS_executor == "parallel" || FLAGS_executor == "serial",
           "--executor must be parallel or serial, got '", FLAGS_executor, "'");
   o.mode = FLAGS_executor == "serial" ? dispatch::Mode::kSerial : dispatch::Mode::kParallel;
@@ -123,11 +125,11 @@ int run_train() {
     std::fflush(stdout);
   };
   TrainResult result = trainer.train(progress);
+  if (!FLAGS_checkpoint.empty()) trainer.save_checkpoint(FLAGS_checkpoint);
   if (!leader) return 0;
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);
-  if (!FLAGS_checkpoint.empty()) trainer.save_checkpoint(FLAGS_checkpoint);
   if (!FLAGS_summary.empty()) write_summary(FLAGS_summary, options, result);
   return 0;
 }
