@@ -55,7 +55,9 @@ uint64_t EngineCore::progress() const {
 
 ThreadExecutor* EngineCore::idle_executor(ExecutorId except) const {
   for (size_t e = 0; e < executors.size(); ++e)
-    if (static_cast<ExecutorId>(e) != except && executors[e]->idle()) return executors[e].get();
+    if (static_cast<ExecutorId>(e) != except &&
+        plan.executors()[e].kind == ExecutorKind::kCpuThread && executors[e]->idle())
+      return executors[e].get();
   return nullptr;
 }
 

@@ -46,7 +46,8 @@ struct EngineCore {
   // Called by an executor thread when it has completed all its tasks of the run, and once more
   // by whichever completes the last floating (kAnyExecutor) task.
   void executor_finished_run() EXCLUDES(mu);
-  // An executor other than `except` waiting for work, or null; for handing out floating tasks.
+  // A kCpuThread executor other than `except` waiting for work, or null; for handing out
+  // floating tasks.
   ThreadExecutor* idle_executor(ExecutorId except) const;
   // Tasks completed (run or skipped) by all executors since construction.
   uint64_t progress() const;

@@ -16,9 +16,10 @@ using TaskId = int;
 using ExecutorId = int;
 using ResourceId = int;
 
-// Task::executor for a task that may run on any executor: the one that completes its last
-// predecessor runs it next (a chain of such tasks never changes threads), unless that executor
-// has other work ready and another one is idle, which then gets it. Sources start on the
+// Task::executor for a task that may run on any kCpuThread executor: the one that completes its
+// last predecessor runs it next (a chain of such tasks never changes threads), unless that
+// executor has other work ready and another kCpuThread one is idle, which then gets it (a kMpi
+// executor completing it keeps it only when no other is idle). Sources start on the kCpuThread
 // executors in turn.
 constexpr ExecutorId kAnyExecutor = -1;
 

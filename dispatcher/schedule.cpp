@@ -119,13 +119,16 @@ Schedule Schedule::build(const Plan& plan) {
   s.sources_.assign(num_executors, {});
   s.tasks_per_executor_.assign(num_executors, 0);
   // Sources in reverse topological order: executors pop their queues from the back.
-  int next_floating_source = 0;
+  std::vector<ExecutorId> cpu_threads;  // where floating sources start, in turn
+  for (ExecutorId e = 0; e < num_executors; ++e)
+    if (plan.executors()[e].kind == ExecutorKind::kCpuThread) cpu_threads.push_back(e);
+  size_t next_floating_source = 0;
   for (auto it = s.order_.rbegin(); it != s.order_.rend(); ++it) {
     ExecutorId e = plan.tasks()[*it].executor;
     if (e == kAnyExecutor) {
       ++s.floating_tasks_;
       if (s.in_degree_[*it] > 0) continue;
-      e = next_floating_source++ % num_executors;
+      e = cpu_threads[next_floating_source++ % cpu_threads.size()];
     } else {
       ++s.tasks_per_executor_[e];
     }

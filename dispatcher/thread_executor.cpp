@@ -13,7 +13,10 @@
 namespace purine::dispatch {
 
 ThreadExecutor::ThreadExecutor(EngineCore* core, ExecutorId id)
-    : core_(core), id_(id), tasks_per_run_(core->schedule.tasks_on(id)) {
+    : core_(core),
+      id_(id),
+      tasks_per_run_(core->schedule.tasks_on(id)),
+      cpu_thread_(core->plan.executors()[id].kind == ExecutorKind::kCpuThread) {
   local_.reserve(64);
 }
 
@@ -250,8 +253,9 @@ void ThreadExecutor::complete(TaskId task) {
     if (!tasks.satisfy(*next)) continue;
     ExecutorId owner = tasks.owner(*next);
     if (owner == kAnyExecutor) {
-      // Run it here next, unless there is other work here and another executor is idle.
-      ThreadExecutor* idle = local_.empty() ? nullptr : core.idle_executor(id_);
+      // Run it here next, unless there is other work here (or this is no compute thread) and
+      // another executor is idle.
+      ThreadExecutor* idle = local_.empty() && cpu_thread_ ? nullptr : core.idle_executor(id_);
       owner = idle ? idle->id_ : id_;
     }
     if (owner == id_) {

@@ -86,6 +86,7 @@ class ThreadExecutor {
   EngineCore* const core_;
   const ExecutorId id_;
   const int tasks_per_run_;
+  const bool cpu_thread_;  // kind kCpuThread
   std::thread thread_;
 
   // Owned by the executor thread.

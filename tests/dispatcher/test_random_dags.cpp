@@ -98,8 +98,9 @@ pd::Plan random_plan(std::mt19937& gen, World* world) {
     t.writes.erase(std::unique(t.writes.begin(), t.writes.end()), t.writes.end());
     t.draws = with_rng && uniform(0, 4) == 0;
     t.polls = uniform(0, 9) == 0 ? uniform(1, 4) : 0;
-    // -1 is kAnyExecutor: the dispatcher places the task.
-    t.executor = uniform(-1, num_executors - 1);
+    // -1 is kAnyExecutor: the dispatcher places the task on a kCpuThread executor (all but
+    // the last one, a kMpi executor).
+    t.executor = uniform(num_executors > 1 ? -1 : 0, num_executors - 1);
   }
 
   std::vector<int> id_of(n);
