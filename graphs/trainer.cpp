@@ -193,12 +193,14 @@ class Trainer::Impl {
   }
   void save(const std::string& path) const {
     purine::save_checkpoint(train_, checkpoint_path(path), options_.model, iterations_done_,
-                            options_.rank, options_.ranks);
+                            options_.rank, options_.ranks, train_run_->rng_states());
   }
   void load(const std::string& path) {
     require(iterations_done_ == 0, "load a checkpoint before training, not after");
-    iterations_done_ =
-        purine::load_checkpoint(train_, checkpoint_path(path), options_.rank, options_.ranks);
+    std::map<std::string, std::string> rng_states;
+    iterations_done_ = purine::load_checkpoint(train_, checkpoint_path(path), options_.rank,
+                                               options_.ranks, &rng_states);
+    train_run_->set_rng_states(rng_states);
     // The data continue with the batch after the last one trained on.
     train_data_->skip_to(iterations_done_);
   }

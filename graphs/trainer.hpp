@@ -83,8 +83,8 @@ class Trainer {
   // Parameters, optimizer state and the iteration count to or from a checkpoint file
   // (purine/serialize.hpp); with several ranks each rank has its own file, PATH.rank<R>. After
   // load_checkpoint (before train()), training goes on where the checkpoint stopped: the next
-  // batch of the same data order, the learning rate of the next iteration, up to the same
-  // total. Random ops (dropout) start their streams afresh.
+  // batch of the same data order, the learning rate of the next iteration and the random
+  // generators where they stopped, up to the same total.
   void save_checkpoint(const std::string& path) const;
   void load_checkpoint(const std::string& path);
   // The training graph (forward, backward and SGD), e.g. to export it.

@@ -253,6 +253,25 @@ void Runnable::sync() {
 
 void Runnable::add_observer(dispatch::Observer* observer) { engine_->add_observer(observer); }
 
+std::map<std::string, std::string> Runnable::rng_states() const {
+  std::map<std::string, std::string> states;
+  for (const auto& [location, rng] : rngs_) states[location.to_string()] = rng->state();
+  return states;
+}
+
+void Runnable::set_rng_states(const std::map<std::string, std::string>& states) {
+  std::map<Rng*, Rng> restored;  // checked in full before any generator changes
+  for (const auto& [location, state] : states) {
+    Rng* rng = nullptr;
+    for (const auto& [l, r] : rngs_)
+      if (l.to_string() == location) rng = r.get();
+    require(rng != nullptr, "random generator state for ", location,
+            ": this rank has no random ops there");
+    restored[rng].set_state(state);
+  }
+  for (auto& [rng, state] : restored) *rng = state;
+}
+
 int Runnable::num_tasks() const { return static_cast<int>(engine_->plan().tasks().size()); }
 
 }  // namespace purine

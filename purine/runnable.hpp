@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "dispatcher/engine.hpp"
 #include "purine/base/rng.hpp"
@@ -53,6 +54,11 @@ class Runnable {
   const RunOptions& options() const { return options_; }
   // Number of ops this rank runs.
   int num_tasks() const;
+  // The state of this rank's random generators (one per location with random ops), keyed by
+  // location, for checkpoints; between runs only. set_rng_states throws purine::Error naming a
+  // location this rank has no generator for, or a bad state, and then changes nothing.
+  std::map<std::string, std::string> rng_states() const;
+  void set_rng_states(const std::map<std::string, std::string>& states);
 
  private:
   Graph& graph_;

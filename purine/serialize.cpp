@@ -93,12 +93,14 @@ void export_graph(const Graph& graph, const std::string& path) {
 }
 
 void save_checkpoint(const Graph& graph, const std::string& path, const std::string& model,
-                     int64_t iteration, int rank, int ranks) {
+                     int64_t iteration, int rank, int ranks,
+                     const std::map<std::string, std::string>& rng_states) {
   proto::Checkpoint c;
   c.set_model(model);
   c.set_iteration(iteration);
   c.set_rank(rank);
   c.set_ranks(ranks);
+  c.mutable_rng_states()->insert(rng_states.begin(), rng_states.end());
   for (const Parameter* p : persistent(graph, rank)) {
     proto::NamedTensor* t = c.add_tensors();
     t->set_name(p->blob->name());
@@ -112,7 +114,8 @@ void save_checkpoint(const Graph& graph, const std::string& path, const std::str
   write_bytes(path, bytes);
 }
 
-int64_t load_checkpoint(Graph& graph, const std::string& path, int rank, int ranks) {
+int64_t load_checkpoint(Graph& graph, const std::string& path, int rank, int ranks,
+                        std::map<std::string, std::string>* rng_states) {
   proto::Checkpoint c;
   require(c.ParseFromString(read_bytes(path)), "checkpoint '", path,
           "' is corrupt or not a Purine checkpoint");
@@ -138,6 +141,7 @@ int64_t load_checkpoint(Graph& graph, const std::string& path, int rank, int ran
     const proto::TensorProto* t = by_name[p->blob->name()];
     std::copy(t->data().begin(), t->data().end(), p->blob->tensor().mutable_data());
   }
+  if (rng_states) *rng_states = {c.rng_states().begin(), c.rng_states().end()};
   return c.iteration();
 }
 

@@ -1,8 +1,25 @@
 #include "purine/base/rng.hpp"
 
 #include <cmath>
+#include <sstream>
+
+#include "purine/base/error.hpp"
 
 namespace purine {
+
+std::string Rng::state() const {
+  std::ostringstream out;
+  out << engine_;
+  return out.str();
+}
+
+void Rng::set_state(const std::string& state) {
+  std::istringstream in(state);
+  std::mt19937 engine;
+  in >> engine;
+  require(!in.fail(), "random generator state: not an mt19937 state (", state.size(), " bytes)");
+  engine_ = engine;
+}
 
 float Rng::gaussian(float mean, float stddev) {
   // 1 - u keeps the logarithm's argument in (0, 1].

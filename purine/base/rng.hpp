@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 
 namespace purine {
 
@@ -23,6 +24,11 @@ class Rng {
   float gaussian(float mean, float stddev);
   // Uniform integer in [0, n).
   uint64_t below(uint64_t n) { return next_u32() % n; }
+
+  // The generator's whole state as text, and back (for checkpoints): after set_state(state())
+  // of another Rng, both draw the same sequence. set_state throws purine::Error on bad text.
+  std::string state() const;
+  void set_state(const std::string& state);
 
  private:
   std::mt19937 engine_;

@@ -77,6 +77,33 @@ TEST_CASE("parallel and serial dispatchers agree bit for bit with a shared RNG",
   REQUIRE(std::memcmp(serial.data(), serial.data() + 128, 128 * sizeof(float)) != 0);
 }
 
+TEST_CASE("restored random generator states repeat the masks drawn after them", "[runnable]") {
+  // Build the dropout net's graph twice; the second Runnable takes the first's RNG states after
+  // one run, so its first run draws the masks of the first Runnable's second run.
+  auto build = [](Graph& g) {
+    Blob* x = g.add_blob("x", {4, 8});
+    x->tensor().fill(1);
+    Attrs a;
+    a.set("ratio", 0.5);
+    return g.apply("drop", "dropout", a, {x})[0];
+  };
+  Graph g1, g2;
+  Blob* y1 = build(g1);
+  Blob* y2 = build(g2);
+  RunOptions options;
+  options.seed = 9;
+  Runnable first(g1, options), second(g2, options);
+  first.run();
+  const auto states = first.rng_states();
+  REQUIRE(states.size() == 1);
+  first.run();
+  second.set_rng_states(states);
+  second.run();
+  REQUIRE(std::memcmp(y1->tensor().data(), y2->tensor().data(), 32 * sizeof(float)) == 0);
+  REQUIRE_THROWS_WITH(second.set_rng_states({{"rank3:cpu", states.begin()->second}}),
+                      Contains("rank3:cpu"));
+}
+
 TEST_CASE("ops on any thread give the results of pinned ones", "[runnable]") {
   auto pinned = run_dropout_net(dispatch::Mode::kParallel, 3);
   for (int repeat = 0; repeat < 5; ++repeat) {

@@ -30,11 +30,14 @@ TEST_CASE("checkpoints round-trip parameters and states", "[serialize]") {
   for (int i = 0; i < 6; ++i) a.w->tensor().mutable_data()[i] = 0.5f * i;
   for (int i = 0; i < 3; ++i) a.s->tensor().mutable_data()[i] = -1.0f * i;
   std::string path = dir.file("ckpt.pb");
-  save_checkpoint(a.g, path, "tiny", 42);
+  const std::map<std::string, std::string> rngs = {{"rank0:cpu", "1 2 3"}};
+  save_checkpoint(a.g, path, "tiny", 42, 0, 1, rngs);
   Net b;
-  REQUIRE(load_checkpoint(b.g, path) == 42);
+  std::map<std::string, std::string> loaded;
+  REQUIRE(load_checkpoint(b.g, path, 0, 1, &loaded) == 42);
   for (int i = 0; i < 6; ++i) REQUIRE(b.w->tensor().data()[i] == 0.5f * i);
   for (int i = 0; i < 3; ++i) REQUIRE(b.s->tensor().data()[i] == -1.0f * i);
+  CHECK(loaded == rngs);
 }
 
 TEST_CASE("bad checkpoints are reported and change nothing", "[serialize]") {
