@@ -13,6 +13,32 @@ namespace {
 // Element counts below this stay on the calling thread: forking costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
+// y[i] = f(x[i]) over input 0; `parallel_min` elements or more are split over the OpenMP team.
+template <typename F>
+void map_forward(const std::string& type, const std::vector<const Tensor*>& inputs,
+                 const std::vector<Tensor*>& outputs, int64_t parallel_min, F f) {
+  require_contiguous(type, inputs, outputs);
+  const int64_t n = inputs[0]->count();
+  const float* x = inputs[0]->data();
+  float* y = outputs[0]->mutable_data();
+#pragma omp parallel for if (n > parallel_min)
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+// dx[i] = f(y[i], dy[i]) over inputs y (the forward output) and dy. Both values are loaded
+// before f chooses between them, so a select like ReLU's stays a vectorized blend rather than
+// a branch on the sign of y (a coin flip to the branch predictor).
+template <typename F>
+void map_grad(const std::string& type, const std::vector<const Tensor*>& inputs,
+              const std::vector<Tensor*>& outputs, F f) {
+  require_contiguous(type, inputs, outputs);
+  const int64_t n = inputs[0]->count();
+  const float* y = inputs[0]->data();
+  const float* dy = inputs[1]->data();
+  float* dx = outputs[0]->mutable_data();
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dx[i] = f(y[i], dy[i]);
+}
 
 }  // namespace
 
@@ -36,70 +62,33 @@ std::vector<Shape> ActivationGradOp::output_shapes(const std::vector<Shape>& inp
 
 void ReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
-  const int64_t n = inputs[0]->count();
-  const float* x = inputs[0]->data();
-  float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  map_forward(type(), inputs, outputs, kParallelMin, [](float x) { return x > 0.0f ? x : 0.0f; });
 }
 
 void SigmoidOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
-  const int64_t n = inputs[0]->count();
-  const float* x = inputs[0]->data();
-  float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin / 8)
-  for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+  map_forward(type(), inputs, outputs, kParallelMin / 8,
+              [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
 }
 
 void TanhOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
-  const int64_t n = inputs[0]->count();
-  const float* x = inputs[0]->data();
-  float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin / 8)
-  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+  map_forward(type(), inputs, outputs, kParallelMin / 8, [](float x) { return std::tanh(x); });
 }
 
 void ReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
-  const int64_t n = inputs[0]->count();
-  const float* y = inputs[0]->data();
-  const float* dy = inputs[1]->data();
-  float* dx = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    // Load dy[i] unconditionally: a load under the condition keeps the loop scalar and
-    // branchy, and the sign of y is a coin flip to the branch predictor.
-    const float g = dy[i];
-    dx[i] = y[i] > 0.0f ? g : 0.0f;
-  }
+  map_grad(type(), inputs, outputs, [](float y, float dy) { return y > 0.0f ? dy : 0.0f; });
 }
 
 void SigmoidGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                 const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
-  const int64_t n = inputs[0]->count();
-  const float* y = inputs[0]->data();
-  const float* dy = inputs[1]->data();
-  float* dx = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+  map_grad(type(), inputs, outputs, [](float y, float dy) { return dy * y * (1.0f - y); });
 }
 
 void TanhGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
-  const int64_t n = inputs[0]->count();
-  const float* y = inputs[0]->data();
-  const float* dy = inputs[1]->data();
-  float* dx = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+  map_grad(type(), inputs, outputs, [](float y, float dy) { return dy * (1.0f - y * y); });
 }
 
 PURINE_REGISTER_OPERATOR("relu", ReluOp);
