@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "graphs/buckets.hpp"
 #include "purine/autodiff.hpp"
 #include "purine/base/error.hpp"
 
@@ -20,6 +21,102 @@ Blob* replica_mean(Graph& g, const std::string& name, const std::vector<Blob*>& 
   Attrs attrs;
   attrs.set("alpha", 1.0 / static_cast<double>(values.size()));
   return g.apply("mean", "scale", attrs, {total}, {"value"})[0];
+}
+
+// The reduction and update of parameter i on every replica.
+void reduce_parameter(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads, int i,
+                      int server, const DataParallelOptions& options) {
+  const std::vector<Location>& locations = dp.locations;
+  const int n = static_cast<int>(locations.size());
+  std::vector<Blob*> parts;
+  for (int r = 0; r < n; ++r) parts.push_back(grads[r].of(dp.parameters[r][i].blob));
+  const std::string name = dp.parameters[0][i].blob->name() + "::reduce";
+  if (options.reduction == Reduction::kParameterServer) {
+    const Parameter& master = dp.parameters[server][i];
+    Blob* total = aggregate(g, name, parts, locations[server]);
+    Blob* updated =
+        add_sgd_update(g, master, total, dp.sgd.learning_rate(g, locations[server]), options.sgd);
+    std::vector<Blob*> copies = distribute(g, updated, locations);
+    for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, copies[r]);
+    return;
+  }
+  if (options.reduction == Reduction::kRing && n > 1) {
+    // Reduce-scatter the gradient, update on each rank the chunk of the weights whose
+    // gradient it summed (its momentum covers that chunk only), all-gather the new weights:
+    // the same traffic as an allreduce of the gradient, 1/N of the update work per rank.
+    const RingShards shards = ring_reduce_scatter(g, name, parts);
+    std::vector<Blob*> updated(n, nullptr);
+    for (int r = 0; r < n; ++r) {
+      if (!shards.owned[r]) continue;
+      Parameter chunk = dp.parameters[r][i];
+      {
+        Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
+        Graph::Placement placement(g, locations[r], "comm");
+        chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
+      }
+      updated[r] = add_sgd_update(g, chunk, shards.owned[r], dp.sgd.learning_rate(g, locations[r]),
+                                  options.sgd);
+    }
+    const std::vector<Blob*> weights =
+        ring_all_gather(g, dp.parameters[0][i].blob->name() + "::gather", shards, updated);
+    for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
+    return;
+  }
+  std::vector<Blob*> sums = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
+                                                                  : mpi_allreduce(g, name, parts);
+  for (int r = 0; r < n; ++r) {
+    const Parameter& p = dp.parameters[r][i];
+    Blob* updated =
+        add_sgd_update(g, p, sums[r], dp.sgd.learning_rate(g, locations[r]), options.sgd);
+    g.add_swap(p.blob, updated);
+  }
+}
+
+// The parameters `members` reduced together: each replica fuses their gradients into one flat
+// blob, one reduction sums it, and the sum is cut back into per-parameter gradients for the
+// usual updates (on every replica; with a parameter server, there, then the weights are sent).
+void reduce_bucket(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads,
+                   const std::vector<int>& members, int server,
+                   const DataParallelOptions& options) {
+  const std::vector<Location>& locations = dp.locations;
+  const int n = static_cast<int>(locations.size());
+  const std::string name = dp.parameters[0][members[0]].blob->name() + "::bucket";
+  std::vector<Shape> shapes;
+  for (int i : members) shapes.push_back(dp.parameters[0][i].blob->shape());
+  std::vector<Blob*> parts;
+  for (int r = 0; r < n; ++r) {
+    Graph::Placement placement(g, locations[r], "comm");
+    std::vector<Blob*> local;
+    for (int i : members) local.push_back(grads[r].of(dp.parameters[r][i].blob));
+    parts.push_back(fuse(g, name + "::fuse" + std::to_string(r), local));
+  }
+  // Every replica that updates, with the fused sum at its location.
+  std::vector<std::pair<int, Blob*>> sums;
+  if (options.reduction == Reduction::kParameterServer) {
+    sums.emplace_back(server, aggregate(g, name, parts, locations[server]));
+  } else {
+    std::vector<Blob*> all = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
+                                                                   : mpi_allreduce(g, name, parts);
+    for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);
+  }
+  for (const auto& [r, sum] : sums) {
+    std::vector<Blob*> pieces;
+    {
+      Graph::Placement placement(g, locations[r], "comm");
+      pieces = unfuse(g, name + "::unfuse" + std::to_string(r), sum, shapes);
+    }
+    for (size_t k = 0; k < members.size(); ++k) {
+      const Parameter& p = dp.parameters[r][members[k]];
+      Blob* updated =
+          add_sgd_update(g, p, pieces[k], dp.sgd.learning_rate(g, locations[r]), options.sgd);
+      if (options.reduction != Reduction::kParameterServer) {
+        g.add_swap(p.blob, updated);
+        continue;
+      }
+      std::vector<Blob*> copies = distribute(g, updated, locations);
+      for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][members[k]].blob, copies[q]);
+    }
+  }
 }
 
 }  // namespace
@@ -66,50 +163,22 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   }
   // Last parameters first: the backward pass produces their gradients first, and creation
   // order is the tie-break that orders collectives (mpi_allreduce) on every rank.
-  for (size_t i = dp.parameters[0].size(); i-- > 0;) {
+  std::vector<int> order;
+  std::vector<int64_t> bytes;
+  for (int i = static_cast<int>(dp.parameters[0].size()); i-- > 0;) {
     if (!grads[0].has(dp.parameters[0][i].blob)) continue;
-    std::vector<Blob*> parts;
-    for (int r = 0; r < n; ++r) parts.push_back(grads[r].of(dp.parameters[r][i].blob));
-    const std::string name = dp.parameters[0][i].blob->name() + "::reduce";
-    if (options.reduction == Reduction::kParameterServer) {
-      const Parameter& master = dp.parameters[server][i];
-      Blob* total = aggregate(g, name, parts, locations[server]);
-      Blob* updated =
-          add_sgd_update(g, master, total, dp.sgd.learning_rate(g, locations[server]), options.sgd);
-      std::vector<Blob*> copies = distribute(g, updated, locations);
-      for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, copies[r]);
-      continue;
-    }
-    if (options.reduction == Reduction::kRing && n > 1) {
-      // Reduce-scatter the gradient, update on each rank the chunk of the weights whose
-      // gradient it summed (its momentum covers that chunk only), all-gather the new weights:
-      // the same traffic as an allreduce of the gradient, 1/N of the update work per rank.
-      const RingShards shards = ring_reduce_scatter(g, name, parts);
-      std::vector<Blob*> updated(n, nullptr);
-      for (int r = 0; r < n; ++r) {
-        if (!shards.owned[r]) continue;
-        Parameter chunk = dp.parameters[r][i];
-        {
-          Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
-          Graph::Placement placement(g, locations[r], "comm");
-          chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
-        }
-        updated[r] = add_sgd_update(g, chunk, shards.owned[r],
-                                    dp.sgd.learning_rate(g, locations[r]), options.sgd);
-      }
-      const std::vector<Blob*> weights =
-          ring_all_gather(g, dp.parameters[0][i].blob->name() + "::gather", shards, updated);
-      for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
-      continue;
-    }
-    std::vector<Blob*> sums = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
-                                                                    : mpi_allreduce(g, name, parts);
-    for (int r = 0; r < n; ++r) {
-      const Parameter& p = dp.parameters[r][i];
-      Blob* updated =
-          add_sgd_update(g, p, sums[r], dp.sgd.learning_rate(g, locations[r]), options.sgd);
-      g.add_swap(p.blob, updated);
-    }
+    order.push_back(i);
+    bytes.push_back(dp.parameters[0][i].blob->shape().count() *
+                    static_cast<int64_t>(sizeof(float)));
+  }
+  // One replica has nothing to reduce: fusing would only add ops.
+  for (const std::vector<int>& bucket : plan_buckets(bytes, n > 1 ? options.bucket_bytes : 0)) {
+    std::vector<int> members;
+    for (int k : bucket) members.push_back(order[k]);
+    if (members.size() == 1)
+      reduce_parameter(g, dp, grads, members[0], server, options);
+    else
+      reduce_bucket(g, dp, grads, members, server, options);
   }
   std::vector<Blob*> losses, accuracies;
   for (const ReplicaOutputs& out : dp.replicas) {

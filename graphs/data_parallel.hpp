@@ -7,10 +7,14 @@
 //   kParameterServer: gradients aggregated at `server`, updated there, new weights distributed
 //                     (the Purine paper's scheme);
 //   kMpi:             a native MPI_Allreduce op per gradient, for comparison.
-// Each parameter's reduction depends only on that parameter's gradient, so the dispatcher starts
-// it as soon as the gradient exists: communication overlaps the rest of the backward pass.
+// Each reduction depends only on its own gradients, so the dispatcher starts it as soon as they
+// exist: communication overlaps the rest of the backward pass. Small gradients are fused into
+// buckets of up to `bucket_bytes` (graphs/buckets.hpp), neighbours in backward order, each bucket
+// reduced once; a gradient of at least `bucket_bytes` is reduced alone (with kRing, each rank
+// then updates only the chunk it summed).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -33,6 +37,7 @@ struct DataParallelOptions {
   Reduction reduction = Reduction::kRing;
   Location server = Location::cpu(0);  // kParameterServer: one of the replicas' locations
   SgdOptions sgd;
+  int64_t bucket_bytes = 256 << 10;  // 0: every gradient reduced alone
 };
 
 struct DataParallelGraph {

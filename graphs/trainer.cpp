@@ -69,6 +69,7 @@ void check_options(const TrainOptions& o) {
   require(o.max_iters >= 0, "--max-iters must be non-negative, got ", o.max_iters);
   require(o.lr > 0, "--lr must be positive, got ", o.lr);
   require(o.threads > 0, "--threads must be positive, got ", o.threads);
+  require(o.bucket_kb >= 0, "--bucket-kb must be non-negative, got ", o.bucket_kb);
   require(o.test_batch > 0, "test batch must be positive, got ", o.test_batch);
   require(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "rank ", o.rank, " of ", o.ranks,
           " ranks");
@@ -85,6 +86,7 @@ class Trainer::Impl {
     for (int r = 0; r < options_.ranks; ++r) locations.push_back(Location::cpu(r));
     DataParallelOptions dp_options;
     dp_options.reduction = parse_reduction(options_.reduce);
+    dp_options.bucket_bytes = options_.bucket_kb * 1024;
     dp_options.sgd.momentum = options_.momentum;
     dp_options.sgd.weight_decay = options_.weight_decay;
     dp_ = build_data_parallel(

@@ -37,6 +37,9 @@ struct TrainOptions {
   int ranks = mpi_world_size();
   int rank = mpi_world_rank();
   std::string reduce = "ring";
+  // Gradients smaller than this are fused into buckets of up to this size, each reduced once
+  // (graphs/buckets.hpp); 0 reduces every gradient alone.
+  int64_t bucket_kb = 256;
   std::chrono::milliseconds stall_timeout{60000};
   uint64_t seed = 1;
   dispatch::Mode mode = dispatch::Mode::kParallel;

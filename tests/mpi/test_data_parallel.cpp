@@ -1,7 +1,9 @@
 // Data-parallel training over the MPI ranks (graphs/data_parallel.hpp through the Trainer):
 // N ranks with batch b each follow the loss trajectory of one process with batch N*b (same seed,
-// same data order), for every reduction (ring, ps, mpi); every replica ends with the same
-// weights, bit for bit; two identical N-rank runs are bit-identical.
+// same data order), for every reduction (ring, ps, mpi), with the default gradient buckets (in
+// mlp and lenet the small gradients are fused, the first layer's weight is reduced alone) and
+// with every gradient reduced alone; every replica ends with the same weights, bit for bit; two
+// identical N-rank runs are bit-identical.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -32,7 +34,7 @@ bool have_data() {
 }
 
 TrainOptions options(const std::string& model, int ranks, int rank, int batch,
-                     const std::string& reduce) {
+                     const std::string& reduce, int64_t bucket_kb = TrainOptions().bucket_kb) {
   TrainOptions o;
   o.model = model;
   o.data_dir = kData;
@@ -44,6 +46,7 @@ TrainOptions options(const std::string& model, int ranks, int rank, int batch,
   o.ranks = ranks;
   o.rank = rank;
   o.reduce = reduce;
+  o.bucket_kb = bucket_kb;
   o.evaluate = false;
   o.stall_timeout = kStallTimeout;
   return o;
@@ -84,11 +87,13 @@ const Run& single_process_reference(const std::string& model) {
   return it->second;
 }
 
-void check_follows_reference(const std::string& model, const std::string& reduce) {
-  INFO("rank " << rank() << " of " << size() << ", " << model << ", reduce=" << reduce);
+void check_follows_reference(const std::string& model, const std::string& reduce,
+                             int64_t bucket_kb = TrainOptions().bucket_kb) {
+  INFO("rank " << rank() << " of " << size() << ", " << model << ", reduce=" << reduce
+               << ", bucket_kb=" << bucket_kb);
   const Run& reference = single_process_reference(model);
-  const Run first = train(options(model, size(), rank(), kBatch, reduce));
-  const Run second = train(options(model, size(), rank(), kBatch, reduce));
+  const Run first = train(options(model, size(), rank(), kBatch, reduce, bucket_kb));
+  const Run second = train(options(model, size(), rank(), kBatch, reduce, bucket_kb));
   const std::vector<uint64_t> hashes = allgather(first.weights_hash);
   barrier();  // the last collective of the test: assertions below may end it early on one rank
   CHECK(first.error == "");
@@ -149,4 +154,13 @@ TEST_CASE("data parallel lenet with ring allreduce follows one process with the 
     return;
   }
   check_follows_reference("lenet", "ring");
+}
+
+TEST_CASE("data parallel mlp with every gradient reduced alone follows one process",
+          "[mpi][data_parallel]") {
+  if (!have_data()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  for (const char* reduce : {"ring", "ps", "mpi"}) check_follows_reference("mlp", reduce, 0);
 }

@@ -18,6 +18,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"threads\": " << options.threads << ",\n"
       << "  \"ranks\": " << options.ranks << ",\n"
       << "  \"reduce\": \"" << options.reduce << "\",\n"
+      << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"
       << "  \"images_per_sec\": " << result.images_per_sec << ",\n"
       << "  \"final_loss\": " << result.final_loss << ",\n"

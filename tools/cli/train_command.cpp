@@ -43,6 +43,9 @@ DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate 
 DEFINE_string(parallel, "none",
               "none: one process; data: data parallel over the MPI ranks (launch with mpirun)");
 DEFINE_string(reduce, "ring", "data parallel gradient reduction: ring, ps or mpi");
+DEFINE_int64(bucket_kb, 256,
+             "data parallel: fuse gradients smaller than this many KiB into buckets of up to "
+             "this size, each reduced at once (0: reduce every gradient alone)");
 DEFINE_int32(stall_timeout, 60, "seconds without progress before a run is declared stalled");
 DEFINE_int64(test_samples, 0, "evaluate on the first N test images (0: all)");
 
@@ -77,6 +80,7 @@ TrainOptions options_from_flags() {
   o.trace_path = FLAGS_trace;
   o.evaluate = FLAGS_evaluate;
   o.reduce = FLAGS_reduce;
+  o.bucket_kb = FLAGS_bucket_kb;
   require(FLAGS_stall_timeout > 0, "--stall-timeout must be positive, got ", FLAGS_stall_timeout);
   o.stall_timeout = std::chrono::seconds(FLAGS_stall_timeout);
   require(FLAGS_parallel == "none" || FLAGS_parallel == "data",
