@@ -193,16 +193,28 @@ class Trainer::Impl {
   std::string checkpoint_path(const std::string& path) const {
     return options_.ranks == 1 ? path : path + ".rank" + std::to_string(options_.rank);
   }
+  CheckpointInfo checkpoint_info() const {
+    CheckpointInfo info;
+    info.model = options_.model;
+    info.iteration = iterations_done_;
+    info.rank = options_.rank;
+    info.ranks = options_.ranks;
+    // Each rank's optimizer state depends on how gradients are reduced and bucketed.
+    if (options_.ranks > 1)
+      info.layout = str("--reduce=", options_.reduce, " --bucket-kb=", options_.bucket_kb);
+    return info;
+  }
   void save(const std::string& path) const {
-    purine::save_checkpoint(train_, checkpoint_path(path), options_.model, iterations_done_,
-                            options_.rank, options_.ranks, train_run_->rng_states());
+    CheckpointInfo info = checkpoint_info();
+    info.rng_states = train_run_->rng_states();
+    purine::save_checkpoint(train_, checkpoint_path(path), info);
   }
   void load(const std::string& path) {
     require(iterations_done_ == 0, "load a checkpoint before training, not after");
-    std::map<std::string, std::string> rng_states;
-    iterations_done_ = purine::load_checkpoint(train_, checkpoint_path(path), options_.rank,
-                                               options_.ranks, &rng_states);
-    train_run_->set_rng_states(rng_states);
+    const CheckpointInfo info =
+        purine::load_checkpoint(train_, checkpoint_path(path), checkpoint_info());
+    iterations_done_ = info.iteration;
+    train_run_->set_rng_states(info.rng_states);
     // The data continue with the batch after the last one trained on.
     train_data_->skip_to(iterations_done_);
   }

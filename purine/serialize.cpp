@@ -92,16 +92,15 @@ void export_graph(const Graph& graph, const std::string& path) {
   write_bytes(path, bytes);
 }
 
-void save_checkpoint(const Graph& graph, const std::string& path, const std::string& model,
-                     int64_t iteration, int rank, int ranks,
-                     const std::map<std::string, std::string>& rng_states) {
+void save_checkpoint(const Graph& graph, const std::string& path, const CheckpointInfo& info) {
   proto::Checkpoint c;
-  c.set_model(model);
-  c.set_iteration(iteration);
-  c.set_rank(rank);
-  c.set_ranks(ranks);
-  c.mutable_rng_states()->insert(rng_states.begin(), rng_states.end());
-  for (const Parameter* p : persistent(graph, rank)) {
+  c.set_model(info.model);
+  c.set_iteration(info.iteration);
+  c.set_rank(info.rank);
+  c.set_ranks(info.ranks);
+  c.set_layout(info.layout);
+  c.mutable_rng_states()->insert(info.rng_states.begin(), info.rng_states.end());
+  for (const Parameter* p : persistent(graph, info.rank)) {
     proto::NamedTensor* t = c.add_tensors();
     t->set_name(p->blob->name());
     Tensor& tensor = p->blob->tensor();
@@ -114,15 +113,19 @@ void save_checkpoint(const Graph& graph, const std::string& path, const std::str
   write_bytes(path, bytes);
 }
 
-int64_t load_checkpoint(Graph& graph, const std::string& path, int rank, int ranks,
-                        std::map<std::string, std::string>* rng_states) {
+CheckpointInfo load_checkpoint(Graph& graph, const std::string& path,
+                               const CheckpointInfo& expected) {
   proto::Checkpoint c;
   require(c.ParseFromString(read_bytes(path)), "checkpoint '", path,
           "' is corrupt or not a Purine checkpoint");
+  const int rank = expected.rank, ranks = expected.ranks;
   const int saved_ranks = std::max(1, c.ranks());
   require(saved_ranks == ranks && c.rank() == rank, "checkpoint '", path, "' holds rank ", c.rank(),
           " of a run on ", saved_ranks, " process", saved_ranks == 1 ? "" : "es", "; this is rank ",
           rank, " of ", ranks, " (resume with as many ranks as saved)");
+  require(c.layout().empty() || expected.layout.empty() || c.layout() == expected.layout,
+          "checkpoint '", path, "' was saved with ", c.layout(), "; this run has ", expected.layout,
+          " (resume with the settings it was saved with)");
   std::map<std::string, const proto::TensorProto*> by_name;
   for (const auto& t : c.tensors()) by_name[t.name()] = &t.tensor();
   // Check everything first, so that a bad file changes nothing.
@@ -141,8 +144,14 @@ int64_t load_checkpoint(Graph& graph, const std::string& path, int rank, int ran
     const proto::TensorProto* t = by_name[p->blob->name()];
     std::copy(t->data().begin(), t->data().end(), p->blob->tensor().mutable_data());
   }
-  if (rng_states) *rng_states = {c.rng_states().begin(), c.rng_states().end()};
-  return c.iteration();
+  CheckpointInfo info;
+  info.model = c.model();
+  info.iteration = c.iteration();
+  info.rank = c.rank();
+  info.ranks = saved_ranks;
+  info.layout = c.layout();
+  info.rng_states = {c.rng_states().begin(), c.rng_states().end()};
+  return info;
 }
 
 }  // namespace purine

@@ -18,16 +18,25 @@ proto::GraphProto graph_to_proto(const Graph& graph);
 // protobuf text when it ends in ".pbtxt".
 void export_graph(const Graph& graph, const std::string& path);
 
-// Saves the tensors of the graph's parameters and states located on `rank` (of a run on `ranks`
-// processes; every rank saves its own file).
-// `rng_states` (Runnable::rng_states()) are stored along.
-void save_checkpoint(const Graph& graph, const std::string& path, const std::string& model,
-                     int64_t iteration, int rank = 0, int ranks = 1,
-                     const std::map<std::string, std::string>& rng_states = {});
-// Loads them back by name; returns the iteration stored. The file must have been saved by the
-// same rank of a run on as many ranks, and hold every parameter and state on `rank` with its
-// shape. The stored random generator states go to `rng_states` when given.
-int64_t load_checkpoint(Graph& graph, const std::string& path, int rank = 0, int ranks = 1,
-                        std::map<std::string, std::string>* rng_states = nullptr);
+// What a checkpoint records besides the tensors.
+struct CheckpointInfo {
+  std::string model;
+  int64_t iteration = 0;
+  int rank = 0;   // the process that saved it (every rank of a run saves its own file)
+  int ranks = 1;  // of a run on this many processes
+  // How the graph lays out its state, when that depends on more than the model (for a
+  // data-parallel run, the gradient reduction and buckets decide which optimizer state each
+  // rank holds). Free text, compared as a whole; empty in files of older versions.
+  std::string layout;
+  std::map<std::string, std::string> rng_states;  // Runnable::rng_states()
+};
+
+// Saves the tensors of the graph's parameters and states located on `info.rank`, with `info`.
+void save_checkpoint(const Graph& graph, const std::string& path, const CheckpointInfo& info);
+// Loads them back by name and returns the file's info. The file must have been saved by the
+// same rank of a run on as many ranks as `expected` names, with the same layout (unless either
+// is empty), and hold every parameter and state on that rank with its shape.
+CheckpointInfo load_checkpoint(Graph& graph, const std::string& path,
+                               const CheckpointInfo& expected = {});
 
 }  // namespace purine

@@ -168,6 +168,10 @@ TEST_CASE("a data-parallel run resumed from its checkpoint ends where an unbroke
   check_failed(
       mpirun(common + "--max-iters=16 --resume=" + dir.file("swapped")),
       "holds rank 1 of a run on " + std::to_string(ranks()) + " processes; this is rank 0");
+  // Other buckets hold other optimizer state: refused, naming both settings.
+  check_failed(mpirun(common + "--max-iters=16 --bucket-kb=0 --resume=" + dir.file("ckpt")),
+               "was saved with --reduce=ring --bucket-kb=256; this run has --reduce=ring "
+               "--bucket-kb=0");
 }
 
 TEST_CASE("mpirun purine train with a bad flag value fails with an error", "[mpi][cli]") {

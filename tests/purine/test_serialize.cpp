@@ -30,14 +30,48 @@ TEST_CASE("checkpoints round-trip parameters and states", "[serialize]") {
   for (int i = 0; i < 6; ++i) a.w->tensor().mutable_data()[i] = 0.5f * i;
   for (int i = 0; i < 3; ++i) a.s->tensor().mutable_data()[i] = -1.0f * i;
   std::string path = dir.file("ckpt.pb");
-  const std::map<std::string, std::string> rngs = {{"rank0:cpu", "1 2 3"}};
-  save_checkpoint(a.g, path, "tiny", 42, 0, 1, rngs);
+  CheckpointInfo saved;
+  saved.model = "tiny";
+  saved.iteration = 42;
+  saved.layout = "plain";
+  saved.rng_states = {{"rank0:cpu", "1 2 3"}};
+  save_checkpoint(a.g, path, saved);
   Net b;
-  std::map<std::string, std::string> loaded;
-  REQUIRE(load_checkpoint(b.g, path, 0, 1, &loaded) == 42);
+  CheckpointInfo expected;
+  expected.layout = "plain";
+  const CheckpointInfo loaded = load_checkpoint(b.g, path, expected);
   for (int i = 0; i < 6; ++i) REQUIRE(b.w->tensor().data()[i] == 0.5f * i);
   for (int i = 0; i < 3; ++i) REQUIRE(b.s->tensor().data()[i] == -1.0f * i);
-  CHECK(loaded == rngs);
+  CHECK(loaded.model == "tiny");
+  CHECK(loaded.iteration == 42);
+  CHECK(loaded.layout == "plain");
+  CHECK(loaded.rng_states == saved.rng_states);
+  // An empty layout (a file of an older version, or a caller that does not care) matches any.
+  CHECK(load_checkpoint(b.g, path).iteration == 42);
+}
+
+TEST_CASE("a checkpoint of another layout or rank is refused and changes nothing", "[serialize]") {
+  TempDir dir;
+  Net a;
+  a.w->tensor().fill(1);
+  CheckpointInfo saved;
+  saved.layout = "--reduce=ring --bucket-kb=256";
+  saved.rank = 1;
+  saved.ranks = 2;
+  const std::string path = dir.file("ckpt.pb.rank1");
+  save_checkpoint(a.g, path, saved);
+  Net b;
+  b.w->tensor().fill(7);
+  CheckpointInfo expected = saved;
+  expected.layout = "--reduce=ring --bucket-kb=0";
+  REQUIRE_THROWS_WITH(load_checkpoint(b.g, path, expected),
+                      Contains("saved with --reduce=ring --bucket-kb=256") &&
+                          Contains("this run has --reduce=ring --bucket-kb=0"));
+  expected = saved;
+  expected.rank = 0;
+  REQUIRE_THROWS_WITH(load_checkpoint(b.g, path, expected),
+                      Contains("holds rank 1 of a run on 2 processes; this is rank 0 of 2"));
+  REQUIRE(b.w->tensor().data()[0] == 7);
 }
 
 TEST_CASE("bad checkpoints are reported and change nothing", "[serialize]") {
@@ -55,7 +89,9 @@ TEST_CASE("bad checkpoints are reported and change nothing", "[serialize]") {
   Blob* w = other.add_blob("w", {3, 3});
   other.add_parameter({w, "fill_constant", {}, 1.0});
   std::string wrong = dir.file("wrong.pb");
-  save_checkpoint(other, wrong, "other", 1);
+  CheckpointInfo info;
+  info.model = "other";
+  save_checkpoint(other, wrong, info);
   REQUIRE_THROWS_WITH(load_checkpoint(net.g, wrong),
                       Contains("tensor 'w' has shape [3,3], the graph expects [2,3]"));
   REQUIRE(net.w->tensor().data()[0] == 7);
