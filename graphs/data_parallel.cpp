@@ -23,74 +23,53 @@ Blob* replica_mean(Graph& g, const std::string& name, const std::vector<Blob*>& 
   return g.apply("mean", "scale", attrs, {total}, {"value"})[0];
 }
 
-// The reduction and update of parameter i on every replica.
-void reduce_parameter(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads, int i,
-                      int server, const DataParallelOptions& options) {
-  const std::vector<Location>& locations = dp.locations;
-  const int n = static_cast<int>(locations.size());
+// Parameter i alone with kRing: reduce-scatter its gradient, update on each rank the chunk of
+// the weights whose gradient it summed (its momentum covers that chunk only), all-gather the
+// new weights: the same traffic as an allreduce of the gradient, 1/N of the update work per rank.
+void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads, int i,
+                    const DataParallelOptions& options) {
+  const int n = static_cast<int>(dp.locations.size());
   std::vector<Blob*> parts;
   for (int r = 0; r < n; ++r) parts.push_back(grads[r].of(dp.parameters[r][i].blob));
-  const std::string name = dp.parameters[0][i].blob->name() + "::reduce";
-  if (options.reduction == Reduction::kParameterServer) {
-    const Parameter& master = dp.parameters[server][i];
-    Blob* total = aggregate(g, name, parts, locations[server]);
-    Blob* updated =
-        add_sgd_update(g, master, total, dp.sgd.learning_rate(g, locations[server]), options.sgd);
-    std::vector<Blob*> copies = distribute(g, updated, locations);
-    for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, copies[r]);
-    return;
-  }
-  if (options.reduction == Reduction::kRing && n > 1) {
-    // Reduce-scatter the gradient, update on each rank the chunk of the weights whose
-    // gradient it summed (its momentum covers that chunk only), all-gather the new weights:
-    // the same traffic as an allreduce of the gradient, 1/N of the update work per rank.
-    const RingShards shards = ring_reduce_scatter(g, name, parts);
-    std::vector<Blob*> updated(n, nullptr);
-    for (int r = 0; r < n; ++r) {
-      if (!shards.owned[r]) continue;
-      Parameter chunk = dp.parameters[r][i];
-      {
-        Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
-        Graph::Placement placement(g, locations[r], "comm");
-        chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
-      }
-      updated[r] = add_sgd_update(g, chunk, shards.owned[r], dp.sgd.learning_rate(g, locations[r]),
-                                  options.sgd);
-    }
-    const std::vector<Blob*> weights =
-        ring_all_gather(g, dp.parameters[0][i].blob->name() + "::gather", shards, updated);
-    for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
-    return;
-  }
-  std::vector<Blob*> sums = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
-                                                                  : mpi_allreduce(g, name, parts);
+  const std::string name = dp.parameters[0][i].blob->name();
+  const RingShards shards = ring_reduce_scatter(g, name + "::reduce", parts);
+  std::vector<Blob*> updated(n, nullptr);
   for (int r = 0; r < n; ++r) {
-    const Parameter& p = dp.parameters[r][i];
-    Blob* updated =
-        add_sgd_update(g, p, sums[r], dp.sgd.learning_rate(g, locations[r]), options.sgd);
-    g.add_swap(p.blob, updated);
+    if (!shards.owned[r]) continue;
+    Parameter chunk = dp.parameters[r][i];
+    {
+      Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
+      Graph::Placement placement(g, dp.locations[r], "comm");
+      chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
+    }
+    updated[r] = add_sgd_update(g, chunk, shards.owned[r], dp.sgd.learning_rate(g, dp.locations[r]),
+                                options.sgd);
   }
+  const std::vector<Blob*> weights = ring_all_gather(g, name + "::gather", shards, updated);
+  for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
 }
 
-// The parameters `members` reduced together: each replica fuses their gradients into one flat
-// blob, one reduction sums it, and the sum is cut back into per-parameter gradients for the
-// usual updates (on every replica; with a parameter server, there, then the weights are sent).
-void reduce_bucket(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads,
-                   const std::vector<int>& members, int server,
-                   const DataParallelOptions& options) {
+// The gradients of the parameters `members` reduced together (several: fused into one flat blob
+// per replica, the sum cut back afterwards), then the usual updates: on every replica, or with a
+// parameter server there, its new weights then sent to every replica.
+void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads,
+                     const std::vector<int>& members, int server,
+                     const DataParallelOptions& options) {
   const std::vector<Location>& locations = dp.locations;
   const int n = static_cast<int>(locations.size());
-  const std::string name = dp.parameters[0][members[0]].blob->name() + "::bucket";
+  const bool fused = members.size() > 1;
+  const std::string name =
+      dp.parameters[0][members[0]].blob->name() + (fused ? "::bucket" : "::reduce");
   std::vector<Shape> shapes;
   for (int i : members) shapes.push_back(dp.parameters[0][i].blob->shape());
   std::vector<Blob*> parts;
   for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(g, locations[r], "comm");
     std::vector<Blob*> local;
     for (int i : members) local.push_back(grads[r].of(dp.parameters[r][i].blob));
-    parts.push_back(fuse(g, name + "::fuse" + std::to_string(r), local));
+    Graph::Placement placement(g, locations[r], "comm");
+    parts.push_back(fused ? fuse(g, name + "::fuse" + std::to_string(r), local) : local[0]);
   }
-  // Every replica that updates, with the fused sum at its location.
+  // Every replica that updates, with the sum at its location.
   std::vector<std::pair<int, Blob*>> sums;
   if (options.reduction == Reduction::kParameterServer) {
     sums.emplace_back(server, aggregate(g, name, parts, locations[server]));
@@ -100,8 +79,8 @@ void reduce_bucket(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>
     for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);
   }
   for (const auto& [r, sum] : sums) {
-    std::vector<Blob*> pieces;
-    {
+    std::vector<Blob*> pieces = {sum};
+    if (fused) {
       Graph::Placement placement(g, locations[r], "comm");
       pieces = unfuse(g, name + "::unfuse" + std::to_string(r), sum, shapes);
     }
@@ -175,10 +154,10 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   for (const std::vector<int>& bucket : plan_buckets(bytes, n > 1 ? options.bucket_bytes : 0)) {
     std::vector<int> members;
     for (int k : bucket) members.push_back(order[k]);
-    if (members.size() == 1)
-      reduce_parameter(g, dp, grads, members[0], server, options);
+    if (members.size() == 1 && options.reduction == Reduction::kRing && n > 1)
+      reduce_sharded(g, dp, grads, members[0], options);
     else
-      reduce_bucket(g, dp, grads, members, server, options);
+      reduce_together(g, dp, grads, members, server, options);
   }
   std::vector<Blob*> losses, accuracies;
   for (const ReplicaOutputs& out : dp.replicas) {
