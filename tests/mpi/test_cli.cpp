@@ -108,7 +108,7 @@ TEST_CASE("mpirun purine train --parallel=data writes a summary counting every r
   const std::string summary = dir.file("summary.json");
   Result r = mpirun(
       "train --parallel=data --model=mlp --max-iters=30 --batch=16 --threads=1 "
-      "--noevaluate --reduce=ring --stall-timeout=20 --summary=" +
+      "--noevaluate --reduce=ring --bucket-kb=64 --stall-timeout=20 --summary=" +
       summary);
   INFO("mpirun output:\n" << r.output);
   REQUIRE(r.status == 0);
@@ -117,7 +117,7 @@ TEST_CASE("mpirun purine train --parallel=data writes a summary counting every r
   CHECK_THAT(json, Catch::Contains("\"ranks\": " + std::to_string(ranks()) + ",") &&
                        Catch::Contains("\"iterations\": 30,") &&
                        Catch::Contains("\"reduce\": \"ring\"") &&
-                       Catch::Contains("\"batch\": 16,"));
+                       Catch::Contains("\"bucket_kb\": 64,") && Catch::Contains("\"batch\": 16,"));
   std::smatch m;
   REQUIRE(std::regex_search(json, m, std::regex("\"final_loss\": ([0-9.eE+-]+)")));
   const double loss = std::stod(m[1]);
