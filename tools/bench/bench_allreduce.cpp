@@ -15,13 +15,17 @@
 // the bandwidths (1.00x: as fast as MPI). The methods' repetitions are interleaved, so a noisy
 // moment hurts them alike. Every result is checked against the exact sum.
 //
-// --variants (default on) adds three columns that locate the ring's overhead:
+// --variants (default on) adds four columns that locate the ring's overhead:
 //   graph-mpi:  a Runnable over one "mpi_allreduce" op (MPI_Iallreduce polled by the MPI
 //               executor): MPI's own reduction plus the cost of running a graph;
 //   ring-pipe:  the ring graph with every chunk cut into segments of --segment_bytes, each with
 //               its own copy and sum ops, so transfers and sums of different segments may overlap;
 //   mpi-ring:   the same ring (same chunks, same order) hand-written with MPI_Sendrecv and a sum
-//               loop, no graph: what the algorithm itself reaches on this machine.
+//               loop, no graph: what the algorithm itself reaches on this machine;
+//   mpi-ring-g: that hand-written ring in the graph's pattern (every receive posted at the start
+//               into its own buffer, every sum into a fresh one, all pending requests tested
+//               while waiting): mpi-ring-g vs mpi-ring prices the pattern, ring vs mpi-ring-g
+//               the dispatcher.
 // --profile prints rank 0's mean busy time per op type in a ring run (over --reps more runs with
 // a dispatcher Observer): reshape/split/concat (zero-copy views, so ~0), sum, and the posting of
 // sends and receives ("post recv" includes the copy when the message has already arrived: Open
@@ -39,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -303,6 +308,80 @@ class HandRing : public Method {
   std::vector<float> in_, out_, tmp_;
 };
 
+// The same ring by hand in the ring graph's pattern: every receive posted at the start into a
+// buffer of its own (the graph's receive ops are sources), every sum into a fresh buffer (a sum
+// op writes a new blob), every pending request tested while waiting (the executor polls all its
+// transfers). Against mpi-ring it prices that pattern without any dispatcher; against ring, the
+// dispatcher without the pattern.
+class GraphLikeRing : public Method {
+ public:
+  explicit GraphLikeRing(int64_t count)
+      : count_(count),
+        rank_(purine::mpi_world_rank()),
+        n_(purine::mpi_world_size()),
+        sizes_(chunk_sizes(count, n_)),
+        offsets_(n_ + 1, 0),
+        in_(count),
+        out_(count),
+        received_(n_, std::vector<float>(sizes_[0])),
+        summed_(n_, std::vector<float>(sizes_[0])) {
+    for (int c = 0; c < n_; ++c) offsets_[c + 1] = offsets_[c] + sizes_[c];
+    fill_input(in_.data(), count, rank_);
+  }
+  void run() override {
+    const int next = (rank_ + 1) % n_, prev = (rank_ - 1 + n_) % n_;
+    auto mod = [this](int c) { return ((c % n_) + n_) % n_; };
+    auto count_of = [this](int c) { return static_cast<int>(sizes_[c]); };
+    // Receives of the reduce-scatter at [s], of the all-gather at [n + s]; sends after them.
+    std::vector<MPI_Request> pending(4 * n_, MPI_REQUEST_NULL);
+    for (int s = 0; s + 1 < n_; ++s) {
+      MPI_Irecv(received_[s].data(), count_of(mod(rank_ - s - 1)), MPI_FLOAT, prev, s,
+                MPI_COMM_WORLD, &pending[s]);
+      const int gathered = mod(rank_ - s);
+      MPI_Irecv(out_.data() + offsets_[gathered], count_of(gathered), MPI_FLOAT, prev, n_ + s,
+                MPI_COMM_WORLD, &pending[n_ + s]);
+    }
+    auto wait_for = [&](int k) {
+      while (pending[k] != MPI_REQUEST_NULL) {
+        for (MPI_Request& r : pending) {
+          int done = 0;
+          if (r != MPI_REQUEST_NULL) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        }
+        if (pending[k] != MPI_REQUEST_NULL) std::this_thread::yield();
+      }
+    };
+    const float* sum = nullptr;
+    for (int s = 0; s + 1 < n_; ++s) {
+      const int send = mod(rank_ - s), recv = mod(rank_ - s - 1);
+      MPI_Isend(s == 0 ? in_.data() + offsets_[send] : sum, count_of(send), MPI_FLOAT, next, s,
+                MPI_COMM_WORLD, &pending[2 * n_ + s]);
+      wait_for(s);
+      const float* mine = in_.data() + offsets_[recv];
+      const float* got = received_[s].data();
+      float* dst = summed_[s].data();
+      for (int64_t i = 0; i < sizes_[recv]; ++i) dst[i] = mine[i] + got[i];
+      sum = dst;
+    }
+    const int owned = mod(rank_ + 1);
+    std::copy(sum, sum + sizes_[owned], out_.data() + offsets_[owned]);
+    for (int s = 0; s + 1 < n_; ++s) {
+      const int send = mod(rank_ + 1 - s);
+      MPI_Isend(out_.data() + offsets_[send], count_of(send), MPI_FLOAT, next, n_ + s,
+                MPI_COMM_WORLD, &pending[3 * n_ + s]);
+      wait_for(n_ + s);
+    }
+    MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
+  }
+  void check() override { check_sum("mpi-ring-g", out_.data(), count_, n_); }
+
+ private:
+  int64_t count_;
+  int rank_, n_;
+  std::vector<int64_t> sizes_, offsets_;
+  std::vector<float> in_, out_;
+  std::vector<std::vector<float>> received_, summed_;
+};
+
 // Busy time per op type on this rank, from task start/end events.
 class TypeProfile : public purine::dispatch::Observer {
  public:
@@ -438,7 +517,8 @@ int run(int argc, char** argv) {
     std::printf("%8s %10s %9s %10s %9s %8s", "size", "ring ms", "ring GB/s", "MPI ms", "MPI GB/s",
                 "ring/MPI");
     if (FLAGS_variants)
-      std::printf(" %13s %13s %13s", "graph-mpi ms", "ring-pipe ms", "mpi-ring ms");
+      std::printf(" %13s %13s %13s %13s", "graph-mpi ms", "ring-pipe ms", "mpi-ring ms",
+                  "mpi-ring-g ms");
     std::printf("\n");
     std::fflush(stdout);
   }
@@ -455,13 +535,16 @@ int run(int argc, char** argv) {
     std::vector<std::pair<const char*, Method*>> methods = {{"ring", ring.get()}, {"mpi", &direct}};
     std::unique_ptr<GraphMethod> graph_mpi, pipe;
     std::unique_ptr<HandRing> hand;
+    std::unique_ptr<GraphLikeRing> graph_like;
     if (FLAGS_variants) {
       graph_mpi = make_graph_mpi(count, ranks, rank);
       pipe = make_ring_pipe(count, ranks, rank, FLAGS_segment_bytes);
       hand = std::make_unique<HandRing>(count);
       methods.push_back({"graph-mpi", graph_mpi.get()});
       methods.push_back({"ring-pipe", pipe.get()});
+      graph_like = std::make_unique<GraphLikeRing>(count);
       methods.push_back({"mpi-ring", hand.get()});
+      methods.push_back({"mpi-ring-g", graph_like.get()});
     }
     for (auto& [name, method] : methods) {
       for (int w = 0; w < FLAGS_warmup; ++w) method->run();
@@ -520,8 +603,9 @@ int run(int argc, char** argv) {
                   bus_gbps(bytes, ranks, ring_s), mpi_s * 1e3, bus_gbps(bytes, ranks, mpi_s),
                   mpi_s / ring_s);
       if (FLAGS_variants)
-        std::printf(" %13.3f %13.3f %13.3f", statistic(times[2]) * 1e3, statistic(times[3]) * 1e3,
-                    statistic(times[4]) * 1e3);
+        std::printf(" %13.3f %13.3f %13.3f %13.3f", statistic(times[2]) * 1e3,
+                    statistic(times[3]) * 1e3, statistic(times[4]) * 1e3,
+                    statistic(times[5]) * 1e3);
       std::printf("\n");
       std::fflush(stdout);
     }
