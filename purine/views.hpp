@@ -3,7 +3,8 @@
 // the other side, and then have nothing to compute. Slices along an axis are contiguous when
 // every dimension before it is 1 (always true for axis 0 of a 1-D blob). Blobs that are swapped
 // between runs, shared with another graph, already allocated, or read by a second concat keep
-// their own memory and the op copies as usual.
+// their own memory and the op copies as usual. Last, a sum that is the only reader of a buffer
+// received from another rank writes its result over that buffer (the sum kernel allows it).
 #pragma once
 
 #include <set>
@@ -12,7 +13,8 @@
 
 namespace purine {
 
-// Applies the views for the ops located at `rank`; returns the ops that no longer compute.
+// Applies the views for the ops located at `rank`; returns the ops that no longer compute (the
+// in-place sums still do).
 std::set<const Op*> alias_views(Graph& graph, int rank);
 
 }  // namespace purine

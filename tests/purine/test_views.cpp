@@ -1,0 +1,36 @@
+// Memory sharing decided before a graph runs (purine/views.hpp); the zero-copy split, reshape and
+// concat cases run end to end in test_runnable.cpp.
+#include <catch2/catch.hpp>
+
+#include "purine/graph.hpp"
+#include "purine/views.hpp"
+
+using namespace purine;
+
+TEST_CASE("a sum that alone reads a received buffer writes over it", "[views]") {
+  Graph g;
+  Blob* remote_a;
+  Blob* remote_b;
+  {
+    Graph::Placement there(g, Location::cpu(0));
+    remote_a = g.add_blob("remote_a", {8});
+    remote_b = g.add_blob("remote_b", {8});
+  }
+  Graph::Placement here(g, Location::cpu(1));
+  Blob* local = g.add_blob("local", {8});
+  Blob* received_a = g.copy_to(remote_a, Location::cpu(1), "main");
+  Blob* sum_a = g.apply("sum_a", "sum", {}, {local, received_a})[0];
+  // Read twice: the second reader still needs the received values after the sum.
+  Blob* received_b = g.copy_to(remote_b, Location::cpu(1), "main");
+  Blob* sum_b = g.apply("sum_b", "sum", {}, {local, received_b})[0];
+  Blob* scaled_b = g.apply("scale_b", "scale", Attrs().set("alpha", 2.0), {received_b})[0];
+  // A sum of local blobs only keeps separate memory too.
+  Blob* sum_local = g.apply("sum_local", "sum", {}, {local, scaled_b})[0];
+
+  const std::set<const Op*> idle = alias_views(g, 1);
+  CHECK(idle.empty());  // the sums still compute, in place
+  CHECK(sum_a->tensor().data() == received_a->tensor().data());
+  CHECK(sum_b->tensor().data() != received_b->tensor().data());
+  CHECK(sum_local->tensor().data() != scaled_b->tensor().data());
+  CHECK(sum_local->tensor().data() != local->tensor().data());
+}
