@@ -261,51 +261,64 @@ class DirectMpi : public Method {
   int64_t count_;
 };
 
-// The ring by hand: at reduce-scatter step s rank r sends its running sum of chunk r-s to r+1
-// and receives chunk r-s-1 from r-1, which it adds to its own input into the output; then the
-// all-gather passes the finished chunks on, in place. No copies beyond the algorithm's.
-class HandRing : public Method {
+// What the hand-written rings share: this rank's input and output, the chunk layout of
+// ring_allreduce (chunk c at offsets[c], sizes[c] elements) and the ring's neighbours.
+class HandWrittenRing : public Method {
  public:
-  explicit HandRing(int64_t count)
-      : count_(count),
+  HandWrittenRing(int64_t count, const char* name)
+      : name_(name),
+        count_(count),
         rank_(purine::mpi_world_rank()),
         n_(purine::mpi_world_size()),
+        next_((rank_ + 1) % n_),
+        prev_((rank_ - 1 + n_) % n_),
         sizes_(chunk_sizes(count, n_)),
         offsets_(n_ + 1, 0),
         in_(count),
-        out_(count),
-        tmp_(sizes_[0]) {
+        out_(count) {
     for (int c = 0; c < n_; ++c) offsets_[c + 1] = offsets_[c] + sizes_[c];
     fill_input(in_.data(), count, rank_);
   }
+  void check() override { check_sum(name_, out_.data(), count_, n_); }
+
+ protected:
+  int chunk(int c) const { return ((c % n_) + n_) % n_; }
+  int count_of(int c) const { return static_cast<int>(sizes_[c]); }
+
+  const char* name_;
+  int64_t count_;
+  int rank_, n_, next_, prev_;
+  std::vector<int64_t> sizes_, offsets_;
+  std::vector<float> in_, out_;
+};
+
+// The ring by hand: at reduce-scatter step s rank r sends its running sum of chunk r-s to r+1
+// and receives chunk r-s-1 from r-1, which it adds to its own input into the output; then the
+// all-gather passes the finished chunks on, in place. No copies beyond the algorithm's.
+class HandRing : public HandWrittenRing {
+ public:
+  explicit HandRing(int64_t count) : HandWrittenRing(count, "mpi-ring"), tmp_(sizes_[0]) {}
   void run() override {
-    const int next = (rank_ + 1) % n_, prev = (rank_ - 1 + n_) % n_;
-    auto mod = [this](int c) { return ((c % n_) + n_) % n_; };
     for (int s = 0; s + 1 < n_; ++s) {
-      const int send = mod(rank_ - s), recv = mod(rank_ - s - 1);
+      const int send = chunk(rank_ - s), recv = chunk(rank_ - s - 1);
       const float* src = (s == 0 ? in_.data() : out_.data()) + offsets_[send];
-      MPI_Sendrecv(src, static_cast<int>(sizes_[send]), MPI_FLOAT, next, s, tmp_.data(),
-                   static_cast<int>(sizes_[recv]), MPI_FLOAT, prev, s, MPI_COMM_WORLD,
-                   MPI_STATUS_IGNORE);
+      MPI_Sendrecv(src, count_of(send), MPI_FLOAT, next_, s, tmp_.data(), count_of(recv), MPI_FLOAT,
+                   prev_, s, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       const float* mine = in_.data() + offsets_[recv];
       float* dst = out_.data() + offsets_[recv];
       const float* got = tmp_.data();
       for (int64_t i = 0; i < sizes_[recv]; ++i) dst[i] = mine[i] + got[i];
     }
     for (int s = 0; s + 1 < n_; ++s) {
-      const int send = mod(rank_ + 1 - s), recv = mod(rank_ - s);
-      MPI_Sendrecv(out_.data() + offsets_[send], static_cast<int>(sizes_[send]), MPI_FLOAT, next,
-                   n_ + s, out_.data() + offsets_[recv], static_cast<int>(sizes_[recv]), MPI_FLOAT,
-                   prev, n_ + s, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      const int send = chunk(rank_ + 1 - s), recv = chunk(rank_ - s);
+      MPI_Sendrecv(out_.data() + offsets_[send], count_of(send), MPI_FLOAT, next_, n_ + s,
+                   out_.data() + offsets_[recv], count_of(recv), MPI_FLOAT, prev_, n_ + s,
+                   MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
   }
-  void check() override { check_sum("mpi-ring", out_.data(), count_, n_); }
 
  private:
-  int64_t count_;
-  int rank_, n_;
-  std::vector<int64_t> sizes_, offsets_;
-  std::vector<float> in_, out_, tmp_;
+  std::vector<float> tmp_;
 };
 
 // The same ring by hand in the ring graph's pattern: every receive posted at the start into a
@@ -313,32 +326,20 @@ class HandRing : public Method {
 // op writes a new blob), every pending request tested while waiting (the executor polls all its
 // transfers). Against mpi-ring it prices that pattern without any dispatcher; against ring, the
 // dispatcher without the pattern.
-class GraphLikeRing : public Method {
+class GraphLikeRing : public HandWrittenRing {
  public:
   explicit GraphLikeRing(int64_t count)
-      : count_(count),
-        rank_(purine::mpi_world_rank()),
-        n_(purine::mpi_world_size()),
-        sizes_(chunk_sizes(count, n_)),
-        offsets_(n_ + 1, 0),
-        in_(count),
-        out_(count),
+      : HandWrittenRing(count, "mpi-ring-g"),
         received_(n_, std::vector<float>(sizes_[0])),
-        summed_(n_, std::vector<float>(sizes_[0])) {
-    for (int c = 0; c < n_; ++c) offsets_[c + 1] = offsets_[c] + sizes_[c];
-    fill_input(in_.data(), count, rank_);
-  }
+        summed_(n_, std::vector<float>(sizes_[0])) {}
   void run() override {
-    const int next = (rank_ + 1) % n_, prev = (rank_ - 1 + n_) % n_;
-    auto mod = [this](int c) { return ((c % n_) + n_) % n_; };
-    auto count_of = [this](int c) { return static_cast<int>(sizes_[c]); };
     // Receives of the reduce-scatter at [s], of the all-gather at [n + s]; sends after them.
     std::vector<MPI_Request> pending(4 * n_, MPI_REQUEST_NULL);
     for (int s = 0; s + 1 < n_; ++s) {
-      MPI_Irecv(received_[s].data(), count_of(mod(rank_ - s - 1)), MPI_FLOAT, prev, s,
+      MPI_Irecv(received_[s].data(), count_of(chunk(rank_ - s - 1)), MPI_FLOAT, prev_, s,
                 MPI_COMM_WORLD, &pending[s]);
-      const int gathered = mod(rank_ - s);
-      MPI_Irecv(out_.data() + offsets_[gathered], count_of(gathered), MPI_FLOAT, prev, n_ + s,
+      const int gathered = chunk(rank_ - s);
+      MPI_Irecv(out_.data() + offsets_[gathered], count_of(gathered), MPI_FLOAT, prev_, n_ + s,
                 MPI_COMM_WORLD, &pending[n_ + s]);
     }
     auto wait_for = [&](int k) {
@@ -352,8 +353,8 @@ class GraphLikeRing : public Method {
     };
     const float* sum = nullptr;
     for (int s = 0; s + 1 < n_; ++s) {
-      const int send = mod(rank_ - s), recv = mod(rank_ - s - 1);
-      MPI_Isend(s == 0 ? in_.data() + offsets_[send] : sum, count_of(send), MPI_FLOAT, next, s,
+      const int send = chunk(rank_ - s), recv = chunk(rank_ - s - 1);
+      MPI_Isend(s == 0 ? in_.data() + offsets_[send] : sum, count_of(send), MPI_FLOAT, next_, s,
                 MPI_COMM_WORLD, &pending[2 * n_ + s]);
       wait_for(s);
       const float* mine = in_.data() + offsets_[recv];
@@ -362,23 +363,18 @@ class GraphLikeRing : public Method {
       for (int64_t i = 0; i < sizes_[recv]; ++i) dst[i] = mine[i] + got[i];
       sum = dst;
     }
-    const int owned = mod(rank_ + 1);
+    const int owned = chunk(rank_ + 1);
     std::copy(sum, sum + sizes_[owned], out_.data() + offsets_[owned]);
     for (int s = 0; s + 1 < n_; ++s) {
-      const int send = mod(rank_ + 1 - s);
-      MPI_Isend(out_.data() + offsets_[send], count_of(send), MPI_FLOAT, next, n_ + s,
+      const int send = chunk(rank_ + 1 - s);
+      MPI_Isend(out_.data() + offsets_[send], count_of(send), MPI_FLOAT, next_, n_ + s,
                 MPI_COMM_WORLD, &pending[3 * n_ + s]);
       wait_for(n_ + s);
     }
     MPI_Waitall(static_cast<int>(pending.size()), pending.data(), MPI_STATUSES_IGNORE);
   }
-  void check() override { check_sum("mpi-ring-g", out_.data(), count_, n_); }
 
  private:
-  int64_t count_;
-  int rank_, n_;
-  std::vector<int64_t> sizes_, offsets_;
-  std::vector<float> in_, out_;
   std::vector<std::vector<float>> received_, summed_;
 };
 
