@@ -1,25 +1,21 @@
 // End to end: training the mlp on a slice of Fashion-MNIST learns, and is deterministic.
-#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 
+#include "fashion_mnist.hpp"
 #include "graphs/trainer.hpp"
 #include "temp_dir.hpp"
 
 using namespace purine;
 
 namespace {
-const char kData[] = "/usr/share/datasets/fashion-mnist";
-
-bool have_data() {
-  struct stat st;
-  return stat((std::string(kData) + "/train-images-idx3-ubyte.gz").c_str(), &st) == 0;
-}
+using testing::have_fashion_mnist;
+using testing::kFashionMnistDir;
 
 TrainOptions small_mlp_run(dispatch::Mode mode) {
   TrainOptions o;
   o.model = "mlp";
-  o.data_dir = kData;
+  o.data_dir = kFashionMnistDir;
   o.max_iters = 150;
   o.batch = 64;
   o.lr = 0.05;
@@ -32,7 +28,7 @@ TrainOptions small_mlp_run(dispatch::Mode mode) {
 }  // namespace
 
 TEST_CASE("mlp trains well above chance on a Fashion-MNIST slice", "[trainer][e2e]") {
-  if (!have_data()) {
+  if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
@@ -51,7 +47,7 @@ TEST_CASE("mlp trains well above chance on a Fashion-MNIST slice", "[trainer][e2
 }
 
 TEST_CASE("training is bit-identical across runs and dispatchers", "[trainer][e2e]") {
-  if (!have_data()) {
+  if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
@@ -71,7 +67,7 @@ TEST_CASE("training is bit-identical across runs and dispatchers", "[trainer][e2
 }
 
 TEST_CASE("a resumed run continues exactly where its checkpoint stopped", "[trainer][e2e]") {
-  if (!have_data()) {
+  if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
@@ -122,7 +118,7 @@ TEST_CASE("bad trainer options are rejected before training", "[trainer]") {
   o = TrainOptions();
   o.model = "resnet9000";
   o.max_iters = 1;
-  if (have_data()) {
+  if (have_fashion_mnist()) {
     REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("unknown model 'resnet9000'") &&
                                         Catch::Contains("convnet") && Catch::Contains("mlp"));
   }

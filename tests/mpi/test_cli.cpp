@@ -3,11 +3,8 @@
 // or a missing --parallel=data gives a non-zero exit from mpirun and whole `error: rank R: ...`
 // lines (at most one per rank, at least one: MPI_Abort may end the others before they print).
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,14 +13,13 @@
 #include <sstream>
 #include <string>
 
+#include "fashion_mnist.hpp"
+#include "run_command.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr of mpirun and every rank
-};
+using Result = purine::testing::CommandResult;  // output: mpirun's and every rank's
 
 std::string env(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
@@ -33,22 +29,10 @@ std::string env(const char* name, const char* fallback) {
 int ranks() { return std::atoi(env("PURINE_MPI_RANKS", "2").c_str()); }
 
 Result mpirun(const std::string& args) {
-  const std::string command = env("PURINE_MPIEXEC", "mpiexec") + " -n " + std::to_string(ranks()) +
-                              " --oversubscribe --allow-run-as-root " +
-                              env("PURINE_CLI", "build/tools/purine") + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-bool have_data() {
-  struct stat st;
-  return stat("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", &st) == 0;
+  return purine::testing::run_command(env("PURINE_MPIEXEC", "mpiexec") + " -n " +
+                                      std::to_string(ranks()) +
+                                      " --oversubscribe --allow-run-as-root " +
+                                      env("PURINE_CLI", "build/tools/purine") + " " + args);
 }
 
 std::string read_file(const std::string& path) {
@@ -100,7 +84,7 @@ std::string no_parallel_error() {
 
 TEST_CASE("mpirun purine train --parallel=data writes a summary counting every rank",
           "[mpi][cli]") {
-  if (!have_data()) {
+  if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
@@ -130,7 +114,7 @@ TEST_CASE("mpirun purine train --parallel=data writes a summary counting every r
 
 TEST_CASE("a data-parallel run resumed from its checkpoint ends where an unbroken one does",
           "[mpi][cli]") {
-  if (!have_data()) {
+  if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }

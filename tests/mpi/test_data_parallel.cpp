@@ -4,7 +4,6 @@
 // mlp and lenet the small gradients are fused, the first layer's weight is reduced alone) and
 // with every gradient reduced alone; every replica ends with the same weights, bit for bit; two
 // identical N-rank runs are bit-identical.
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fashion_mnist.hpp"
 #include "graphs/trainer.hpp"
 #include "mpi_test.hpp"
 #include "purine/graph.hpp"
@@ -22,22 +22,14 @@ using namespace purine::mpitest;
 
 namespace {
 
-const char kData[] = "/usr/share/datasets/fashion-mnist";
 constexpr int kBatch = 16;  // per rank
 constexpr int kIters = 20;
-
-bool have_data() {
-  struct stat st;
-  for (const char* f : {"/train-images-idx3-ubyte.gz", "/train-labels-idx1-ubyte.gz"})
-    if (stat((std::string(kData) + f).c_str(), &st) != 0) return false;
-  return true;
-}
 
 TrainOptions options(const std::string& model, int ranks, int rank, int batch,
                      const std::string& reduce, int64_t bucket_kb = TrainOptions().bucket_kb) {
   TrainOptions o;
   o.model = model;
-  o.data_dir = kData;
+  o.data_dir = purine::testing::kFashionMnistDir;
   o.max_iters = kIters;
   o.batch = batch;
   o.lr = model == "lenet" ? 0.002 : 0.02;  // stays clear of divergence, where trajectories part
@@ -89,6 +81,10 @@ const Run& single_process_reference(const std::string& model) {
 
 void check_follows_reference(const std::string& model, const std::string& reduce,
                              int64_t bucket_kb = TrainOptions().bucket_kb) {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
   INFO("rank " << rank() << " of " << size() << ", " << model << ", reduce=" << reduce
                << ", bucket_kb=" << bucket_kb);
   const Run& reference = single_process_reference(model);
@@ -122,45 +118,25 @@ void check_follows_reference(const std::string& model, const std::string& reduce
 
 TEST_CASE("data parallel mlp with ring allreduce follows one process with the global batch",
           "[mpi][data_parallel]") {
-  if (!have_data()) {
-    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
-    return;
-  }
   check_follows_reference("mlp", "ring");
 }
 
 TEST_CASE("data parallel mlp with a parameter server follows one process with the global batch",
           "[mpi][data_parallel]") {
-  if (!have_data()) {
-    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
-    return;
-  }
   check_follows_reference("mlp", "ps");
 }
 
 TEST_CASE("data parallel mlp with mpi_allreduce follows one process with the global batch",
           "[mpi][data_parallel]") {
-  if (!have_data()) {
-    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
-    return;
-  }
   check_follows_reference("mlp", "mpi");
 }
 
 TEST_CASE("data parallel lenet with ring allreduce follows one process with the global batch",
           "[mpi][data_parallel]") {
-  if (!have_data()) {
-    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
-    return;
-  }
   check_follows_reference("lenet", "ring");
 }
 
 TEST_CASE("data parallel mlp with every gradient reduced alone follows one process",
           "[mpi][data_parallel]") {
-  if (!have_data()) {
-    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
-    return;
-  }
   for (const char* reduce : {"ring", "ps", "mpi"}) check_follows_reference("mlp", reduce, 0);
 }

@@ -1,35 +1,21 @@
 // The purine tool: bad input gives one clear line and a non-zero exit.
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "run_command.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
-struct Result {
-  int status;
-  std::string output;
-};
+using Result = purine::testing::CommandResult;
 
 Result run_purine(const std::string& args) {
   const char* dir = std::getenv("PURINE_BINARY_DIR");
-  std::string binary = std::string(dir ? dir : "build") + "/tools/purine";
-  std::string command = binary + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return purine::testing::run_command(std::string(dir ? dir : "build") + "/tools/purine " + args);
 }
 
 size_t lines(const std::string& s) {
