@@ -5,6 +5,7 @@
 // further runs. Every test ends with a barrier, so the ranks leave it together. Two hidden
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -87,6 +88,31 @@ void check_stalled_on(const Stall& s, const std::string& copy_op, int peer) {
   CHECK(s.destroy_seconds < 2);
 }
 
+// Rank 0 waits for "<name>_x" from rank 1, which runs `sender` on the graph instead of sending in
+// time: rank 0 reports the stall, naming the copy and rank 1; the other ranks see no error.
+void check_receiver_stalls(const std::string& name, const std::function<void(Graph&)>& sender) {
+  if (size() < 2) {
+    WARN("skipped: needs at least 2 ranks");
+    return;
+  }
+  INFO("rank " << rank() << " of " << size());
+  Graph g(name + "_peer");
+  add_transfer(g, name, 1, 0);
+  Stall stall;
+  std::string error;
+  if (rank() == 0) {
+    stall = run_until_stall(g);
+  } else {
+    error = run_and_catch([&] { sender(g); });
+  }
+  barrier();
+  if (rank() == 0) {
+    check_stalled_on(stall, name + "_x@rank0:cpu::copy", 1);
+  } else {
+    CHECK(error == "");
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a graph for more ranks than the world fails alike on every rank, without hanging",
@@ -133,55 +159,17 @@ TEST_CASE("a graph on rank 0 alone runs in any world; the other ranks have no ta
 
 TEST_CASE("a peer that never runs its part: the receiver fails within the stall timeout",
           "[mpi][failures]") {
-  if (size() < 2) {
-    WARN("skipped: needs at least 2 ranks");
-    return;
-  }
-  INFO("rank " << rank() << " of " << size());
-  Graph g("silent_peer");
-  add_transfer(g, "silent", 1, 0);
-  Stall stall;
-  std::string error;
-  if (rank() == 0) {
-    stall = run_until_stall(g);
-  } else {
-    // Built (and destroyed) but never run: rank 1 never sends.
-    error = run_and_catch([&] { Runnable run(g, short_stall()); });
-  }
-  barrier();
-  if (rank() == 0) {
-    check_stalled_on(stall, "silent_x@rank0:cpu::copy", 1);
-  } else {
-    CHECK(error == "");
-  }
+  // Built (and destroyed) but never run: rank 1 never sends.
+  check_receiver_stalls("silent", [](Graph& g) { Runnable run(g, short_stall()); });
 }
 
 TEST_CASE("a peer that sends later than the stall timeout: the receiver fails, the sender not",
           "[mpi][failures]") {
-  if (size() < 2) {
-    WARN("skipped: needs at least 2 ranks");
-    return;
-  }
-  INFO("rank " << rank() << " of " << size());
-  Graph g("late_peer");
-  add_transfer(g, "late", 1, 0);
-  Stall stall;
-  std::string error;
-  if (rank() == 0) {
-    stall = run_until_stall(g);
-  } else {
-    error = run_and_catch([&] {
-      Runnable run(g, short_stall());
-      std::this_thread::sleep_for(kShortStall * 2);
-      run.run();  // a small message: sent eagerly even though no receive waits any more
-    });
-  }
-  barrier();
-  if (rank() == 0) {
-    check_stalled_on(stall, "late_x@rank0:cpu::copy", 1);
-  } else {
-    CHECK(error == "");
-  }
+  check_receiver_stalls("late", [](Graph& g) {
+    Runnable run(g, short_stall());
+    std::this_thread::sleep_for(kShortStall * 2);
+    run.run();  // a small message: sent eagerly even though no receive waits any more
+  });
 }
 
 TEST_CASE("an op failing before a send: its rank reports the op, the receiver the stall",
