@@ -132,6 +132,11 @@ std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
 std::vector<Blob*> mpi_allreduce(Graph& g, const std::string& name,
                                  const std::vector<Blob*>& parts) {
   check_parts(name, parts);
+  std::set<int> ranks;
+  for (const Blob* b : parts)
+    require(ranks.insert(b->location().rank).second, name, ": two blobs on rank ",
+            b->location().rank, " (one at ", b->location(),
+            "); MPI_Allreduce joins one blob per rank: reduce within a rank by ring or ps");
   Graph::Scope scope(g, name);
   std::vector<Blob*> results;
   for (size_t r = 0; r < parts.size(); ++r) {

@@ -1,11 +1,12 @@
 // Gradient reduction across locations, composed of ordinary graph ops (copy, sum, split,
 // concat, reshape). Every function takes one blob per participant, `parts[r]` at its own
-// location (one location per rank), all of one shape, and builds the ops under the scope `name`.
+// location (a rank may hold several), all of one shape, and builds the ops under the scope
+// `name`. Between locations of one rank the copies are memory copies, between ranks MPI.
 //   ring_allreduce:  reduce-scatter then all-gather around the ring of parts; each rank sends
 //                    2(N-1)/N of the data. Returns the sum at every part's location.
 //   ring_reduce_scatter, ring_all_gather: its two halves, for work on the summed chunks in
 //                    between (data_parallel updates each chunk of the weights on its owner).
-//   mpi_allreduce:   one native MPI_Allreduce op per rank, for comparison.
+//   mpi_allreduce:   one native MPI_Allreduce op per rank, for comparison (one part per rank).
 //   aggregate:       the parameter server's half: every part copied to `server` and summed there
 //                    in participant order.
 //   distribute:      a blob copied to each location (copies are reused per location).

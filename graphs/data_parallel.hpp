@@ -1,12 +1,15 @@
 // Data parallelism as graph composition: one call turns the single-device training graph into a
-// data-parallel one over a list of locations (one per rank). Every replica is the same
-// single-device graph built at its own location under the scope "replica<r>"; its gradients
-// (scaled by 1/N, so their sum is the average) are reduced by ordinary graph ops, chosen by
-// `reduction`:
-//   kRing:            ring allreduce; every replica then runs the same SGD update;
+// data-parallel one over a list of locations, one replica each: one per rank, or several in one
+// process (Location::cpu(r, 0), Location::cpu(r, 1), ..., each with its own threads). Every
+// replica is the same single-device graph built at its own location under the scope
+// "replica<r>"; its gradients (scaled by 1/N, so their sum is the average) are reduced by
+// ordinary graph ops, chosen by `reduction`:
+//   kRing:            ring allreduce (list the locations of one rank next to each other: their
+//                     hops are memory copies); every replica then runs the same SGD update;
 //   kParameterServer: gradients aggregated at `server`, updated there, new weights distributed
 //                     (the Purine paper's scheme);
-//   kMpi:             a native MPI_Allreduce op per gradient, for comparison.
+//   kMpi:             a native MPI_Allreduce op per gradient, for comparison; one location per
+//                     rank only.
 // Each reduction depends only on its own gradients, so the dispatcher starts it as soon as they
 // exist: communication overlaps the rest of the backward pass. Small gradients are fused into
 // buckets of up to `bucket_bytes` (graphs/buckets.hpp), neighbours in backward order, each bucket
@@ -50,7 +53,7 @@ struct DataParallelGraph {
 };
 
 // Throws purine::Error on an empty or repeated location list, replicas that disagree on their
-// parameters, or a server that is not one of the locations.
+// parameters, a server that is not one of the locations, or kMpi with two locations on a rank.
 DataParallelGraph build_data_parallel(Graph& graph, const std::vector<Location>& locations,
                                       const ReplicaBuilder& build,
                                       const DataParallelOptions& options);

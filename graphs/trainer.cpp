@@ -73,6 +73,11 @@ void check_options(const TrainOptions& o) {
   require(o.test_batch > 0, "test batch must be positive, got ", o.test_batch);
   require(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "rank ", o.rank, " of ", o.ranks,
           " ranks");
+  require(o.locations > 0, "--locations must be positive, got ", o.locations);
+  require(o.batch % o.locations == 0, "--batch ", o.batch, " does not split evenly over ",
+          o.locations, " locations");
+  require(o.locations == 1 || o.reduce != "mpi", "--reduce=mpi joins one replica per rank; with ",
+          "--locations=", o.locations, " use ring or ps");
 }
 
 }  // namespace
@@ -82,8 +87,10 @@ class Trainer::Impl {
   explicit Impl(TrainOptions options)
       : options_(std::move(options)), train_("train"), test_("test") {
     check_options(options_);
+    // A rank's locations next to each other, so that ring hops within a rank are memory copies.
     std::vector<Location> locations;
-    for (int r = 0; r < options_.ranks; ++r) locations.push_back(Location::cpu(r));
+    for (int r = 0; r < options_.ranks; ++r)
+      for (int k = 0; k < options_.locations; ++k) locations.push_back(Location::cpu(r, k));
     DataParallelOptions dp_options;
     dp_options.reduction = parse_reduction(options_.reduce);
     dp_options.bucket_bytes = options_.bucket_kb * 1024;
@@ -93,9 +100,10 @@ class Trainer::Impl {
         train_, locations,
         [&](Graph& g, int r, int n) {
           IdxDataOp* data = nullptr;
-          ReplicaOutputs out =
-              build_network(g, options_, "train", options_.batch, true, r, n, &data);
-          if (r == options_.rank) train_data_ = data;  // this process's own data source
+          ReplicaOutputs out = build_network(
+              g, options_, "train", options_.batch / options_.locations, true, r, n, &data);
+          // This process's own data sources.
+          if (locations[r].rank == options_.rank) train_data_.push_back(data);
           return out;
         },
         dp_options);
@@ -133,7 +141,7 @@ class Trainer::Impl {
     }
   }
 
-  int64_t iterations_per_epoch() const { return train_data_->batches_per_epoch(); }
+  int64_t iterations_per_epoch() const { return train_data_[0]->batches_per_epoch(); }
 
   int64_t total_iterations() const {
     int64_t total = options_.epochs > 0 ? options_.epochs * iterations_per_epoch() : 0;
@@ -199,9 +207,14 @@ class Trainer::Impl {
     info.iteration = iterations_done_;
     info.rank = options_.rank;
     info.ranks = options_.ranks;
-    // Each rank's optimizer state depends on how gradients are reduced and bucketed.
-    if (options_.ranks > 1)
+    // Each rank's optimizer state depends on its replicas and how their gradients are reduced
+    // and bucketed.
+    if (options_.ranks * options_.locations == 1) {
+      info.layout = "one replica";
+    } else {
       info.layout = str("--reduce=", options_.reduce, " --bucket-kb=", options_.bucket_kb);
+      if (options_.locations > 1) info.layout += str(" --locations=", options_.locations);
+    }
     return info;
   }
   void save(const std::string& path) const {
@@ -216,7 +229,7 @@ class Trainer::Impl {
     iterations_done_ = info.iteration;
     train_run_->set_rng_states(info.rng_states);
     // The data continue with the batch after the last one trained on.
-    train_data_->skip_to(iterations_done_);
+    for (IdxDataOp* data : train_data_) data->skip_to(iterations_done_);
   }
   const Graph& graph() const { return train_; }
 
@@ -240,7 +253,7 @@ class Trainer::Impl {
   Graph train_;
   Graph test_;
   DataParallelGraph dp_;
-  IdxDataOp* train_data_ = nullptr;
+  std::vector<IdxDataOp*> train_data_;  // this rank's replicas'
   IdxDataOp* test_data_ = nullptr;
   ReplicaOutputs test_outputs_;
   std::unique_ptr<LrSchedule> schedule_;

@@ -32,10 +32,13 @@ struct TrainOptions {
   double momentum = 0.9;
   double weight_decay = 5e-4;
   int threads = 2;  // compute threads (OpenMP, BLAS, oneDNN)
-  // Data parallelism over MPI ranks: one replica per rank, `batch` images each; gradients
-  // reduced by "ring", "ps" (parameter server on rank 0) or "mpi" (native allreduce).
+  // Data parallelism over MPI ranks: `batch` images per rank; gradients reduced by "ring", "ps"
+  // (parameter server on rank 0) or "mpi" (native allreduce).
   int ranks = mpi_world_size();
   int rank = mpi_world_rank();
+  // Replicas per rank, each at its own CPU location (rank<R>:cpu0, :cpu1, ...) with its own
+  // threads, `batch / locations` images each; the rank's `threads` are shared among them.
+  int locations = 1;
   std::string reduce = "ring";
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/buckets.hpp); 0 reduces every gradient alone.

@@ -25,8 +25,10 @@ struct OpBinding {
 };
 
 uint64_t location_seed(uint64_t seed, Location l) {
-  // Distinct, fixed streams per location; splitmix-style mixing of (seed, rank, device).
-  uint64_t x = seed + 0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(l.rank) * 1024 + l.device + 2);
+  // Distinct, fixed streams per location; splitmix-style mixing of (seed, rank, device, CPU).
+  uint64_t x = seed +
+               0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(l.rank) * 1024 + l.device + 2) +
+               0xD1B54A32D192ED03ULL * static_cast<uint64_t>(l.cpu_index);
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
   return x ^ (x >> 31);
@@ -84,6 +86,14 @@ void check_world(const Graph& graph, const RunOptions& options) {
           options.world_size, " ranks");
 }
 
+// The rank's compute threads shared evenly among its CPU locations (at least one each).
+int compute_threads_per_location(const Graph& graph, const RunOptions& options) {
+  std::set<Location> cpus;
+  for (const auto& op : graph.ops())
+    if (op->location().rank == options.rank && op->location().is_cpu()) cpus.insert(op->location());
+  return std::max<int>(1, options.compute_threads / std::max<size_t>(1, cpus.size()));
+}
+
 int graph_ranks(const Graph& graph) {
   int max_rank = 0;
   for (const auto& b : graph.blobs()) max_rank = std::max(max_rank, b->location().rank);
@@ -108,7 +118,7 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   graph_.validate();
   check_world(graph_, options_);
   const int me = options_.rank;
-  const int threads = options_.compute_threads;
+  const int threads = compute_threads_per_location(graph_, options_);
   dispatch::Plan plan;
   std::map<std::pair<Location, std::string>, dispatch::ExecutorId> executors;
   auto executor = [&](Location location, const std::string& thread, dispatch::ExecutorKind kind) {

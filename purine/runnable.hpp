@@ -25,7 +25,8 @@ struct RunOptions {
   // several ranks must span exactly 0 .. world_size-1; one on rank 0 alone runs in any world.
   int rank = mpi_world_rank();
   int world_size = mpi_world_size();
-  // Threads each compute executor may use inside kernels (OpenMP, BLAS).
+  // Threads each compute executor may use inside kernels (OpenMP, BLAS). With several CPU
+  // locations on this rank, each location's executors get an even share (at least one).
   int compute_threads = 1;
   // Seeds the random generators, one per location (serialized by the dispatcher).
   uint64_t seed = 1;

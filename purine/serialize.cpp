@@ -21,6 +21,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 void set_location(proto::LocationProto* out, Location l) {
   out->set_rank(l.rank);
   out->set_device(l.device);
+  out->set_cpu_index(l.cpu_index);
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {

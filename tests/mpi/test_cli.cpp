@@ -112,6 +112,29 @@ TEST_CASE("mpirun purine train --parallel=data writes a summary counting every r
         std::string::npos);
 }
 
+TEST_CASE("mpirun purine train --parallel=data --locations=2 runs two replicas per rank",
+          "[mpi][cli][locations]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  purine::testing::TempDir dir;
+  const std::string summary = dir.file("summary.json");
+  Result r = mpirun(
+      "train --parallel=data --locations=2 --model=mlp --max-iters=20 --batch=16 --threads=1 "
+      "--noevaluate --reduce=ps --stall-timeout=20 --summary=" +
+      summary);
+  INFO("mpirun output:\n" << r.output);
+  REQUIRE(r.status == 0);
+  const std::string json = read_file(summary);
+  INFO("summary:\n" << json);
+  CHECK_THAT(json, Catch::Contains("\"ranks\": " + std::to_string(ranks()) + ",") &&
+                       Catch::Contains("\"locations\": 2,") &&
+                       Catch::Contains("\"iterations\": 20,"));
+  CHECK_THAT(r.output, Catch::Contains("training mlp: batch 16 x " + std::to_string(ranks()) +
+                                       " ranks (2 locations each)"));
+}
+
 TEST_CASE("a data-parallel run resumed from its checkpoint ends where an unbroken one does",
           "[mpi][cli]") {
   if (!purine::testing::have_fashion_mnist()) {

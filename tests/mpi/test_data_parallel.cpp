@@ -2,8 +2,8 @@
 // N ranks with batch b each follow the loss trajectory of one process with batch N*b (same seed,
 // same data order), for every reduction (ring, ps, mpi), with the default gradient buckets (in
 // mlp and lenet the small gradients are fused, the first layer's weight is reduced alone) and
-// with every gradient reduced alone; every replica ends with the same weights, bit for bit; two
-// identical N-rank runs are bit-identical.
+// with every gradient reduced alone, and with two replicas per rank (--locations=2); every
+// replica ends with the same weights, bit for bit; two identical N-rank runs are bit-identical.
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -26,7 +26,8 @@ constexpr int kBatch = 16;  // per rank
 constexpr int kIters = 20;
 
 TrainOptions options(const std::string& model, int ranks, int rank, int batch,
-                     const std::string& reduce, int64_t bucket_kb = TrainOptions().bucket_kb) {
+                     const std::string& reduce, int64_t bucket_kb = TrainOptions().bucket_kb,
+                     int locations = 1) {
   TrainOptions o;
   o.model = model;
   o.data_dir = purine::testing::kFashionMnistDir;
@@ -39,6 +40,7 @@ TrainOptions options(const std::string& model, int ranks, int rank, int batch,
   o.rank = rank;
   o.reduce = reduce;
   o.bucket_kb = bucket_kb;
+  o.locations = locations;
   o.evaluate = false;
   o.stall_timeout = kStallTimeout;
   return o;
@@ -46,8 +48,9 @@ TrainOptions options(const std::string& model, int ranks, int rank, int batch,
 
 struct Run {
   std::string error;
-  std::vector<double> losses;  // per iteration; meaningful on rank 0 only
-  uint64_t weights_hash = 0;   // this rank's replica weights after training
+  std::vector<double> losses;         // per iteration; meaningful on rank 0 only
+  uint64_t weights_hash = 0;          // this rank's first replica's weights after training
+  bool local_replicas_agree = false;  // this rank's replicas end with the same weights
 };
 
 Run train(const TrainOptions& o) {
@@ -55,13 +58,17 @@ Run train(const TrainOptions& o) {
   run.error = run_and_catch([&] {
     Trainer trainer(o);
     trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); });
-    std::vector<float> weights;
+    std::map<Location, std::vector<float>> weights;  // per replica
     for (const Parameter& p : trainer.training_graph().parameters()) {
       if (p.blob->location().rank != o.rank) continue;
       std::vector<float> v = values_of(p.blob->tensor());
-      weights.insert(weights.end(), v.begin(), v.end());
+      std::vector<float>& mine = weights[p.blob->location()];
+      mine.insert(mine.end(), v.begin(), v.end());
     }
-    run.weights_hash = hash_of(weights);
+    run.weights_hash = hash_of(weights.begin()->second);
+    run.local_replicas_agree = weights.size() == static_cast<size_t>(o.locations);
+    for (const auto& entry : weights)
+      run.local_replicas_agree &= entry.second == weights.begin()->second;
   });
   return run;
 }
@@ -80,16 +87,16 @@ const Run& single_process_reference(const std::string& model) {
 }
 
 void check_follows_reference(const std::string& model, const std::string& reduce,
-                             int64_t bucket_kb = TrainOptions().bucket_kb) {
+                             int64_t bucket_kb = TrainOptions().bucket_kb, int locations = 1) {
   if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
   INFO("rank " << rank() << " of " << size() << ", " << model << ", reduce=" << reduce
-               << ", bucket_kb=" << bucket_kb);
+               << ", bucket_kb=" << bucket_kb << ", locations=" << locations);
   const Run& reference = single_process_reference(model);
-  const Run first = train(options(model, size(), rank(), kBatch, reduce, bucket_kb));
-  const Run second = train(options(model, size(), rank(), kBatch, reduce, bucket_kb));
+  const Run first = train(options(model, size(), rank(), kBatch, reduce, bucket_kb, locations));
+  const Run second = train(options(model, size(), rank(), kBatch, reduce, bucket_kb, locations));
   const std::vector<uint64_t> hashes = allgather(first.weights_hash);
   barrier();  // the last collective of the test: assertions below may end it early on one rank
   CHECK(first.error == "");
@@ -110,6 +117,7 @@ void check_follows_reference(const std::string& model, const std::string& reduce
     CHECK(first.losses.back() < first.losses.front());  // it learns
     CHECK(second.losses == first.losses);               // exactly
   }
+  CHECK(first.local_replicas_agree);
   CHECK(second.weights_hash == first.weights_hash);
   for (int r = 1; r < size(); ++r) CHECK(hashes[r] == hashes[0]);  // replicas agree
 }
@@ -139,4 +147,10 @@ TEST_CASE("data parallel lenet with ring allreduce follows one process with the 
 TEST_CASE("data parallel mlp with every gradient reduced alone follows one process",
           "[mpi][data_parallel]") {
   for (const char* reduce : {"ring", "ps", "mpi"}) check_follows_reference("mlp", reduce, 0);
+}
+
+TEST_CASE("data parallel mlp over two locations per rank follows one process",
+          "[mpi][data_parallel][locations]") {
+  for (const char* reduce : {"ring", "ps"})
+    check_follows_reference("mlp", reduce, TrainOptions().bucket_kb, 2);
 }

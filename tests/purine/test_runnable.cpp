@@ -1,8 +1,13 @@
 // Running graphs: failures surface with the op's name, swaps make iterations, and the parallel
-// dispatcher gives bit-identical results to the serial one, random ops included.
+// dispatcher gives bit-identical results to the serial one, random ops included; several CPU
+// locations in one process copy between each other and share the compute threads.
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <thread>
 
+#include "operators/registry.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
 
@@ -193,4 +198,76 @@ TEST_CASE("views of swapped blobs follow every swap", "[runnable][views]") {
   REQUIRE(next->tensor().shares_storage(joined->tensor()));
   const std::vector<float> expected{1, 2, 3, 32, 40, 48};
   for (int i = 0; i < 6; ++i) REQUIRE(w->tensor().data()[i] == expected[i]);
+}
+
+namespace {
+// Records the OS thread it ran on and the OpenMP threads it was given; outputs a zero.
+class ThreadProbeOp : public Operator {
+ public:
+  explicit ThreadProbeOp(Attrs attrs) : Operator(std::move(attrs)) {}
+  std::string type() const override { return "test_thread_probe"; }
+  int num_inputs() const override { return 0; }
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>&) const override { return {{1}}; }
+  std::thread::id thread;
+  int omp_threads = 0;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>&, const std::vector<Tensor*>& outputs,
+                   OpContext&) override {
+    thread = std::this_thread::get_id();
+    omp_threads = omp_get_max_threads();
+    outputs[0]->fill(0);
+  }
+};
+PURINE_REGISTER_OPERATOR("test_thread_probe", ThreadProbeOp);
+
+ThreadProbeOp& probe_at(Graph& g, const std::string& name) {
+  Blob* out = g.apply(name, "test_thread_probe", {}, {})[0];
+  return dynamic_cast<ThreadProbeOp&>(out->writers()[0]->kernel());
+}
+}  // namespace
+
+TEST_CASE(
+    "CPU locations of one process: a copy between them, threads of their own, a share "
+    "of the compute threads",
+    "[runnable][locations]") {
+  const Location first = Location::cpu(0, 0), second = Location::cpu(0, 1);
+  REQUIRE(second.to_string() == "rank0:cpu1");
+  REQUIRE(first.to_string() == "rank0:cpu");
+  Graph g;
+  Blob* x = nullptr;
+  Blob* doubled = nullptr;
+  ThreadProbeOp* probes[2];
+  {
+    Graph::Placement at(g, first);
+    x = g.add_blob("x", {3});
+    probes[0] = &probe_at(g, "probe0");
+  }
+  {
+    Graph::Placement at(g, second);
+    doubled = g.apply("double", "scale", Attrs().set("alpha", 2.0), {x})[0];
+    probes[1] = &probe_at(g, "probe1");
+  }
+  // The builder brought x to the second location with a copy.
+  Blob* copied = g.blob("x@rank0:cpu1");
+  REQUIRE(copied->location() == second);
+  REQUIRE(copied->writers()[0]->type() == "copy");
+  REQUIRE(doubled->writers()[0]->inputs()[0] == copied);
+  for (int i = 0; i < 3; ++i) x->tensor().mutable_data()[i] = static_cast<float>(i + 1);
+  RunOptions options;
+  options.compute_threads = 4;
+  Runnable run(g, options);
+  run.run();
+  REQUIRE(doubled->location() == second);
+  for (int i = 0; i < 3; ++i) REQUIRE(doubled->tensor().data()[i] == 2.0f * (i + 1));
+  REQUIRE(probes[0]->thread != probes[1]->thread);  // "main" of each location
+  REQUIRE(probes[0]->omp_threads == 2);             // 4 compute threads over 2 locations
+  REQUIRE(probes[1]->omp_threads == 2);
+
+  Graph alone;
+  ThreadProbeOp& probe = probe_at(alone, "probe");
+  Runnable single(alone, options);
+  single.run();
+  REQUIRE(probe.omp_threads == 4);
 }

@@ -111,6 +111,22 @@ TEST_CASE("graph export writes protobuf and GraphViz", "[serialize]") {
   REQUIRE(g.ops(0).inputs(0) == "w");
   REQUIRE(g.ops(0).thread() == "main");
   REQUIRE(g.blobs_size() == 3);
+  REQUIRE(g.ops(0).location().device() == -1);
+  REQUIRE(g.ops(0).location().cpu_index() == 0);
+
+  // A second CPU location of the process is told apart in the export.
+  {
+    Graph::Placement second(net.g, Location::cpu(0, 1));
+    net.g.apply("act1", "relu", {}, {net.g.blob("w")});
+  }
+  export_graph(net.g, pb);
+  std::ifstream again(pb, std::ios::binary);
+  REQUIRE(g.ParseFromIstream(&again));
+  REQUIRE(g.ops_size() == 3);  // both relus and the copy of w
+  for (const proto::OpProto& op : g.ops()) {
+    INFO(op.name());
+    CHECK(op.location().cpu_index() == (op.name() == "act" ? 0 : 1));
+  }
 
   std::string dot = dir.file("graph.dot");
   export_graph(net.g, dot);

@@ -72,9 +72,12 @@ TEST_CASE("unknown model lists the known ones", "[cli]") {
 }
 
 TEST_CASE("bad flag values", "[cli]") {
-  for (const char* args : {"train --batch=0", "train --threads=0", "train --lr=-1",
-                           "train --executor=magic", "train --batch=abc", "train --no-such-flag=1",
-                           "train --lr-policy=cosine --max-iters=1", "train --bucket-kb=-1"}) {
+  for (const char* args :
+       {"train --batch=0", "train --threads=0", "train --lr=-1", "train --executor=magic",
+        "train --batch=abc", "train --no-such-flag=1", "train --lr-policy=cosine --max-iters=1",
+        "train --bucket-kb=-1", "train --locations=2", "train --parallel=data --locations=0",
+        "train --parallel=data --locations=3 --batch=64",
+        "train --parallel=data --locations=2 --reduce=mpi"}) {
     INFO(args);
     Result r = run_purine(args);
     REQUIRE(r.status != 0);

@@ -17,6 +17,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"batch\": " << options.batch << ",\n"
       << "  \"threads\": " << options.threads << ",\n"
       << "  \"ranks\": " << options.ranks << ",\n"
+      << "  \"locations\": " << options.locations << ",\n"
       << "  \"reduce\": \"" << options.reduce << "\",\n"
       << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"

@@ -18,7 +18,7 @@ DEFINE_string(model, "convnet", "model to train (purine models lists them)");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "directory with the IDX files");
 DEFINE_int32(epochs, 5, "passes over the training set");
 DEFINE_int64(max_iters, 0, "stop after this many iterations (0: no limit)");
-DEFINE_int32(batch, 64, "images per iteration");
+DEFINE_int32(batch, 64, "images per iteration and rank (split evenly over --locations)");
 DEFINE_double(lr, 0.01, "base learning rate");
 DEFINE_string(lr_policy, "poly", "learning-rate schedule: fixed, step or poly (linear decay to 0)");
 DEFINE_double(lr_gamma, 0.1, "step policy: factor per step");
@@ -41,7 +41,11 @@ DEFINE_string(export_graph, "",
               "write the training graph here (.dot: GraphViz, .pbtxt: protobuf text, else binary)");
 DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate skips it)");
 DEFINE_string(parallel, "none",
-              "none: one process; data: data parallel over the MPI ranks (launch with mpirun)");
+              "none: one process; data: data parallel over the MPI ranks (launch with mpirun) "
+              "and the --locations of each");
+DEFINE_int32(locations, 1,
+             "data parallel: replicas in each process, each at its own CPU location with its own "
+             "threads (--threads is shared among them)");
 DEFINE_string(reduce, "ring", "data parallel gradient reduction: ring, ps or mpi");
 DEFINE_int64(bucket_kb, 256,
              "data parallel: fuse gradients smaller than this many KiB into buckets of up to "
@@ -81,12 +85,15 @@ TrainOptions options_from_flags() {
   o.evaluate = FLAGS_evaluate;
   o.reduce = FLAGS_reduce;
   o.bucket_kb = FLAGS_bucket_kb;
+  o.locations = FLAGS_locations;
   require(FLAGS_stall_timeout > 0, "--stall-timeout must be positive, got ", FLAGS_stall_timeout);
   o.stall_timeout = std::chrono::seconds(FLAGS_stall_timeout);
   require(FLAGS_parallel == "none" || FLAGS_parallel == "data",
           "--parallel must be none or data, got '", FLAGS_parallel, "'");
   require(FLAGS_parallel == "data" || o.ranks == 1, "running on ", o.ranks,
           " MPI ranks needs --parallel=data");
+  require(FLAGS_parallel == "data" || o.locations == 1, "--locations=", o.locations,
+          " needs --parallel=data");
   require(FLAGS_executor == "parallel" || FLAGS_executor == "serial",
           "--executor must be parallel or serial, got '", FLAGS_executor, "'");
   o.mode = FLAGS_executor == "serial" ? dispatch::Mode::kSerial : dispatch::Mode::kParallel;
@@ -112,9 +119,11 @@ int run_train() {
   // under mpirun progress comes as whole lines.
   const bool terminal = isatty(fileno(stdout)) && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
   if (leader) {
-    std::printf("training %s: batch %d x %d rank%s, %d thread%s, %lld iterations per epoch\n",
-                options.model.c_str(), options.batch, options.ranks, options.ranks == 1 ? "" : "s",
-                options.threads, options.threads == 1 ? "" : "s",
+    std::printf("training %s: batch %d x %d rank%s", options.model.c_str(), options.batch,
+                options.ranks, options.ranks == 1 ? "" : "s");
+    if (options.locations > 1) std::printf(" (%d locations each)", options.locations);
+    std::printf(", %d thread%s, %lld iterations per epoch\n", options.threads,
+                options.threads == 1 ? "" : "s",
                 static_cast<long long>(trainer.iterations_per_epoch()));
     std::fflush(stdout);
   }
