@@ -13,10 +13,14 @@ namespace {
 
 using Result = purine::testing::CommandResult;
 
-Result run_purine(const std::string& args) {
+// The purine tool with `args`, started through `launcher` (e.g. "taskset -c 0") if given.
+Result run_purine_bound(const std::string& launcher, const std::string& args) {
   const char* dir = std::getenv("PURINE_BINARY_DIR");
-  return purine::testing::run_command(std::string(dir ? dir : "build") + "/tools/purine " + args);
+  return purine::testing::run_command(launcher + " " + std::string(dir ? dir : "build") +
+                                      "/tools/purine " + args);
 }
+
+Result run_purine(const std::string& args) { return run_purine_bound("", args); }
 
 size_t lines(const std::string& s) {
   size_t n = 0;
@@ -90,4 +94,14 @@ TEST_CASE("unknown command prints usage", "[cli]") {
   Result r = run_purine("fly");
   REQUIRE(r.status != 0);
   REQUIRE_THAT(r.output, Contains("unknown command 'fly'") && Contains("usage"));
+}
+
+TEST_CASE("more threads than the cores the process may use gives a warning", "[cli]") {
+  // Bound to one core, as mpirun binds its ranks; the missing data then ends the run early.
+  Result r = run_purine_bound("taskset -c 0", "train --threads=2 --data=/nonexistent/dir");
+  REQUIRE(r.status != 0);
+  REQUIRE_THAT(r.output, Contains("warning: rank 0 may run on 1 core") && Contains("--threads=2") &&
+                             Contains("--bind-to none"));
+  r = run_purine_bound("taskset -c 0", "train --threads=1 --data=/nonexistent/dir");
+  REQUIRE_THAT(r.output, !Contains("warning"));
 }

@@ -49,12 +49,13 @@ run() {
   local args=("${common[@]}" --batch=$((batch * locations)) --threads="$threads"
     --summary="$summary")
   rm -f "$summary"
-  if [ "$ranks" = 1 ] && [ "$locations" = 1 ]; then
-    "$purine" "${args[@]}" >"$log" 2>&1 ||
+  # One process runs without mpirun, which would bind it to a single core.
+  if [ "$ranks" = 1 ]; then
+    "$purine" "${args[@]}" --parallel=data --reduce="$reduce" --locations="$locations" >"$log" 2>&1 ||
       { cat "$log" >&2; echo "error: run $name failed" >&2; exit 1; }
   else
     mpirun "${mpirun_args[@]}" -np "$ranks" "$purine" "${args[@]}" --parallel=data \
-      --reduce="$reduce" --locations="$locations" >"$log" 2>&1 ||
+      --reduce="$reduce" >"$log" 2>&1 ||
       { cat "$log" >&2; echo "error: run $name failed" >&2; exit 1; }
   fi
   field images_per_sec "$summary" >>"$work/$name"

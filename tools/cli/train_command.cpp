@@ -1,6 +1,7 @@
 #include "tools/cli/train_command.hpp"
 
 #include <gflags/gflags.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -64,6 +65,20 @@ std::string format_eta(double seconds) {
   return buf;
 }
 
+// mpirun binds each rank to one core by default (up to two ranks), where more threads than
+// that only take turns: say so instead of running slowly without a word.
+void warn_if_threads_exceed_cores(const TrainOptions& o) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  const int cores = CPU_COUNT(&allowed);
+  if (o.threads <= cores) return;
+  std::fprintf(stderr,
+               "warning: rank %d may run on %d core%s (its CPU affinity) but --threads=%d; the "
+               "threads will take turns (under mpirun add --bind-to none or --map-by "
+               "slot:PE=%d)\n",
+               o.rank, cores, cores == 1 ? "" : "s", o.threads, o.threads);
+}
+
 TrainOptions options_from_flags() {
   TrainOptions o;
   o.model = FLAGS_model;
@@ -105,6 +120,7 @@ TrainOptions options_from_flags() {
 
 int run_train() {
   TrainOptions options = options_from_flags();
+  warn_if_threads_exceed_cores(options);
   const bool leader = options.rank == 0;
   // Fail on an unwritable summary path now, not after training.
   if (leader && !FLAGS_summary.empty()) {
