@@ -146,21 +146,4 @@ std::vector<Blob*> mpi_allreduce(Graph& g, const std::string& name,
   return results;
 }
 
-Blob* aggregate(Graph& g, const std::string& name, const std::vector<Blob*>& parts,
-                Location server) {
-  check_parts(name, parts);
-  Graph::Scope scope(g, name);
-  Graph::Placement placement(g, server, kThread);
-  std::vector<Blob*> local;
-  for (Blob* b : parts) local.push_back(g.copy_to(b, server, kThread));
-  if (local.size() == 1) return local[0];
-  return g.apply("sum", "sum", {}, local)[0];
-}
-
-std::vector<Blob*> distribute(Graph& g, Blob* source, const std::vector<Location>& to) {
-  std::vector<Blob*> copies;
-  for (Location l : to) copies.push_back(g.copy_to(source, l, kThread));
-  return copies;
-}
-
 }  // namespace purine

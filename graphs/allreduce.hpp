@@ -7,9 +7,7 @@
 //   ring_reduce_scatter, ring_all_gather: its two halves, for work on the summed chunks in
 //                    between (data_parallel updates each chunk of the weights on its owner).
 //   mpi_allreduce:   one native MPI_Allreduce op per rank, for comparison (one part per rank).
-//   aggregate:       the parameter server's half: every part copied to `server` and summed there
-//                    in participant order.
-//   distribute:      a blob copied to each location (copies are reused per location).
+// The parameter server's halves are the Aggregate and Distribute composites (graphs/copies.hpp).
 // Sums are in a fixed order, so every run gives bit-identical results.
 #pragma once
 
@@ -48,8 +46,5 @@ std::vector<Blob*> flat_chunks(Graph& graph, const std::string& name, Blob* whol
                                const RingShards& shards);
 std::vector<Blob*> mpi_allreduce(Graph& graph, const std::string& name,
                                  const std::vector<Blob*>& parts);
-Blob* aggregate(Graph& graph, const std::string& name, const std::vector<Blob*>& parts,
-                Location server);
-std::vector<Blob*> distribute(Graph& graph, Blob* source, const std::vector<Location>& to);
 
 }  // namespace purine

@@ -5,23 +5,23 @@
 #include <set>
 
 #include "graphs/buckets.hpp"
+#include "graphs/copies.hpp"
 #include "purine/autodiff.hpp"
 #include "purine/base/error.hpp"
+#include "purine/dsl.hpp"
 
 namespace purine {
 
 namespace {
 
+// Reductions run on their own thread per location, so they overlap the backward pass.
+const char kThread[] = "comm";
+
 // The mean of one scalar per replica, at locations[0].
 Blob* replica_mean(Graph& g, const std::string& name, const std::vector<Blob*>& values,
                    const std::vector<Location>& locations) {
-  if (values.size() == 1) return values[0];
-  Blob* total = aggregate(g, name, values, locations[0]);
-  Graph::Scope scope(g, name);
-  Graph::Placement placement(g, locations[0], "comm");
-  Attrs attrs;
-  attrs.set("alpha", 1.0 / static_cast<double>(values.size()));
-  return g.apply("mean", "scale", attrs, {total}, {"value"})[0];
+  Graph::Placement placement(g, locations[0], kThread);
+  return (B(values) >> g.add<Aggregate>(name, locations[0], Aggregate::Mode::kAverage)).top(0);
 }
 
 // Parameter i alone with kRing: reduce-scatter its gradient, update on each rank the chunk of
@@ -40,7 +40,7 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
     Parameter chunk = dp.parameters[r][i];
     {
       Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
-      Graph::Placement placement(g, dp.locations[r], "comm");
+      Graph::Placement placement(g, dp.locations[r], kThread);
       chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
     }
     updated[r] = add_sgd_update(g, chunk, shards.owned[r], dp.sgd.learning_rate(g, dp.locations[r]),
@@ -67,13 +67,14 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
   for (int r = 0; r < n; ++r) {
     std::vector<Blob*> local;
     for (int i : members) local.push_back(grads[r].of(dp.parameters[r][i].blob));
-    Graph::Placement placement(g, locations[r], "comm");
+    Graph::Placement placement(g, locations[r], kThread);
     parts.push_back(fused ? fuse(g, name + "::fuse" + std::to_string(r), local) : local[0]);
   }
   // Every replica that updates, with the sum at its location.
   std::vector<std::pair<int, Blob*>> sums;
   if (options.reduction == Reduction::kParameterServer) {
-    sums.emplace_back(server, aggregate(g, name, parts, locations[server]));
+    Graph::Placement placement(g, locations[server], kThread);
+    sums.emplace_back(server, (parts >> g.add<Aggregate>(name, locations[server])).top(0));
   } else {
     std::vector<Blob*> all = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
                                                                    : mpi_allreduce(g, name, parts);
@@ -82,7 +83,7 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
   for (const auto& [r, sum] : sums) {
     std::vector<Blob*> pieces = {sum};
     if (fused) {
-      Graph::Placement placement(g, locations[r], "comm");
+      Graph::Placement placement(g, locations[r], kThread);
       pieces = unfuse(g, name + "::unfuse" + std::to_string(r), sum, shapes);
     }
     for (size_t k = 0; k < members.size(); ++k) {
@@ -93,7 +94,9 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
         g.add_swap(p.blob, updated);
         continue;
       }
-      std::vector<Blob*> copies = distribute(g, updated, locations);
+      Graph::Placement placement(g, locations[r], kThread);
+      const B copies =
+          (B{updated} >> g.add<Distribute>(p.blob->name() + "::distribute", locations)).top();
       for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][members[k]].blob, copies[q]);
     }
   }

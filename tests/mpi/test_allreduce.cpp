@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "graphs/allreduce.hpp"
+#include "graphs/copies.hpp"
 #include "mpi_test.hpp"
+#include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
 
 using namespace purine;
@@ -55,8 +57,8 @@ std::vector<Blob*> add_reduction(Graph& g, Kind kind, const std::string& name,
     case Kind::kParameterServer: {
       std::vector<Location> locations;
       for (Blob* b : parts) locations.push_back(b->location());
-      Blob* total = aggregate(g, name, parts, Location::cpu(0));
-      return distribute(g, total, locations);
+      Blob* total = (parts >> g.add<Aggregate>(name, Location::cpu(0))).top(0);
+      return (B{total} >> g.add<Distribute>(name + "::distribute", locations)).top();
     }
   }
   return {};
