@@ -82,57 +82,56 @@ std::string no_parallel_error() {
 
 }  // namespace
 
+namespace {
+
+// A data-parallel mlp job that must succeed: what it printed and its summary JSON.
+struct Job {
+  std::string output;
+  std::string summary;
+};
+Job run_job(const std::string& flags) {
+  purine::testing::TempDir dir;
+  const std::string summary = dir.file("summary.json");
+  Result r = mpirun(
+      "train --parallel=data --model=mlp --batch=16 --threads=1 --noevaluate "
+      "--stall-timeout=20 " +
+      flags + " --summary=" + summary);
+  INFO("mpirun output:\n" << r.output);
+  REQUIRE(r.status == 0);
+  return {r.output, read_file(summary)};
+}
+
+}  // namespace
+
 TEST_CASE("mpirun purine train --parallel=data writes a summary counting every rank",
           "[mpi][cli]") {
   if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
-  purine::testing::TempDir dir;
-  const std::string summary = dir.file("summary.json");
-  Result r = mpirun(
-      "train --parallel=data --model=mlp --max-iters=30 --batch=16 --threads=1 "
-      "--noevaluate --reduce=ring --bucket-kb=64 --stall-timeout=20 --summary=" +
-      summary);
-  INFO("mpirun output:\n" << r.output);
-  REQUIRE(r.status == 0);
-  const std::string json = read_file(summary);
-  INFO("summary:\n" << json);
-  CHECK_THAT(json, Catch::Contains("\"ranks\": " + std::to_string(ranks()) + ",") &&
-                       Catch::Contains("\"iterations\": 30,") &&
-                       Catch::Contains("\"reduce\": \"ring\"") &&
-                       Catch::Contains("\"bucket_kb\": 64,") && Catch::Contains("\"batch\": 16,"));
+  const Job job = run_job("--max-iters=30 --reduce=ring --bucket-kb=64");
+  INFO("summary:\n" << job.summary);
+  CHECK_THAT(job.summary, Catch::Contains("\"ranks\": " + std::to_string(ranks()) + ",") &&
+                              Catch::Contains("\"iterations\": 30,") &&
+                              Catch::Contains("\"reduce\": \"ring\"") &&
+                              Catch::Contains("\"bucket_kb\": 64,") &&
+                              Catch::Contains("\"batch\": 16,"));
   std::smatch m;
-  REQUIRE(std::regex_search(json, m, std::regex("\"final_loss\": ([0-9.eE+-]+)")));
+  REQUIRE(std::regex_search(job.summary, m, std::regex("\"final_loss\": ([0-9.eE+-]+)")));
   const double loss = std::stod(m[1]);
   CHECK(loss > 0);
   CHECK(loss < 2.5);  // ln(10) = 2.30 at the start
   // Only rank 0 reports.
-  CHECK(r.output.find("training mlp: batch 16 x " + std::to_string(ranks()) + " ranks") !=
+  CHECK(job.output.find("training mlp: batch 16 x " + std::to_string(ranks()) + " ranks,") !=
         std::string::npos);
-}
 
-TEST_CASE("mpirun purine train --parallel=data --locations=2 runs two replicas per rank",
-          "[mpi][cli][locations]") {
-  if (!purine::testing::have_fashion_mnist()) {
-    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
-    return;
-  }
-  purine::testing::TempDir dir;
-  const std::string summary = dir.file("summary.json");
-  Result r = mpirun(
-      "train --parallel=data --locations=2 --model=mlp --max-iters=20 --batch=16 --threads=1 "
-      "--noevaluate --reduce=ps --stall-timeout=20 --summary=" +
-      summary);
-  INFO("mpirun output:\n" << r.output);
-  REQUIRE(r.status == 0);
-  const std::string json = read_file(summary);
-  INFO("summary:\n" << json);
-  CHECK_THAT(json, Catch::Contains("\"ranks\": " + std::to_string(ranks()) + ",") &&
-                       Catch::Contains("\"locations\": 2,") &&
-                       Catch::Contains("\"iterations\": 20,"));
-  CHECK_THAT(r.output, Catch::Contains("training mlp: batch 16 x " + std::to_string(ranks()) +
-                                       " ranks (2 locations each)"));
+  // Two replicas per rank, each at its own CPU location.
+  const Job located = run_job("--max-iters=20 --reduce=ps --locations=2");
+  INFO("summary:\n" << located.summary);
+  CHECK_THAT(located.summary,
+             Catch::Contains("\"locations\": 2,") && Catch::Contains("\"iterations\": 20,"));
+  CHECK_THAT(located.output, Catch::Contains("training mlp: batch 16 x " + std::to_string(ranks()) +
+                                             " ranks (2 locations each)"));
 }
 
 TEST_CASE("a data-parallel run resumed from its checkpoint ends where an unbroken one does",
