@@ -2,6 +2,9 @@
 # The allreduce benchmark on 2, 3 and 4 local ranks in one go: runs build/tools/bench_allreduce
 # once per world size (see its header for the columns), then prints the verdict per world
 # size: the graph-composed ring at least 0.9x MPI_Allreduce's bandwidth at every size from 1 MB.
+# It times only those two (--variants=false): the diagnostic columns run four more methods, each
+# with buffers and threads of its own, between a ring call and the next, and on a small machine
+# that churn lowers the ring's ratio by about a tenth. Pass --variants=true to see them anyway.
 #
 # Usage: tools/bench/allreduce.sh [max_bytes=67108864] [reps=15] [ranks="2 3 4"]
 # Environment: PURINE_BENCH (default build/tools/bench_allreduce), PURINE_MPIRUN_ARGS (extra
@@ -26,7 +29,8 @@ trap 'rm -rf "$work"' EXIT
 
 for n in $ranks; do
   echo "== $n ranks"
-  mpirun "${mpirun_args[@]}" -np "$n" "$bench" --max_bytes="$max_bytes" --reps="$reps" "$@" |
+  mpirun "${mpirun_args[@]}" -np "$n" "$bench" --max_bytes="$max_bytes" --reps="$reps" \
+    --variants=false "$@" |
     tee "$work/$n.txt"
   echo
 done
