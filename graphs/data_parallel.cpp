@@ -1,7 +1,6 @@
 #include "graphs/data_parallel.hpp"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "graphs/buckets.hpp"
@@ -111,14 +110,6 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   require(std::set<Location>(locations.begin(), locations.end()).size() == locations.size(),
           "data parallel: a location is listed twice; give one location per replica");
   check_sgd_options(options.sgd);
-  if (options.reduction == Reduction::kMpi) {
-    std::map<int, Location> first_on_rank;
-    for (const Location& l : locations) {
-      auto [it, fresh] = first_on_rank.emplace(l.rank, l);
-      require(fresh, "data parallel: the mpi reduction joins one replica per rank, but rank ",
-              l.rank, " holds two (", it->second, " and ", l, "); use ring or ps");
-    }
-  }
   const int n = static_cast<int>(locations.size());
   int server = 0;
   if (options.reduction == Reduction::kParameterServer) {
