@@ -15,10 +15,11 @@ ExecutorId Plan::add_executor(ExecutorSpec spec) {
 }
 
 TaskId Plan::add_task(Task task) {
-  const bool has_cpu_thread =
-      std::any_of(executors_.begin(), executors_.end(),
-                  [](const ExecutorSpec& e) { return e.kind == ExecutorKind::kCpuThread; });
-  CHECK(task.executor >= 0 || (task.executor == kAnyExecutor && has_cpu_thread))
+  const auto is_cpu_thread = [](const ExecutorSpec& e) {
+    return e.kind == ExecutorKind::kCpuThread;
+  };
+  CHECK(task.executor >= 0 || (task.executor == kAnyExecutor &&
+                               std::any_of(executors_.begin(), executors_.end(), is_cpu_thread)))
       << "task " << task.name << " names no executor (a floating task needs a kCpuThread one)";
   CHECK_LT(task.executor, static_cast<int>(executors_.size()))
       << "task " << task.name << " names an executor the plan does not have";

@@ -56,17 +56,18 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
     }
     aliased.insert(op);
   }
-  // A sum that alone reads a buffer received from another rank writes its result over it: the
-  // buffer is dead once read, and the sum kernel allows its output to be either input. A ring
-  // reduction then works in as many buffers as it receives, not twice as many. Before split and
-  // reshape, so that views of the sum's result see the shared memory.
+  // A sum that alone reads a buffer copied in from another location (another rank, or another
+  // CPU location of this one) writes its result over it: the buffer is dead once read, and the
+  // sum kernel allows its output to be either input. A ring reduction then works in as many
+  // buffers as it receives, not twice as many. Before split and reshape, so that views of the
+  // sum's result see the shared memory.
   for (Op* op : graph.topological_order()) {
     if (op->type() != "sum" || op->location().rank != rank) continue;
     Blob* out = op->outputs()[0];
     if (!free_blob(out) || out->has_tensor()) continue;
     for (Blob* in : op->inputs()) {
       const bool received = in->writers().size() == 1 && in->writers()[0]->type() == "copy" &&
-                            in->writers()[0]->inputs()[0]->location().rank != rank;
+                            in->writers()[0]->inputs()[0]->location() != in->location();
       if (!received || in->readers().size() != 1 || in->location() != out->location() ||
           pinned.count(in) || in->accumulating() || !in->tensor().covers_storage())
         continue;

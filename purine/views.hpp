@@ -4,7 +4,7 @@
 // every dimension before it is 1 (always true for axis 0 of a 1-D blob). Blobs that are swapped
 // between runs, shared with another graph, already allocated, or read by a second concat keep
 // their own memory and the op copies as usual. Last, a sum that is the only reader of a buffer
-// received from another rank writes its result over that buffer (the sum kernel allows it).
+// copied in from another location writes its result over that buffer (the sum kernel allows it).
 #pragma once
 
 #include <set>

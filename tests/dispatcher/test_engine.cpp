@@ -35,6 +35,13 @@ struct Log {
   }
 };
 
+// True when `order` is 0, 1, 2, ...: a chain's tasks ran in chain order, each once.
+bool is_task_order(const std::vector<int>& order) {
+  for (size_t t = 0; t < order.size(); ++t)
+    if (order[t] != static_cast<int>(t)) return false;
+  return true;
+}
+
 pd::TaskId add(pd::Plan& plan, const std::string& name, pd::ExecutorId executor,
                std::function<void()> run) {
   pd::Task task;
@@ -144,9 +151,7 @@ TEST_CASE("A long chain alternating between executors keeps its order", "[engine
     order.clear();
     engine.run();
     REQUIRE(order.size() == kTasks);
-    bool sorted = true;
-    for (int t = 0; t < kTasks; ++t) sorted = sorted && order[t] == t;
-    CHECK(sorted);
+    CHECK(is_task_order(order));
   }
 }
 
@@ -173,9 +178,7 @@ TEST_CASE("A chain of floating tasks stays on the executor it started on", "[eng
     threads.clear();
     engine.run();
     REQUIRE(order.size() == kTasks);
-    bool sorted = true;
-    for (int t = 0; t < kTasks; ++t) sorted = sorted && order[t] == t;
-    CHECK(sorted);
+    CHECK(is_task_order(order));
     CHECK(threads.size() == 1);  // no hand-over: each task runs where its predecessor ended
   }
 }

@@ -34,3 +34,23 @@ TEST_CASE("a sum that alone reads a received buffer writes over it", "[views]") 
   CHECK(sum_local->tensor().data() != scaled_b->tensor().data());
   CHECK(sum_local->tensor().data() != local->tensor().data());
 }
+
+TEST_CASE("a buffer copied from another CPU location of this rank is summed over too", "[views]") {
+  Graph g;
+  Blob* other;
+  {
+    Graph::Placement there(g, Location::cpu(0, 1));
+    other = g.add_blob("other", {8});
+  }
+  Graph::Placement here(g, Location::cpu(0, 0));
+  Blob* local = g.add_blob("local", {8});
+  Blob* copied = g.copy_to(other, Location::cpu(0, 0), "main");
+  Blob* sum = g.apply("sum", "sum", {}, {local, copied})[0];
+  // A sum of a blob the op's own location wrote keeps separate memory.
+  Blob* doubled = g.apply("double", "scale", Attrs().set("alpha", 2.0), {local})[0];
+  Blob* sum_local = g.apply("sum_local", "sum", {}, {local, doubled})[0];
+
+  CHECK(alias_views(g, 0).empty());
+  CHECK(sum->tensor().data() == copied->tensor().data());
+  CHECK(sum_local->tensor().data() != doubled->tensor().data());
+}
