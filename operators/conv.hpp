@@ -14,11 +14,13 @@
 // the backward passes with C < 8 or O < 8 channels, where im2col is faster, and where oneDNN
 // declines the geometry. Each op instance caches its primitives and buffers for the last
 // geometry and thread count it ran with; convolutions under 2^20 multiply-adds run on the
-// calling thread alone. Thread counts and results: im2col is bit-identical for any thread count
-// by construction (per-image GEMMs, weight gradient summed over fixed batch chunks); oneDNN's
-// forward and data gradient do not split reductions across threads; its blocked weight
-// gradient may when channel blocks are fewer than threads (equal bits at 1-8 threads for
-// 16->32, 32->64 and 64->128 channels; 16->32 differed at 16 threads).
+// calling thread alone. Thread counts and results: every kernel is bit-identical for any thread
+// count, on any ISA oneDNN picks. im2col by construction (per-image GEMMs); oneDNN's forward and
+// data gradient do not split reductions across threads; the weight gradient (both engines) sums
+// fixed chunks of the batch (at most 8), each on one thread, and adds them in chunk order.
+// `deterministic` (conv_grad_weight, default 1): 0 runs oneDNN's weight gradient as one
+// primitive over all threads instead, whose bits depend on the thread count and the ISA (its
+// blocked kernels split the batch among the threads); for measuring what the guarantee costs.
 #pragma once
 
 #include <memory>

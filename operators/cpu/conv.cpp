@@ -8,8 +8,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
-#include "operators/cpu/dnnl_context.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/dnnl_context.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
 
@@ -72,6 +72,23 @@ class OmpThreads {
 // Element counts below this stay on the calling thread: forking costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
+// The weight gradient is a sum over the batch. Both engines cut the batch into this many fixed
+// chunks at most (whatever the thread count), sum each chunk on one thread and add the chunks'
+// partial sums in chunk order, so its bits do not depend on the thread count.
+constexpr int64_t kMaxChunks = 8;
+
+// The first image of chunk `chunk` of `chunks` over a batch of n.
+int64_t chunk_begin(int64_t n, int64_t chunk, int64_t chunks) { return n * chunk / chunks; }
+
+// dw[j] = partials[0][j] + partials[1][j] + ... in chunk order.
+void sum_chunks(const float* partials, int64_t chunks, int64_t size, int team, float* dw) {
+#pragma omp parallel for if (size * chunks > kParallelMin) num_threads(team)
+  for (int64_t j = 0; j < size; ++j) {
+    float total = partials[j];
+    for (int64_t chunk = 1; chunk < chunks; ++chunk) total += partials[chunk * size + j];
+    dw[j] = total;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // oneDNN: the primitive works in the layouts it prefers (format_tag::any, blocked channels);
@@ -193,6 +210,46 @@ class DnnlConvKernel : public ConvKernel {
   std::unordered_map<int, dnnl::memory> exec_args_;
 };
 
+// oneDNN's weight gradient with bits independent of the thread count. Its blocked kernels split
+// the batch reduction among the threads they are given (on AVX-512 machines differently for 1
+// and 3 threads); here each fixed chunk of the batch has a primitive built for one thread, the
+// chunks run in parallel, and their partial sums are added in chunk order.
+class ChunkedDnnlWeightGradKernel : public ConvKernel {
+ public:
+  // Throws dnnl::error when oneDNN has no implementation for a chunk's geometry.
+  ChunkedDnnlWeightGradKernel(const ConvGeometry& g, int threads)
+      : ConvKernel(ConvDirection::kBackwardWeights, g, threads),
+        chunks_(std::min(g.n, kMaxChunks)),
+        size_(g.o * g.c * g.kh * g.kw) {
+    for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
+      ConvGeometry part = g;
+      part.n = chunk_begin(g.n, chunk + 1, chunks_) - chunk_begin(g.n, chunk, chunks_);
+      parts_.push_back(std::make_unique<DnnlConvKernel>(direction_, part, 1));
+    }
+    partials_.resize(static_cast<size_t>(chunks_) * size_);
+  }
+
+  std::string name() const override { return str(parts_[0]->name(), " in ", chunks_, " chunks"); }
+
+  void run(const float* dy, const float* x, float* dw) override {
+    OmpThreads scope(team_);
+    const ConvGeometry& g = g_;
+#pragma omp parallel for schedule(static) num_threads(team_)
+    for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
+      const int64_t begin = chunk_begin(g.n, chunk, chunks_);
+      parts_[chunk]->run(dy + begin * g.o * g.ho * g.wo, x + begin * g.c * g.h * g.w,
+                         partials_.data() + chunk * size_);
+    }
+    sum_chunks(partials_.data(), chunks_, size_, team_, dw);
+  }
+
+ private:
+  const int64_t chunks_;
+  const int64_t size_;                                  // O C kh kw
+  std::vector<std::unique_ptr<DnnlConvKernel>> parts_;  // one-thread primitives, one per chunk
+  std::vector<float> partials_;                         // one [O, C, kh, kw] sum per chunk
+};
+
 // ---------------------------------------------------------------------------------------------
 // im2col + GEMM, parallel over images. Each GEMM is one oneDNN sgemm, which runs on its calling
 // thread inside an OpenMP region; the weight gradient sums per-chunk partials in a fixed order,
@@ -277,9 +334,6 @@ void col2im(const ConvGeometry& g, const float* columns, float* dx) {
 
 class Im2colConvKernel : public ConvKernel {
  public:
-  // The weight gradient is summed over at most this many fixed chunks of the batch.
-  static constexpr int64_t kMaxChunks = 8;
-
   Im2colConvKernel(ConvDirection direction, const ConvGeometry& g, int threads)
       : ConvKernel(direction, g, threads),
         rows_(g.c * g.kh * g.kw),
@@ -352,7 +406,8 @@ class Im2colConvKernel : public ConvKernel {
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
       float* columns = thread_columns();
       float* partial = partials_.data() + chunk * size;
-      const int64_t begin = g.n * chunk / chunks_, end = g.n * (chunk + 1) / chunks_;
+      const int64_t begin = chunk_begin(g.n, chunk, chunks_),
+                    end = chunk_begin(g.n, chunk + 1, chunks_);
       for (int64_t i = begin; i < end; ++i) {
         im2col(g, x + i * g.c * g.h * g.w, columns);
         // partial [O, C kh kw] += dy_i [O, Ho Wo] * columns^T
@@ -360,14 +415,7 @@ class Im2colConvKernel : public ConvKernel {
               i > begin, partial, rows_);
       }
     }
-    const float* partials = partials_.data();
-    const int64_t chunks = chunks_;
-#pragma omp parallel for if (size * chunks > kParallelMin) num_threads(team_)
-    for (int64_t j = 0; j < size; ++j) {
-      float total = partials[j];
-      for (int64_t chunk = 1; chunk < chunks; ++chunk) total += partials[chunk * size + j];
-      dw[j] = total;
-    }
+    sum_chunks(partials_.data(), chunks_, size, team_, dw);
   }
 
   const int64_t rows_;           // C kh kw
@@ -378,8 +426,9 @@ class Im2colConvKernel : public ConvKernel {
 };
 
 // `engine` is "auto", "onednn" or "im2col" (validated by the caller).
-std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, ConvDirection direction,
-                                        const ConvGeometry& g, int threads) {
+std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool deterministic,
+                                        ConvDirection direction, const ConvGeometry& g,
+                                        int threads) {
   // Measured on 2 Zen 3 cores (batch 64, 5x5, pad 2): oneDNN's blocked kernels win everywhere
   // except the backward passes with few channels, where blocking pads C up to 8
   // (1 -> 32 channels, 28x28: im2col 1.0 / 1.4 ms for data / weights vs oneDNN 6.4 / 6.3 ms).
@@ -389,6 +438,8 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, ConvDirection
   }
   if (onednn && g.n > 0) {
     try {
+      if (direction == ConvDirection::kBackwardWeights && deterministic)
+        return std::make_unique<ChunkedDnnlWeightGradKernel>(g, threads);
       return std::make_unique<DnnlConvKernel>(direction, g, threads);
     } catch (const dnnl::error& e) {
       // No oneDNN implementation for this geometry: im2col handles every geometry.
@@ -450,7 +501,8 @@ ConvKernel& ConvOpBase::kernel(ConvDirection direction, const ConvGeometry& g) {
   const int threads = omp_get_max_threads();
   if (!kernel_ || !kernel_->matches(g, threads)) {
     try {
-      kernel_ = make_kernel(attrs_.get_string("engine", "auto"), direction, g, threads);
+      kernel_ = make_kernel(attrs_.get_string("engine", "auto"),
+                            attrs_.get_int("deterministic", 1) != 0, direction, g, threads);
     } catch (const Error& e) {
       throw Error(str(type(), ": ", e.what()));
     }

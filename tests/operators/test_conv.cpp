@@ -151,9 +151,14 @@ TEST_CASE("conv matches naive loops on the 2-conv network's shapes", "[conv]") {
 }
 
 TEST_CASE("conv results do not depend on the thread count", "[conv]") {
-  // Both large enough (over 2^20 multiply-adds) to run on several threads.
-  for (Geometry g : {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2},
-                     Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1}}) {
+  // All large enough (over 2^20 multiply-adds) to run on several threads: few channels (im2col
+  // backward under auto), 16 -> 32 (where oneDNN's AVX-512 weight gradient once split the batch
+  // by thread), the 2-conv network's second layer at batch 64, and a batch that does not split
+  // evenly into chunks.
+  for (Geometry g :
+       {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2}, Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1},
+        Geometry{64, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
+        Geometry{11, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1}}) {
     Rng rng(38);
     Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
     Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
@@ -166,15 +171,41 @@ TEST_CASE("conv results do not depend on the thread count", "[conv]") {
         omp_set_num_threads(saved);
         return out;
       };
-      for (int threads : {2, 3}) {
-        INFO(g.c << " channels, engine " << engine << ", " << threads << " threads");
-        CHECK(same_bits(run(1, "conv", {x, w}), run(threads, "conv", {x, w})));
-        CHECK(same_bits(run(1, "conv_grad_data", {dy, w, x}),
-                        run(threads, "conv_grad_data", {dy, w, x})));
-        CHECK(same_bits(run(1, "conv_grad_weight", {dy, x, w}),
-                        run(threads, "conv_grad_weight", {dy, x, w})));
+      const Tensor y = run(1, "conv", {x, w}), dx = run(1, "conv_grad_data", {dy, w, x}),
+                   dw = run(1, "conv_grad_weight", {dy, x, w});
+      for (int threads : {2, 3, 4, 8}) {
+        INFO(g.n << " images, " << g.c << " channels, engine " << engine << ", " << threads
+                 << " threads");
+        CHECK(same_bits(y, run(threads, "conv", {x, w})));
+        CHECK(same_bits(dx, run(threads, "conv_grad_data", {dy, w, x})));
+        CHECK(same_bits(dw, run(threads, "conv_grad_weight", {dy, x, w})));
       }
     }
+  }
+}
+
+TEST_CASE("conv_grad_weight with deterministic=0 runs one oneDNN primitive and stays correct",
+          "[conv]") {
+  const Geometry g{11, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1};
+  Rng rng(42);
+  Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+  Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+  Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+  std::vector<double> expected(w.count(), 0.0);
+  for_each_tap(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    expected[wi] += double{dy.data()[yi]} * x.data()[xi];
+  });
+  for (int64_t deterministic : {0, 1}) {
+    INFO("deterministic " << deterministic);
+    auto op = OperatorRegistry::create("conv_grad_weight",
+                                       g.attrs("onednn").set("deterministic", deterministic));
+    Tensor dw(w.shape());
+    OpContext context;
+    op->compute({&dy, &x, &w}, {&dw}, context);
+    check_close(dw, expected, 1e-4);
+    const std::string name = dynamic_cast<ConvOpBase&>(*op).kernel_name();
+    CHECK(name.rfind("onednn:", 0) == 0);
+    CHECK((name.find(" in 8 chunks") != std::string::npos) == (deterministic == 1));
   }
 }
 
