@@ -283,10 +283,19 @@ class Trainer::Impl {
   }
   std::string resume_newest() {
     require(!options_.checkpoint_dir.empty(), "resuming the newest checkpoint needs a directory");
-    std::string path;
-    if (options_.rank == 0)
-      path = newest_checkpoint(options_.checkpoint_dir, checkpoint_size_limit(dp_.checkpoint));
-    if (options_.ranks > 1) path = mpi_broadcast_bytes(path, 0);
+    // Rank 0 chooses; every rank gets its choice or its error ("E" + message), none waits.
+    std::string choice;
+    if (options_.rank == 0) {
+      try {
+        choice =
+            "P" + newest_checkpoint(options_.checkpoint_dir, checkpoint_size_limit(dp_.checkpoint));
+      } catch (const Error& e) {
+        choice = std::string("E") + e.what();
+      }
+    }
+    if (options_.ranks > 1) choice = mpi_broadcast_bytes(choice, 0);
+    require(choice[0] == 'P', choice.substr(1));
+    const std::string path = choice.substr(1);
     require(!path.empty(), "no complete checkpoint in '", options_.checkpoint_dir,
             "' to resume from (run without --resume to start training)");
     load(path);
