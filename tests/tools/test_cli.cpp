@@ -198,6 +198,8 @@ TEST_CASE("write errors and unwritable outputs end the run with an error", "[cli
            Case{"--resume-from=/dev/zero", "holds more than the"},
            Case{"--resume-from=" + temp.file("a_file"), "not a Purine checkpoint"},
            Case{"--checkpoint-every=5", "--checkpoint-every needs --checkpoint-dir"},
+           Case{"--resume=" + temp.file("ckpt"),
+                "for a file use --resume-from=" + temp.file("ckpt")},
            Case{"--resume", "--resume continues from --checkpoint-dir or --checkpoint=FILE"},
            Case{"--checkpoint-dir=" + temp.path() + " --keep=0", "--keep must be at least 1"},
            Case{"--checkpoint-dir=" + temp.file("empty") + " --resume",
