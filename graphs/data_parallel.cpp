@@ -1,5 +1,7 @@
 #include "graphs/data_parallel.hpp"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <set>
 
@@ -23,6 +25,31 @@ Blob* replica_mean(Graph& g, const std::string& name, const std::vector<Blob*>& 
   return (B(values) >> g.add<Aggregate>(name, locations[0], Aggregate::Mode::kAverage)).top(0);
 }
 
+// The single-device name of a blob of replica r: its name after the scope "replica<r>::".
+std::string single_device_name(const Blob* blob, int replica) {
+  const std::string scope = "replica" + std::to_string(replica) + "::";
+  const std::string& name = blob->name();
+  for (size_t at = name.find(scope); at != std::string::npos; at = name.find(scope, at + 1))
+    if (at == 0 || name.compare(at - 2, 2, "::") == 0) return name.substr(at + scope.size());
+  LOG(FATAL) << name << " is not in the scope " << scope;
+  return name;
+}
+
+// The tensor `name` held whole by each of `holders`, saved from the first.
+StoredTensor replicated(const std::string& name, const std::vector<Blob*>& holders) {
+  StoredTensor t;
+  t.name = name;
+  t.shape = holders[0]->shape();
+  t.saved_from = {{holders[0], 0}};
+  for (Blob* b : holders) t.loaded_into.push_back({b, 0});
+  return t;
+}
+
+// The momentum history add_sgd_update made for `weight`.
+Blob* history_of(const Graph& g, const Blob* weight) {
+  return g.blob(weight->name() + "::history");
+}
+
 // Parameter i alone with kRing: reduce-scatter its gradient, update on each rank the chunk of
 // the weights whose gradient it summed (its momentum covers that chunk only), all-gather the
 // new weights: the same traffic as an allreduce of the gradient, 1/N of the update work per rank.
@@ -34,6 +61,9 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
   const std::string name = dp.parameters[0][i].blob->name();
   const RingShards shards = ring_reduce_scatter(g, name + "::reduce", parts);
   std::vector<Blob*> updated(n, nullptr);
+  StoredTensor history;  // one chunk per location, at its place in the whole
+  history.name = single_device_name(dp.parameters[0][i].blob, 0) + "::history";
+  history.shape = dp.parameters[0][i].blob->shape();
   for (int r = 0; r < n; ++r) {
     if (!shards.owned[r]) continue;
     Parameter chunk = dp.parameters[r][i];
@@ -44,7 +74,12 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
     }
     updated[r] = add_sgd_update(g, chunk, shards.owned[r], dp.sgd.learning_rate(g, dp.locations[r]),
                                 options.sgd);
+    int64_t offset = 0;
+    for (int c = 0; c < shards.chunk_of(r); ++c) offset += shards.sizes[c];
+    history.saved_from.push_back({history_of(g, chunk.blob), offset});
   }
+  history.loaded_into = history.saved_from;
+  dp.checkpoint.push_back(std::move(history));
   const std::vector<Blob*> weights = ring_all_gather(g, name + "::gather", shards, updated);
   for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
 }
@@ -79,6 +114,8 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
                                                                    : mpi_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);
   }
+  // Histories: every updater holds one whole; the first's is saved.
+  std::vector<std::vector<Blob*>> histories(members.size());
   for (const auto& [r, sum] : sums) {
     std::vector<Blob*> pieces = {sum};
     if (fused) {
@@ -89,6 +126,7 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
       const Parameter& p = dp.parameters[r][members[k]];
       Blob* updated =
           add_sgd_update(g, p, pieces[k], dp.sgd.learning_rate(g, locations[r]), options.sgd);
+      histories[k].push_back(history_of(g, p.blob));
       if (options.reduction != Reduction::kParameterServer) {
         g.add_swap(p.blob, updated);
         continue;
@@ -99,6 +137,20 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
       for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][members[k]].blob, copies[q]);
     }
   }
+  for (size_t k = 0; k < members.size(); ++k) {
+    const std::string name = single_device_name(dp.parameters[0][members[k]].blob, 0);
+    dp.checkpoint.push_back(replicated(name + "::history", histories[k]));
+  }
+}
+
+// Every parameter and state of the graph is in the map (an internal invariant).
+void check_checkpoint_map(const Graph& g, const CheckpointMap& map) {
+  std::set<const Blob*> mapped;
+  for (const StoredTensor& t : map)
+    for (const TensorPiece& piece : t.loaded_into) mapped.insert(piece.blob);
+  for (const auto* list : {&g.parameters(), &g.states()})
+    for (const Parameter& p : *list)
+      CHECK(mapped.count(p.blob)) << p.blob->name() << " is missing from the checkpoint map";
 }
 
 }  // namespace
@@ -120,11 +172,17 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   }
   DataParallelGraph dp;
   dp.locations = locations;
+  std::vector<std::vector<Parameter>> replica_states;  // registered while building each replica
   for (int r = 0; r < n; ++r) {
     Graph::Scope scope(g, "replica" + std::to_string(r));
     Graph::Placement placement(g, locations[r]);
     const size_t before = g.parameters().size();
+    const size_t states_before = g.states().size();
     dp.replicas.push_back(build(g, r, n));
+    replica_states.emplace_back(g.states().begin() + states_before, g.states().end());
+    require(replica_states.back().size() == replica_states.front().size(),
+            "data parallel: replica ", r, " has ", replica_states.back().size(),
+            " states, replica 0 has ", replica_states.front().size());
     require(dp.replicas.back().loss != nullptr, "data parallel: replica ", r, " has no loss");
     dp.parameters.emplace_back(g.parameters().begin() + before, g.parameters().end());
     const auto& mine = dp.parameters.back();
@@ -136,6 +194,13 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
               mine[i].blob->name(), "' has shape ", mine[i].blob->shape(), ", replica 0's '",
               first[i].blob->name(), "' has ", first[i].blob->shape());
   }
+  // Weights and replica states (e.g. running statistics) are saved from replica 0.
+  for (const auto* per_replica : {&dp.parameters, &replica_states})
+    for (size_t i = 0; i < per_replica->front().size(); ++i) {
+      std::vector<Blob*> blobs;
+      for (int r = 0; r < n; ++r) blobs.push_back((*per_replica)[r][i].blob);
+      dp.checkpoint.push_back(replicated(single_device_name(blobs[0], 0), blobs));
+    }
   // Gradients of each replica's loss / N, so the reduced sum is the average gradient.
   std::vector<Gradients> grads;
   for (int r = 0; r < n; ++r) {
@@ -170,6 +235,7 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   dp.loss = replica_mean(g, "loss", losses, locations);
   if (accuracies.size() == losses.size())
     dp.accuracy = replica_mean(g, "accuracy", accuracies, locations);
+  check_checkpoint_map(g, dp.checkpoint);
   return dp;
 }
 

@@ -15,6 +15,12 @@
 // buckets of up to `bucket_bytes` (graphs/buckets.hpp), neighbours in backward order, each bucket
 // reduced once; a gradient of at least `bucket_bytes` is reduced alone (with kRing, each rank
 // then updates only the chunk it summed).
+//
+// Checkpoints do not depend on this layout: `checkpoint` maps every parameter and state of the
+// graph to its single-device tensor (the name without "replica<r>::", the whole shape). Weights
+// and replica states are saved from replica 0 and loaded into every replica; momentum histories
+// are saved from the one updater that holds them (replica 0, the parameter server, or, with the
+// sharded ring update, each location's chunk at its offset) and loaded into every holder.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +30,7 @@
 #include "graphs/allreduce.hpp"
 #include "graphs/sgd.hpp"
 #include "purine/graph.hpp"
+#include "purine/serialize.hpp"
 
 namespace purine {
 
@@ -50,6 +57,7 @@ struct DataParallelGraph {
   Blob* loss = nullptr;                            // replica average, at locations[0]
   Blob* accuracy = nullptr;                        // replica average, at locations[0]
   SgdGraph sgd;
+  CheckpointMap checkpoint;  // every parameter and state, by single-device name (see above)
 };
 
 // Throws purine::Error on an empty or repeated location list, replicas that disagree on their

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "dispatcher/tracer.hpp"
+#include "graphs/checkpoint_dir.hpp"
 #include "graphs/data_parallel.hpp"
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
@@ -12,6 +13,8 @@
 #include "operators/idx_data.hpp"
 #include "purine/base/error.hpp"
 #include "purine/dsl.hpp"
+#include "purine/durable_file.hpp"
+#include "purine/mpi_bytes.hpp"
 #include "purine/runnable.hpp"
 #include "purine/serialize.hpp"
 
@@ -80,6 +83,37 @@ void check_options(const TrainOptions& o) {
           "--locations=", o.locations, " use ring or ps");
 }
 
+void check_checkpoint_options(const TrainOptions& o) {
+  require(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative, got ",
+          o.checkpoint_every);
+  require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
+          "--checkpoint-every needs --checkpoint-dir");
+  require(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
+}
+
+// Fails now on an output path that cannot be written, rather than after training.
+void check_output_paths(const TrainOptions& o) {
+  if (!o.trace_path.empty())
+    check_writable(o.ranks > 1 ? o.trace_path + ".rank" + std::to_string(o.rank) : o.trace_path,
+                   "the trace file");
+  if (o.rank != 0) return;  // rank 0 writes the checkpoints
+  if (!o.checkpoint_dir.empty()) prepare_checkpoint_dir(o.checkpoint_dir);
+  if (!o.checkpoint_path.empty()) check_writable(o.checkpoint_path, "the checkpoint file");
+}
+
+// A generator state for `location` from the seed and the iteration, for a checkpoint of another
+// layout (FNV-1a over the three).
+std::string reseeded_state(uint64_t seed, int64_t iteration, const std::string& location) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  mix(seed);
+  mix(static_cast<uint64_t>(iteration));
+  for (char c : location) mix(static_cast<unsigned char>(c));
+  return Rng(h).state();
+}
+
 }  // namespace
 
 class Trainer::Impl {
@@ -87,6 +121,7 @@ class Trainer::Impl {
   explicit Impl(TrainOptions options)
       : options_(std::move(options)), train_("train"), test_("test") {
     check_options(options_);
+    check_checkpoint_options(options_);
     // A rank's locations next to each other, so that ring hops within a rank are memory copies.
     std::vector<Location> locations;
     for (int r = 0; r < options_.ranks; ++r)
@@ -126,6 +161,7 @@ class Trainer::Impl {
     run.world_size = options_.ranks;
     run.stall_timeout = options_.stall_timeout;
     train_run_ = std::make_unique<Runnable>(train_, run);
+    check_output_paths(options_);
     if (!options_.trace_path.empty()) {
       tracer_ = std::make_unique<dispatch::Tracer>();
       train_run_->add_observer(tracer_.get());
@@ -167,6 +203,9 @@ class Trainer::Impl {
       dp_.sgd.set_learning_rate(schedule_->at(global_it), options_.rank);
       train_run_->run();
       ++iterations_done_;
+      if (options_.checkpoint_every > 0 && iterations_done_ % options_.checkpoint_every == 0 &&
+          iterations_done_ < total_iterations())
+        save_to_dir();
       result.iterations = it + 1;
       if (leader) result.final_loss = *dp_.loss->tensor().data();
       auto now = Clock::now();
@@ -187,6 +226,9 @@ class Trainer::Impl {
         progress(p);
       }
     }
+    // The training is kept before anything else may fail.
+    if (!options_.checkpoint_dir.empty()) save_to_dir();
+    if (!options_.checkpoint_path.empty()) save(options_.checkpoint_path);
     if (tracer_) {
       std::string path = options_.trace_path;
       if (options_.ranks > 1) path += ".rank" + std::to_string(options_.rank);
@@ -197,39 +239,67 @@ class Trainer::Impl {
     return result;
   }
 
-  // With several ranks each saves and loads its own file, PATH.rank<R>.
-  std::string checkpoint_path(const std::string& path) const {
-    return options_.ranks == 1 ? path : path + ".rank" + std::to_string(options_.rank);
+  // Every setting that decides which state tensors each location holds, and so whether the
+  // random generators of a checkpoint carry over.
+  std::string layout() const {
+    std::string layout = str("ranks=", options_.ranks, " locations=", options_.locations);
+    if (options_.ranks * options_.locations > 1)
+      layout += str(" reduce=", options_.reduce, " bucket_kb=", options_.bucket_kb);
+    return layout;
   }
-  CheckpointInfo checkpoint_info() const {
+  CheckpointRanks ranks() const { return {options_.rank, options_.ranks}; }
+  void save(const std::string& path) const {
     CheckpointInfo info;
     info.model = options_.model;
     info.iteration = iterations_done_;
-    info.rank = options_.rank;
     info.ranks = options_.ranks;
-    // Each rank's optimizer state depends on its replicas and how their gradients are reduced
-    // and bucketed.
-    if (options_.ranks * options_.locations == 1) {
-      info.layout = "one replica";
-    } else {
-      info.layout = str("--reduce=", options_.reduce, " --bucket-kb=", options_.bucket_kb);
-      if (options_.locations > 1) info.layout += str(" --locations=", options_.locations);
-    }
-    return info;
-  }
-  void save(const std::string& path) const {
-    CheckpointInfo info = checkpoint_info();
+    info.layout = layout();
     info.rng_states = train_run_->rng_states();
-    purine::save_checkpoint(train_, checkpoint_path(path), info);
+    purine::save_checkpoint(dp_.checkpoint, path, info, ranks());
+  }
+  void save_to_dir() {
+    save(checkpoint_file(options_.checkpoint_dir, iterations_done_));
+    if (options_.rank == 0) prune_checkpoints(options_.checkpoint_dir, options_.keep);
   }
   void load(const std::string& path) {
     require(iterations_done_ == 0, "load a checkpoint before training, not after");
-    const CheckpointInfo info =
-        purine::load_checkpoint(train_, checkpoint_path(path), checkpoint_info());
+    const std::map<std::string, std::string> generators = train_run_->rng_states();
+    CheckpointExpectation expected;
+    expected.model = options_.model;
+    expected.iteration_below = total_iterations();
+    expected.layout = layout();
+    for (const auto& [location, state] : generators) expected.generators.push_back(location);
+    expected.ranks = ranks();
+    const CheckpointInfo info = purine::load_checkpoint(dp_.checkpoint, path, expected);
     iterations_done_ = info.iteration;
-    train_run_->set_rng_states(info.rng_states);
+    std::map<std::string, std::string> states;
+    for (const auto& [location, state] : generators)
+      states[location] = info.layout == layout()
+                             ? info.rng_states.at(location)
+                             : reseeded_state(options_.seed, iterations_done_, location);
+    train_run_->set_rng_states(states);
     // The data continue with the batch after the last one trained on.
     for (IdxDataOp* data : train_data_) data->skip_to(iterations_done_);
+  }
+  std::string resume_newest() {
+    require(!options_.checkpoint_dir.empty(), "resuming the newest checkpoint needs a directory");
+    // Rank 0 chooses; every rank gets its choice or its error ("E" + message), none waits.
+    std::string choice;
+    if (options_.rank == 0) {
+      try {
+        choice =
+            "P" + newest_checkpoint(options_.checkpoint_dir, checkpoint_size_limit(dp_.checkpoint));
+      } catch (const Error& e) {
+        choice = std::string("E") + e.what();
+      }
+    }
+    if (options_.ranks > 1) choice = mpi_broadcast_bytes(choice, 0);
+    require(choice[0] == 'P', choice.substr(1));
+    const std::string path = choice.substr(1);
+    require(!path.empty(), "no complete checkpoint in '", options_.checkpoint_dir,
+            "' to resume from (run without --resume to start training)");
+    load(path);
+    return path;
   }
   const Graph& graph() const { return train_; }
 
@@ -271,6 +341,7 @@ TrainResult Trainer::train(const std::function<void(const TrainProgress&)>& prog
 double Trainer::evaluate() { return impl_->evaluate(); }
 void Trainer::save_checkpoint(const std::string& path) const { impl_->save(path); }
 void Trainer::load_checkpoint(const std::string& path) { impl_->load(path); }
+std::string Trainer::resume_newest() { return impl_->resume_newest(); }
 const Graph& Trainer::training_graph() const { return impl_->graph(); }
 int64_t Trainer::iterations_per_epoch() const { return impl_->iterations_per_epoch(); }
 

@@ -52,6 +52,15 @@ struct TrainOptions {
   // When set, every task of the training runs is traced and written there as Chrome-trace JSON
   // (open it in ui.perfetto.dev) when training ends.
   std::string trace_path;
+  // Checkpoints (purine/serialize.hpp), saved during training into `checkpoint_dir`
+  // (graphs/checkpoint_dir.hpp) every `checkpoint_every` iterations (0: none before the end)
+  // and when training ends, keeping the newest `keep`; and/or into the file `checkpoint_path`
+  // when training ends. Both are written before the trace and the evaluation, so that their
+  // failures lose no training; every output path is checked before training starts.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int keep = 3;
+  std::string checkpoint_path;
 };
 
 // Progress and results are global: the loss is the mean over all ranks' batches, images/s
@@ -86,13 +95,20 @@ class Trainer {
   TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});
   // Accuracy of the current parameters on the test split.
   double evaluate();
-  // Parameters, optimizer state and the iteration count to or from a checkpoint file
-  // (purine/serialize.hpp); with several ranks each rank has its own file, PATH.rank<R>. After
-  // load_checkpoint (before train()), training goes on where the checkpoint stopped: the next
-  // batch of the same data order, the learning rate of the next iteration and the random
-  // generators where they stopped, up to the same total.
+  // Parameters, optimizer state, the random generators and the iteration count to or from a
+  // checkpoint file (purine/serialize.hpp). The file does not depend on the parallel layout: a
+  // run on any number of ranks and locations, with any reduction and buckets, resumes it. With
+  // several ranks both are collective (every rank calls; rank 0 writes or reads the one file).
+  // After load_checkpoint (before train()), training goes on where the checkpoint stopped: the
+  // next batch of the same data order, the learning rate of the next iteration, up to the same
+  // total. The generators are restored when the layout is the one that saved the file, and
+  // otherwise reseeded from the seed and the iteration (the same for every run that resumes it
+  // in that layout).
   void save_checkpoint(const std::string& path) const;
   void load_checkpoint(const std::string& path);
+  // Loads the newest complete checkpoint in `checkpoint_dir` (chosen on rank 0) and returns its
+  // path; throws purine::Error when there is none.
+  std::string resume_newest();
   // The training graph (forward, backward and SGD), e.g. to export it.
   const Graph& training_graph() const;
   int64_t iterations_per_epoch() const;

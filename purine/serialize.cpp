@@ -1,13 +1,18 @@
 #include "purine/serialize.hpp"
 
+#include <glog/logging.h>
 #include <google/protobuf/text_format.h>
+#include <zlib.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cstring>
 #include <map>
-#include <sstream>
+#include <set>
 
 #include "purine/base/error.hpp"
+#include "purine/base/rng.hpp"
+#include "purine/durable_file.hpp"
+#include "purine/mpi_bytes.hpp"
 
 namespace purine {
 
@@ -22,30 +27,6 @@ void set_location(proto::LocationProto* out, Location l) {
   out->set_rank(l.rank);
   out->set_device(l.device);
   out->set_cpu_index(l.cpu_index);
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  require(out.good(), "cannot write '", path, "'");
-  out << bytes;
-  require(out.good(), "failed writing '", path, "'");
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot read '", path, "': no such file or not readable");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Parameters and states on `rank`, the tensors a checkpoint holds.
-std::vector<const Parameter*> persistent(const Graph& graph, int rank) {
-  std::vector<const Parameter*> out;
-  for (const auto* list : {&graph.parameters(), &graph.states()})
-    for (const Parameter& p : *list)
-      if (p.blob->location().rank == rank) out.push_back(&p);
-  return out;
 }
 
 }  // namespace
@@ -82,7 +63,7 @@ proto::GraphProto graph_to_proto(const Graph& graph) {
 }
 
 void export_graph(const Graph& graph, const std::string& path) {
-  if (ends_with(path, ".dot")) return write_bytes(path, graph.to_dot());
+  if (ends_with(path, ".dot")) return write_file_durably(path, graph.to_dot());
   proto::GraphProto g = graph_to_proto(graph);
   std::string bytes;
   if (ends_with(path, ".pbtxt")) {
@@ -90,69 +71,276 @@ void export_graph(const Graph& graph, const std::string& path) {
   } else {
     g.SerializeToString(&bytes);
   }
-  write_bytes(path, bytes);
+  write_file_durably(path, bytes);
 }
 
-void save_checkpoint(const Graph& graph, const std::string& path, const CheckpointInfo& info) {
+// The checkpoint file format (version 2): a 24-byte header, then the payload, a serialized
+// proto::Checkpoint. Header, little-endian: the magic "PURINECK", uint32 format version, uint32
+// CRC-32 (zlib) of the payload, uint64 payload size. Version 1 files (a bare proto::Checkpoint
+// per rank) are refused.
+namespace {
+
+const char kMagic[8] = {'P', 'U', 'R', 'I', 'N', 'E', 'C', 'K'};
+constexpr uint32_t kFormatVersion = 2;
+constexpr size_t kHeaderBytes = 24;
+// Besides the values and names: the header, the info and the generators' states.
+constexpr int64_t kSizeMargin = 4 << 20;
+
+void put_le(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+uint64_t get_le(const std::string& in, size_t at, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i)
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
+  return value;
+}
+uint32_t crc32_of(const std::string& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  for (size_t left = bytes.size(); left > 0;) {  // zlib takes uInt lengths
+    const uInt n = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+    crc = crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::string with_header(const std::string& payload) {
+  std::string out(kMagic, sizeof kMagic);
+  put_le(out, kFormatVersion, 4);
+  put_le(out, crc32_of(payload), 4);
+  put_le(out, payload.size(), 8);
+  return out + payload;
+}
+
+bool on_this_rank(const Blob* blob, CheckpointRanks ranks) {
+  return ranks.ranks == 1 || blob->location().rank == ranks.rank;
+}
+
+// Rank 0: the file's message from every rank's part.
+proto::Checkpoint assemble(const CheckpointMap& map, const CheckpointInfo& info, int ranks,
+                           const std::vector<std::string>& parts) {
   proto::Checkpoint c;
   c.set_model(info.model);
   c.set_iteration(info.iteration);
-  c.set_rank(info.rank);
-  c.set_ranks(info.ranks);
+  c.set_ranks(ranks);
   c.set_layout(info.layout);
-  c.mutable_rng_states()->insert(info.rng_states.begin(), info.rng_states.end());
-  for (const Parameter* p : persistent(graph, info.rank)) {
+  std::vector<std::vector<bool>> covered(map.size());
+  for (size_t i = 0; i < map.size(); ++i) {
     proto::NamedTensor* t = c.add_tensors();
-    t->set_name(p->blob->name());
-    Tensor& tensor = p->blob->tensor();
-    for (int64_t d : tensor.shape().dims()) t->mutable_tensor()->add_shape(d);
-    const float* data = tensor.data();
-    t->mutable_tensor()->mutable_data()->Add(data, data + tensor.count());
+    t->set_name(map[i].name);
+    for (int64_t d : map[i].shape.dims()) t->mutable_tensor()->add_shape(d);
+    t->mutable_tensor()->mutable_data()->Resize(static_cast<int>(map[i].shape.count()), 0.0f);
+    covered[i].assign(map[i].shape.count(), false);
   }
-  std::string bytes;
-  c.SerializeToString(&bytes);
-  write_bytes(path, bytes);
+  for (const std::string& bytes : parts) {
+    proto::CheckpointPart part;
+    CHECK(part.ParseFromString(bytes)) << "a rank's checkpoint part does not parse";
+    c.mutable_rng_states()->insert(part.rng_states().begin(), part.rng_states().end());
+    for (const auto& piece : part.pieces()) {
+      CHECK(piece.tensor() >= 0 && piece.tensor() < static_cast<int>(map.size()));
+      std::vector<bool>& seen = covered[piece.tensor()];
+      CHECK(piece.offset() >= 0 &&
+            piece.offset() + piece.data_size() <= static_cast<int64_t>(seen.size()))
+          << map[piece.tensor()].name << ": a piece beyond the tensor";
+      float* out =
+          c.mutable_tensors(piece.tensor())->mutable_tensor()->mutable_data()->mutable_data();
+      for (int k = 0; k < piece.data_size(); ++k) {
+        CHECK(!seen[piece.offset() + k])
+            << map[piece.tensor()].name << ": element " << piece.offset() + k << " saved twice";
+        seen[piece.offset() + k] = true;
+        out[piece.offset() + k] = piece.data(k);
+      }
+    }
+  }
+  for (size_t i = 0; i < map.size(); ++i)
+    CHECK(std::all_of(covered[i].begin(), covered[i].end(), [](bool b) { return b; }))
+        << map[i].name << ": the checkpoint map leaves elements unsaved";
+  return c;
 }
 
-CheckpointInfo load_checkpoint(Graph& graph, const std::string& path,
-                               const CheckpointInfo& expected) {
-  proto::Checkpoint c;
-  require(c.ParseFromString(read_bytes(path)), "checkpoint '", path,
-          "' is corrupt or not a Purine checkpoint");
-  const int rank = expected.rank, ranks = expected.ranks;
-  const int saved_ranks = std::max(1, c.ranks());
-  require(saved_ranks == ranks && c.rank() == rank, "checkpoint '", path, "' holds rank ", c.rank(),
-          " of a run on ", saved_ranks, " process", saved_ranks == 1 ? "" : "es", "; this is rank ",
-          rank, " of ", ranks, " (resume with as many ranks as saved)");
-  require(c.layout().empty() || expected.layout.empty() || c.layout() == expected.layout,
-          "checkpoint '", path, "' was saved with ", c.layout(), "; this run has ", expected.layout,
-          " (resume with the settings it was saved with)");
-  std::map<std::string, const proto::TensorProto*> by_name;
-  for (const auto& t : c.tensors()) by_name[t.name()] = &t.tensor();
-  // Check everything first, so that a bad file changes nothing.
-  const std::vector<const Parameter*> mine = persistent(graph, rank);
-  for (const Parameter* p : mine) {
-    auto it = by_name.find(p->blob->name());
-    require(it != by_name.end(), "checkpoint '", path, "' (model '", c.model(),
-            "') has no tensor '", p->blob->name(), "'");
-    Shape stored(std::vector<int64_t>(it->second->shape().begin(), it->second->shape().end()));
-    require(stored == p->blob->shape(), "checkpoint '", path, "': tensor '", p->blob->name(),
-            "' has shape ", stored, ", the graph expects ", p->blob->shape());
-    require(it->second->data_size() == stored.count(), "checkpoint '", path, "': tensor '",
-            p->blob->name(), "' holds ", it->second->data_size(), " values for shape ", stored);
+Shape shape_of(const proto::TensorProto& t) {
+  return Shape(std::vector<int64_t>(t.shape().begin(), t.shape().end()));
+}
+
+}  // namespace
+
+CheckpointMap whole_blobs(const Graph& graph) {
+  CheckpointMap map;
+  for (const auto* list : {&graph.parameters(), &graph.states()})
+    for (const Parameter& p : *list) {
+      StoredTensor t;
+      t.name = p.blob->name();
+      t.shape = p.blob->shape();
+      t.saved_from = {{p.blob, 0}};
+      t.loaded_into = {{p.blob, 0}};
+      map.push_back(std::move(t));
+    }
+  return map;
+}
+
+void save_checkpoint(const CheckpointMap& map, const std::string& path, const CheckpointInfo& info,
+                     CheckpointRanks ranks) {
+  proto::CheckpointPart part;
+  for (size_t i = 0; i < map.size(); ++i)
+    for (const TensorPiece& piece : map[i].saved_from) {
+      if (!on_this_rank(piece.blob, ranks)) continue;
+      auto* out = part.add_pieces();
+      out->set_tensor(static_cast<int>(i));
+      out->set_offset(piece.offset);
+      const Tensor& tensor = piece.blob->tensor();
+      out->mutable_data()->Add(tensor.data(), tensor.data() + tensor.count());
+    }
+  part.mutable_rng_states()->insert(info.rng_states.begin(), info.rng_states.end());
+  std::string mine;
+  CHECK(part.SerializeToString(&mine));
+  const std::vector<std::string> parts =
+      ranks.ranks > 1 ? mpi_gather_bytes(mine, 0) : std::vector<std::string>{mine};
+  // Rank 0 writes; every rank learns the outcome, so that a failure ends them all alike.
+  std::string error;
+  if (ranks.rank == 0) {
+    try {
+      std::string payload;
+      CHECK(assemble(map, info, ranks.ranks, parts).SerializeToString(&payload));
+      write_file_durably(path, with_header(payload));
+    } catch (const Error& e) {
+      error = str("cannot save the checkpoint: ", e.what());
+    }
   }
-  for (const Parameter* p : mine) {
-    const proto::TensorProto* t = by_name[p->blob->name()];
-    std::copy(t->data().begin(), t->data().end(), p->blob->tensor().mutable_data());
+  if (ranks.ranks > 1) error = mpi_broadcast_bytes(error, 0);
+  if (!error.empty()) throw Error(error);
+}
+
+void save_checkpoint(const Graph& graph, const std::string& path, const CheckpointInfo& info) {
+  save_checkpoint(whole_blobs(graph), path, info);
+}
+
+int64_t checkpoint_size_limit(const CheckpointMap& map) {
+  int64_t bytes = kHeaderBytes + kSizeMargin;
+  for (const StoredTensor& t : map)
+    bytes += static_cast<int64_t>(sizeof(float)) * t.shape.count() +
+             static_cast<int64_t>(t.name.size()) + 16 * (t.shape.dims().size() + 2);
+  return bytes;
+}
+
+proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
+  const std::string file = str("checkpoint '", path, "'");
+  require(bytes.size() >= kHeaderBytes && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0,
+          file, " is not a Purine checkpoint (no PURINECK header)");
+  const uint64_t version = get_le(bytes, 8, 4);
+  require(version == kFormatVersion, file, " has format version ", version,
+          "; this build reads version ", kFormatVersion);
+  const uint64_t size = get_le(bytes, 16, 8);
+  const uint64_t held = bytes.size() - kHeaderBytes;
+  require(size == held, file, " is ", size > held ? "truncated" : "followed by extra bytes",
+          ": its header promises ", size, " payload bytes, the file holds ", held);
+  const std::string payload = bytes.substr(kHeaderBytes);
+  const uint32_t crc = crc32_of(payload);
+  require(crc == get_le(bytes, 12, 4), file, " is corrupt: the payload's CRC-32 is ", crc,
+          ", its header says ", get_le(bytes, 12, 4));
+  proto::Checkpoint c;
+  require(c.ParseFromString(payload), file, " is corrupt: its payload does not parse");
+  require(c.iteration() >= 0, file, " is at iteration ", c.iteration(),
+          ", which is impossible (negative)");
+  std::set<std::string> names;
+  for (const proto::NamedTensor& t : c.tensors()) {
+    require(names.insert(t.name()).second, file, " holds tensor '", t.name(), "' twice");
+    int64_t count = 1;
+    for (int64_t d : t.tensor().shape()) {
+      require(d >= 0 && (d == 0 || count <= std::numeric_limits<int64_t>::max() / d), file,
+              ": tensor '", t.name(), "' has an impossible dimension ", d);
+      count *= d;
+    }
+    require(t.tensor().data_size() == count, file, ": tensor '", t.name(), "' holds ",
+            t.tensor().data_size(), " values for shape ", shape_of(t.tensor()));
+  }
+  return c;
+}
+
+proto::Checkpoint read_checkpoint(const std::string& path, int64_t max_bytes) {
+  return parse_checkpoint(read_file_bounded(path, max_bytes, "checkpoint"), path);
+}
+
+CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path,
+                               const CheckpointExpectation& expected) {
+  const CheckpointRanks ranks = expected.ranks;
+  // Rank 0 reads (at most what the model could need) and shares the bytes or its error.
+  std::string bytes, error;
+  if (ranks.rank == 0) {
+    try {
+      bytes = read_file_bounded(path, checkpoint_size_limit(map), "checkpoint");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  if (ranks.ranks > 1) {
+    error = mpi_broadcast_bytes(error, 0);
+    if (error.empty()) bytes = mpi_broadcast_bytes(bytes, 0);
+  }
+  if (!error.empty()) throw Error(error);
+  const proto::Checkpoint c = parse_checkpoint(bytes, path);
+
+  // Check everything first, so that a bad file changes nothing.
+  const std::string file = str("checkpoint '", path, "'");
+  require(expected.model.empty() || c.model() == expected.model, file, " is of model '", c.model(),
+          "'; this run trains '", expected.model, "'");
+  require(c.iteration() < expected.iteration_below, file, " is at iteration ", c.iteration(),
+          " and this run's total is ", expected.iteration_below,
+          ": nothing to train (raise --max-iters or --epochs)");
+  std::map<std::string, const StoredTensor*> wanted;
+  for (const StoredTensor& t : map) wanted[t.name] = &t;
+  std::map<std::string, const proto::TensorProto*> held;
+  for (const proto::NamedTensor& t : c.tensors()) {
+    auto it = wanted.find(t.name());
+    require(it != wanted.end(), file, " holds tensor '", t.name(), "', which ",
+            expected.model.empty() ? "this graph" : "model '" + expected.model + "'",
+            " does not have");
+    require(shape_of(t.tensor()) == it->second->shape, file, ": tensor '", t.name(), "' has shape ",
+            shape_of(t.tensor()), ", the graph expects ", it->second->shape);
+    held[t.name()] = &t.tensor();
+  }
+  for (const StoredTensor& t : map)
+    require(held.count(t.name), file, " (model '", c.model(), "') has no tensor '", t.name, "'");
+  if (c.layout() == expected.layout) {
+    for (const std::string& location : expected.generators) {
+      auto it = c.rng_states().find(location);
+      require(it != c.rng_states().end(), file, " has no random generator state for ", location,
+              " (saved with this layout, it should have one)");
+      try {
+        Rng().set_state(it->second);
+      } catch (const Error& e) {
+        throw Error(
+            str(file, ": the random generator state for ", location, " is bad: ", e.what()));
+      }
+    }
+  }
+
+  for (const StoredTensor& t : map) {
+    const float* values = held[t.name]->data().data();
+    for (const TensorPiece& piece : t.loaded_into) {
+      if (!on_this_rank(piece.blob, ranks)) continue;
+      Tensor& tensor = piece.blob->tensor();
+      CHECK_LE(piece.offset + tensor.count(), t.shape.count()) << t.name;
+      std::copy(values + piece.offset, values + piece.offset + tensor.count(),
+                tensor.mutable_data());
+    }
   }
   CheckpointInfo info;
   info.model = c.model();
   info.iteration = c.iteration();
-  info.rank = c.rank();
-  info.ranks = saved_ranks;
+  info.ranks = std::max(1, c.ranks());
   info.layout = c.layout();
   info.rng_states = {c.rng_states().begin(), c.rng_states().end()};
   return info;
+}
+
+CheckpointInfo load_checkpoint(Graph& graph, const std::string& path,
+                               const CheckpointInfo& expected) {
+  CheckpointExpectation e;
+  e.model = expected.model;
+  return load_checkpoint(whole_blobs(graph), path, e);
 }
 
 }  // namespace purine

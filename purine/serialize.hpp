@@ -1,12 +1,18 @@
-// Files: the bi-graph exported as protobuf (GraphProto) and checkpoints (every parameter and
-// state tensor by full blob name). Readers validate what they read and throw purine::Error naming
-// the file and the problem (missing, not a Purine file, shape mismatch, missing tensor); a
-// failed load changes no tensor.
+// Files: the bi-graph exported as protobuf (GraphProto) and checkpoints. A checkpoint stores
+// every parameter and state tensor once, by its single-device name and shape, whatever parallel
+// layout saved it; a CheckpointMap says where a graph keeps the pieces of each (graphs/
+// data_parallel.hpp builds one for any layout; whole_blobs() is the map of a single-location
+// graph). Files are written durably (purine/durable_file.hpp: a crash leaves the previous file)
+// with a header and a CRC-32 of the payload. Readers check everything first and throw
+// purine::Error naming the file and the first offending item; a failed load changes no tensor.
+// Not thread-safe; with several ranks, saving and loading are collective (see CheckpointRanks).
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "purine.pb.h"
 #include "purine/graph.hpp"
@@ -22,20 +28,71 @@ void export_graph(const Graph& graph, const std::string& path);
 struct CheckpointInfo {
   std::string model;
   int64_t iteration = 0;
-  int rank = 0;   // the process that saved it (every rank of a run saves its own file)
-  int ranks = 1;  // of a run on this many processes
-  // How the graph lays out its state, when that depends on more than the model (for a
-  // data-parallel run, the gradient reduction and buckets decide which optimizer state each
-  // rank holds). Free text, compared as a whole; empty in files of older versions.
+  int ranks = 1;  // of the run that saved it (information only)
+  // The parallel layout that saved it (free text, e.g. "ranks=2 locations=1 reduce=ring
+  // bucket_kb=256"); the random generators' states carry over only to the same layout.
   std::string layout;
-  std::map<std::string, std::string> rng_states;  // Runnable::rng_states()
+  std::map<std::string, std::string> rng_states;  // of every rank, by location
 };
 
-// Saves the tensors of the graph's parameters and states located on `info.rank`, with `info`.
+// Elements [offset, offset + blob's count) of a stored tensor, flattened, held by `blob`.
+struct TensorPiece {
+  Blob* blob = nullptr;
+  int64_t offset = 0;
+};
+// One tensor of a checkpoint and where a graph keeps it.
+struct StoredTensor {
+  std::string name;                      // single-device name
+  Shape shape;                           // single-device shape
+  std::vector<TensorPiece> saved_from;   // cover every element exactly once
+  std::vector<TensorPiece> loaded_into;  // every piece held anywhere (saved_from included)
+};
+using CheckpointMap = std::vector<StoredTensor>;
+// Every parameter and state of a graph, whole, by blob name.
+CheckpointMap whole_blobs(const Graph& graph);
+
+// Who takes part. With ranks > 1 every rank of MPI_COMM_WORLD must call (between runs): saving
+// gathers the pieces to rank 0, which writes one file and tells every rank whether that worked;
+// loading reads the file on rank 0 and broadcasts it. A failure throws the same error on every
+// rank, so that none is left waiting.
+struct CheckpointRanks {
+  int rank = 0;
+  int ranks = 1;
+};
+
+void save_checkpoint(const CheckpointMap& map, const std::string& path, const CheckpointInfo& info,
+                     CheckpointRanks ranks = {});
 void save_checkpoint(const Graph& graph, const std::string& path, const CheckpointInfo& info);
-// Loads them back by name and returns the file's info. The file must have been saved by the
-// same rank of a run on as many ranks as `expected` names, with the same layout (unless either
-// is empty), and hold every parameter and state on that rank with its shape.
+
+// What a load accepts.
+struct CheckpointExpectation {
+  std::string model;  // empty: any
+  // The run's total: a checkpoint at or past it leaves nothing to train.
+  int64_t iteration_below = std::numeric_limits<int64_t>::max();
+  // When the file's layout equals `layout`, it must hold a valid state for each of these
+  // generator locations (Runnable::rng_states of every rank).
+  std::string layout;
+  std::vector<std::string> generators;
+  CheckpointRanks ranks;
+};
+
+// The largest file a checkpoint of `map` may be: its values, names and a margin.
+int64_t checkpoint_size_limit(const CheckpointMap& map);
+// Reads and checks a checkpoint file without a graph (e.g. for a fuzzer): at most `max_bytes`
+// (checked before reading), the header, the CRC, a payload that parses, a non-negative
+// iteration, no tensor twice, every tensor's values matching its shape.
+proto::Checkpoint read_checkpoint(const std::string& path, int64_t max_bytes);
+// The same checks on a file's bytes (`path` names it in messages).
+proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path);
+
+// Loads every piece of `map` on this rank from the file and returns the file's info. Refuses,
+// before any tensor changes, a file of another model, with a tensor the map lacks or lacking one
+// it has, of another shape, at an iteration outside [0, iteration_below), or without the
+// generator states `expected` asks for.
+CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path,
+                               const CheckpointExpectation& expected);
+// A single-location graph's parameters and states (whole_blobs) by name; `expected.model` is
+// checked when not empty.
 CheckpointInfo load_checkpoint(Graph& graph, const std::string& path,
                                const CheckpointInfo& expected = {});
 

@@ -4,11 +4,15 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "fashion_mnist.hpp"
+#include "graphs/checkpoint_dir.hpp"
 #include "graphs/trainer.hpp"
 #include "purine/graph.hpp"
+#include "purine/serialize.hpp"
 #include "temp_dir.hpp"
 
 using namespace purine;
@@ -189,39 +193,172 @@ TEST_CASE("replicas at several CPU locations of one process follow the one-locat
   }
 }
 
-TEST_CASE("a checkpoint of a run over several locations resumes only with as many",
+namespace {
+// Relative difference, for trajectories of different layouts (sums in another order).
+double relative(double a, double b) { return std::abs(a - b) / std::abs(b); }
+
+// The mlp with a step schedule (an iteration's rate does not depend on the run's total) over
+// `locations` replicas of one process, 48 images per step.
+TrainOptions layout_run(int locations, const std::string& reduce, int64_t iterations) {
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.max_iters = iterations;
+  o.batch = 48;
+  o.evaluate = false;
+  o.lr_policy = "step";
+  o.lr_step = 5;
+  o.locations = locations;
+  o.reduce = reduce;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("a checkpoint resumes in any layout and follows that layout's trajectory",
           "[trainer][e2e][locations]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
-  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
-  o.max_iters = 16;
-  o.evaluate = false;
-  o.lr_policy = "step";  // the rate of an iteration does not depend on the run's total
-  o.lr_step = 5;
-  o.locations = 2;
-  auto last_loss = [](Trainer& trainer) { return trainer.train().final_loss; };
-  Trainer whole(o);
-  const double expected = last_loss(whole);
-
+  // Saved by 2 locations with the ring's sharded momentum (--bucket-kb=0: every parameter's
+  // history cut in chunks over the locations) after 7 of 16 iterations.
   testing::TempDir dir;
-  TrainOptions first_part = o;
-  first_part.max_iters = 7;
-  Trainer first(first_part);
-  last_loss(first);
-  first.save_checkpoint(dir.file("ckpt"));
-  Trainer second(o);
-  second.load_checkpoint(dir.file("ckpt"));
-  REQUIRE(last_loss(second) == expected);  // bit for bit
+  TrainOptions saver = layout_run(2, "ring", 7);
+  saver.bucket_kb = 0;
+  saver.checkpoint_path = dir.file("ckpt");
+  Trainer first(saver);
+  first.train();
+  struct Layout {
+    int locations;
+    const char* reduce;
+    int64_t bucket_kb;
+  };
+  for (const Layout& l : {Layout{2, "ring", 0}, Layout{1, "ring", 256}, Layout{3, "ring", 0},
+                          Layout{3, "ring", 256}, Layout{2, "ps", 256}}) {
+    INFO(l.locations << " locations, reduce=" << l.reduce << ", bucket_kb=" << l.bucket_kb);
+    TrainOptions o = layout_run(l.locations, l.reduce, 16);
+    o.bucket_kb = l.bucket_kb;
+    Trainer whole(o);
+    const double expected = whole.train().final_loss;
+    Trainer resumed(o);
+    resumed.load_checkpoint(dir.file("ckpt"));
+    const TrainResult r = resumed.train();
+    CHECK(r.iterations == 9);
+    INFO("unbroken " << expected << ", resumed " << r.final_loss);
+    CHECK(relative(r.final_loss, expected) < 1e-5);
+    // The layout that saved it continues bit for bit.
+    if (l.locations == 2 && l.bucket_kb == 0) CHECK(r.final_loss == expected);
+  }
+}
 
-  TrainOptions one_location = o;
-  one_location.locations = 1;
-  Trainer other(one_location);
-  REQUIRE_THROWS_WITH(
-      other.load_checkpoint(dir.file("ckpt")),
-      Catch::Contains("was saved with --reduce=ring --bucket-kb=256 --locations=2") &&
-          Catch::Contains("this run has one replica"));
+TEST_CASE("a checkpoint's momentum is restored, not restarted, in another layout",
+          "[trainer][e2e][locations]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  // Every state of the resuming layout (3 locations, sharded histories) comes from the file:
+  // saved again at once, the file holds the same tensors as the one it loaded.
+  testing::TempDir dir;
+  TrainOptions saver = layout_run(2, "ps", 7);
+  saver.checkpoint_path = dir.file("a");
+  Trainer(saver).train();
+  TrainOptions o = layout_run(3, "ring", 16);
+  o.bucket_kb = 0;
+  Trainer resumed(o);
+  resumed.load_checkpoint(dir.file("a"));
+  resumed.save_checkpoint(dir.file("b"));
+  const proto::Checkpoint a = read_checkpoint(dir.file("a"), 1 << 30);
+  const proto::Checkpoint b = read_checkpoint(dir.file("b"), 1 << 30);
+  REQUIRE(a.tensors_size() == b.tensors_size());
+  std::map<std::string, std::vector<float>> saved;
+  int histories = 0;
+  for (const auto& t : a.tensors()) {
+    saved[t.name()] = {t.tensor().data().begin(), t.tensor().data().end()};
+    if (t.name().find("::history") != std::string::npos) {
+      ++histories;
+      CHECK(std::any_of(t.tensor().data().begin(), t.tensor().data().end(),
+                        [](float v) { return v != 0; }));
+    }
+  }
+  CHECK(histories > 0);
+  for (const auto& t : b.tensors()) {
+    INFO(t.name());
+    REQUIRE(saved.count(t.name()));
+    CHECK(saved[t.name()] ==
+          std::vector<float>(t.tensor().data().begin(), t.tensor().data().end()));
+  }
+  CHECK(b.iteration() == 7);
+  CHECK(b.layout() == "ranks=1 locations=3 reduce=ring bucket_kb=0");
+}
+
+TEST_CASE("checkpoints during training: every N iterations into a directory, the newest kept",
+          "[trainer][e2e]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  testing::TempDir dir;
+  TrainOptions o = layout_run(1, "ring", 17);
+  o.checkpoint_dir = dir.file("ckpts/run");  // created
+  o.checkpoint_every = 5;
+  o.keep = 2;
+  Trainer trainer(o);
+  const double expected = trainer.train().final_loss;
+  std::vector<int64_t> iterations;
+  for (const auto& [iteration, path] : list_checkpoints(o.checkpoint_dir))
+    iterations.push_back(iteration);
+  CHECK(iterations == std::vector<int64_t>{17, 15});  // 5 and 10 pruned; 17: the end
+
+  // The newest resumes; a run continuing from 15 towards 17 ends where this one did.
+  TrainOptions more = o;
+  more.keep = 3;
+  std::filesystem::remove(checkpoint_file(o.checkpoint_dir, 17));
+  Trainer resumed(more);
+  REQUIRE(resumed.resume_newest() == checkpoint_file(o.checkpoint_dir, 15));
+  REQUIRE(resumed.train().final_loss == expected);
+  // A damaged newest file is skipped for the one before.
+  std::ofstream(checkpoint_file(o.checkpoint_dir, 99)) << "half a checkpoint";
+  TrainOptions again = o;
+  again.max_iters = 30;
+  Trainer third(again);
+  CHECK(third.resume_newest() == checkpoint_file(o.checkpoint_dir, 17));
+}
+
+TEST_CASE("a failure after training leaves its checkpoint", "[trainer][e2e]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  testing::TempDir dir;
+  TrainOptions o = layout_run(1, "ring", 4);
+  o.evaluate = true;
+  o.test_samples = 10;  // fewer than one test batch: evaluation fails after training
+  o.checkpoint_path = dir.file("ckpt");
+  Trainer trainer(o);
+  REQUIRE_THROWS_WITH(trainer.train(), Catch::Contains("fewer than one test batch"));
+  CHECK(read_checkpoint(dir.file("ckpt"), 1 << 30).iteration() == 4);
+}
+
+TEST_CASE("bad checkpoint options and output paths are rejected before training", "[trainer]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  TrainOptions o = layout_run(1, "ring", 4);
+  o.checkpoint_every = 5;
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--checkpoint-every needs --checkpoint-dir"));
+  o = layout_run(1, "ring", 4);
+  o.checkpoint_dir = "/etc/passwd/ckpts";
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("checkpoint directory '/etc/passwd/ckpts'"));
+  o = layout_run(1, "ring", 4);
+  o.checkpoint_dir = "/tmp";
+  o.keep = 0;
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--keep must be at least 1, got 0"));
+  o = layout_run(1, "ring", 4);
+  o.trace_path = "/nonexistent/dir/trace.json";
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("the trace file '/nonexistent/dir/trace.json'"));
+  o = layout_run(1, "ring", 4);
+  o.checkpoint_path = "/nonexistent/dir/ckpt";
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("the checkpoint file '/nonexistent/dir/ckpt'"));
 }
 
 TEST_CASE("bad location options are rejected before training", "[trainer][locations]") {

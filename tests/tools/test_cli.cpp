@@ -2,11 +2,18 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 
+#include "fashion_mnist.hpp"
+#include "graphs/checkpoint_dir.hpp"
 #include "run_command.hpp"
+#include "spawned_process.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -21,6 +28,27 @@ Result run_purine_bound(const std::string& launcher, const std::string& args) {
 }
 
 Result run_purine(const std::string& args) { return run_purine_bound("", args); }
+
+std::string purine_binary() {
+  const char* dir = std::getenv("PURINE_BINARY_DIR");
+  return std::string(dir ? dir : "build") + "/tools/purine";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The summary's final_loss as written (9 significant digits: equal strings, equal floats).
+std::string final_loss(const std::string& summary_path) {
+  const std::string json = read_file(summary_path);
+  std::smatch m;
+  INFO(summary_path << ":\n" << json);
+  REQUIRE(std::regex_search(json, m, std::regex("\"final_loss\": ([0-9.eE+-]+)")));
+  return m[1].str();
+}
 
 size_t lines(const std::string& s) {
   size_t n = 0;
@@ -104,4 +132,87 @@ TEST_CASE("more threads than the cores the process may use gives a warning", "[c
                              Contains("--bind-to none"));
   r = run_purine_bound("taskset -c 0", "train --threads=1 --data=/nonexistent/dir");
   REQUIRE_THAT(r.output, !Contains("warning"));
+}
+
+TEST_CASE("a run killed with SIGKILL resumes from its newest checkpoint to the unbroken loss",
+          "[cli][checkpoint]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  TempDir temp;
+  const std::string dir = temp.file("ckpts");
+  // A step schedule: an iteration's rate does not depend on the run's total, so the killed run
+  // (aiming far) and the unbroken one (as long as the resumed) train alike.
+  const std::string common =
+      "train --model=mlp --batch=16 --threads=1 --noevaluate --lr-policy=step --lr-step=5 ";
+  {
+    purine::testing::SpawnedProcess run(
+        purine_binary() + " " + common +
+            "--max-iters=1000000 --checkpoint-every=5 --keep=1000 --checkpoint-dir=" + dir,
+        temp.file("killed.log"));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (run.running() && std::chrono::steady_clock::now() < deadline &&
+           (!std::filesystem::is_directory(dir) || purine::list_checkpoints(dir).empty()))
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(run.running());  // still training: the kill comes mid-run
+    const int status = run.kill_all();
+    REQUIRE(WIFSIGNALED(status));
+    REQUIRE(WTERMSIG(status) == SIGKILL);
+  }
+  const auto checkpoints = purine::list_checkpoints(dir);
+  REQUIRE(!checkpoints.empty());
+  const int64_t total = checkpoints.front().first + 12;
+  INFO("killed after iteration " << checkpoints.front().first << "; total " << total);
+  Result resumed =
+      run_purine(common + "--max-iters=" + std::to_string(total) + " --checkpoint-dir=" + dir +
+                 " --resume --summary=" + temp.file("resumed.json"));
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  REQUIRE_THAT(resumed.output, Contains("resuming from " + checkpoints.front().second));
+  Result whole = run_purine(common + "--max-iters=" + std::to_string(total) +
+                            " --summary=" + temp.file("whole.json"));
+  REQUIRE(whole.status == 0);
+  CHECK(final_loss(temp.file("resumed.json")) == final_loss(temp.file("whole.json")));
+}
+
+TEST_CASE("write errors and unwritable outputs end the run with an error", "[cli][checkpoint]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  TempDir temp;
+  const std::string common = "train --model=mlp --batch=16 --threads=1 --noevaluate --max-iters=3 ";
+  write_file(temp.file("a_file"), "not a directory");
+  struct Case {
+    std::string flags, message;
+  };
+  for (const Case& c : {
+           Case{"--summary=/dev/full", "'/dev/full': No space left on device"},
+           Case{"--checkpoint=/dev/full", "cannot save the checkpoint: failed writing '/dev/full'"},
+           Case{"--checkpoint-dir=" + temp.file("a_file") + "/ckpts",
+                "checkpoint directory '" + temp.file("a_file") + "/ckpts'"},
+           Case{"--checkpoint=" + temp.file("a_file") + "/ckpt", "Not a directory"},
+           Case{"--trace=" + temp.file("a_file") + "/trace.json", "the trace file"},
+           Case{"--summary=" + temp.file("a_file") + "/summary.json", "the summary file"},
+           Case{"--resume-from=/dev/zero", "holds more than the"},
+           Case{"--resume-from=" + temp.file("a_file"), "not a Purine checkpoint"},
+           Case{"--checkpoint-every=5", "--checkpoint-every needs --checkpoint-dir"},
+           Case{"--resume=" + temp.file("ckpt"),
+                "for a file use --resume-from=" + temp.file("ckpt")},
+           Case{"--resume", "--resume continues from --checkpoint-dir or --checkpoint=FILE"},
+           Case{"--checkpoint-dir=" + temp.path() + " --keep=0", "--keep must be at least 1"},
+           Case{"--checkpoint-dir=" + temp.file("empty") + " --resume",
+                "no complete checkpoint in '" + temp.file("empty") + "'"},
+       }) {
+    INFO(c.flags);
+    Result r = run_purine(common + c.flags);
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK_THAT(r.output, Contains("error: ") && Contains(c.message));
+  }
+  // The summary of a full disk fails after training: the checkpoint is there all the same.
+  Result r = run_purine(common + "--summary=/dev/full --checkpoint=" + temp.file("ckpt"));
+  CHECK(r.status != 0);
+  CHECK(std::filesystem::file_size(temp.file("ckpt")) > 0);
 }

@@ -75,6 +75,13 @@ int main(int argc, char** argv) {
   try {
     mpi = std::make_unique<purine::MpiContext>(&argc, &argv);
     if (command == "train") {
+      // Earlier versions took --resume=FILE; --resume is a switch now.
+      for (const std::string& a : args)
+        if (a.rfind("--resume=", 0) == 0 && a != "--resume=true" && a != "--resume=false")
+          throw purine::Error(
+              purine::str("--resume takes no file (it continues from the newest "
+                          "checkpoint in --checkpoint-dir); for a file use ",
+                          "--resume-from=", a.substr(9)));
       gflags::ParseCommandLineFlags(&cargc, &cargv, true);
       if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
       return purine::cli::run_train();

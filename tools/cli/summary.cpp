@@ -1,16 +1,15 @@
 #include "tools/cli/summary.hpp"
 
-#include <fstream>
 #include <iomanip>
+#include <sstream>
 
-#include "purine/base/error.hpp"
+#include "purine/durable_file.hpp"
 
 namespace purine::cli {
 
 void write_summary(const std::string& path, const TrainOptions& options,
                    const TrainResult& result) {
-  std::ofstream out(path, std::ios::trunc);
-  require(out.good(), "cannot write the summary file '", path, "'");
+  std::ostringstream out;
   // Model names are identifiers (letters, digits, '_'), so no string escaping is needed.
   out << std::setprecision(8) << "{\n"
       << "  \"model\": \"" << options.model << "\",\n"
@@ -21,8 +20,11 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"reduce\": \"" << options.reduce << "\",\n"
       << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"
-      << "  \"images_per_sec\": " << result.images_per_sec << ",\n"
-      << "  \"final_loss\": " << result.final_loss << ",\n"
+      << "  \"images_per_sec\": " << result.images_per_sec
+      << ",\n"
+      // A float's value: 9 significant digits tell any two apart (resumed runs compare bits).
+      << "  \"final_loss\": " << std::setprecision(9) << result.final_loss << std::setprecision(8)
+      << ",\n"
       << "  \"test_accuracy\": ";
   if (options.evaluate) {
     out << result.test_accuracy;
@@ -32,7 +34,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
   out << ",\n"
       << "  \"wall_seconds\": " << result.wall_seconds << "\n"
       << "}\n";
-  require(out.good(), "failed writing the summary file '", path, "'");
+  write_file_durably(path, out.str());
 }
 
 }  // namespace purine::cli

@@ -7,7 +7,8 @@
 
 namespace purine::cli {
 
-// Throws purine::Error naming the path if it cannot be written.
+// Written durably (purine/durable_file.hpp); throws purine::Error naming the path if it cannot
+// be written (a full disk included).
 void write_summary(const std::string& path, const TrainOptions& options, const TrainResult& result);
 
 }  // namespace purine::cli

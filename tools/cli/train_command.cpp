@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 
 #include "graphs/trainer.hpp"
 #include "purine/base/error.hpp"
+#include "purine/durable_file.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/summary.hpp"
 
@@ -32,12 +32,21 @@ DEFINE_uint64(seed, 1, "random seed (initialization, shuffling, dropout)");
 DEFINE_string(summary, "", "write a JSON summary of the run to this file");
 DEFINE_string(executor, "parallel", "dispatcher: parallel or serial");
 DEFINE_string(trace, "", "write a Chrome-trace JSON of the training runs to this file");
+DEFINE_string(checkpoint_dir, "",
+              "save checkpoints into this directory (created if missing) every --checkpoint-every "
+              "iterations and when training ends, as ckpt-<iteration>.purine");
+DEFINE_int64(checkpoint_every, 0,
+             "with --checkpoint-dir: iterations between checkpoints (0: only when training ends)");
+DEFINE_int32(keep, 3, "with --checkpoint-dir: how many of the newest checkpoints to keep");
 DEFINE_string(checkpoint, "",
-              "save parameters, optimizer state and the iteration count here after training "
-              "(with several ranks each writes FILE.rank<R>)");
-DEFINE_string(resume, "",
-              "continue from this checkpoint (the --checkpoint FILE of an earlier run with as many "
-              "ranks): its weights, optimizer state, data position and iteration count");
+              "save parameters, optimizer state, generators and the iteration count into this "
+              "file when training ends (one file, whatever the number of ranks)");
+DEFINE_bool(resume, false,
+            "continue from the newest complete checkpoint in --checkpoint-dir, or else from the "
+            "--checkpoint FILE");
+DEFINE_string(resume_from, "",
+              "continue from this checkpoint file (saved by a run of the same model in any "
+              "parallel layout): its weights, optimizer state, data position and iteration count");
 DEFINE_string(export_graph, "",
               "write the training graph here (.dot: GraphViz, .pbtxt: protobuf text, else binary)");
 DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate skips it)");
@@ -101,6 +110,14 @@ TrainOptions options_from_flags() {
   o.reduce = FLAGS_reduce;
   o.bucket_kb = FLAGS_bucket_kb;
   o.locations = FLAGS_locations;
+  o.checkpoint_dir = FLAGS_checkpoint_dir;
+  o.checkpoint_every = FLAGS_checkpoint_every;
+  o.keep = FLAGS_keep;
+  o.checkpoint_path = FLAGS_checkpoint;
+  require(!(FLAGS_resume && !FLAGS_resume_from.empty()),
+          "give --resume or --resume-from=FILE, not both");
+  require(!FLAGS_resume || !FLAGS_checkpoint_dir.empty() || !FLAGS_checkpoint.empty(),
+          "--resume continues from --checkpoint-dir or --checkpoint=FILE; give one");
   require(FLAGS_stall_timeout > 0, "--stall-timeout must be positive, got ", FLAGS_stall_timeout);
   o.stall_timeout = std::chrono::seconds(FLAGS_stall_timeout);
   require(FLAGS_parallel == "none" || FLAGS_parallel == "data",
@@ -122,13 +139,21 @@ int run_train() {
   TrainOptions options = options_from_flags();
   warn_if_threads_exceed_cores(options);
   const bool leader = options.rank == 0;
-  // Fail on an unwritable summary path now, not after training.
-  if (leader && !FLAGS_summary.empty()) {
-    std::ofstream probe(FLAGS_summary, std::ios::app);
-    require(probe.good(), "cannot write the summary file '", FLAGS_summary, "'");
-  }
+  // Fail on an unwritable output path now, not after training (the trainer checks its own).
+  if (leader && !FLAGS_summary.empty()) check_writable(FLAGS_summary, "the summary file");
+  if (leader && !FLAGS_export_graph.empty())
+    check_writable(FLAGS_export_graph, "the graph export file");
   Trainer trainer(options);
-  if (!FLAGS_resume.empty()) trainer.load_checkpoint(FLAGS_resume);
+  std::string resumed = FLAGS_resume_from;
+  if (!resumed.empty()) {
+    trainer.load_checkpoint(resumed);
+  } else if (FLAGS_resume && !FLAGS_checkpoint_dir.empty()) {
+    resumed = trainer.resume_newest();
+  } else if (FLAGS_resume) {
+    resumed = FLAGS_checkpoint;
+    trainer.load_checkpoint(resumed);
+  }
+  if (leader && !resumed.empty()) std::printf("resuming from %s\n", resumed.c_str());
   if (leader && !FLAGS_export_graph.empty())
     export_graph(trainer.training_graph(), FLAGS_export_graph);
   // Open MPI gives its ranks a pseudo-terminal even when mpirun's own output goes to a file, so
@@ -153,8 +178,8 @@ int run_train() {
                 terminal && !last ? "" : "\n");
     std::fflush(stdout);
   };
+  // Saves the checkpoints (if asked) before the trace and the evaluation.
   TrainResult result = trainer.train(progress);
-  if (!FLAGS_checkpoint.empty()) trainer.save_checkpoint(FLAGS_checkpoint);
   if (!leader) return 0;
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
