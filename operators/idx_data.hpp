@@ -12,6 +12,11 @@
 //            drop_last int     0/1 (default 1), see below
 //            scale     float   default 1/255, so pixels lie in [0, 1]
 //            mean      float   subtracted after scaling (default 0)
+//            classes   int     the model's number of classes (default 0). When > 0 every label
+//                              must be below it (else purine::Error naming the label file, the
+//                              record and its label) and classes() returns it; when 0,
+//                              classes() is the largest label of this split + 1, which a split
+//                              lacking the top class gets wrong: set it for evaluation data.
 //   Not differentiable.
 //
 // Order. Epoch e visits the samples in a permutation drawn by Fisher-Yates from
@@ -63,6 +68,7 @@ class IdxDataOp : public Operator {
   int64_t samples() const { return samples_; }
   // Batches this rank serves per epoch (see drop_last above).
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // The 'classes' attribute when > 0, else the largest label of the split + 1.
   int classes() const { return classes_; }
   int rows() const { return rows_; }
   int cols() const { return cols_; }
@@ -94,6 +100,7 @@ class IdxDataOp : public Operator {
   const uint64_t seed_;
   const float scale_;
   const float mean_;
+  const int classes_attr_;  // 0: taken from the labels
   int64_t samples_ = 0;
   int rows_ = 0;
   int cols_ = 0;
