@@ -45,23 +45,30 @@ std::string resolve(const std::string& dir, const std::string& name) {
                   "); install dataset-fashion-mnist or pass --data=DIR"));
 }
 
-// Reads up to `expected` bytes into *out, growing it only as the data arrives (a chunk at a time,
-// capacity at most doubling), so a header's claim alone never allocates; returns the count read.
+// Reads up to `expected` bytes into *out; returns the count read. The data goes into chunks of a
+// few MiB as it arrives and is assembled into *out at the end, so a header's claim alone never
+// allocates more than one chunk (and growing a single buffer would copy it over and over).
 int64_t read_up_to(ByteStream& in, int64_t expected, std::vector<uint8_t>* out) {
-  out->clear();
+  std::vector<std::vector<uint8_t>> chunks;
   int64_t got = 0;
   while (got < expected) {
     const int64_t step = std::min(kChunkBytes, expected - got);
-    const int64_t capacity = static_cast<int64_t>(out->capacity());
-    if (capacity < got + step) {
-      out->reserve(static_cast<size_t>(std::min(expected, std::max(2 * capacity, got + step))));
-    }
-    out->resize(static_cast<size_t>(got + step));
-    const int64_t read = in.read(out->data() + got, step);
+    chunks.emplace_back(static_cast<size_t>(step));
+    const int64_t read = in.read(chunks.back().data(), step);
+    chunks.back().resize(static_cast<size_t>(read));
     got += read;
     if (read < step) break;
   }
-  out->resize(static_cast<size_t>(got));
+  out->clear();
+  if (chunks.size() == 1) {
+    out->swap(chunks.front());
+  } else {
+    out->reserve(static_cast<size_t>(got));
+    for (std::vector<uint8_t>& chunk : chunks) {
+      out->insert(out->end(), chunk.begin(), chunk.end());
+      std::vector<uint8_t>().swap(chunk);
+    }
+  }
   return got;
 }
 
