@@ -12,6 +12,11 @@
 //            drop_last int     0/1 (default 1), see below
 //            scale     float   default 1/255, so pixels lie in [0, 1]
 //            mean      float   subtracted after scaling (default 0)
+//            classes   int     the model's number of classes (default 0). When > 0 every label
+//                              must be below it (else purine::Error naming the label file, the
+//                              record and its label) and classes() returns it; when 0,
+//                              classes() is the largest label of this split + 1, which a split
+//                              lacking the top class gets wrong: set it for evaluation data.
 //   Not differentiable.
 //
 // Order. Epoch e visits the samples in a permutation drawn by Fisher-Yates from
@@ -25,11 +30,13 @@
 // last_batch_valid() says how many leading rows of the last served batch belong to its epoch.
 //
 // Files and errors. The constructor reads the headers and labels and checks the image data's
-// length (cheap), so shape inference needs no pixels and a missing or corrupt file throws
-// purine::Error when the graph is built. The pixels are loaded at the first compute() (shared by
-// all idx_data ops of the process reading the same files) by a background thread that then
-// keeps preparing the next batch into one of two buffers while the network runs; compute()
-// waits for it and copies the batch out. An error in that thread is rethrown from compute().
+// length (read through without keeping it: about 0.1 s for Fashion-MNIST's gzip training set,
+// since a gzip trailer's length can be forged), so shape inference needs no pixels and a
+// missing or corrupt file throws purine::Error when the graph is built. The pixels are loaded at
+// the first compute() (shared by all idx_data ops of the process reading the same files) by a
+// background thread that then keeps preparing the next batch into one of two buffers while the
+// network runs; compute() waits for it and copies the batch out. An error in that thread is
+// rethrown from compute().
 //
 // Thread-safety: compute() must not run concurrently with itself (the dispatcher never does);
 // the accessors may be called between computes from the thread that calls compute().
@@ -63,6 +70,7 @@ class IdxDataOp : public Operator {
   int64_t samples() const { return samples_; }
   // Batches this rank serves per epoch (see drop_last above).
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // The 'classes' attribute when > 0, else the largest label of the split + 1.
   int classes() const { return classes_; }
   int rows() const { return rows_; }
   int cols() const { return cols_; }
@@ -94,6 +102,7 @@ class IdxDataOp : public Operator {
   const uint64_t seed_;
   const float scale_;
   const float mean_;
+  const int classes_attr_;  // 0: taken from the labels
   int64_t samples_ = 0;
   int rows_ = 0;
   int cols_ = 0;

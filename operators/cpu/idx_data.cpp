@@ -126,6 +126,13 @@ int64_t checked_rank(const Attrs& attrs) {
   return rank;
 }
 
+int checked_classes(const Attrs& attrs) {
+  const int64_t classes = attrs.get_int("classes", 0);
+  require(classes >= 0 && classes <= (int64_t{1} << 24), "idx_data: attribute 'classes' is ",
+          classes, "; expected 0 (from the labels) or the model's number of classes");
+  return static_cast<int>(classes);
+}
+
 float checked_float(const Attrs& attrs, const std::string& key, double fallback) {
   const double value = attrs.get_float(key, fallback);
   require(std::isfinite(value), "idx_data: attribute '", key, "' is ", value,
@@ -146,12 +153,13 @@ class IdxDataOp::Prefetcher {
 
   // Serves batches first_batch, first_batch + 1, ...
   Prefetcher(const BatchPlan& plan, std::string dir, std::string split, int rows, int cols,
-             float scale, float mean, int64_t first_batch)
+             int classes, float scale, float mean, int64_t first_batch)
       : plan_(plan),
         dir_(std::move(dir)),
         split_(std::move(split)),
         rows_(rows),
         cols_(cols),
+        classes_(classes),
         scale_(scale),
         mean_(mean),
         orders_(plan),
@@ -208,6 +216,7 @@ class IdxDataOp::Prefetcher {
               "idx_data: the ", split_, " files in ", dir_, " changed since the graph was built (",
               plan_.count, " images of ", rows_, "x", cols_, " then, ", data_->count, " of ",
               data_->rows, "x", data_->cols, " now)");
+      check_idx_labels(*data_, classes_);  // the labels may have changed too
       for (int64_t k = first_batch_;; ++k) {
         Slot& slot = slots_[k % 2];
         {
@@ -257,6 +266,7 @@ class IdxDataOp::Prefetcher {
   const std::string split_;
   const int rows_;
   const int cols_;
+  const int classes_;
   const float scale_;
   const float mean_;
   // Producer-only state.
@@ -285,12 +295,14 @@ IdxDataOp::IdxDataOp(Attrs attrs)
       drop_last_(checked_flag(attrs_, "drop_last", 1)),
       seed_(static_cast<uint64_t>(attrs_.get_int("seed", 1))),
       scale_(checked_float(attrs_, "scale", 1.0 / 255.0)),
-      mean_(checked_float(attrs_, "mean", 0.0)) {
+      mean_(checked_float(attrs_, "mean", 0.0)),
+      classes_attr_(checked_classes(attrs_)) {
   const IdxDataset meta = load_idx_metadata(dir_, split_);
+  if (classes_attr_ > 0) check_idx_labels(meta, classes_attr_);
   samples_ = meta.count;
   rows_ = meta.rows;
   cols_ = meta.cols;
-  classes_ = meta.classes;
+  classes_ = classes_attr_ > 0 ? classes_attr_ : meta.classes;
   const int64_t global = batch_ * ranks_;
   require(samples_ >= (drop_last_ ? global : 1), "idx_data: the ", split_, " split in ", dir_,
           " has ", samples_, " samples, fewer than one global batch of ", global, " (batch ",
@@ -328,8 +340,8 @@ void IdxDataOp::compute_cpu(const std::vector<const Tensor*>&, const std::vector
     plan.shuffle = shuffle_;
     plan.drop_last = drop_last_;
     plan.seed = seed_;
-    prefetcher_ =
-        std::make_unique<Prefetcher>(plan, dir_, split_, rows_, cols_, scale_, mean_, served_);
+    prefetcher_ = std::make_unique<Prefetcher>(plan, dir_, split_, rows_, cols_, classes_, scale_,
+                                               mean_, served_);
   }
   const Prefetcher::Served served =
       prefetcher_->take(outputs[0]->mutable_data(), outputs[1]->mutable_data());

@@ -1,13 +1,12 @@
 #include "operators/cpu/idx_file.hpp"
 
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
+#include <memory>
 
+#include "operators/cpu/byte_stream.hpp"
 #include "purine/base/error.hpp"
 
 namespace purine {
@@ -20,6 +19,7 @@ constexpr int64_t kImageHeaderBytes = 16;
 constexpr int64_t kLabelHeaderBytes = 8;
 constexpr int64_t kMaxSide = 1 << 16;
 constexpr int64_t kMaxPixels = int64_t{1} << 40;
+constexpr int64_t kChunkBytes = int64_t{4} << 20;
 
 std::string hex32(uint32_t value) {
   char text[16];
@@ -45,58 +45,32 @@ std::string resolve(const std::string& dir, const std::string& name) {
                   "); install dataset-fashion-mnist or pass --data=DIR"));
 }
 
-// A file read through zlib: gzip streams are decompressed, other files pass through unchanged.
-class IdxReader {
- public:
-  explicit IdxReader(std::string path) : path_(std::move(path)) {
-    file_ = gzopen(path_.c_str(), "rb");
-    if (file_ == nullptr) {
-      throw Error(str(path_, ": cannot open: ", std::strerror(errno ? errno : ENOMEM)));
-    }
-    gzbuffer(file_, 1 << 17);
+// Reads up to `expected` bytes into *out; returns the count read. The data goes into chunks of a
+// few MiB as it arrives and is assembled into *out at the end, so a header's claim alone never
+// allocates more than one chunk (and growing a single buffer would copy it over and over).
+int64_t read_up_to(ByteStream& in, int64_t expected, std::vector<uint8_t>* out) {
+  std::vector<std::vector<uint8_t>> chunks;
+  int64_t got = 0;
+  while (got < expected) {
+    const int64_t step = std::min(kChunkBytes, expected - got);
+    chunks.emplace_back(static_cast<size_t>(step));
+    const int64_t read = in.read(chunks.back().data(), step);
+    chunks.back().resize(static_cast<size_t>(read));
+    got += read;
+    if (read < step) break;
   }
-  ~IdxReader() { gzclose(file_); }
-  IdxReader(const IdxReader&) = delete;
-  IdxReader& operator=(const IdxReader&) = delete;
-
-  const std::string& path() const { return path_; }
-  // Whether the file is a gzip stream; valid after the first read.
-  bool compressed() { return gzdirect(file_) == 0; }
-
-  // Reads up to n bytes; fewer only at the end of the data (including a gzip stream cut short).
-  int64_t read(void* buffer, int64_t n) {
-    int64_t done = 0;
-    auto* bytes = static_cast<uint8_t*>(buffer);
-    while (done < n) {
-      unsigned chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 30));
-      int got = gzread(file_, bytes + done, chunk);
-      if (got < 0) {
-        int code = Z_OK;
-        const char* message = gzerror(file_, &code);
-        if (code == Z_BUF_ERROR) break;  // "unexpected end of file": a truncated gzip stream
-        throw Error(str(path_, ": corrupt gzip data (", message, ")"));
-      }
-      if (got == 0) break;
-      done += got;
-    }
-    return done;
-  }
-
-  // Reads and discards the rest of the data; returns how many bytes there were.
-  int64_t skip_to_end() {
-    std::vector<uint8_t> scratch(1 << 20);
-    int64_t total = 0;
-    for (;;) {
-      int64_t got = read(scratch.data(), static_cast<int64_t>(scratch.size()));
-      total += got;
-      if (got < static_cast<int64_t>(scratch.size())) return total;
+  out->clear();
+  if (chunks.size() == 1) {
+    out->swap(chunks.front());
+  } else {
+    out->reserve(static_cast<size_t>(got));
+    for (std::vector<uint8_t>& chunk : chunks) {
+      out->insert(out->end(), chunk.begin(), chunk.end());
+      std::vector<uint8_t>().swap(chunk);
     }
   }
-
- private:
-  std::string path_;
-  gzFile file_ = nullptr;
-};
+  return got;
+}
 
 struct ImageHeader {
   int64_t count = 0;
@@ -105,8 +79,8 @@ struct ImageHeader {
   int64_t data_bytes() const { return count * rows * cols; }
 };
 
-ImageHeader read_image_header(IdxReader& in) {
-  const std::string& path = in.path();
+ImageHeader read_image_header(ByteStream& in) {
+  const std::string& path = in.name();
   uint8_t h[kImageHeaderBytes];
   const int64_t got = in.read(h, kImageHeaderBytes);
   require(got >= 4, path, ": not an IDX image file (expected a 16-byte header, got ", got,
@@ -127,50 +101,22 @@ ImageHeader read_image_header(IdxReader& in) {
   return {count, static_cast<int>(rows), static_cast<int>(cols)};
 }
 
-std::string image_data_description(const ImageHeader& header) {
-  return str(header.count, " images of ", header.rows, "x", header.cols);
-}
-
-// Throws unless `actual` bytes of image data follow the header, as the header says.
-void check_image_data_length(const std::string& path, const ImageHeader& header, int64_t actual) {
+// Throws unless exactly the image data the header announces followed it (`actual` bytes) and a
+// gzip stream ended properly.
+void check_image_data(ByteStream& in, const ImageHeader& header, int64_t actual) {
+  const std::string& path = in.name();
   const int64_t expected = header.data_bytes();
+  const std::string what = str(header.count, " images of ", header.rows, "x", header.cols);
   require(actual >= expected, path, ": truncated image data (expected ", expected,
-          " bytes after the header for ", image_data_description(header), ", got ", actual, ")");
+          " bytes after the header for ", what, ", got ", actual, ")");
   require(actual == expected, path, ": ", actual - expected, " bytes of trailing data after the ",
-          expected, " bytes of ", image_data_description(header),
-          "; the file is damaged or not what its header says");
-}
-
-// The length a gzip file records in its trailer (modulo 2^32), or -1 if unreadable.
-int64_t gzip_trailer_length(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return -1;
-  uint8_t t[4];
-  bool ok = std::fseek(file, -4, SEEK_END) == 0 && std::fread(t, 1, 4, file) == 4;
-  std::fclose(file);
-  if (!ok) return -1;
-  return int64_t{t[0]} | (int64_t{t[1]} << 8) | (int64_t{t[2]} << 16) | (int64_t{t[3]} << 24);
-}
-
-// Checks the image data length without reading it where possible; `in` is past the header.
-void check_image_data_cheaply(IdxReader& in, const ImageHeader& header) {
-  const std::string& path = in.path();
-  const int64_t total = kImageHeaderBytes + header.data_bytes();
-  if (!in.compressed()) {
-    struct stat info;
-    require(::stat(path.c_str(), &info) == 0, path, ": cannot stat: ", std::strerror(errno));
-    check_image_data_length(path, header, static_cast<int64_t>(info.st_size) - kImageHeaderBytes);
-    return;
-  }
-  // A single-member gzip file records its length; a cut-off file ends in arbitrary bytes. Only
-  // when the record disagrees (a damaged or a multi-member file) is the data counted in full.
-  if (gzip_trailer_length(path) == (total & 0xffffffff)) return;
-  check_image_data_length(path, header, in.skip_to_end());
+          expected, " bytes of ", what, "; the file is damaged or not what its header says");
+  in.check_complete();
 }
 
 // Reads the label file completely; sets count, classes and labels.
-void read_labels(const std::string& path, IdxDataset* out) {
-  IdxReader in(path);
+void read_labels(ByteStream& in, IdxDataset* out) {
+  const std::string& path = in.name();
   uint8_t h[kLabelHeaderBytes];
   const int64_t got = in.read(h, kLabelHeaderBytes);
   require(got >= 4, path, ": not an IDX label file (expected an 8-byte header, got ", got,
@@ -183,41 +129,45 @@ void read_labels(const std::string& path, IdxDataset* out) {
           kLabelHeaderBytes, " bytes, got ", got, ")");
   const int64_t count = be32(h + 4);
   out->count = count;
-  out->labels.resize(static_cast<size_t>(count));
-  const int64_t read = in.read(out->labels.data(), count);
+  const int64_t read = read_up_to(in, count, &out->labels);
   require(read == count, path, ": truncated label data (expected ", count, " bytes for ", count,
           " labels, got ", read, ")");
-  uint8_t extra = 0;
-  if (in.read(&extra, 1) != 0) {
-    const int64_t trailing = 1 + in.skip_to_end();
-    throw Error(str(path, ": ", trailing, " bytes of trailing data after the ", count,
-                    " labels; the file is damaged or not what its header says"));
-  }
+  const int64_t trailing = in.skip_to_end();
+  require(trailing == 0, path, ": ", trailing, " bytes of trailing data after the ", count,
+          " labels; the file is damaged or not what its header says");
+  in.check_complete();
   int largest = -1;
   for (uint8_t label : out->labels) largest = std::max<int>(largest, label);
   out->classes = largest + 1;
 }
 
-IdxDataset load(const std::string& dir, const std::string& split, bool with_images) {
-  const IdxPaths paths = find_idx_files(dir, split);
+IdxDataset parse(ByteStream& images, ByteStream& labels, bool with_images) {
   IdxDataset out;
-  IdxReader images(paths.images);
+  out.images_file = images.name();
+  out.labels_file = labels.name();
   const ImageHeader header = read_image_header(images);
-  read_labels(paths.labels, &out);
-  require(header.count == out.count, paths.images, " has ", header.count, " images but ",
-          paths.labels, " has ", out.count,
+  read_labels(labels, &out);
+  require(header.count == out.count, images.name(), " has ", header.count, " images but ",
+          labels.name(), " has ", out.count,
           " labels; expected equal counts (are both files from the same split?)");
   out.rows = header.rows;
   out.cols = header.cols;
-  if (!with_images) {
-    check_image_data_cheaply(images, header);
-    return out;
+  int64_t got = 0;
+  if (with_images) {
+    got = read_up_to(images, header.data_bytes(), &out.images);
+    if (got == header.data_bytes()) got += images.skip_to_end();
+  } else {
+    got = images.skip_to_end();  // counted, not kept
   }
-  out.images.resize(static_cast<size_t>(header.data_bytes()));
-  int64_t got = images.read(out.images.data(), header.data_bytes());
-  if (got == header.data_bytes()) got += images.skip_to_end();
-  check_image_data_length(paths.images, header, got);
+  check_image_data(images, header, got);
   return out;
+}
+
+IdxDataset load(const std::string& dir, const std::string& split, bool with_images) {
+  const IdxPaths paths = find_idx_files(dir, split);
+  std::unique_ptr<ByteStream> images = ByteStream::open_file(paths.images);
+  std::unique_ptr<ByteStream> labels = ByteStream::open_file(paths.labels);
+  return parse(*images, *labels, with_images);
 }
 
 }  // namespace
@@ -235,6 +185,22 @@ IdxDataset load_idx_dataset(const std::string& dir, const std::string& split) {
 
 IdxDataset load_idx_metadata(const std::string& dir, const std::string& split) {
   return load(dir, split, false);
+}
+
+IdxDataset parse_idx(const IdxBuffer& images, const IdxBuffer& labels, bool with_images) {
+  std::unique_ptr<ByteStream> image_stream =
+      ByteStream::from_memory(images.name, images.data, images.size);
+  std::unique_ptr<ByteStream> label_stream =
+      ByteStream::from_memory(labels.name, labels.data, labels.size);
+  return parse(*image_stream, *label_stream, with_images);
+}
+
+void check_idx_labels(const IdxDataset& data, int classes) {
+  for (size_t i = 0; i < data.labels.size(); ++i) {
+    require(data.labels[i] < classes, data.labels_file, ": label of record ", i, " is ",
+            int{data.labels[i]}, ", expected below ", classes,
+            " classes (is the number of classes right for this data set?)");
+  }
 }
 
 }  // namespace purine

@@ -2,10 +2,14 @@
 //   <dir>/train-images-idx3-ubyte[.gz]  <dir>/train-labels-idx1-ubyte[.gz]   (split "train")
 //   <dir>/t10k-images-idx3-ubyte[.gz]   <dir>/t10k-labels-idx1-ubyte[.gz]    (split "test")
 // Each file is read gzip-compressed when the ".gz" name exists, else uncompressed under the name
-// without ".gz". Headers are big-endian: images hold magic 0x00000803, count, rows, cols and then
-// count*rows*cols unsigned bytes; labels hold magic 0x00000801, count and count bytes.
+// without ".gz" (either way the content decides: gzip data is recognised by its magic). Headers
+// are big-endian: images hold magic 0x00000803, count, rows, cols and then count*rows*cols
+// unsigned bytes; labels hold magic 0x00000801, count and count bytes.
 // Every problem (missing file, wrong magic, truncated or trailing data, count mismatch, corrupt
-// gzip stream) throws purine::Error naming the file's path and the expected and actual values.
+// or cut-off gzip stream) throws purine::Error naming the file's path and the expected and
+// actual values. Memory grows with the data actually read, in chunks of a few MiB, never with
+// what a header or a gzip trailer claims, so a damaged file cannot make the reader allocate more
+// than the data it holds.
 // Free functions without shared state: safe to call from any thread.
 #pragma once
 
@@ -16,6 +20,8 @@
 namespace purine {
 
 struct IdxDataset {
+  std::string images_file;  // the paths read (the names given, for data read from memory)
+  std::string labels_file;
   int64_t count = 0;  // samples
   int rows = 0;
   int cols = 0;
@@ -35,10 +41,23 @@ IdxPaths find_idx_files(const std::string& dir, const std::string& split);
 // Reads and validates the whole split.
 IdxDataset load_idx_dataset(const std::string& dir, const std::string& split);
 
-// Everything but the pixels, cheaply: both headers, all labels (small), and a check that the
-// image data has the right length (the file size, or the gzip trailer's recorded length, with a
-// full decompression only when that trailer disagrees). `images` is left empty. Errors are those
-// of load_idx_dataset except damage inside a gzip stream whose trailer is intact.
+// Everything but the pixels: both headers, all labels (small), and a check that exactly the
+// image data the header announces is there (read through and counted, not kept). `images` is
+// left empty. The errors are those of load_idx_dataset.
 IdxDataset load_idx_metadata(const std::string& dir, const std::string& split);
+
+// Two IDX files held in memory exactly as they lie on disk (gzip-compressed or not); `name`
+// stands for the path in messages. parse_idx reads them as load_idx_dataset (with_images) or
+// load_idx_metadata (!with_images) read files, with the same checks. For tests and fuzzing.
+struct IdxBuffer {
+  std::string name;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+IdxDataset parse_idx(const IdxBuffer& images, const IdxBuffer& labels, bool with_images);
+
+// Throws purine::Error naming data.labels_file, the first record whose label is not below
+// `classes`, and its label.
+void check_idx_labels(const IdxDataset& data, int classes);
 
 }  // namespace purine

@@ -58,13 +58,15 @@ std::vector<uint8_t> label_bytes(int count) {
   return out;
 }
 
-void write_dataset(const TempDir& dir, int count, bool gz = true) {
+// prefix "train" or "t10k" (the test split).
+void write_dataset(const TempDir& dir, int count, bool gz = true,
+                   const std::string& prefix = "train") {
   if (gz) {
-    write_gz(dir.file("train-images-idx3-ubyte.gz"), image_bytes(count));
-    write_gz(dir.file("train-labels-idx1-ubyte.gz"), label_bytes(count));
+    write_gz(dir.file(prefix + "-images-idx3-ubyte.gz"), image_bytes(count));
+    write_gz(dir.file(prefix + "-labels-idx1-ubyte.gz"), label_bytes(count));
   } else {
-    write_plain(dir.file("train-images-idx3-ubyte"), image_bytes(count));
-    write_plain(dir.file("train-labels-idx1-ubyte"), label_bytes(count));
+    write_plain(dir.file(prefix + "-images-idx3-ubyte"), image_bytes(count));
+    write_plain(dir.file(prefix + "-labels-idx1-ubyte"), label_bytes(count));
   }
 }
 
@@ -290,6 +292,38 @@ TEST_CASE("idx_data: bad attributes are errors", "[idx_data]") {
   REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 6).set("ranks", 2)),
                       Catch::Contains("has 10 samples, fewer than one global batch of 12"));
   CHECK(make_op(base_attrs(dir, 6).set("ranks", 2).set("drop_last", 0))->batches_per_epoch() == 1);
+}
+
+TEST_CASE("idx_data: the classes attribute, not the labels of one split, sets classes()",
+          "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 10, true, "t10k");  // labels 0..2 only
+  auto from_labels = make_op(base_attrs(dir, 4).set("split", "test"));
+  CHECK(from_labels->classes() == 3);
+  auto op = make_op(base_attrs(dir, 4).set("split", "test").set("classes", 10));
+  CHECK(op->classes() == 10);
+  Batch b = next_batch(*op);
+  CHECK(b.labels.data()[2] == 2.0f);
+  CHECK(op->classes() == 10);
+}
+
+TEST_CASE("idx_data: a label beyond 'classes' names the file, the record and the label",
+          "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 10);
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 4).set("classes", 2)),
+                      Catch::StartsWith(dir.file("train-labels-idx1-ubyte.gz") +
+                                        ": label of record 2 is 2, expected below 2 classes"));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 4).set("classes", -1)),
+                      Catch::Contains("attribute 'classes' is -1"));
+  CHECK(make_op(base_attrs(dir, 4).set("classes", 0))->classes() == 3);
+
+  // Labels changed after the graph was built: the background load checks them again.
+  auto op = make_op(base_attrs(dir, 4).set("classes", 3));
+  std::vector<uint8_t> labels = label_bytes(10);
+  labels[8 + 7] = 9;
+  write_gz(dir.file("train-labels-idx1-ubyte.gz"), labels);
+  REQUIRE_THROWS_WITH(next_batch(*op), Catch::Contains("label of record 7 is 9"));
 }
 
 TEST_CASE("idx_data: an error in the prefetch thread is rethrown from compute", "[idx_data]") {

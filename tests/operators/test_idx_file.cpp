@@ -1,4 +1,5 @@
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -85,6 +86,20 @@ const std::vector<uint8_t> kLabels = {3, 0, 5, 1, 0};  // 5 samples, 6 classes
 void write_split(const TempDir& dir, const std::string& prefix, bool gz) {
   write(dir.file(prefix + "-images-idx3-ubyte"), image_bytes(5, 3, 2), gz);
   write(dir.file(prefix + "-labels-idx1-ubyte"), label_bytes(kLabels), gz);
+}
+
+// The gzip file format stores the data's length (mod 2^32) in its last 4 bytes, little-endian.
+void forge_gzip_length(const std::string& path, uint32_t length) {
+  std::vector<uint8_t> compressed = read_plain(path);
+  for (int i = 0; i < 4; ++i) compressed[compressed.size() - 4 + i] = uint8_t(length >> (8 * i));
+  write_plain(path, compressed);
+}
+
+// The process's peak resident memory so far, in MiB.
+int64_t peak_rss_mib() {
+  struct rusage usage;
+  REQUIRE(::getrusage(RUSAGE_SELF, &usage) == 0);
+  return usage.ru_maxrss / 1024;
 }
 
 void check_synthetic(const IdxDataset& d) {
@@ -271,6 +286,139 @@ TEST_CASE("idx_file: truncated labels name the file", "[idx_file]") {
                       Catch::Contains(dir.file("train-labels-idx1-ubyte")) &&
                           Catch::Contains("truncated label data (expected 5 bytes") &&
                           Catch::Contains("got 4)"));
+}
+
+TEST_CASE("idx_file: parse_idx reads memory as the loaders read files", "[idx_file]") {
+  for (bool gz : {true, false}) {
+    TempDir dir;
+    write_split(dir, "train", gz);
+    const IdxPaths paths = find_idx_files(dir.path(), "train");
+    const std::vector<uint8_t> images = read_plain(paths.images);
+    const std::vector<uint8_t> labels = read_plain(paths.labels);
+    const IdxBuffer image_buffer{"images.gz", images.data(), images.size()};
+    const IdxBuffer label_buffer{"labels.gz", labels.data(), labels.size()};
+    IdxDataset all = parse_idx(image_buffer, label_buffer, true);
+    check_synthetic(all);
+    CHECK(all.images_file == "images.gz");
+    CHECK(all.labels_file == "labels.gz");
+    IdxDataset meta = parse_idx(image_buffer, label_buffer, false);
+    CHECK(meta.count == 5);
+    CHECK(meta.images.empty());
+    CHECK(load_idx_dataset(dir.path(), "train").labels_file == paths.labels);
+    const IdxBuffer cut{"cut", images.data(), images.size() - 1};
+    REQUIRE_THROWS_WITH(parse_idx(cut, label_buffer, true), Catch::StartsWith("cut: "));
+  }
+}
+
+TEST_CASE("idx_file: forged headers are errors without a large allocation", "[idx_file]") {
+  for (bool gz : {true, false}) {
+    TempDir dir;
+    const std::string suffix = gz ? ".gz" : "";
+    const int64_t peak_before = peak_rss_mib();
+    // 2^31 labels announced, 92 there.
+    write(dir.file("train-images-idx3-ubyte"), image_bytes(5, 3, 2), gz);
+    std::vector<uint8_t> labels = label_bytes(std::vector<uint8_t>(92, 1));
+    labels[4] = 0x80, labels[7] = 0;
+    write(dir.file("train-labels-idx1-ubyte"), labels, gz);
+    for (auto load : kLoaders) {
+      REQUIRE_THROWS_WITH(load(dir.path(), "train"),
+                          Catch::Contains(dir.file("train-labels-idx1-ubyte" + suffix) +
+                                          ": truncated label data (expected 2147483648 bytes "
+                                          "for 2147483648 labels, got 92)"));
+    }
+    // 5 images of 65536x65536 (20 GiB) announced, 30 bytes there.
+    write(dir.file("train-labels-idx1-ubyte"), label_bytes(kLabels), gz);
+    std::vector<uint8_t> images = image_bytes(5, 3, 2);
+    images[9] = images[13] = 1;  // rows = cols = 0x10000
+    images[10] = images[11] = images[14] = images[15] = 0;
+    write(dir.file("train-images-idx3-ubyte"), images, gz);
+    for (auto load : kLoaders) {
+      REQUIRE_THROWS_WITH(load(dir.path(), "train"),
+                          Catch::Contains(dir.file("train-images-idx3-ubyte" + suffix) +
+                                          ": truncated image data (expected 21474836480 bytes "
+                                          "after the header for 5 images of 65536x65536, got 30)"));
+    }
+    CHECK(peak_rss_mib() - peak_before < 64);
+  }
+}
+
+TEST_CASE("idx_file: a forged gzip length trailer promises nothing", "[idx_file]") {
+  // The header claims 100000 images, the gzip trailer the length that would go with them; the
+  // data holds 5.
+  TempDir dir;
+  std::vector<uint8_t> images = image_bytes(5, 3, 2);
+  images[5] = 0x01, images[6] = 0x86, images[7] = 0xa0;  // 100000
+  const std::string path = dir.file("train-images-idx3-ubyte.gz");
+  write_gz(path, images);
+  forge_gzip_length(path, 16 + 100000 * 6);
+  write(dir.file("train-labels-idx1-ubyte"), label_bytes(std::vector<uint8_t>(100000, 1)), true);
+  for (auto load : kLoaders) {
+    REQUIRE_THROWS_WITH(load(dir.path(), "train"),
+                        Catch::Contains(path + ": corrupt gzip data after 46 decompressed bytes "
+                                               "(incorrect length check)"));
+  }
+  // A forged trailer on data that is otherwise right is an error too.
+  write_split(dir, "train", true);
+  forge_gzip_length(dir.file("train-labels-idx1-ubyte.gz"), 1000);
+  REQUIRE_THROWS_WITH(load_idx_metadata(dir.path(), "train"),
+                      Catch::Contains(dir.file("train-labels-idx1-ubyte.gz")) &&
+                          Catch::Contains("incorrect length check"));
+}
+
+TEST_CASE("idx_file: a gzip file cut off in its trailer is truncated", "[idx_file]") {
+  for (const std::string name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    TempDir dir;
+    write_split(dir, "train", true);
+    std::vector<uint8_t> compressed = read_plain(dir.file(name));
+    compressed.resize(compressed.size() - 8);  // the data is complete, CRC and length are not
+    write_plain(dir.file(name), compressed);
+    const std::string decompressed = name[6] == 'i' ? "46" : "13";
+    for (auto load : kLoaders) {
+      REQUIRE_THROWS_WITH(load(dir.path(), "train"),
+                          Catch::Contains(dir.file(name) + ": the gzip stream is cut off after " +
+                                          decompressed + " decompressed bytes"));
+    }
+  }
+}
+
+TEST_CASE("idx_file: trailing bytes inside and after a gzip stream are errors", "[idx_file]") {
+  TempDir dir;
+  write_split(dir, "train", true);
+  std::vector<uint8_t> labels = label_bytes(kLabels);
+  labels.push_back(7);
+  write_gz(dir.file("train-labels-idx1-ubyte.gz"), labels);
+  for (auto load : kLoaders) {
+    REQUIRE_THROWS_WITH(load(dir.path(), "train"),
+                        Catch::Contains(dir.file("train-labels-idx1-ubyte.gz") +
+                                        ": 1 bytes of trailing data after the 5 labels"));
+  }
+  write_split(dir, "train", true);
+  const std::string images = dir.file("train-images-idx3-ubyte.gz");
+  std::vector<uint8_t> compressed = read_plain(images);
+  for (uint8_t junk : {0, 1, 2}) compressed.push_back(junk);
+  write_plain(images, compressed);
+  for (auto load : kLoaders) {
+    REQUIRE_THROWS_WITH(load(dir.path(), "train"),
+                        Catch::Contains(images + ": the data after the end of the gzip stream "
+                                                 "(after 46 decompressed bytes) is not gzip data"));
+  }
+  compressed.resize(compressed.size() - 2);  // one byte: not even a gzip header
+  write_plain(images, compressed);
+  REQUIRE_THROWS_WITH(load_idx_dataset(dir.path(), "train"),
+                      Catch::Contains(images + ": the data after the end of the gzip stream "
+                                               "(after 46 decompressed bytes) is not a complete"));
+}
+
+TEST_CASE("idx_file: check_idx_labels names the file, the record and the label", "[idx_file]") {
+  TempDir dir;
+  write_split(dir, "train", true);
+  const IdxDataset data = load_idx_metadata(dir.path(), "train");
+  check_idx_labels(data, 6);
+  REQUIRE_THROWS_WITH(check_idx_labels(data, 5),
+                      Catch::StartsWith(dir.file("train-labels-idx1-ubyte.gz") +
+                                        ": label of record 2 is 5, expected below 5 classes"));
+  REQUIRE_THROWS_WITH(check_idx_labels(data, 3),
+                      Catch::Contains("label of record 0 is 3, expected below 3 classes"));
 }
 
 TEST_CASE("idx_file: loads the installed Fashion-MNIST training set", "[idx_file]") {

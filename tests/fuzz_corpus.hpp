@@ -1,0 +1,37 @@
+// The fuzz corpus under tests/fuzz_corpus/<target>/: the fuzzers' seeds and every input that once
+// crashed a reader or was a finding (tools/fuzz/run.sh), replayed by the normal test suite.
+#pragma once
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace purine::testing {
+
+struct CorpusFile {
+  std::string path;
+  std::vector<uint8_t> bytes;
+};
+
+// The files of tests/fuzz_corpus/<target>, sorted by name; at least one. PURINE_FUZZ_CORPUS_DIR
+// comes from tests/CMakeLists.txt.
+inline std::vector<CorpusFile> fuzz_corpus(const std::string& target) {
+  const std::filesystem::path dir = std::filesystem::path(PURINE_FUZZ_CORPUS_DIR) / target;
+  std::vector<CorpusFile> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    files.push_back(
+        {entry.path().string(), std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {})});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const CorpusFile& a, const CorpusFile& b) { return a.path < b.path; });
+  REQUIRE_FALSE(files.empty());
+  return files;
+}
+
+}  // namespace purine::testing
