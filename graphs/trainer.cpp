@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "dispatcher/tracer.hpp"
 #include "graphs/checkpoint_dir.hpp"
@@ -38,7 +39,11 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
         .set("shuffle", training ? 1 : 0)
         .set("seed", static_cast<int64_t>(o.seed))
         .set("rank", replica)
-        .set("ranks", replicas);
+        .set("ranks", replicas)
+        .set("classes", o.classes)
+        // Pixels standardized: (pixel / 255 - mean) / std.
+        .set("scale", 1.0 / (255.0 * o.input_std))
+        .set("mean", o.input_mean / o.input_std);
     data = g.apply("data", "idx_data", attrs, {}, {"images", "labels"});
   }
   IdxDataOp* op = &dynamic_cast<IdxDataOp&>(data[0]->writers()[0]->kernel());
@@ -66,12 +71,49 @@ void initialize(const DataParallelGraph& dp, const Graph& g, uint64_t seed, int 
   fill_parameters(states, seed);
 }
 
+// Names the first blob of this rank holding a NaN or an infinity ("" when there is none): the
+// parameters first (a broken update shows there), then every op's outputs in graph order.
+std::string first_non_finite(const Graph& g, int rank, bool parameters_only = false) {
+  auto bad = [&](Blob* b) {
+    if (b->location().rank != rank || b->tensor().count() == 0) return false;
+    const float* data = b->tensor().data();
+    return !std::all_of(data, data + b->tensor().count(), [](float v) { return std::isfinite(v); });
+  };
+  for (const Parameter& p : g.parameters())
+    if (bad(p.blob))
+      return str("the first non-finite blob is the parameter '", p.blob->name(), "'");
+  for (const auto& op : g.ops())
+    for (Blob* b : op->outputs())
+      if (bad(b))
+        return str("the first non-finite blob is '", b->name(), "' (written by '", op->name(),
+                   "')");
+  return "";
+}
+
+// More compute threads than any machine here has cores only thrash (and a huge count exhausts
+// the process's threads).
+constexpr int kMaxThreads = 1024;
+
 void check_options(const TrainOptions& o) {
   require(o.batch > 0, "--batch must be positive, got ", o.batch);
-  require(o.epochs > 0 || o.max_iters > 0, "--epochs must be positive, got ", o.epochs);
+  require(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
   require(o.max_iters >= 0, "--max-iters must be non-negative, got ", o.max_iters);
-  require(o.lr > 0, "--lr must be positive, got ", o.lr);
-  require(o.threads > 0, "--threads must be positive, got ", o.threads);
+  require(std::isfinite(o.lr) && o.lr > 0, "--lr must be positive and finite, got ", o.lr);
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+          "--weight-decay must be non-negative and finite, got ", o.weight_decay);
+  require(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1,
+          "--momentum must be in [0, 1), got ", o.momentum);
+  require(std::isfinite(o.lr_gamma) && o.lr_gamma > 0,
+          "--lr-gamma must be positive and finite, got ", o.lr_gamma);
+  require(std::isfinite(o.lr_power) && o.lr_power > 0,
+          "--lr-power must be positive and finite, got ", o.lr_power);
+  require(o.lr_step >= 0, "--lr-step must be non-negative (0: one epoch), got ", o.lr_step);
+  require(o.threads > 0 && o.threads <= kMaxThreads, "--threads must be in [1, ", kMaxThreads,
+          "], got ", o.threads);
+  require(o.classes > 0, "--classes must be positive, got ", o.classes);
+  require(std::isfinite(o.input_mean), "--input-mean must be finite, got ", o.input_mean);
+  require(std::isfinite(o.input_std) && o.input_std > 0,
+          "--input-std must be positive and finite, got ", o.input_std);
   require(o.bucket_kb >= 0, "--bucket-kb must be non-negative, got ", o.bucket_kb);
   require(o.test_batch > 0, "test batch must be positive, got ", o.test_batch);
   require(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "rank ", o.rank, " of ", o.ranks,
@@ -171,6 +213,11 @@ class Trainer::Impl {
       Graph::Scope scope(test_, "replica0");
       test_outputs_ =
           build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data_);
+      const IdxDataOp& train_data = *train_data_.at(0);
+      require(test_data_->rows() == train_data.rows() && test_data_->cols() == train_data.cols(),
+              "the test split in '", options_.data_dir, "' has ", test_data_->rows(), "x",
+              test_data_->cols(), " images, the training split ", train_data.rows(), "x",
+              train_data.cols(), " (both splits must have one image size)");
       for (const auto* list : {&test_.parameters(), &test_.states()})
         for (const Parameter& p : *list) p.blob->share_tensor(*train_.blob(p.blob->name()));
       test_run_ = std::make_unique<Runnable>(test_, run);
@@ -203,6 +250,7 @@ class Trainer::Impl {
       dp_.sgd.set_learning_rate(schedule_->at(global_it), options_.rank);
       train_run_->run();
       ++iterations_done_;
+      check_converging();
       if (options_.checkpoint_every > 0 && iterations_done_ % options_.checkpoint_every == 0 &&
           iterations_done_ < total_iterations())
         save_to_dir();
@@ -239,6 +287,18 @@ class Trainer::Impl {
     return result;
   }
 
+  // Stops training, before any checkpoint of the broken weights, at the first iteration whose
+  // loss is not finite on one of this rank's replicas.
+  void check_converging() const {
+    for (size_t r = 0; r < dp_.replicas.size(); ++r) {
+      if (dp_.locations[r].rank != options_.rank) continue;
+      const float loss = *dp_.replicas[r].loss->tensor().data();
+      require(std::isfinite(loss), "training diverged at iteration ", iterations_done_,
+              ": the loss of replica ", r, " is ", loss, "; ",
+              first_non_finite(train_, options_.rank), " (lower --lr, or check the data)");
+    }
+  }
+
   // Every setting that decides which state tensors each location holds, and so whether the
   // random generators of a checkpoint carry over.
   std::string layout() const {
@@ -249,6 +309,7 @@ class Trainer::Impl {
   }
   CheckpointRanks ranks() const { return {options_.rank, options_.ranks}; }
   void save(const std::string& path) const {
+    check_weights_finite();
     CheckpointInfo info;
     info.model = options_.model;
     info.iteration = iterations_done_;
@@ -256,6 +317,15 @@ class Trainer::Impl {
     info.layout = layout();
     info.rng_states = train_run_->rng_states();
     purine::save_checkpoint(dp_.checkpoint, path, info, ranks());
+  }
+  // A checkpoint never keeps broken weights: an update may make them non-finite while the loss
+  // that preceded it still was.
+  void check_weights_finite() const {
+    // Parameters only: every rank holds the same weights, so all ranks agree before the
+    // collective save.
+    const std::string bad = first_non_finite(train_, options_.rank, true);
+    require(bad.empty(), "training diverged at iteration ", iterations_done_, ": ", bad,
+            " (lower --lr, or check the data); no checkpoint written");
   }
   void save_to_dir() {
     save(checkpoint_file(options_.checkpoint_dir, iterations_done_));

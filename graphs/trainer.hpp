@@ -31,7 +31,12 @@ struct TrainOptions {
   double lr_power = 1.0;           // poly: exponent
   double momentum = 0.9;
   double weight_decay = 5e-4;
-  int threads = 2;  // compute threads (OpenMP, BLAS, oneDNN)
+  int threads = 2;   // compute threads (OpenMP, BLAS, oneDNN), at most 1024
+  int classes = 10;  // the model's outputs; a label outside [0, classes) is an error
+  // Input standardization, (pixel / 255 - input_mean) / input_std: Fashion-MNIST's training
+  // split has mean 0.2860 and standard deviation 0.3530.
+  double input_mean = 0.2860;
+  double input_std = 0.3530;
   // Data parallelism over MPI ranks: `batch` images per rank; gradients reduced by "ring", "ps"
   // (parameter server on rank 0) or "mpi" (native allreduce).
   int ranks = mpi_world_size();

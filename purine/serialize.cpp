@@ -107,14 +107,6 @@ uint32_t crc32_of(const std::string& bytes) {
   return static_cast<uint32_t>(crc);
 }
 
-std::string with_header(const std::string& payload) {
-  std::string out(kMagic, sizeof kMagic);
-  put_le(out, kFormatVersion, 4);
-  put_le(out, crc32_of(payload), 4);
-  put_le(out, payload.size(), 8);
-  return out + payload;
-}
-
 bool on_this_rank(const Blob* blob, CheckpointRanks ranks) {
   return ranks.ranks == 1 || blob->location().rank == ranks.rank;
 }
@@ -204,7 +196,7 @@ void save_checkpoint(const CheckpointMap& map, const std::string& path, const Ch
     try {
       std::string payload;
       CHECK(assemble(map, info, ranks.ranks, parts).SerializeToString(&payload));
-      write_file_durably(path, with_header(payload));
+      write_file_durably(path, checkpoint_file_bytes(payload));
     } catch (const Error& e) {
       error = str("cannot save the checkpoint: ", e.what());
     }
@@ -223,6 +215,14 @@ int64_t checkpoint_size_limit(const CheckpointMap& map) {
     bytes += static_cast<int64_t>(sizeof(float)) * t.shape.count() +
              static_cast<int64_t>(t.name.size()) + 16 * (t.shape.dims().size() + 2);
   return bytes;
+}
+
+std::string checkpoint_file_bytes(const std::string& payload) {
+  std::string out(kMagic, sizeof kMagic);
+  put_le(out, kFormatVersion, 4);
+  put_le(out, crc32_of(payload), 4);
+  put_le(out, payload.size(), 8);
+  return out + payload;
 }
 
 proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {

@@ -82,6 +82,9 @@ int64_t checkpoint_size_limit(const CheckpointMap& map);
 // (checked before reading), the header, the CRC, a payload that parses, a non-negative
 // iteration, no tensor twice, every tensor's values matching its shape.
 proto::Checkpoint read_checkpoint(const std::string& path, int64_t max_bytes);
+// The file's bytes for a payload (a serialized proto::Checkpoint): header, CRC, payload. For
+// tests and fuzzers that write payloads of their own.
+std::string checkpoint_file_bytes(const std::string& payload);
 // The same checks on a file's bytes (`path` names it in messages).
 proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path);
 

@@ -47,9 +47,14 @@ void AccuracyOp::compute_cpu(const std::vector<const Tensor*>& inputs,
             ")");
     const float* row = scores + n * classes;
     const float target = row[static_cast<int64_t>(value)];
+    // A row with a NaN score ranks nothing: it counts as wrong, never as right.
+    bool nan = false;
     int64_t greater = 0;
-    for (int64_t c = 0; c < classes; ++c) greater += row[c] > target ? 1 : 0;
-    correct += greater < top_k_ ? 1 : 0;
+    for (int64_t c = 0; c < classes; ++c) {
+      nan |= std::isnan(row[c]);
+      greater += row[c] > target ? 1 : 0;
+    }
+    correct += !nan && greater < top_k_ ? 1 : 0;
   }
   *outputs[0]->mutable_data() =
       rows > 0 ? static_cast<float>(static_cast<double>(correct) / rows) : 0.0f;

@@ -57,7 +57,7 @@ TEST_CASE("mlp trains well above chance on a Fashion-MNIST slice", "[trainer][e2
   REQUIRE(r.images_per_sec > 0);
 }
 
-TEST_CASE("training is bit-identical across runs and dispatchers", "[trainer][e2e]") {
+TEST_CASE("training is bit-identical across runs and dispatchers", "[trainer][e2e][determinism]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
@@ -75,6 +75,31 @@ TEST_CASE("training is bit-identical across runs and dispatchers", "[trainer][e2
   REQUIRE(serial.size() == 20);
   REQUIRE(losses(dispatch::Mode::kParallel) == serial);
   REQUIRE(losses(dispatch::Mode::kParallel) == serial);
+}
+
+TEST_CASE("convnet training is bit-identical for any thread count", "[trainer][e2e][determinism]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  // Every convolution direction of the 2-conv network, oneDNN and im2col, with several threads.
+  auto losses = [](int threads) {
+    TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+    o.model = "convnet";
+    o.max_iters = 4;
+    o.threads = threads;
+    o.evaluate = false;
+    Trainer trainer(o);
+    std::vector<double> out;
+    trainer.train([&](const TrainProgress& p) { out.push_back(p.loss); });
+    return out;
+  };
+  const std::vector<double> one = losses(1);
+  REQUIRE(one.size() == 4);
+  for (int threads : {2, 3}) {
+    INFO(threads << " threads");
+    CHECK(losses(threads) == one);
+  }
 }
 
 TEST_CASE("a resumed run continues exactly where its checkpoint stopped", "[trainer][e2e]") {
@@ -136,6 +161,71 @@ TEST_CASE("bad trainer options are rejected before training", "[trainer]") {
   o = TrainOptions();
   o.data_dir = "/nonexistent/fmnist";
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("/nonexistent/fmnist"));
+  // Numbers that would train nothing, or crash.
+  const auto rejected = [](auto change, const char* message) {
+    TrainOptions bad;
+    bad.max_iters = 1;
+    change(bad);
+    REQUIRE_THROWS_WITH(Trainer(bad), Catch::Contains(message));
+  };
+  rejected([](TrainOptions& b) { b.lr = std::nan(""); },
+           "--lr must be positive and finite, got nan");
+  rejected([](TrainOptions& b) { b.lr = INFINITY; }, "--lr must be positive and finite, got inf");
+  rejected([](TrainOptions& b) { b.weight_decay = -1e-4; }, "--weight-decay must be non-negative");
+  rejected([](TrainOptions& b) { b.weight_decay = NAN; }, "--weight-decay must be non-negative");
+  rejected([](TrainOptions& b) { b.epochs = 0; }, "--epochs must be positive, got 0");
+  rejected([](TrainOptions& b) { b.lr_step = -3; }, "--lr-step must be non-negative");
+  rejected([](TrainOptions& b) { b.threads = 100000; }, "--threads must be in [1, 1024]");
+  rejected([](TrainOptions& b) { b.momentum = 1.5; }, "--momentum must be in [0, 1)");
+  rejected([](TrainOptions& b) { b.classes = 0; }, "--classes must be positive");
+  rejected([](TrainOptions& b) { b.input_std = 0; }, "--input-std must be positive");
+}
+
+TEST_CASE("a diverging run stops at the first non-finite loss, naming the blob", "[trainer]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  testing::TempDir dir;
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.lr = 1e30;
+  o.lr_policy = "fixed";
+  o.max_iters = 6;
+  o.checkpoint_dir = dir.path();
+  o.checkpoint_every = 1;
+  // At 1e30 the weights stay finite (and are saved) after the first update; the next loss is
+  // not, and nothing is saved after it.
+  o.lr = 1e30;
+  Trainer trainer(o);
+  REQUIRE_THROWS_WITH(
+      trainer.train(),
+      Catch::Contains("training diverged at iteration 2: the loss of replica 0 is") &&
+          Catch::Contains("nan") && Catch::Contains("the parameter 'replica0::mlp::fc1::weight'"));
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    files.push_back(entry.path().string());
+  CHECK(files == std::vector<std::string>{checkpoint_file(dir.path(), 1)});
+}
+
+TEST_CASE("a checkpoint of non-finite weights is refused", "[trainer]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  testing::TempDir dir;
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.max_iters = 2;
+  o.evaluate = false;
+  Trainer trainer(o);
+  trainer.train();
+  // As an update that overflowed would leave it.
+  Blob* weight = const_cast<Graph&>(trainer.training_graph()).blob("replica0::mlp::fc2::weight");
+  weight->tensor().mutable_data()[3] = INFINITY;
+  REQUIRE_THROWS_WITH(trainer.save_checkpoint(dir.file("c")),
+                      Catch::Contains("training diverged at iteration 2: the first non-finite blob "
+                                      "is the parameter 'replica0::mlp::fc2::weight'") &&
+                          Catch::Contains("no checkpoint written"));
+  CHECK(std::filesystem::is_empty(dir.path()));
 }
 
 namespace {

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_check.hpp"
@@ -20,6 +21,17 @@ TEST_CASE("accuracy counts rows whose label scores highest", "[accuracy]") {
   CHECK(top2.data()[0] == Approx(0.75));
   Tensor top3 = run_forward("accuracy", Attrs().set("top_k", 3), {scores, labels})[0];
   CHECK(top3.data()[0] == Approx(1.0));
+}
+
+TEST_CASE("accuracy counts a row with NaN scores as wrong", "[accuracy]") {
+  const float nan = std::nanf("");
+  Tensor scores = tensor_of({3, 2}, {nan, nan,      // label 0: all NaN
+                                     0.1f, nan,     // label 0: one NaN
+                                     0.2f, 0.9f});  // label 1: correct
+  Tensor labels = tensor_of({3}, {0, 0, 1});
+  CHECK(run_forward("accuracy", {}, {scores, labels})[0].data()[0] == Approx(1.0 / 3));
+  CHECK(run_forward("accuracy", Attrs().set("top_k", 2), {scores, labels})[0].data()[0] ==
+        Approx(1.0 / 3));
 }
 
 TEST_CASE("accuracy is not differentiable", "[accuracy]") {

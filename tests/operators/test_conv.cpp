@@ -150,7 +150,7 @@ TEST_CASE("conv matches naive loops on the 2-conv network's shapes", "[conv]") {
   check_against_naive({1, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2}, 37);
 }
 
-TEST_CASE("conv results do not depend on the thread count", "[conv]") {
+TEST_CASE("conv results do not depend on the thread count", "[conv][determinism]") {
   // All large enough (over 2^20 multiply-adds) to run on several threads: few channels (im2col
   // backward under auto), 16 -> 32 (where oneDNN's AVX-512 weight gradient once split the batch
   // by thread), the 2-conv network's second layer at batch 64, and a batch that does not split

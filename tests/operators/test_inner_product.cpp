@@ -95,7 +95,8 @@ TEST_CASE("inner_product gradient kernels match naive products", "[inner_product
   check_close(dw, naive_inner_product(dyt, xt), 1e-4);
 }
 
-TEST_CASE("inner_product results do not depend on the thread count", "[inner_product]") {
+TEST_CASE("inner_product results do not depend on the thread count",
+          "[inner_product][determinism]") {
   Rng rng(13);
   Tensor x = random_tensor({64, 784}, rng);
   Tensor w = random_tensor({256, 784}, rng);

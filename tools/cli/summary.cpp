@@ -1,11 +1,22 @@
 #include "tools/cli/summary.hpp"
 
+#include <cmath>
 #include <iomanip>
 #include <sstream>
 
 #include "purine/durable_file.hpp"
 
 namespace purine::cli {
+
+namespace {
+// JSON has no NaN or infinity: a non-finite value is written as null.
+std::string json_number(double value, int digits) {
+  if (!std::isfinite(value)) return "null";
+  std::ostringstream out;
+  out << std::setprecision(digits) << value;
+  return out.str();
+}
+}  // namespace
 
 void write_summary(const std::string& path, const TrainOptions& options,
                    const TrainResult& result) {
@@ -20,19 +31,18 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"reduce\": \"" << options.reduce << "\",\n"
       << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"
-      << "  \"images_per_sec\": " << result.images_per_sec
+      << "  \"images_per_sec\": " << json_number(result.images_per_sec, 8)
       << ",\n"
       // A float's value: 9 significant digits tell any two apart (resumed runs compare bits).
-      << "  \"final_loss\": " << std::setprecision(9) << result.final_loss << std::setprecision(8)
-      << ",\n"
+      << "  \"final_loss\": " << json_number(result.final_loss, 9) << ",\n"
       << "  \"test_accuracy\": ";
   if (options.evaluate) {
-    out << result.test_accuracy;
+    out << json_number(result.test_accuracy, 8);
   } else {
     out << "null";  // not measured (--noevaluate)
   }
   out << ",\n"
-      << "  \"wall_seconds\": " << result.wall_seconds << "\n"
+      << "  \"wall_seconds\": " << json_number(result.wall_seconds, 8) << "\n"
       << "}\n";
   write_file_durably(path, out.str());
 }

@@ -27,7 +27,12 @@ DEFINE_int64(lr_step, 0, "step policy: iterations per step (0: one epoch)");
 DEFINE_double(lr_power, 1.0, "poly policy: exponent");
 DEFINE_double(momentum, 0.9, "SGD momentum");
 DEFINE_double(weight_decay, 5e-4, "L2 weight decay");
-DEFINE_int32(threads, 2, "compute threads (bounds BLAS and oneDNN too)");
+DEFINE_int32(threads, 2, "compute threads (bounds BLAS and oneDNN too), 1 to 1024");
+DEFINE_int32(classes, 10,
+             "classes of the model's output; a label outside [0, classes) is an error");
+DEFINE_double(input_mean, 0.2860,
+              "inputs are (pixel / 255 - mean) / std (default: Fashion-MNIST's training split)");
+DEFINE_double(input_std, 0.3530, "see --input-mean");
 DEFINE_uint64(seed, 1, "random seed (initialization, shuffling, dropout)");
 DEFINE_string(summary, "", "write a JSON summary of the run to this file");
 DEFINE_string(executor, "parallel", "dispatcher: parallel or serial");
@@ -103,6 +108,9 @@ TrainOptions options_from_flags() {
   o.momentum = FLAGS_momentum;
   o.weight_decay = FLAGS_weight_decay;
   o.threads = FLAGS_threads;
+  o.classes = FLAGS_classes;
+  o.input_mean = FLAGS_input_mean;
+  o.input_std = FLAGS_input_std;
   o.seed = FLAGS_seed;
   o.test_samples = FLAGS_test_samples;
   o.trace_path = FLAGS_trace;

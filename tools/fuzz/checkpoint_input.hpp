@@ -1,8 +1,10 @@
 // How one fuzz input is fed to purine::load_checkpoint, shared by the libFuzzer target
-// (checkpoint_fuzz.cpp) and the corpus replay test (tests/purine/test_fuzz_corpus.cpp): the input
-// is the file, loaded into a graph with one parameter "w" [2,3] and one state "s" [3] (the graph
-// that tests/fuzz_corpus/checkpoint/seed-* were saved from) with the default CheckpointInfo.
-// Throws purine::Error for any bad input; anything else that escapes is a bug.
+// (checkpoint_fuzz.cpp) and the corpus replay test (tests/purine/test_fuzz_corpus.cpp). The first
+// byte picks the layout: odd, the rest is a payload framed with a valid header and CRC (so that
+// the fuzzer reaches the payload's checks); even, the rest is the whole file. The file is loaded
+// into a graph with one parameter "w" [2,3] and one state "s" [3] (the graph that
+// tests/fuzz_corpus/checkpoint/seed-* were saved from) with the default CheckpointInfo. Throws
+// purine::Error for any bad input; anything else that escapes is a bug.
 #pragma once
 
 #include <stdlib.h>
@@ -57,7 +59,11 @@ class ScratchFile {
 inline void run_checkpoint_input(const uint8_t* data, size_t size) {
   static CheckpointNet net;
   static ScratchFile file;
-  const std::string& path = file.write(data, size);
+  if (size == 0) return;
+  std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if (data[0] % 2 == 1) bytes = checkpoint_file_bytes(bytes);
+  const std::string& path =
+      file.write(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   const CheckpointInfo info = load_checkpoint(net.g, path);
   // What a successful load promises.
   if (info.ranks < 1 || net.w->tensor().count() != 6) __builtin_trap();

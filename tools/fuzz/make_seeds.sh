@@ -37,14 +37,24 @@ for mode in (6, 7):  # the harness gzips both files
 PY
 
 # Checkpoints of the fuzz graph (w [2,3], s [3]), written by protoc from text.
-encode() { protoc --proto_path=proto --encode=purine.proto.Checkpoint proto/purine.proto; }
+# Layout byte 1: the harness frames the payload with a valid header (checkpoint_input.hpp).
+encode() {
+  printf '\001'
+  protoc --proto_path=proto --encode=purine.proto.Checkpoint proto/purine.proto
+}
 encode > "$out/checkpoint/seed-plain" <<'TXT'
-model: "tiny" iteration: 42 rank: 0 ranks: 1 layout: "plain"
+model: "tiny" iteration: 42 ranks: 1 layout: "plain"
 rng_states { key: "rank0:cpu" value: "1 2 3" }
 tensors { name: "w" tensor { shape: [2, 3] data: [0, 0.5, 1, 1.5, 2, 2.5] } }
 tensors { name: "s" tensor { shape: [3] data: [0, -1, -2] } }
 TXT
-encode > "$out/checkpoint/seed-old" <<'TXT'
+encode > "$out/checkpoint/seed-minimal" <<'TXT'
+model: "tiny" iteration: 7
+tensors { name: "s" tensor { shape: [3] data: [1, 2, 3] } }
+tensors { name: "w" tensor { shape: [2, 3] data: [1, 2, 3, 4, 5, 6] } }
+TXT
+# Refused: a tensor the graph lacks.
+encode > "$out/checkpoint/extra-tensor" <<'TXT'
 model: "tiny" iteration: 7
 tensors { name: "s" tensor { shape: [3] data: [1, 2, 3] } }
 tensors { name: "w" tensor { shape: [2, 3] data: [1, 2, 3, 4, 5, 6] } }
