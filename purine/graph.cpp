@@ -355,7 +355,40 @@ std::string Graph::to_dot() const {
   return out.str();
 }
 
+void Graph::set_up_connected_composites() {
+  // Setting one up may add more (a composite's own sub-composites): index, not iterators.
+  for (size_t i = 0; i < composites_.size(); ++i)
+    if (!composites_[i]->bottom().empty()) composites_[i]->ensure_setup();
+}
+
+void Graph::require_no_pending_composite(const char* what) const {
+  for (const auto& c : composites_)
+    require(c->is_setup() || c->bottom().empty(), "composite '", c->name(),
+            "' is not set up yet, so its ", what, " are missing: use its top() or call ", what,
+            "() on a non-const Graph, which sets pending composites up");
+}
+
+const std::vector<Parameter>& Graph::parameters() {
+  set_up_connected_composites();
+  return parameters_;
+}
+const std::vector<Parameter>& Graph::parameters() const {
+  require_no_pending_composite("parameters");
+  return parameters_;
+}
+const std::vector<Parameter>& Graph::states() {
+  set_up_connected_composites();
+  return states_;
+}
+const std::vector<Parameter>& Graph::states() const {
+  require_no_pending_composite("states");
+  return states_;
+}
+
 void Graph::own(std::unique_ptr<Composite> composite) {
+  for (const auto& c : composites_)
+    require(c->name() != composite->name(), "composite '", composite->name(),
+            "' is added twice; give each composite a name of its own in its scope");
   composites_.push_back(std::move(composite));
 }
 

@@ -1,5 +1,7 @@
 // The bi-graph: Graph owns Blob (tensor) and Op (operator) vertices; edges join blobs to ops
-// and ops to blobs. Every vertex has a hierarchical name ("net::conv1::weight") and a Location;
+// and ops to blobs. Every vertex has a hierarchical name made of the scopes it was created in
+// and its local name ("net::conv1::weight" for blob "weight" of composite "conv1" under
+// Graph::Scope(g, "net"); the graph's own name is not part of it) and a Location;
 // every op a thread name (one OS thread per (location, thread) when run). Composites are
 // sub-graphs with bottom (input) and top (output) blobs, also owned by the graph; builder code
 // holds plain pointers and references that stay valid as long as the Graph lives.
@@ -37,6 +39,8 @@ class Blob {
 
   // The tensor, allocated on first use at the blob's location. It is a shared object, so that
   // two graphs (a training and an evaluation graph) can use one tensor: see share_tensor().
+  // A parameter's data() pointer goes stale after a run() that swaps weights: read through
+  // tensor() again after each run (or copy with tensor().values()), never keep the pointer.
   Tensor& tensor();
   bool has_tensor() const { return tensor_ != nullptr; }
   // Makes this blob use `other`'s tensor object (equal shapes required).
@@ -149,13 +153,18 @@ class Graph {
   // contain). Returns the number of ops removed.
   int prune(const std::vector<Blob*>& keep);
 
-  // Parameters (trained by the optimizer), in registration order.
+  // Parameters (trained by the optimizer), in registration order. A composite registers its
+  // parameters when it is set up, so the non-const form first sets up every pending composite
+  // whose bottoms are connected (none is missed because its top was not used yet); the const
+  // form throws purine::Error naming such a composite instead.
   void add_parameter(Parameter parameter);
-  const std::vector<Parameter>& parameters() const { return parameters_; }
+  const std::vector<Parameter>& parameters();
+  const std::vector<Parameter>& parameters() const;
   // State: initialized and checkpointed like parameters, but not trained (batch norm's running
-  // statistics).
+  // statistics). The same rules for pending composites.
   void add_state(Parameter state);
-  const std::vector<Parameter>& states() const { return states_; }
+  const std::vector<Parameter>& states();
+  const std::vector<Parameter>& states() const;
   // After each successful run, the memory of `a` and `b` is exchanged (new weights become the
   // weights of the next run).
   void add_swap(Blob* a, Blob* b);
@@ -209,6 +218,8 @@ class Graph {
   friend class Composite;
   void check_new_name(const std::string& full, const char* kind) const;
   void own(std::unique_ptr<Composite> composite);
+  void set_up_connected_composites();
+  void require_no_pending_composite(const char* what) const;
 
   std::string name_;
   std::vector<std::unique_ptr<Blob>> blobs_;

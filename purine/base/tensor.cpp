@@ -105,6 +105,12 @@ void strided_copy(int dim, const Shape& shape, const float* src, const std::vect
 }
 }  // namespace
 
+std::vector<float> Tensor::values() const {
+  Tensor dense(shape_, location_);
+  dense.copy_from(*this);
+  return std::vector<float>(dense.data(), dense.data() + dense.count());
+}
+
 void Tensor::copy_from(const Tensor& source) {
   CHECK(shape_ == source.shape_) << "copy of " << source.shape_ << " into " << shape_;
   if (count() == 0) return;

@@ -46,8 +46,14 @@ class Tensor {
   bool allocated() const { return storage_ != nullptr; }
   bool is_contiguous() const;
 
+  // Pointers into the storage. They go stale when the storage's buffer is exchanged: every
+  // run() of a graph with weight swaps (Graph::add_swap, the SGD graph) moves the weights to the
+  // other buffer. Keep the Tensor (or its Blob) and call data() again after each run, or copy
+  // the elements out with values().
   const float* data() const;
   float* mutable_data();
+  // A copy of the elements in row-major order (views and strided slices too).
+  std::vector<float> values() const;
 
   // A contiguous view of `shape.count()` elements starting `offset` elements into this
   // (contiguous) tensor.

@@ -84,3 +84,19 @@ TEST_CASE("swap_memory exchanges values and views follow the tensor they were ma
   second_row.mutable_data()[2] = 7.0f;
   CHECK(weights.data()[5] == 7.0f);
 }
+
+TEST_CASE("values() copies elements out, and a re-read follows a swap", "[tensor]") {
+  Tensor weights({2, 3}), updated({2, 3});
+  for (int64_t i = 0; i < 6; ++i) {
+    weights.mutable_data()[i] = static_cast<float>(i);
+    updated.mutable_data()[i] = static_cast<float>(10 + i);
+  }
+  const std::vector<float> before = weights.values();
+  CHECK(before == std::vector<float>{0, 1, 2, 3, 4, 5});
+  CHECK(weights.slice(1, 1, 3).values() == std::vector<float>{1, 2, 4, 5});  // strided
+  const float* stale = weights.data();
+  weights.swap_memory(updated);
+  CHECK(weights.data() != stale);  // the pointer kept from before now reads `updated`
+  CHECK(weights.values() == std::vector<float>{10, 11, 12, 13, 14, 15});
+  CHECK(before == std::vector<float>{0, 1, 2, 3, 4, 5});  // the copy is unaffected
+}

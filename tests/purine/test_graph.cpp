@@ -104,3 +104,47 @@ TEST_CASE("topological order is deterministic and respects edges", "[graph]") {
   REQUIRE(order[0]->name() == "first");
   REQUIRE(order[1]->name() == "second");
 }
+
+namespace {
+// A composite with one parameter, scaling its bottom by it.
+class Scaled : public Composite {
+ public:
+  Scaled(Graph& g, const std::string& name) : Composite(g, name) {}
+
+ protected:
+  void setup() override {
+    require_bottoms(1);
+    Blob* w = make_parameter("weight", bottom_[0]->shape(), "fill_constant");
+    make_top_op("mul", "mul", {}, {bottom_[0], w});
+  }
+};
+}  // namespace
+
+TEST_CASE("parameters() sets up pending composites or refuses to miss them", "[graph]") {
+  Graph g("net");
+  Blob* x = g.add_blob("x", {2});
+  auto& first = g.add<Scaled>("first");
+  auto& last = g.add<Scaled>("last");
+  B{x} >> first >> last;  // last's top not used yet: it is still pending
+  REQUIRE(first.is_setup());
+  REQUIRE_FALSE(last.is_setup());
+  const Graph& view = g;
+  REQUIRE_THROWS_WITH(view.parameters(),
+                      Catch::Contains("composite 'last' is not set up yet, so its parameters "
+                                      "are missing"));
+  const std::vector<Parameter>& params = g.parameters();
+  REQUIRE(params.size() == 2);
+  CHECK(params[1].blob->name() == "last::weight");
+  CHECK(view.parameters().size() == 2);
+  // A composite without bottoms is not pending work and does not block the const form.
+  g.add<Scaled>("unused");
+  CHECK(view.parameters().size() == 2);
+}
+
+TEST_CASE("a composite added twice under one name is refused at once", "[graph]") {
+  Graph g("net");
+  g.add<Scaled>("fc");
+  REQUIRE_THROWS_WITH(g.add<Scaled>("fc"), Catch::Contains("composite 'fc' is added twice"));
+  Graph::Scope scope(g, "other");
+  CHECK_NOTHROW(g.add<Scaled>("fc"));  // another scope, another name
+}
