@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "purine/base/error.hpp"
+
 namespace purine::testing {
 
 struct CorpusFile {
@@ -32,6 +34,26 @@ inline std::vector<CorpusFile> fuzz_corpus(const std::string& target) {
             [](const CorpusFile& a, const CorpusFile& b) { return a.path < b.path; });
   REQUIRE_FALSE(files.empty());
   return files;
+}
+
+// Feeds every file of the corpus to `run(data, size)`: each must load or throw purine::Error
+// (anything else escapes and fails the test), and every seed ("seed-*") must load. Returns how
+// many loaded.
+template <typename Run>
+int replay_fuzz_corpus(const std::string& target, Run run) {
+  int loaded = 0;
+  for (const CorpusFile& file : fuzz_corpus(target)) {
+    INFO(file.path);
+    const bool seed = file.path.find("/seed-") != std::string::npos;
+    try {
+      run(file.bytes.data(), file.bytes.size());
+      ++loaded;
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK_FALSE(seed);
+    }
+  }
+  return loaded;
 }
 
 }  // namespace purine::testing
