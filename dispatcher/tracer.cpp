@@ -64,17 +64,26 @@ void write_json_string(std::ostream& out, const std::string& text) {
 constexpr char kHeader[] = "{\"traceEvents\":[\n";
 constexpr char kFooter[] = "\n],\"displayTimeUnit\":\"ms\"}\n";
 
-// Writes `events` (JSON objects) as a trace file; throws purine::Error naming `path`.
-void write_trace_file(const std::string& path, const std::vector<std::string>& events) {
+// Starts one event: its separator, unless it is the first.
+std::ostream& next_event(std::ostream& out, int64_t& events_written) {
+  if (events_written++ > 0) out << ",\n";
+  return out;
+}
+
+std::ofstream open_trace_file(const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(str("cannot write trace file '", path, "': ", std::strerror(errno)));
   out << kHeader;
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (i > 0) out << ",\n";
-    out << events[i];
-  }
+  return out;
+}
+
+void close_trace_file(std::ofstream& out, const std::string& path) {
   out << kFooter;
   out.close();
+  if (!out) throw Error(str("cannot write trace file '", path, "': write failed"));
+}
+
+void check_written(const std::ofstream& out, const std::string& path) {
   if (!out) throw Error(str("cannot write trace file '", path, "': write failed"));
 }
 
@@ -195,31 +204,21 @@ void Tracer::clear() {
   }
 }
 
-void Tracer::write_chrome_trace(const std::string& path, int rank) const {
-  std::vector<std::string> events;
-  {
-    std::ostringstream meta;
-    meta << "{\"ph\":\"M\",\"pid\":" << rank
-         << ",\"name\":\"process_name\",\"args\":{\"name\":\"rank " << rank << "\"}}";
-    events.push_back(meta.str());
-  }
+struct Tracer::OpenFile {
+  std::string path;
+  int rank;
+  std::ofstream out;
+  int64_t events_written = 0;
+};
+
+void Tracer::write_events(std::ostream& out, int rank, int64_t& events_written, bool forget) {
   for (int e = 0; e < kMaxExecutors; ++e) {
-    const Buffer* b = find(e);
+    Buffer* b = buffers_[e].load(std::memory_order_acquire);
     if (b == nullptr) continue;
     MutexLock lock(&b->mu);
-    std::ostringstream out;
-    out << "{\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << e
-        << ",\"name\":\"thread_name\",\"args\":{\"name\":";
-    write_json_string(out, b->executor_name.empty() ? str("executor ", e) : b->executor_name);
-    out << "}}";
-    events.push_back(out.str());
-    out.str("");
-    out << "{\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << e
-        << ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":" << e << "}}";
-    events.push_back(out.str());
     for (const Record& r : b->records) {
-      out.str("");
-      out << "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":" << rank << ",\"tid\":" << e << ",\"name\":";
+      next_event(out, events_written)
+          << "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":" << rank << ",\"tid\":" << e << ",\"name\":";
       write_json_string(out, b->strings[r.name]);
       out << ",\"ts\":";
       write_us(out, r.start_ns);
@@ -228,10 +227,63 @@ void Tracer::write_chrome_trace(const std::string& path, int rank) const {
       out << ",\"args\":{\"location\":";
       write_json_string(out, b->strings[r.location]);
       out << "}}";
-      events.push_back(out.str());
     }
+    if (forget) b->records.clear();
   }
-  write_trace_file(path, events);
+}
+
+void Tracer::write_metadata(std::ostream& out, int rank, int64_t& events_written) const {
+  next_event(out, events_written) << "{\"ph\":\"M\",\"pid\":" << rank
+                                  << ",\"name\":\"process_name\",\"args\":{\"name\":\"rank " << rank
+                                  << "\"}}";
+  for (int e = 0; e < kMaxExecutors; ++e) {
+    const Buffer* b = find(e);
+    if (b == nullptr) continue;
+    MutexLock lock(&b->mu);
+    next_event(out, events_written) << "{\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << e
+                                    << ",\"name\":\"thread_name\",\"args\":{\"name\":";
+    write_json_string(out, b->executor_name.empty() ? str("executor ", e) : b->executor_name);
+    out << "}}";
+    next_event(out, events_written)
+        << "{\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << e
+        << ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":" << e << "}}";
+  }
+}
+
+void Tracer::write_chrome_trace(const std::string& path, int rank) {
+  std::ofstream out = open_trace_file(path);
+  int64_t events_written = 0;
+  write_metadata(out, rank, events_written);
+  write_events(out, rank, events_written, /*forget=*/false);
+  close_trace_file(out, path);
+}
+
+void Tracer::begin_file(const std::string& path, int rank) {
+  MutexLock lock(&file_mu_);
+  CHECK(file_ == nullptr) << "a trace file is open already: " << file_->path;
+  file_ = std::make_unique<OpenFile>(OpenFile{path, rank, open_trace_file(path)});
+}
+
+void Tracer::flush_to_file() {
+  MutexLock lock(&file_mu_);
+  CHECK(file_ != nullptr) << "no trace file is open";
+  write_events(file_->out, file_->rank, file_->events_written, /*forget=*/true);
+  file_->out.flush();
+  check_written(file_->out, file_->path);
+}
+
+void Tracer::end_file() {
+  MutexLock lock(&file_mu_);
+  CHECK(file_ != nullptr) << "no trace file is open";
+  std::unique_ptr<OpenFile> file = std::move(file_);
+  write_events(file->out, file->rank, file->events_written, /*forget=*/true);
+  write_metadata(file->out, file->rank, file->events_written);
+  close_trace_file(file->out, file->path);
+}
+
+bool Tracer::file_open() const {
+  MutexLock lock(&file_mu_);
+  return file_ != nullptr;
 }
 
 void Tracer::merge_chrome_traces(std::vector<std::string> inputs, std::string output) {
@@ -245,7 +297,10 @@ void Tracer::merge_chrome_traces(std::vector<std::string> inputs, std::string ou
     std::vector<std::string> parsed = parse_trace_events(text.str(), path);
     for (std::string& event : parsed) events.push_back(std::move(event));
   }
-  write_trace_file(output, events);
+  std::ofstream out = open_trace_file(output);
+  int64_t events_written = 0;
+  for (const std::string& event : events) next_event(out, events_written) << event;
+  close_trace_file(out, output);
 }
 
 }  // namespace purine::dispatch

@@ -3,6 +3,10 @@
 // thread_name metadata event per executor; args.location), which Perfetto (ui.perfetto.dev) and
 // chrome://tracing open. One file per rank; merge_chrome_traces() joins them into one.
 //
+// A long run streams its trace: begin_file() starts the file, each flush_to_file() (e.g. after
+// every run of the graph) appends the events recorded since and forgets them, so memory stays
+// bounded by one flush interval; end_file() adds the executors' names and closes it.
+//
 // Records are keyed by executor index: a Tracer observes one engine at a time (several engines
 // in turn are fine; engines running at the same time would mix their executors' records).
 // Ownership: the Tracer copies the names it needs, so it may outlive the engines it observed.
@@ -16,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -38,8 +43,16 @@ class Tracer : public Observer {
   void on_task_start(const TaskEvent& event) override;
   void on_task_end(const TaskEvent& event) override;
 
-  // Writes what was recorded so far. Throws purine::Error naming `path` if it cannot be written.
-  void write_chrome_trace(const std::string& path, int rank) const;
+  // Writes what was recorded so far (and keeps it). Throws purine::Error naming `path` if it
+  // cannot be written.
+  void write_chrome_trace(const std::string& path, int rank);
+
+  // Streaming (see above). Each throws purine::Error naming the file when it cannot be written;
+  // begin_file() while a file is open, or flush/end without one, is a programming error.
+  void begin_file(const std::string& path, int rank);
+  void flush_to_file();
+  void end_file();
+  bool file_open() const;
   // Concatenates the events of several trace files (as written by write_chrome_trace, usually one
   // per rank) into `output`. Throws purine::Error naming the file that cannot be read, is not a
   // trace, or cannot be written.
@@ -68,12 +81,21 @@ class Tracer : public Observer {
     int intern(const std::string* text) REQUIRES(mu);
   };
 
+  struct OpenFile;
+
   Buffer* buffer(int executor);
   const Buffer* find(int executor) const;
+  // Appends every recorded event to `out` as JSON objects, each preceded by ",\n" unless it is
+  // the file's first (`events_written` counts them); with `forget`, the records are dropped.
+  void write_events(std::ostream& out, int rank, int64_t& events_written, bool forget);
+  // The process and executor name events.
+  void write_metadata(std::ostream& out, int rank, int64_t& events_written) const;
 
   std::array<std::atomic<Buffer*>, kMaxExecutors> buffers_;
   Mutex create_mu_;
   std::vector<std::unique_ptr<Buffer>> owned_ GUARDED_BY(create_mu_);
+  mutable Mutex file_mu_;
+  std::unique_ptr<OpenFile> file_ GUARDED_BY(file_mu_);
 };
 
 }  // namespace purine::dispatch

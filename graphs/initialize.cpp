@@ -1,22 +1,53 @@
 #include "graphs/initialize.hpp"
 
+#include <algorithm>
+#include <map>
+
 #include "operators/registry.hpp"
+#include "purine/base/error.hpp"
+#include "purine/base/hash.hpp"
 
 namespace purine {
 
-void fill_parameters(const std::vector<Parameter>& parameters, uint64_t seed) {
-  Rng rng(seed);
-  OpContext context{&rng};
-  for (const Parameter& p : parameters)
-    OperatorRegistry::create(p.filler, p.filler_attrs)->compute({}, {&p.blob->tensor()}, context);
+void initialize_parameters(const CheckpointMap& map, const Graph& graph, uint64_t seed, int rank) {
+  std::map<const Blob*, const Parameter*> registered;
+  for (const auto* list : {&graph.parameters(), &graph.states()})
+    for (const Parameter& p : *list) registered[p.blob] = &p;
+
+  for (const StoredTensor& stored : map) {
+    const Parameter* filled_by = nullptr;
+    bool held_here = false;
+    for (const TensorPiece& piece : stored.loaded_into) {
+      held_here |= piece.blob->location().rank == rank;
+      auto it = registered.find(piece.blob);
+      if (!filled_by && it != registered.end()) filled_by = it->second;
+    }
+    require(filled_by != nullptr, "initialize_parameters: no piece of tensor '", stored.name,
+            "' is a parameter or state of graph '", graph.name(), "'");
+    if (!held_here) continue;
+
+    Tensor whole(stored.shape);
+    Attrs attrs = filled_by->filler_attrs;
+    attrs.set("shape", stored.shape.dims());
+    Rng rng(seed_for_name(seed, stored.name));
+    OpContext context{&rng};
+    OperatorRegistry::create(filled_by->filler, attrs)->compute({}, {&whole}, context);
+
+    const float* values = whole.data();
+    for (const TensorPiece& piece : stored.loaded_into) {
+      if (piece.blob->location().rank != rank) continue;
+      Tensor& tensor = piece.blob->tensor();
+      require(piece.offset >= 0 && piece.offset + tensor.count() <= whole.count(),
+              "initialize_parameters: a piece of tensor '", stored.name, "' held by '",
+              piece.blob->name(), "' lies outside its ", stored.shape);
+      std::copy(values + piece.offset, values + piece.offset + tensor.count(),
+                tensor.mutable_data());
+    }
+  }
 }
 
 void initialize_parameters(const Graph& graph, uint64_t seed, int rank) {
-  std::vector<Parameter> local;
-  for (const auto* list : {&graph.parameters(), &graph.states()})
-    for (const Parameter& p : *list)
-      if (p.blob->location().rank == rank) local.push_back(p);
-  fill_parameters(local, seed);
+  initialize_parameters(whole_blobs(graph), graph, seed, rank);
 }
 
 }  // namespace purine

@@ -1,5 +1,7 @@
 #include "graphs/trainer.hpp"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -58,17 +60,6 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   out.loss = loss.top(0);
   out.accuracy = g.apply("top1", "accuracy", {}, {loss.top(1), data[1]}, {"accuracy"})[0];
   return out;
-}
-
-// Fills this rank's parameters and states. Every replica's parameters come from a generator
-// seeded alike, so all replicas start from the same weights.
-void initialize(const DataParallelGraph& dp, const Graph& g, uint64_t seed, int rank) {
-  for (size_t r = 0; r < dp.parameters.size(); ++r)
-    if (dp.locations[r].rank == rank) fill_parameters(dp.parameters[r], seed);
-  std::vector<Parameter> states;
-  for (const Parameter& s : g.states())
-    if (s.blob->location().rank == rank) states.push_back(s);
-  fill_parameters(states, seed);
 }
 
 // Names the first blob of this rank holding a NaN or an infinity ("" when there is none): the
@@ -133,11 +124,14 @@ void check_checkpoint_options(const TrainOptions& o) {
   require(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
 }
 
+// This rank's trace file.
+std::string trace_file(const TrainOptions& o) {
+  return o.ranks > 1 ? o.trace_path + ".rank" + std::to_string(o.rank) : o.trace_path;
+}
+
 // Fails now on an output path that cannot be written, rather than after training.
 void check_output_paths(const TrainOptions& o) {
-  if (!o.trace_path.empty())
-    check_writable(o.ranks > 1 ? o.trace_path + ".rank" + std::to_string(o.rank) : o.trace_path,
-                   "the trace file");
+  if (!o.trace_path.empty()) check_writable(trace_file(o), "the trace file");
   if (o.rank != 0) return;  // rank 0 writes the checkpoints
   if (!o.checkpoint_dir.empty()) prepare_checkpoint_dir(o.checkpoint_dir);
   if (!o.checkpoint_path.empty()) check_writable(o.checkpoint_path, "the checkpoint file");
@@ -184,7 +178,7 @@ class Trainer::Impl {
           return out;
         },
         dp_options);
-    initialize(dp_, train_, options_.seed, options_.rank);
+    initialize_parameters(dp_.checkpoint, train_, options_.seed, options_.rank);
 
     LrScheduleOptions lr;
     lr.policy = options_.lr_policy;
@@ -224,6 +218,16 @@ class Trainer::Impl {
     }
   }
 
+  // A run stopped by an error still leaves a complete trace of what ran.
+  ~Impl() {
+    if (!tracer_ || !tracer_->file_open()) return;
+    try {
+      tracer_->end_file();
+    } catch (const Error& e) {
+      LOG(WARNING) << e.what();
+    }
+  }
+
   int64_t iterations_per_epoch() const { return train_data_[0]->batches_per_epoch(); }
 
   int64_t total_iterations() const {
@@ -245,10 +249,12 @@ class Trainer::Impl {
     const int64_t warmup = std::min<int64_t>(10, total / 2);
     const double images_per_iteration = static_cast<double>(options_.batch) * options_.ranks;
     const bool leader = options_.rank == 0;
+    if (tracer_) tracer_->begin_file(trace_file(options_), options_.rank);
     for (int64_t it = 0; it < total; ++it) {
       const int64_t global_it = iterations_done_;
       dp_.sgd.set_learning_rate(schedule_->at(global_it), options_.rank);
       train_run_->run();
+      if (tracer_) tracer_->flush_to_file();  // the trace's memory stays one iteration's
       ++iterations_done_;
       check_converging();
       if (options_.checkpoint_every > 0 && iterations_done_ % options_.checkpoint_every == 0 &&
@@ -277,11 +283,7 @@ class Trainer::Impl {
     // The training is kept before anything else may fail.
     if (!options_.checkpoint_dir.empty()) save_to_dir();
     if (!options_.checkpoint_path.empty()) save(options_.checkpoint_path);
-    if (tracer_) {
-      std::string path = options_.trace_path;
-      if (options_.ranks > 1) path += ".rank" + std::to_string(options_.rank);
-      tracer_->write_chrome_trace(path, options_.rank);
-    }
+    if (tracer_) tracer_->end_file();
     if (test_run_) result.test_accuracy = evaluate();
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;

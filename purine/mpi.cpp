@@ -18,6 +18,10 @@ MpiContext::MpiContext(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // Open MPI installs handlers that print a stack dump on SIGABRT, so an uncaught exception
+    // would end in that dump instead of its own message. Keep its handlers for crashes (SIGBUS,
+    // SIGFPE, SIGSEGV), drop SIGABRT; a user's own setting wins.
+    setenv("OMPI_MCA_opal_signal", "7,8,11", /*overwrite=*/0);
     int provided = MPI_THREAD_SINGLE;
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     owns_ = true;

@@ -1,8 +1,10 @@
 // MpiContext: MPI for one process. The first instance initializes MPI (asking for
 // MPI_THREAD_MULTIPLE and requiring at least MPI_THREAD_SERIALIZED, since the dispatcher's MPI
 // executor makes the calls while the main thread waits); destroying the last one finalizes it.
-// Without mpirun it is a world of one. Create one near the top of main() and keep it alive while
-// any Runnable exists. Not thread-safe; rank() and size() may be read from any thread.
+// Without mpirun it is a world of one. An uncaught exception ends the process with its own
+// message (Open MPI's stack dump is kept for crashes only). Create one near the top of main()
+// and keep it alive while any Runnable exists. Not thread-safe; rank() and size() may be read
+// from any thread.
 #pragma once
 
 namespace purine {

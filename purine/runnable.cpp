@@ -10,6 +10,7 @@
 #include "operators/cpu/threading.hpp"
 #include "operators/mpi/transfer.hpp"
 #include "purine/base/error.hpp"
+#include "purine/base/hash.hpp"
 #include "purine/views.hpp"
 
 namespace purine {
@@ -26,12 +27,9 @@ struct OpBinding {
 
 uint64_t location_seed(uint64_t seed, Location l) {
   // Distinct, fixed streams per location; splitmix-style mixing of (seed, rank, device, CPU).
-  uint64_t x = seed +
+  return mix64(seed +
                0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(l.rank) * 1024 + l.device + 2) +
-               0xD1B54A32D192ED03ULL * static_cast<uint64_t>(l.cpu_index);
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
+               0xD1B54A32D192ED03ULL * static_cast<uint64_t>(l.cpu_index));
 }
 
 bool is_cross_rank_copy(const Op& op) {

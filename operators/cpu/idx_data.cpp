@@ -14,6 +14,7 @@
 #include "operators/cpu/idx_file.hpp"
 #include "operators/registry.hpp"
 #include "purine/base/error.hpp"
+#include "purine/base/hash.hpp"
 #include "purine/base/rng.hpp"
 
 namespace purine {
@@ -41,13 +42,6 @@ struct BatchPlan {
     return drop_last ? count / global() : (count + global() - 1) / global();
   }
 };
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The sample orders of the epochs in use, computed on demand. Owned by the prefetch thread.
 class EpochOrders {

@@ -1,6 +1,7 @@
 #include "operators/mpi/transfer.hpp"
 
 #include "purine/base/error.hpp"
+#include "purine/base/hash.hpp"
 
 namespace purine {
 
@@ -72,10 +73,7 @@ bool MpiTransfer::done() {
 }
 
 int stable_tag(const std::string& name, int upper_bound) {
-  // FNV-1a: fixed, platform-independent.
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
-  return static_cast<int>(h % static_cast<uint64_t>(upper_bound));
+  return static_cast<int>(fnv1a64(name) % static_cast<uint64_t>(upper_bound));
 }
 
 }  // namespace purine

@@ -319,3 +319,38 @@ TEST_CASE("An empty tracer writes a valid trace", "[tracer]") {
   CHECK(parse_file(path).at("traceEvents").items.size() == 1);  // the process name
   fs::remove(path);
 }
+
+TEST_CASE("A streamed trace holds every run while memory keeps only the unflushed ones",
+          "[tracer]") {
+  pd::Tracer tracer;
+  const std::string path = temp_path("streamed.json");
+  tracer.begin_file(path, 1);
+  CHECK(tracer.file_open());
+  for (int run = 0; run < 3; ++run) {
+    trace_runs(&tracer, 1, "");
+    CHECK(tracer.event_count() == 6);
+    tracer.flush_to_file();
+    CHECK(tracer.event_count() == 0);  // written out and forgotten
+  }
+  trace_runs(&tracer, 1, "");  // not flushed: end_file() writes it
+  tracer.end_file();
+  CHECK_FALSE(tracer.file_open());
+
+  int complete = 0, thread_names = 0;
+  const Json doc = parse_file(path);
+  for (const Json& e : doc.at("traceEvents").items) {
+    CHECK(e.at("pid").number == 1);
+    complete += e.at("ph").text == "X";
+    thread_names += e.at("ph").text == "M" && e.at("name").text == "thread_name";
+  }
+  CHECK(complete == 24);
+  CHECK(thread_names == 2);
+  fs::remove(path);
+}
+
+TEST_CASE("A streamed trace reports a full disk, naming the file", "[tracer]") {
+  pd::Tracer tracer;
+  tracer.begin_file("/dev/full", 0);
+  trace_runs(&tracer, 1, "");
+  CHECK_THROWS_WITH(tracer.flush_to_file(), Catch::Contains("cannot write trace file '/dev/full'"));
+}

@@ -207,6 +207,46 @@ TEST_CASE("a diverging run stops at the first non-finite loss, naming the blob",
   CHECK(files == std::vector<std::string>{checkpoint_file(dir.path(), 1)});
 }
 
+// The task runs a trace file holds ("X" events), and whether the file is complete.
+std::pair<int, bool> trace_runs(const std::string& path) {
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int runs = 0;
+  for (size_t at = text.find("\"ph\":\"X\""); at != std::string::npos;
+       at = text.find("\"ph\":\"X\"", at + 1))
+    ++runs;
+  const std::string footer = "],\"displayTimeUnit\":\"ms\"}\n";
+  return {runs, text.size() >= footer.size() &&
+                    text.compare(text.size() - footer.size(), footer.size(), footer) == 0};
+}
+
+TEST_CASE("the trace holds every iteration and is complete after a failed run", "[trainer]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  testing::TempDir dir;
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.evaluate = false;
+  o.trace_path = dir.file("one.json");
+  o.max_iters = 1;
+  Trainer(o).train();
+  const auto [per_iteration, one_complete] = trace_runs(o.trace_path);
+  REQUIRE(one_complete);
+  REQUIRE(per_iteration > 10);
+
+  o.trace_path = dir.file("three.json");
+  o.max_iters = 3;
+  Trainer(o).train();
+  CHECK(trace_runs(o.trace_path) == std::pair<int, bool>{3 * per_iteration, true});
+
+  o.trace_path = dir.file("diverged.json");
+  o.lr = 1e30;
+  o.lr_policy = "fixed";
+  REQUIRE_THROWS_WITH(Trainer(o).train(), Catch::Contains("training diverged at iteration 2"));
+  CHECK(trace_runs(o.trace_path) == std::pair<int, bool>{2 * per_iteration, true});
+}
+
 TEST_CASE("a checkpoint of non-finite weights is refused", "[trainer]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
