@@ -19,10 +19,10 @@
 #include <thread>
 #include <utility>
 
+#include "base/error.hpp"
 #include "dispatcher/engine_core.hpp"
 #include "dispatcher/serial_runner.hpp"
 #include "dispatcher/thread_executor.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine::dispatch {
 namespace {

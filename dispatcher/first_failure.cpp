@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine::dispatch {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine::dispatch {
 

@@ -7,7 +7,7 @@
 #include <queue>
 #include <sstream>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine::dispatch {
 namespace {

@@ -7,8 +7,8 @@
 #include <exception>
 #include <utility>
 
+#include "base/error.hpp"
 #include "dispatcher/engine_core.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine::dispatch {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <utility>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine::dispatch {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

@@ -1,6 +1,6 @@
 #include "graphs/buckets.hpp"
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

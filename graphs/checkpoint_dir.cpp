@@ -6,7 +6,7 @@
 #include <regex>
 #include <system_error>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/serialize.hpp"
 

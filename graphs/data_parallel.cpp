@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <set>
 
+#include "base/error.hpp"
 #include "graphs/buckets.hpp"
 #include "graphs/copies.hpp"
 #include "purine/autodiff.hpp"
-#include "purine/base/error.hpp"
 #include "purine/dsl.hpp"
 
 namespace purine {

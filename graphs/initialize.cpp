@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "base/error.hpp"
+#include "base/hash.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
-#include "purine/base/hash.hpp"
 
 namespace purine {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

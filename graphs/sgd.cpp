@@ -1,6 +1,6 @@
 #include "graphs/sgd.hpp"
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

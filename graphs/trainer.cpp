@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "base/error.hpp"
 #include "dispatcher/tracer.hpp"
 #include "graphs/checkpoint_dir.hpp"
 #include "graphs/data_parallel.hpp"
@@ -14,7 +15,6 @@
 #include "graphs/lr_schedule.hpp"
 #include "models/models.hpp"
 #include "operators/idx_data.hpp"
-#include "purine/base/error.hpp"
 #include "purine/dsl.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/mpi_bytes.hpp"

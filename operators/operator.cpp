@@ -1,6 +1,6 @@
 #include "operators/operator.hpp"
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/rng.hpp"
+#include "base/tensor.hpp"
 #include "operators/attrs.hpp"
-#include "purine/base/rng.hpp"
-#include "purine/base/tensor.hpp"
 
 namespace purine {
 

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

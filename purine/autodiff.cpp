@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "base/error.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

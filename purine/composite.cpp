@@ -1,5 +1,5 @@
+#include "base/error.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 #include "purine/graph.hpp"
 
 namespace purine {

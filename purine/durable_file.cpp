@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

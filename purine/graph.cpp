@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "base/error.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/location.hpp"
+#include "base/shape.hpp"
+#include "base/tensor.hpp"
 #include "operators/operator.hpp"
-#include "purine/base/location.hpp"
-#include "purine/base/shape.hpp"
-#include "purine/base/tensor.hpp"
 
 namespace purine {
 

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

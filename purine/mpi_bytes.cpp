@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 #include "purine/mpi.hpp"
 
 namespace purine {

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <set>
 
+#include "base/error.hpp"
+#include "base/hash.hpp"
 #include "operators/copy.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/mpi/transfer.hpp"
-#include "purine/base/error.hpp"
-#include "purine/base/hash.hpp"
 #include "purine/views.hpp"
 
 namespace purine {

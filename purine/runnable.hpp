@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
+#include "base/rng.hpp"
 #include "dispatcher/engine.hpp"
-#include "purine/base/rng.hpp"
 #include "purine/graph.hpp"
 #include "purine/mpi.hpp"
 

@@ -9,8 +9,8 @@
 #include <map>
 #include <set>
 
-#include "purine/base/error.hpp"
-#include "purine/base/rng.hpp"
+#include "base/error.hpp"
+#include "base/rng.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/mpi_bytes.hpp"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine::testing {
 

@@ -1,7 +1,8 @@
 // The Catch2 main shared by every test executable: initializes glog quietly.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <glog/logging.h>
+
+#include <catch2/catch.hpp>
 
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);

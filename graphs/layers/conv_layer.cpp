@@ -1,5 +1,5 @@
+#include "base/error.hpp"
 #include "graphs/layers.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

@@ -1,6 +1,6 @@
 // Layers that wrap one parameter-free op.
+#include "base/error.hpp"
 #include "graphs/layers.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "base/error.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 
@@ -13,7 +13,6 @@ namespace {
 
 // Element counts below this stay on the calling thread: forking costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
-
 
 // "train" -> true, "test" -> false; anything else throws.
 bool training(const std::string& type, const Attrs& attrs) {

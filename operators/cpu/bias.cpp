@@ -1,8 +1,8 @@
 #include "operators/bias.hpp"
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 
@@ -10,7 +10,6 @@ namespace {
 
 // Element counts below this stay on the calling thread: forking costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
-
 
 // Sum of n floats in a fixed order: eight interleaved partial sums (which the compiler keeps in
 // one vector register), then those eight in order.

@@ -5,7 +5,7 @@
 #include <climits>
 #include <cstring>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

@@ -1,6 +1,6 @@
 #include "operators/cpu/contiguity.hpp"
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "purine/base/tensor.hpp"
+#include "base/tensor.hpp"
 
 namespace purine {
 

@@ -8,10 +8,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/dnnl_context.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

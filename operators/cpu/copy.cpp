@@ -1,7 +1,7 @@
 #include "operators/copy.hpp"
 
+#include "base/error.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

@@ -1,15 +1,14 @@
 #include "operators/dropout.hpp"
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 
 namespace {
 
 constexpr int64_t kParallelMin = 1 << 15;
-
 
 double checked_ratio(const Attrs& attrs) {
   const double ratio = attrs.get_float("ratio", 0.5);

@@ -11,11 +11,11 @@
 #include <thread>
 #include <utility>
 
+#include "base/error.hpp"
+#include "base/hash.hpp"
+#include "base/rng.hpp"
 #include "operators/cpu/idx_file.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
-#include "purine/base/hash.hpp"
-#include "purine/base/rng.hpp"
 
 namespace purine {
 

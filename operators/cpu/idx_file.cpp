@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <memory>
 
+#include "base/error.hpp"
 #include "operators/cpu/byte_stream.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

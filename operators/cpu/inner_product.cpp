@@ -6,14 +6,13 @@
 
 #include <algorithm>
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 
 namespace {
-
 
 // Row-major C[M, N] = op(A) op(B) with op(A) [M, K], op(B) [K, N]; trans_* is 'N' or 'T'.
 // C is split along its longer side into 1, 2 or 4 blocks chosen from the shapes alone; each

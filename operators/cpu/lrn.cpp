@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 
@@ -15,7 +15,6 @@ namespace {
 constexpr int64_t kParallelMin = 1 << 14;
 // Spatial positions per work item: a strip of every channel of one sample.
 constexpr int64_t kStrip = 256;
-
 
 // scale^-beta, with the AlexNet beta = 0.75 done by square roots.
 inline float inverse_power(float scale, float beta) {

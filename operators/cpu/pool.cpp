@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 
@@ -14,7 +14,6 @@ namespace {
 
 // Element counts below this stay on the calling thread: forking costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
-
 
 // The window of output (oh, ow) clipped to the input: rows [h0, h1), columns [w0, w1).
 struct Window {

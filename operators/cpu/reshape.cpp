@@ -2,8 +2,8 @@
 
 #include <cstring>
 
+#include "base/error.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

@@ -1,7 +1,7 @@
 #include "operators/sgd_update.hpp"
 
+#include "base/error.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 
@@ -21,7 +21,6 @@ int resolve_axis(const std::string& type, int64_t axis, const Shape& shape) {
           rank, " dimensions ", shape, "; expected -", rank, " <= axis < ", rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
-
 
 // One row of `channels` contiguous values.
 void softmax_row(const float* x, float* y, int64_t channels) {

@@ -4,16 +4,15 @@
 #include <cmath>
 #include <vector>
 
+#include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine {
 
 namespace {
 
 constexpr int64_t kParallelMin = 1 << 14;
-
 
 // Checks scores [N, C] (input 0) against labels [N] (input 1).
 void check_scores_and_labels(const std::string& type, const char* scores_name, const Shape& scores,

@@ -1,7 +1,7 @@
 #include "operators/mpi/transfer.hpp"
 
-#include "purine/base/error.hpp"
-#include "purine/base/hash.hpp"
+#include "base/error.hpp"
+#include "base/hash.hpp"
 
 namespace purine {
 

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "purine/base/tensor.hpp"
+#include "base/tensor.hpp"
 
 namespace purine {
 

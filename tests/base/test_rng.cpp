@@ -1,8 +1,8 @@
 // Rng: a fixed sequence per seed, and a state that can be saved and restored.
 #include <catch2/catch.hpp>
 
-#include "purine/base/error.hpp"
-#include "purine/base/rng.hpp"
+#include "base/error.hpp"
+#include "base/rng.hpp"
 
 using purine::Rng;
 

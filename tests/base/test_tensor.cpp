@@ -2,8 +2,8 @@
 // swap between runs rely on.
 #include <catch2/catch.hpp>
 
-#include "purine/base/shape.hpp"
-#include "purine/base/tensor.hpp"
+#include "base/shape.hpp"
+#include "base/tensor.hpp"
 
 using purine::Shape;
 using purine::Tensor;

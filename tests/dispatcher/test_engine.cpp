@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.hpp"
 #include "dispatcher/engine.hpp"
-#include "purine/base/error.hpp"
 
 namespace pd = purine::dispatch;
 using namespace std::chrono_literals;

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "dispatcher/plan.hpp"
 #include "dispatcher/schedule.hpp"
-#include "purine/base/error.hpp"
 
 namespace pd = purine::dispatch;
 

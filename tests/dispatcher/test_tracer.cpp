@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.hpp"
 #include "dispatcher/engine.hpp"
 #include "dispatcher/tracer.hpp"
-#include "purine/base/error.hpp"
 
 namespace pd = purine::dispatch;
 namespace fs = std::filesystem;

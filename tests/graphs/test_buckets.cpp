@@ -2,10 +2,10 @@
 // blobs, and how many reductions a data-parallel graph builds with and without buckets.
 #include <catch2/catch.hpp>
 
+#include "base/error.hpp"
 #include "graphs/buckets.hpp"
 #include "graphs/data_parallel.hpp"
 #include "graphs/layers.hpp"
-#include "purine/base/error.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "base/error.hpp"
 #include "graphs/lr_schedule.hpp"
-#include "purine/base/error.hpp"
 
 using namespace purine;
 

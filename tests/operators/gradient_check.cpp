@@ -5,8 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "base/error.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 
 namespace purine::testing {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "base/rng.hpp"
+#include "base/tensor.hpp"
 #include "operators/operator.hpp"
-#include "purine/base/rng.hpp"
-#include "purine/base/tensor.hpp"
 
 namespace purine::testing {
 

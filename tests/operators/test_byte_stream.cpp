@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "operators/cpu/byte_stream.hpp"
-#include "purine/base/error.hpp"
 #include "temp_dir.hpp"
 
 namespace purine {

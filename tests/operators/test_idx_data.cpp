@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "operators/idx_data.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/error.hpp"
 #include "temp_dir.hpp"
 
 namespace purine {

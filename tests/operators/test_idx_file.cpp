@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "operators/cpu/idx_file.hpp"
-#include "purine/base/error.hpp"
 #include "temp_dir.hpp"
 
 namespace purine {

@@ -1,6 +1,6 @@
 // A user program that lets a purine::Error escape main() while an MpiContext is alive (see
 // tests/purine/test_mpi_context.cpp).
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 #include "purine/mpi.hpp"
 
 int main(int argc, char** argv) {

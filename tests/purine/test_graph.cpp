@@ -1,7 +1,7 @@
 // Graph vocabulary: names, scopes, the >> DSL, composites, sources/sinks, prune, GraphViz.
 #include <catch2/catch.hpp>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 #include "purine/dsl.hpp"
 #include "purine/graph.hpp"
 

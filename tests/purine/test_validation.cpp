@@ -1,7 +1,7 @@
 // Every validation error names the vertex and says what was expected.
 #include <catch2/catch.hpp>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 #include "purine/dsl.hpp"
 #include "purine/graph.hpp"
 

@@ -47,9 +47,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/error.hpp"
 #include "dispatcher/observer.hpp"
 #include "graphs/allreduce.hpp"
-#include "purine/base/error.hpp"
 #include "purine/graph.hpp"
 #include "purine/mpi.hpp"
 #include "purine/runnable.hpp"

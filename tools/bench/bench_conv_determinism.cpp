@@ -14,9 +14,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "base/rng.hpp"
+#include "base/tensor.hpp"
 #include "operators/registry.hpp"
-#include "purine/base/rng.hpp"
-#include "purine/base/tensor.hpp"
 
 DEFINE_int32(threads, 2, "OpenMP threads of the calling thread");
 DEFINE_int32(reps, 50, "calls per timed round");

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "models/models.hpp"
-#include "purine/base/error.hpp"
 #include "purine/mpi.hpp"
 #include "tools/cli/train_command.hpp"
 

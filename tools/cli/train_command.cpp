@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "base/error.hpp"
 #include "graphs/trainer.hpp"
-#include "purine/base/error.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/summary.hpp"

@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <string>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 #include "purine/serialize.hpp"
 
 namespace purine::fuzz {

@@ -1,5 +1,5 @@
 // libFuzzer target: the IDX reader (raw and gzip parsing), input layout in idx_input.hpp.
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 #include "tools/fuzz/idx_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

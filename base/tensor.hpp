@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "purine/base/location.hpp"
-#include "purine/base/shape.hpp"
+#include "base/location.hpp"
+#include "base/shape.hpp"
 
 namespace purine {
 

@@ -1,11 +1,11 @@
-#include "purine/base/tensor.hpp"
+#include "base/tensor.hpp"
 
 #include <glog/logging.h>
 
 #include <cstdlib>
 #include <cstring>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 

@@ -1,4 +1,4 @@
-#include "purine/base/shape.hpp"
+#include "base/shape.hpp"
 
 #include <ostream>
 

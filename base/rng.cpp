@@ -1,9 +1,9 @@
-#include "purine/base/rng.hpp"
+#include "base/rng.hpp"
 
 #include <cmath>
 #include <sstream>
 
-#include "purine/base/error.hpp"
+#include "base/error.hpp"
 
 namespace purine {
 
