@@ -8,8 +8,8 @@
 //     Its gradient is concat(dy_0, ..., dy_{n-1}; axis) -> dx (autodiff feeds zeros for
 //     output gradients that are absent).
 // Inputs and outputs may be strided views (a slow element-wise path); contiguous tensors are
-// copied block by block. The runtime aliases concat and split as views of one buffer when the
-// layout allows, in which case these kernels do not run at all.
+// copied block by block. Their traits let the compile step alias them as views of one buffer
+// when the layout allows, in which case these kernels do not run at all.
 #pragma once
 
 #include <string>
@@ -27,6 +27,7 @@ class ConcatOp : public Operator {
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
+  OperatorTraits traits() const override { return {{Aliasing::kConcat, axis_}}; }
   // Throws: the gradient depends on the inputs' extents; use gradient_for().
   GradientSpec gradient() const override;
   GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;
@@ -47,6 +48,7 @@ class SplitOp : public Operator {
   int num_outputs() const override { return static_cast<int>(sizes_.size()); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
+  OperatorTraits traits() const override { return {{Aliasing::kSplit, axis_}}; }
   GradientSpec gradient() const override;
 
  protected:

@@ -1,8 +1,9 @@
 // copy: y = x, where x and y may live at different locations. It is the only operator whose
-// input and output locations differ (validation exempts it): host<->GPU, GPU<->GPU and
-// rank<->rank. Between ranks the runtime splits it into a non-blocking send on the input's rank
-// (a sink there) and the matching receive on the output's rank (a source there); see
-// operators/mpi/transfer.hpp. Inputs: x; outputs: y of x's shape. Not differentiable yet.
+// input and output locations differ (its traits say it bridges locations): host<->GPU,
+// GPU<->GPU and rank<->rank. Between ranks it is asynchronous, in two halves: a non-blocking
+// send on the input's rank (a sink there) and the matching receive on the output's rank (a
+// source there), chosen by the context's PeerLink (operators/mpi/copy.cpp). Inputs: x;
+// outputs: y of x's shape. Not differentiable yet.
 #pragma once
 
 #include "operators/operator.hpp"
@@ -18,6 +19,15 @@ class CopyOp : public Operator {
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override {
     return {inputs[0]};
   }
+  OperatorTraits traits() const override {
+    OperatorTraits t;
+    t.bridges_locations = t.communicates = true;
+    return t;
+  }
+  // The send or receive half when context.link says this rank runs one; else nullptr.
+  std::unique_ptr<AsyncWork> bind_async(const std::vector<const Tensor*>& inputs,
+                                        const std::vector<Tensor*>& outputs,
+                                        const OpContext& context) const override;
   // Copies between two tensors of this process (any locations this build supports).
   static void copy(const Tensor& from, Tensor& to);
 

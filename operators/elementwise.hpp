@@ -22,6 +22,7 @@ class SumOp : public Operator {
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
+  OperatorTraits traits() const override { return {{Aliasing::kInPlace}}; }
   // Throws: the gradient depends on the number of inputs; use gradient_for().
   GradientSpec gradient() const override;
   GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;

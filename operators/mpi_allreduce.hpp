@@ -1,7 +1,9 @@
 // mpi_allreduce: y = the sum of x over every MPI rank (native MPI_Allreduce), for comparison with
 // the allreduce composed of copy and sum ops in graphs/. One op per rank, all with the same
-// name suffix; the runtime starts it as MPI_Iallreduce on the MPI executor, in the same order on
-// every rank. Inputs: x; outputs: y of x's shape. Not differentiable.
+// name suffix. Asynchronous: the dispatcher starts it as MPI_Iallreduce on the op's executor
+// (on the MPI executor when MPI allows one calling thread), in the same order on every rank, and
+// polls it; compute() runs it to completion for callers outside the dispatcher. Inputs: x;
+// outputs: y of x's shape. Not differentiable.
 #pragma once
 
 #include "operators/operator.hpp"
@@ -17,9 +19,16 @@ class MpiAllreduceOp : public Operator {
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override {
     return {inputs[0]};
   }
+  OperatorTraits traits() const override {
+    OperatorTraits t;
+    t.communicates = t.ordered_across_ranks = true;
+    return t;
+  }
+  std::unique_ptr<AsyncWork> bind_async(const std::vector<const Tensor*>& inputs,
+                                        const std::vector<Tensor*>& outputs,
+                                        const OpContext& context) const override;
 
  protected:
-  // Blocking MPI_Allreduce, for callers outside the dispatcher.
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 };

@@ -1,8 +1,15 @@
 #include "operators/operator.hpp"
 
+#include <thread>
+
 #include "base/error.hpp"
 
 namespace purine {
+
+void run_to_completion(AsyncWork& work) {
+  work.start();
+  while (!work.done()) std::this_thread::yield();
+}
 
 GradientSpec Operator::gradient() const {
   throw Error(str("operator '", type(), "' has no gradient"));
@@ -41,7 +48,7 @@ void Operator::compute(const std::vector<const Tensor*>& inputs,
     require(outputs[i]->location() == where, type(), ": output ", i, " is at ",
             outputs[i]->location(), ", output 0 at ", where);
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < inputs.size() && !traits().bridges_locations; ++i) {
     require(inputs[i]->location() == where, type(), ": input ", i, " is at ", inputs[i]->location(),
             " but the outputs are at ", where, "; insert a Copy to bring it there");
   }

@@ -19,10 +19,61 @@
 
 namespace purine {
 
+class Communicator;  // operators/mpi/communicator.hpp
+
+// For an operator that joins two ranks (a copy between ranks): which half this rank runs, with
+// whom, under which MPI tag. Set by the compile step (purine/compile.hpp).
+struct PeerLink {
+  enum Side { kNone, kSend, kReceive };
+  Side side = kNone;
+  int peer = -1;
+  int tag = 0;
+};
+
 // What a running operator may use besides its tensors. `rng` is set for operators whose
-// uses_rng() is true; the dispatcher serializes all users of one Rng in a fixed order.
+// uses_rng() is true; the dispatcher serializes all users of one Rng in a fixed order. `comm`
+// (the run's communicator) and `link` are set for operators that communicate.
 struct OpContext {
   Rng* rng = nullptr;
+  const Communicator* comm = nullptr;
+  PeerLink link;
+};
+
+// How an operator's outputs may share memory with its inputs. The compile step makes them views
+// where the layout allows (purine/views.hpp); the op then computes nothing, or in place.
+struct Aliasing {
+  enum Kind {
+    kNone,
+    kReshape,  // the one output is input 0's elements under another shape
+    kSplit,    // the outputs are consecutive slices of input 0 along `axis`
+    kConcat,   // the inputs are consecutive slices of output 0 along `axis`
+    kInPlace,  // output 0 may be written over any one input (the kernel allows it)
+  };
+  Kind kind = kNone;
+  int64_t axis = 0;  // kSplit, kConcat; negative counts from the end
+};
+
+// What the core needs to know of an operator, declared instead of recognised by type name.
+struct OperatorTraits {
+  Aliasing aliasing;
+  // Its inputs may live at other locations than its outputs (copy, the one bridge).
+  bool bridges_locations = false;
+  // Its asynchronous form calls MPI: without MPI_THREAD_MULTIPLE it runs on the rank's one
+  // MPI executor.
+  bool communicates = false;
+  // Every rank must start it in the same order (collectives).
+  bool ordered_across_ranks = false;
+};
+
+// The asynchronous form of an operator, bound to one op's tensors: start() begins a run's work
+// and returns at once; done() reports completion and is polled by the executor that started
+// it, between its other tasks. Made once per op when a graph is compiled and reused run after
+// run; one executor thread drives it. Errors throw purine::Error from either call.
+class AsyncWork {
+ public:
+  virtual ~AsyncWork() = default;
+  virtual void start() = 0;
+  virtual bool done() = 0;
 };
 
 // A reference to a tensor while building a gradient: the forward op's i-th input or output, the
@@ -55,6 +106,9 @@ struct GradientSpec {
   std::vector<std::pair<int, int>> aliases;  // (input index, output-grad index)
 };
 
+// Starts `work` and waits for it on this thread (for callers outside the dispatcher).
+void run_to_completion(AsyncWork& work);
+
 class Operator {
  public:
   static constexpr int kVariadic = -1;
@@ -80,9 +134,17 @@ class Operator {
     return gradient();
   }
   virtual bool differentiable() const { return false; }
+  virtual OperatorTraits traits() const { return {}; }
+  // The asynchronous form for these tensors (an input or output of another rank is null), or
+  // nullptr when the operator runs synchronously through compute() (the default).
+  virtual std::unique_ptr<AsyncWork> bind_async(const std::vector<const Tensor*>& inputs,
+                                                const std::vector<Tensor*>& outputs,
+                                                const OpContext& context) const {
+    return nullptr;
+  }
 
   // Validates, then runs the kernel for the outputs' device. Throws purine::Error on a count,
-  // shape or location mismatch.
+  // shape or location mismatch (inputs may be elsewhere only if traits().bridges_locations).
   void compute(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                OpContext& context);
   // Throws purine::Error unless the counts match num_inputs()/num_outputs().

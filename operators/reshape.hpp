@@ -14,6 +14,7 @@ class ReshapeOp : public Operator {
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
+  OperatorTraits traits() const override { return {{Aliasing::kReshape}}; }
   GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;
 
  protected:

@@ -78,7 +78,7 @@ void Graph::set_inputs(Op* op, const std::vector<Blob*>& inputs) {
   std::vector<Blob*> connected;
   for (Blob* b : inputs) {
     require(b != nullptr, "op '", op->name(), "': null input blob");
-    if (auto_copy_ && b->location() != op->location() && op->type() != "copy")
+    if (auto_copy_ && b->location() != op->location() && !op->kernel().traits().bridges_locations)
       b = copy_to(b, op->location(), op->thread());
     b->readers_.push_back(op);
     connected.push_back(b);
@@ -307,7 +307,7 @@ void Graph::validate() {
       require(out->shape() == expected[i], "op '", op->name(), "': output ", i, " (blob '",
               out->name(), "') has shape ", out->shape(), ", expected ", expected[i]);
     }
-    if (op->type() == "copy") continue;  // copies are the ops that bridge locations
+    if (op->kernel().traits().bridges_locations) continue;  // copies join locations
     for (const Blob* b : op->inputs()) {
       require(b->location() == op->location(), "op '", op->name(), "' at ", op->location(),
               " reads blob '", b->name(), "' at ", b->location(), "; insert a Copy to bring it to ",

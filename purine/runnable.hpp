@@ -1,6 +1,8 @@
-// Runnable: a Graph compiled for one process (one MPI rank) into a dispatcher Plan and run by an
-// Engine. Construction validates the graph, allocates the tensors of this rank's blobs and
-// creates one executor per (location, thread) of this rank's ops. run() is one run of the graph
+// Runnable: a Graph compiled for one process (one MPI rank) into a dispatcher Plan
+// (purine/compile.hpp) and run by an Engine. Construction validates the graph and the MPI world,
+// then compiles: it allocates the tensors of this rank's blobs and creates one executor per
+// (location, thread) of this rank's ops. The Runnable keeps the engine, the communicator and the
+// random generators. run() is one run of the graph
 // (for a training graph, one SGD step); after each successful run the graph's swaps exchange
 // new and old parameters. The Graph must outlive the Runnable and must not change after it is
 // built. Not thread-safe: drive it from one thread.
@@ -18,6 +20,8 @@
 #include "purine/mpi.hpp"
 
 namespace purine {
+
+class Communicator;  // operators/mpi/communicator.hpp
 
 struct RunOptions {
   dispatch::Mode mode = dispatch::Mode::kParallel;
@@ -67,7 +71,7 @@ class Runnable {
   std::map<Location, std::unique_ptr<Rng>> rngs_;
   // A communicator of its own (a duplicate of MPI_COMM_WORLD) for a graph on several ranks, so
   // that no message of another Runnable, or of an earlier failed run of one, can match ours.
-  class Communicator;
+  // Released (not freed: see operators/mpi/communicator.hpp) after the engine.
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<dispatch::Engine> engine_;
 };

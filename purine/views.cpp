@@ -8,8 +8,10 @@ bool slices_are_contiguous(const Shape& shape, int64_t axis) {
   return axis >= 0 && shape.count_to(static_cast<int>(axis)) == 1;
 }
 
+Aliasing::Kind aliasing_of(const Op& op) { return op.kernel().traits().aliasing.kind; }
+
 int64_t normalized_axis(const Op& op, const Shape& shape) {
-  int64_t axis = op.attrs().get_int("axis", 1);
+  const int64_t axis = op.kernel().traits().aliasing.axis;
   return axis < 0 ? axis + shape.ndim() : axis;
 }
 
@@ -36,7 +38,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
   std::set<const Op*> aliased;
   // Concat first: its inputs become views of its output, before anything allocates them.
   for (Op* op : graph.topological_order()) {
-    if (op->type() != "concat" || op->location().rank != rank) continue;
+    if (aliasing_of(*op) != Aliasing::kConcat || op->location().rank != rank) continue;
     Blob* out = op->outputs()[0];
     const int64_t axis = normalized_axis(*op, out->shape());
     bool ok = !pinned.count(out) && slices_are_contiguous(out->shape(), axis);
@@ -44,7 +46,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
     for (const Blob* in : op->inputs()) {
       ok = ok && free_blob(in) && distinct.insert(in).second && in->location() == out->location();
       for (const Op* reader : in->readers())
-        ok = ok && (reader == op || reader->type() != "concat");
+        ok = ok && (reader == op || aliasing_of(*reader) != Aliasing::kConcat);
     }
     if (!ok) continue;
     const int64_t inner = axis < out->shape().ndim() ? out->shape().count_from(axis + 1) : 1;
@@ -62,11 +64,12 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
   // buffers as it receives, not twice as many. Before split and reshape, so that views of the
   // sum's result see the shared memory.
   for (Op* op : graph.topological_order()) {
-    if (op->type() != "sum" || op->location().rank != rank) continue;
+    if (aliasing_of(*op) != Aliasing::kInPlace || op->location().rank != rank) continue;
     Blob* out = op->outputs()[0];
     if (!free_blob(out) || out->has_tensor()) continue;
     for (Blob* in : op->inputs()) {
-      const bool received = in->writers().size() == 1 && in->writers()[0]->type() == "copy" &&
+      const bool received = in->writers().size() == 1 &&
+                            in->writers()[0]->kernel().traits().bridges_locations &&
                             in->writers()[0]->inputs()[0]->location() != in->location();
       if (!received || in->readers().size() != 1 || in->location() != out->location() ||
           pinned.count(in) || in->accumulating() || !in->tensor().covers_storage())
@@ -80,7 +83,8 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
   // Split and reshape: outputs become views of the input.
   for (Op* op : graph.topological_order()) {
     if (op->location().rank != rank) continue;
-    const bool split = op->type() == "split", reshape = op->type() == "reshape";
+    const bool split = aliasing_of(*op) == Aliasing::kSplit,
+               reshape = aliasing_of(*op) == Aliasing::kReshape;
     if (!split && !reshape) continue;
     Blob* in = op->inputs()[0];
     bool ok = in->location() == op->location();

@@ -1,10 +1,11 @@
-// Zero-copy views: before a graph is compiled, split, concat and reshape ops whose slices are
+// Zero-copy views, by the operators' aliasing traits (operators/operator.hpp): while a graph is
+// compiled, split, concat and reshape ops (kSplit, kConcat, kReshape) whose slices are
 // contiguous get their outputs (split, reshape) or inputs (concat) made views of the memory on
 // the other side, and then have nothing to compute. Slices along an axis are contiguous when
 // every dimension before it is 1 (always true for axis 0 of a 1-D blob). Blobs that are swapped
 // between runs, shared with another graph, already allocated, or read by a second concat keep
-// their own memory and the op copies as usual. Last, a sum that is the only reader of a buffer
-// copied in from another location writes its result over that buffer (the sum kernel allows it).
+// their own memory and the op copies as usual. Last, an in-place op (kInPlace: sum) that is the
+// only reader of a buffer copied in from another location writes its result over that buffer.
 #pragma once
 
 #include <set>

@@ -1,0 +1,53 @@
+// The compile step: a validated Graph and a rank in, what the dispatcher runs out. compile()
+// decides which ops this rank runs (its own, plus the send half of every copy leaving it), binds
+// each to its tensors (allocating this rank's blobs, after making zero-copy views where the
+// operators' aliasing traits allow: purine/views.hpp), maps each op's (location, thread) to an
+// executor, gives cross-rank ops their MPI tags (from the graph's names, so all ranks agree),
+// gives each location with random ops a generator (a resource serializing its users), and adds
+// the dependencies: every writer of an input before its reader, the writers of an accumulating
+// blob in creation order. Operators are known only by their traits and their asynchronous form
+// (operators/operator.hpp): an op with an AsyncWork becomes a task that starts it and polls it.
+// It starts no thread and makes no MPI call, so tests can inspect any rank's plan.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "base/rng.hpp"
+#include "dispatcher/plan.hpp"
+#include "purine/graph.hpp"
+
+namespace purine {
+
+struct CompileOptions {
+  int rank = 0;  // the rank whose part is compiled
+  // Threads each compute executor may use inside kernels, shared evenly among the rank's CPU
+  // locations (at least one each).
+  int compute_threads = 1;
+  uint64_t seed = 1;  // seeds the generators, one stream per location
+  // Without MPI_THREAD_MULTIPLE one thread makes every MPI call: communicating ops then run on
+  // the rank's "mpi" executor instead of their own thread.
+  bool single_mpi_thread = false;
+  int tag_upper_bound = 32767;  // MPI_TAG_UB of the communicator
+  // Handed to communicating ops (null: MPI_COMM_WORLD); must outlive the plan's runs.
+  const Communicator* comm = nullptr;
+};
+
+struct CompiledGraph {
+  dispatch::Plan plan;  // its tasks own their bindings (kernel, tensors, context, async work)
+  std::map<const Op*, dispatch::TaskId> tasks;  // the ops this rank runs
+  std::map<const Op*, PeerLink> links;          // the cross-rank halves among them
+  // One per location with random ops; the plan's tasks point to them.
+  std::map<Location, std::unique_ptr<Rng>> generators;
+  int compute_threads_per_location = 1;
+};
+
+// Throws purine::Error when a cross-rank op cannot be given a tag (more copies between two ranks
+// than tags); the graph must have passed Graph::validate().
+CompiledGraph compile(Graph& graph, const CompileOptions& options);
+
+// The number of ranks a graph spans: 1 + the largest rank of any vertex.
+int graph_ranks(const Graph& graph);
+
+}  // namespace purine
