@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "fashion_mnist.hpp"
-#include "graphs/trainer.hpp"
 #include "mpi_test.hpp"
 #include "purine/graph.hpp"
+#include "train/trainer.hpp"
 
 using namespace purine;
 using namespace purine::mpitest;

@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "fashion_mnist.hpp"
-#include "graphs/checkpoint_dir.hpp"
 #include "run_command.hpp"
 #include "spawned_process.hpp"
 #include "temp_dir.hpp"
+#include "train/checkpoint_dir.hpp"
 
 namespace {
 

@@ -10,10 +10,10 @@
 #include <iostream>
 
 #include "base/error.hpp"
-#include "graphs/trainer.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/summary.hpp"
+#include "train/trainer.hpp"
 
 DEFINE_string(model, "convnet", "model to train (purine models lists them)");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "directory with the IDX files");

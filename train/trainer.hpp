@@ -58,7 +58,7 @@ struct TrainOptions {
   // (open it in ui.perfetto.dev) when training ends.
   std::string trace_path;
   // Checkpoints (purine/serialize.hpp), saved during training into `checkpoint_dir`
-  // (graphs/checkpoint_dir.hpp) every `checkpoint_every` iterations (0: none before the end)
+  // (train/checkpoint_dir.hpp) every `checkpoint_every` iterations (0: none before the end)
   // and when training ends, keeping the newest `keep`; and/or into the file `checkpoint_path`
   // when training ends. Both are written before the trace and the evaluation, so that their
   // failures lose no training; every output path is checked before training starts.

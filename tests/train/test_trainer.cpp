@@ -9,11 +9,11 @@
 #include <map>
 
 #include "fashion_mnist.hpp"
-#include "graphs/checkpoint_dir.hpp"
-#include "graphs/trainer.hpp"
 #include "purine/graph.hpp"
 #include "purine/serialize.hpp"
 #include "temp_dir.hpp"
+#include "train/checkpoint_dir.hpp"
+#include "train/trainer.hpp"
 
 using namespace purine;
 

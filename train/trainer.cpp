@@ -1,4 +1,4 @@
-#include "graphs/trainer.hpp"
+#include "train/trainer.hpp"
 
 #include <glog/logging.h>
 
@@ -8,7 +8,6 @@
 
 #include "base/error.hpp"
 #include "dispatcher/tracer.hpp"
-#include "graphs/checkpoint_dir.hpp"
 #include "graphs/data_parallel.hpp"
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
@@ -20,6 +19,7 @@
 #include "purine/mpi_bytes.hpp"
 #include "purine/runnable.hpp"
 #include "purine/serialize.hpp"
+#include "train/checkpoint_dir.hpp"
 
 namespace purine {
 
