@@ -19,6 +19,8 @@
 
 namespace purine {
 
+class DataSource;  // operators/data_source.hpp
+
 // What a running operator may use besides its tensors. `rng` is set for operators whose
 // uses_rng() is true; the dispatcher serializes all users of one Rng in a fixed order.
 struct OpContext {
@@ -80,6 +82,8 @@ class Operator {
     return gradient();
   }
   virtual bool differentiable() const { return false; }
+  // The data set a source operator serves (its metadata and cursor); null for other operators.
+  virtual DataSource* data_source() { return nullptr; }
 
   // Validates, then runs the kernel for the outputs' device. Throws purine::Error on a count,
   // shape or location mismatch.
