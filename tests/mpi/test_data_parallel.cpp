@@ -38,7 +38,8 @@ TrainOptions options(const std::string& model, int ranks, int rank, int batch,
   o.seed = 7;
   o.ranks = ranks;
   o.rank = rank;
-  o.reduce = reduce;
+  o.parallel = ParallelLayout::kData;
+  o.reduce = parse_reduction(reduce);
   o.bucket_kb = bucket_kb;
   o.locations = locations;
   o.evaluate = false;
