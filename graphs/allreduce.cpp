@@ -24,13 +24,6 @@ void check_parts(const std::string& name, const std::vector<Blob*>& parts) {
 
 }  // namespace
 
-Reduction parse_reduction(const std::string& name) {
-  if (name == "ring") return Reduction::kRing;
-  if (name == "ps") return Reduction::kParameterServer;
-  if (name == "mpi") return Reduction::kMpi;
-  throw Error(str("unknown reduction '", name, "'; choose ring, ps or mpi"));
-}
-
 RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vector<Blob*>& parts) {
   check_parts(name, parts);
   const int n = static_cast<int>(parts.size());

@@ -18,9 +18,10 @@
 
 namespace purine {
 
+// How data_parallel reduces gradients: the ring, a parameter server on the first location, or
+// the native MPI allreduce. The names users type ("ring", "ps", "mpi") are parsed in
+// train/options.hpp.
 enum class Reduction { kRing, kParameterServer, kMpi };
-// "ring", "ps" or "mpi"; throws purine::Error naming the choices otherwise.
-Reduction parse_reduction(const std::string& name);
 
 std::vector<Blob*> ring_allreduce(Graph& graph, const std::string& name,
                                   const std::vector<Blob*>& parts);

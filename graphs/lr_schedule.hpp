@@ -1,28 +1,30 @@
 // LrSchedule: the learning rate as a function of the iteration, Caffe's policies.
-//   "fixed": base_lr
-//   "step":  base_lr * gamma ^ floor(iteration / step_size)
-//   "poly":  base_lr * (1 - iteration / max_iter) ^ power; 0 from iteration max_iter on.
+//   kFixed: base_lr
+//   kStep:  base_lr * gamma ^ floor(iteration / step_size)
+//   kPoly:  base_lr * (1 - iteration / max_iter) ^ power; 0 from iteration max_iter on.
 // The constructor validates the options and throws purine::Error naming the option, its value
-// and what is expected. A value type; immutable and thread-safe after construction.
+// and what is expected. A value type; immutable and thread-safe after construction. The names
+// users type for the policies ("fixed", "step", "poly") are parsed in train/options.hpp.
 //   LrScheduleOptions options;
-//   options.policy = "step";
+//   options.policy = LrPolicy::kStep;
 //   options.base_lr = 0.1;
 //   options.step_size = 1000;
 //   double lr = LrSchedule(options).at(iteration);
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace purine {
 
+enum class LrPolicy { kFixed, kStep, kPoly };
+
 struct LrScheduleOptions {
-  std::string policy = "fixed";  // "fixed", "step" or "poly"
-  double base_lr = 0.01;         // >= 0
-  double gamma = 0.1;            // step: the factor per step, > 0
-  int64_t step_size = 1;         // step: iterations per step, > 0
-  int64_t max_iter = 1;          // poly: the iteration where the rate reaches 0, > 0
-  double power = 1.0;            // poly: the exponent, >= 0
+  LrPolicy policy = LrPolicy::kFixed;
+  double base_lr = 0.01;  // >= 0
+  double gamma = 0.1;     // step: the factor per step, > 0
+  int64_t step_size = 1;  // step: iterations per step, > 0
+  int64_t max_iter = 1;   // poly: the iteration where the rate reaches 0, > 0
+  double power = 1.0;     // poly: the exponent, >= 0
 };
 
 class LrSchedule {
@@ -34,9 +36,7 @@ class LrSchedule {
   const LrScheduleOptions& options() const { return options_; }
 
  private:
-  enum class Policy { kFixed, kStep, kPoly };
   LrScheduleOptions options_;
-  Policy policy_;
 };
 
 }  // namespace purine

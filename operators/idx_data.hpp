@@ -38,6 +38,9 @@
 // network runs; compute() waits for it and copies the batch out. An error in that thread is
 // rethrown from compute().
 //
+// The operator is its own DataSource (operators/data_source.hpp): its metadata and cursor are
+// reached through Operator::data_source() without knowing its type.
+//
 // Thread-safety: compute() must not run concurrently with itself (the dispatcher never does);
 // the accessors may be called between computes from the thread that calls compute().
 #pragma once
@@ -47,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "operators/data_source.hpp"
 #include "operators/operator.hpp"
 
 namespace purine {
@@ -56,7 +60,7 @@ extern const char kDefaultIdxDir[];  // "/usr/share/datasets/fashion-mnist"
 // Samples in a split of an IDX data set; throws purine::Error like the operator's constructor.
 int64_t idx_sample_count(const std::string& dir, const std::string& split);
 
-class IdxDataOp : public Operator {
+class IdxDataOp : public Operator, public DataSource {
  public:
   explicit IdxDataOp(Attrs attrs);
   // Stops and joins the prefetch thread; waits at most for a file load in progress.
@@ -66,21 +70,22 @@ class IdxDataOp : public Operator {
   int num_inputs() const override { return 0; }
   int num_outputs() const override { return 2; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  DataSource* data_source() override { return this; }
 
-  int64_t samples() const { return samples_; }
+  int64_t samples() const override { return samples_; }
   // Batches this rank serves per epoch (see drop_last above).
-  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int64_t batches_per_epoch() const override { return batches_per_epoch_; }
   // The 'classes' attribute when > 0, else the largest label of the split + 1.
-  int classes() const { return classes_; }
-  int rows() const { return rows_; }
-  int cols() const { return cols_; }
+  int classes() const override { return classes_; }
+  int rows() const override { return rows_; }
+  int cols() const override { return cols_; }
   // The epoch of the last served batch; -1 before the first compute().
   int64_t epoch() const;
   // Batches served so far.
-  int64_t batches_served() const { return served_; }
+  int64_t batches_served() const override { return served_; }
   // Makes the first batch served batch number `batch` (of this order; for resuming training),
   // as if `batch` batches had been served already. Only before the first compute().
-  void skip_to(int64_t batch);
+  void skip_to(int64_t batch) override;
   // Leading rows of the last served batch that belong to its epoch: `batch`, except in the last
   // batch of an epoch with drop_last=0, whose remaining rows are wrapped-around padding.
   int64_t last_batch_valid() const { return last_valid_; }

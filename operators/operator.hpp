@@ -30,6 +30,8 @@ struct PeerLink {
   int tag = 0;
 };
 
+class DataSource;  // operators/data_source.hpp
+
 // What a running operator may use besides its tensors. `rng` is set for operators whose
 // uses_rng() is true; the dispatcher serializes all users of one Rng in a fixed order. `comm`
 // (the run's communicator) and `link` are set for operators that communicate.
@@ -142,6 +144,8 @@ class Operator {
                                                 const OpContext& context) const {
     return nullptr;
   }
+  // The data set a source operator serves (its metadata and cursor); null for other operators.
+  virtual DataSource* data_source() { return nullptr; }
 
   // Validates, then runs the kernel for the outputs' device. Throws purine::Error on a count,
   // shape or location mismatch (inputs may be elsewhere only if traits().bridges_locations).

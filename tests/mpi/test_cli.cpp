@@ -147,7 +147,7 @@ Result mpirun_n(int n, const std::string& args) {
                                       env("PURINE_CLI", "build/tools/purine") + " " + args);
 }
 
-// The checkpoints in `dir` (graphs/checkpoint_dir.hpp names them), newest first; this test
+// The checkpoints in `dir` (train/checkpoint_dir.hpp names them), newest first; this test
 // program does not link the library.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "fashion_mnist.hpp"
-#include "graphs/trainer.hpp"
 #include "mpi_test.hpp"
 #include "purine/graph.hpp"
+#include "train/trainer.hpp"
 
 using namespace purine;
 using namespace purine::mpitest;
@@ -38,7 +38,8 @@ TrainOptions options(const std::string& model, int ranks, int rank, int batch,
   o.seed = 7;
   o.ranks = ranks;
   o.rank = rank;
-  o.reduce = reduce;
+  o.parallel = ParallelLayout::kData;
+  o.reduce = parse_reduction(reduce);
   o.bucket_kb = bucket_kb;
   o.locations = locations;
   o.evaluate = false;

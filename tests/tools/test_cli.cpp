@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "fashion_mnist.hpp"
-#include "graphs/checkpoint_dir.hpp"
 #include "run_command.hpp"
 #include "spawned_process.hpp"
 #include "temp_dir.hpp"
+#include "train/checkpoint_dir.hpp"
 
 namespace {
 
@@ -115,6 +115,29 @@ TEST_CASE("bad flag values", "[cli]") {
     REQUIRE(r.status != 0);
     REQUIRE(lines(r.output) == 1);
     REQUIRE_THAT(r.output, Contains("ERROR") || Contains("error:"));
+  }
+}
+
+TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]") {
+  // train/options.hpp words them with the flags; the CLI adds only "error: ".
+  struct Case {
+    const char* args;
+    const char* line;
+  };
+  for (const Case& c : {
+           Case{"train --lr=inf", "error: --lr must be positive and finite, got inf\n"},
+           Case{"train --stall-timeout=0", "error: --stall-timeout must be positive, got 0\n"},
+           Case{"train --reduce=tree",
+                "error: unknown reduction 'tree' for --reduce; choose ring, ps or mpi\n"},
+           Case{"train --lr-policy=cosine",
+                "error: unknown learning-rate policy 'cosine' for --lr-policy; choose fixed, "
+                "step or poly\n"},
+           Case{"train --locations=2", "error: --locations=2 needs --parallel=data\n"},
+       }) {
+    INFO(c.args);
+    Result r = run_purine(c.args);
+    CHECK(r.status != 0);
+    CHECK(r.output == c.line);
   }
 }
 

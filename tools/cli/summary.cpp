@@ -28,7 +28,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"threads\": " << options.threads << ",\n"
       << "  \"ranks\": " << options.ranks << ",\n"
       << "  \"locations\": " << options.locations << ",\n"
-      << "  \"reduce\": \"" << options.reduce << "\",\n"
+      << "  \"reduce\": \"" << name_of(options.reduce) << "\",\n"
       << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"
       << "  \"images_per_sec\": " << json_number(result.images_per_sec, 8)

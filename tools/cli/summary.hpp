@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "graphs/trainer.hpp"
+#include "train/trainer.hpp"
 
 namespace purine::cli {
 

@@ -10,10 +10,11 @@
 #include <iostream>
 
 #include "base/error.hpp"
-#include "graphs/trainer.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/summary.hpp"
+#include "train/options.hpp"
+#include "train/trainer.hpp"
 
 DEFINE_string(model, "convnet", "model to train (purine models lists them)");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "directory with the IDX files");
@@ -101,7 +102,7 @@ TrainOptions options_from_flags() {
   o.max_iters = FLAGS_max_iters;
   o.batch = FLAGS_batch;
   o.lr = FLAGS_lr;
-  o.lr_policy = FLAGS_lr_policy;
+  o.lr_policy = parse_lr_policy(FLAGS_lr_policy);
   o.lr_gamma = FLAGS_lr_gamma;
   o.lr_step = FLAGS_lr_step;
   o.lr_power = FLAGS_lr_power;
@@ -115,29 +116,20 @@ TrainOptions options_from_flags() {
   o.test_samples = FLAGS_test_samples;
   o.trace_path = FLAGS_trace;
   o.evaluate = FLAGS_evaluate;
-  o.reduce = FLAGS_reduce;
+  o.reduce = parse_reduction(FLAGS_reduce);
   o.bucket_kb = FLAGS_bucket_kb;
   o.locations = FLAGS_locations;
   o.checkpoint_dir = FLAGS_checkpoint_dir;
   o.checkpoint_every = FLAGS_checkpoint_every;
   o.keep = FLAGS_keep;
   o.checkpoint_path = FLAGS_checkpoint;
-  require(!(FLAGS_resume && !FLAGS_resume_from.empty()),
-          "give --resume or --resume-from=FILE, not both");
-  require(!FLAGS_resume || !FLAGS_checkpoint_dir.empty() || !FLAGS_checkpoint.empty(),
-          "--resume continues from --checkpoint-dir or --checkpoint=FILE; give one");
-  require(FLAGS_stall_timeout > 0, "--stall-timeout must be positive, got ", FLAGS_stall_timeout);
+  o.resume = FLAGS_resume;
+  o.resume_from = FLAGS_resume_from;
   o.stall_timeout = std::chrono::seconds(FLAGS_stall_timeout);
-  require(FLAGS_parallel == "none" || FLAGS_parallel == "data",
-          "--parallel must be none or data, got '", FLAGS_parallel, "'");
-  require(FLAGS_parallel == "data" || o.ranks == 1, "running on ", o.ranks,
-          " MPI ranks needs --parallel=data");
-  require(FLAGS_parallel == "data" || o.locations == 1, "--locations=", o.locations,
-          " needs --parallel=data");
-  require(FLAGS_executor == "parallel" || FLAGS_executor == "serial",
-          "--executor must be parallel or serial, got '", FLAGS_executor, "'");
-  o.mode = FLAGS_executor == "serial" ? dispatch::Mode::kSerial : dispatch::Mode::kParallel;
-  require(FLAGS_test_samples >= 0, "--test-samples must be non-negative, got ", FLAGS_test_samples);
+  o.parallel = parse_parallel_layout(FLAGS_parallel);
+  o.mode = parse_executor(FLAGS_executor);
+  // Every check, worded with the flags, is the trainer's (train/options.hpp).
+  validate_options(o);
   return o;
 }
 
@@ -152,15 +144,7 @@ int run_train() {
   if (leader && !FLAGS_export_graph.empty())
     check_writable(FLAGS_export_graph, "the graph export file");
   Trainer trainer(options);
-  std::string resumed = FLAGS_resume_from;
-  if (!resumed.empty()) {
-    trainer.load_checkpoint(resumed);
-  } else if (FLAGS_resume && !FLAGS_checkpoint_dir.empty()) {
-    resumed = trainer.resume_newest();
-  } else if (FLAGS_resume) {
-    resumed = FLAGS_checkpoint;
-    trainer.load_checkpoint(resumed);
-  }
+  const std::string resumed = trainer.resume();
   if (leader && !resumed.empty()) std::printf("resuming from %s\n", resumed.c_str());
   if (leader && !FLAGS_export_graph.empty())
     export_graph(trainer.training_graph(), FLAGS_export_graph);

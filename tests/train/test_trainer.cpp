@@ -9,11 +9,11 @@
 #include <map>
 
 #include "fashion_mnist.hpp"
-#include "graphs/checkpoint_dir.hpp"
-#include "graphs/trainer.hpp"
 #include "purine/graph.hpp"
 #include "purine/serialize.hpp"
 #include "temp_dir.hpp"
+#include "train/checkpoint_dir.hpp"
+#include "train/trainer.hpp"
 
 using namespace purine;
 
@@ -115,7 +115,7 @@ TEST_CASE("a resumed run continues exactly where its checkpoint stopped", "[trai
   o.max_iters = 30;
   o.batch = 3000;
   o.evaluate = false;
-  o.lr_policy = "step";
+  o.lr_policy = LrPolicy::kStep;
   o.lr_step = 7;
   // The losses of a train() call that ends at iteration `total`.
   auto losses_of = [](Trainer& trainer, int64_t total) {
@@ -189,7 +189,7 @@ TEST_CASE("a diverging run stops at the first non-finite loss, naming the blob",
   testing::TempDir dir;
   TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
   o.lr = 1e30;
-  o.lr_policy = "fixed";
+  o.lr_policy = LrPolicy::kFixed;
   o.max_iters = 6;
   o.checkpoint_dir = dir.path();
   o.checkpoint_every = 1;
@@ -242,7 +242,7 @@ TEST_CASE("the trace holds every iteration and is complete after a failed run", 
 
   o.trace_path = dir.file("diverged.json");
   o.lr = 1e30;
-  o.lr_policy = "fixed";
+  o.lr_policy = LrPolicy::kFixed;
   REQUIRE_THROWS_WITH(Trainer(o).train(), Catch::Contains("training diverged at iteration 2"));
   CHECK(trace_runs(o.trace_path) == std::pair<int, bool>{2 * per_iteration, true});
 }
@@ -274,11 +274,12 @@ struct LocationsRun {
   std::map<Location, std::vector<float>> weights;  // every replica's, by location
 };
 
-LocationsRun train_over_locations(int locations, const std::string& reduce) {
+LocationsRun train_over_locations(int locations, Reduction reduce) {
   TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
   o.max_iters = 20;
   o.batch = 48;  // splits over 1, 2 and 3 locations
   o.evaluate = false;
+  o.parallel = ParallelLayout::kData;
   o.locations = locations;
   o.reduce = reduce;
   Trainer trainer(o);
@@ -299,12 +300,12 @@ TEST_CASE("replicas at several CPU locations of one process follow the one-locat
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
-  const LocationsRun reference = train_over_locations(1, "ring");
+  const LocationsRun reference = train_over_locations(1, Reduction::kRing);
   REQUIRE(reference.losses.size() == 20);
   REQUIRE(reference.weights.size() == 1);
-  for (const char* reduce : {"ring", "ps"}) {
+  for (Reduction reduce : {Reduction::kRing, Reduction::kParameterServer}) {
     for (int locations : {2, 3}) {
-      INFO(locations << " locations, reduce=" << reduce);
+      INFO(locations << " locations, reduce=" << name_of(reduce));
       const LocationsRun run = train_over_locations(locations, reduce);
       REQUIRE(run.losses.size() == 20);
       double worst = 0;
@@ -329,13 +330,14 @@ double relative(double a, double b) { return std::abs(a - b) / std::abs(b); }
 
 // The mlp with a step schedule (an iteration's rate does not depend on the run's total) over
 // `locations` replicas of one process, 48 images per step.
-TrainOptions layout_run(int locations, const std::string& reduce, int64_t iterations) {
+TrainOptions layout_run(int locations, Reduction reduce, int64_t iterations) {
   TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
   o.max_iters = iterations;
   o.batch = 48;
   o.evaluate = false;
-  o.lr_policy = "step";
+  o.lr_policy = LrPolicy::kStep;
   o.lr_step = 5;
+  o.parallel = ParallelLayout::kData;
   o.locations = locations;
   o.reduce = reduce;
   return o;
@@ -351,19 +353,21 @@ TEST_CASE("a checkpoint resumes in any layout and follows that layout's trajecto
   // Saved by 2 locations with the ring's sharded momentum (--bucket-kb=0: every parameter's
   // history cut in chunks over the locations) after 7 of 16 iterations.
   testing::TempDir dir;
-  TrainOptions saver = layout_run(2, "ring", 7);
+  TrainOptions saver = layout_run(2, Reduction::kRing, 7);
   saver.bucket_kb = 0;
   saver.checkpoint_path = dir.file("ckpt");
   Trainer first(saver);
   first.train();
   struct Layout {
     int locations;
-    const char* reduce;
+    Reduction reduce;
     int64_t bucket_kb;
   };
-  for (const Layout& l : {Layout{2, "ring", 0}, Layout{1, "ring", 256}, Layout{3, "ring", 0},
-                          Layout{3, "ring", 256}, Layout{2, "ps", 256}}) {
-    INFO(l.locations << " locations, reduce=" << l.reduce << ", bucket_kb=" << l.bucket_kb);
+  const Reduction ring = Reduction::kRing;
+  for (const Layout& l : {Layout{2, ring, 0}, Layout{1, ring, 256}, Layout{3, ring, 0},
+                          Layout{3, ring, 256}, Layout{2, Reduction::kParameterServer, 256}}) {
+    INFO(l.locations << " locations, reduce=" << name_of(l.reduce)
+                     << ", bucket_kb=" << l.bucket_kb);
     TrainOptions o = layout_run(l.locations, l.reduce, 16);
     o.bucket_kb = l.bucket_kb;
     Trainer whole(o);
@@ -388,10 +392,10 @@ TEST_CASE("a checkpoint's momentum is restored, not restarted, in another layout
   // Every state of the resuming layout (3 locations, sharded histories) comes from the file:
   // saved again at once, the file holds the same tensors as the one it loaded.
   testing::TempDir dir;
-  TrainOptions saver = layout_run(2, "ps", 7);
+  TrainOptions saver = layout_run(2, Reduction::kParameterServer, 7);
   saver.checkpoint_path = dir.file("a");
   Trainer(saver).train();
-  TrainOptions o = layout_run(3, "ring", 16);
+  TrainOptions o = layout_run(3, Reduction::kRing, 16);
   o.bucket_kb = 0;
   Trainer resumed(o);
   resumed.load_checkpoint(dir.file("a"));
@@ -427,7 +431,7 @@ TEST_CASE("checkpoints during training: every N iterations into a directory, the
     return;
   }
   testing::TempDir dir;
-  TrainOptions o = layout_run(1, "ring", 17);
+  TrainOptions o = layout_run(1, Reduction::kRing, 17);
   o.checkpoint_dir = dir.file("ckpts/run");  // created
   o.checkpoint_every = 5;
   o.keep = 2;
@@ -459,7 +463,7 @@ TEST_CASE("a failure after training leaves its checkpoint", "[trainer][e2e]") {
     return;
   }
   testing::TempDir dir;
-  TrainOptions o = layout_run(1, "ring", 4);
+  TrainOptions o = layout_run(1, Reduction::kRing, 4);
   o.evaluate = true;
   o.test_samples = 10;  // fewer than one test batch: evaluation fails after training
   o.checkpoint_path = dir.file("ckpt");
@@ -473,20 +477,20 @@ TEST_CASE("bad checkpoint options and output paths are rejected before training"
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
-  TrainOptions o = layout_run(1, "ring", 4);
+  TrainOptions o = layout_run(1, Reduction::kRing, 4);
   o.checkpoint_every = 5;
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--checkpoint-every needs --checkpoint-dir"));
-  o = layout_run(1, "ring", 4);
+  o = layout_run(1, Reduction::kRing, 4);
   o.checkpoint_dir = "/etc/passwd/ckpts";
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("checkpoint directory '/etc/passwd/ckpts'"));
-  o = layout_run(1, "ring", 4);
+  o = layout_run(1, Reduction::kRing, 4);
   o.checkpoint_dir = "/tmp";
   o.keep = 0;
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--keep must be at least 1, got 0"));
-  o = layout_run(1, "ring", 4);
+  o = layout_run(1, Reduction::kRing, 4);
   o.trace_path = "/nonexistent/dir/trace.json";
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("the trace file '/nonexistent/dir/trace.json'"));
-  o = layout_run(1, "ring", 4);
+  o = layout_run(1, Reduction::kRing, 4);
   o.checkpoint_path = "/nonexistent/dir/ckpt";
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("the checkpoint file '/nonexistent/dir/ckpt'"));
 }
@@ -500,7 +504,7 @@ TEST_CASE("bad location options are rejected before training", "[trainer][locati
   REQUIRE_THROWS_WITH(Trainer(o),
                       Catch::Contains("--batch 64 does not split evenly over 3 locations"));
   o.locations = 2;
-  o.reduce = "mpi";
+  o.reduce = Reduction::kMpi;
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--reduce=mpi joins one replica per rank") &&
                                       Catch::Contains("use ring or ps"));
 }

@@ -1,4 +1,4 @@
-#include "graphs/checkpoint_dir.hpp"
+#include "train/checkpoint_dir.hpp"
 
 #include <algorithm>
 #include <cstdio>

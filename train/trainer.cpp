@@ -1,4 +1,4 @@
-#include "graphs/trainer.hpp"
+#include "train/trainer.hpp"
 
 #include <glog/logging.h>
 
@@ -8,18 +8,18 @@
 
 #include "base/error.hpp"
 #include "dispatcher/tracer.hpp"
-#include "graphs/checkpoint_dir.hpp"
 #include "graphs/data_parallel.hpp"
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
 #include "models/models.hpp"
-#include "operators/idx_data.hpp"
+#include "operators/data_source.hpp"
 #include "purine/dsl.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/mpi_bytes.hpp"
 #include "purine/runnable.hpp"
 #include "purine/serialize.hpp"
+#include "train/checkpoint_dir.hpp"
 
 namespace purine {
 
@@ -28,9 +28,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The single-device network: data source (on its own thread) -> model -> softmax loss and
-// accuracy. Replica r of n reads the r-th slice of every global batch.
+// accuracy. Replica r of n reads the r-th slice of every global batch. `*source` is set to the
+// data op's data set.
 ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string& split, int batch,
-                             bool training, int replica, int replicas, IdxDataOp** data_op) {
+                             bool training, int replica, int replicas, DataSource** source) {
   std::vector<Blob*> data;
   {
     Graph::Placement on_data_thread(g, g.current_location(), "data");
@@ -48,11 +49,11 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
         .set("mean", o.input_mean / o.input_std);
     data = g.apply("data", "idx_data", attrs, {}, {"images", "labels"});
   }
-  IdxDataOp* op = &dynamic_cast<IdxDataOp&>(data[0]->writers()[0]->kernel());
-  if (data_op) *data_op = op;
+  *source = data[0]->writers()[0]->kernel().data_source();
+  CHECK(*source != nullptr) << "the idx_data operator is no DataSource";
   ModelSpec spec;
   spec.training = training;
-  spec.classes = op->classes();
+  spec.classes = (*source)->classes();
   Blob* logits = find_model(o.model)(g, data[0], spec);
   auto& loss = g.add<SoftmaxLossLayer>("loss");
   B{logits, data[1]} >> loss;
@@ -79,49 +80,6 @@ std::string first_non_finite(const Graph& g, int rank, bool parameters_only = fa
         return str("the first non-finite blob is '", b->name(), "' (written by '", op->name(),
                    "')");
   return "";
-}
-
-// More compute threads than any machine here has cores only thrash (and a huge count exhausts
-// the process's threads).
-constexpr int kMaxThreads = 1024;
-
-void check_options(const TrainOptions& o) {
-  require(o.batch > 0, "--batch must be positive, got ", o.batch);
-  require(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
-  require(o.max_iters >= 0, "--max-iters must be non-negative, got ", o.max_iters);
-  require(std::isfinite(o.lr) && o.lr > 0, "--lr must be positive and finite, got ", o.lr);
-  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
-          "--weight-decay must be non-negative and finite, got ", o.weight_decay);
-  require(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1,
-          "--momentum must be in [0, 1), got ", o.momentum);
-  require(std::isfinite(o.lr_gamma) && o.lr_gamma > 0,
-          "--lr-gamma must be positive and finite, got ", o.lr_gamma);
-  require(std::isfinite(o.lr_power) && o.lr_power > 0,
-          "--lr-power must be positive and finite, got ", o.lr_power);
-  require(o.lr_step >= 0, "--lr-step must be non-negative (0: one epoch), got ", o.lr_step);
-  require(o.threads > 0 && o.threads <= kMaxThreads, "--threads must be in [1, ", kMaxThreads,
-          "], got ", o.threads);
-  require(o.classes > 0, "--classes must be positive, got ", o.classes);
-  require(std::isfinite(o.input_mean), "--input-mean must be finite, got ", o.input_mean);
-  require(std::isfinite(o.input_std) && o.input_std > 0,
-          "--input-std must be positive and finite, got ", o.input_std);
-  require(o.bucket_kb >= 0, "--bucket-kb must be non-negative, got ", o.bucket_kb);
-  require(o.test_batch > 0, "test batch must be positive, got ", o.test_batch);
-  require(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "rank ", o.rank, " of ", o.ranks,
-          " ranks");
-  require(o.locations > 0, "--locations must be positive, got ", o.locations);
-  require(o.batch % o.locations == 0, "--batch ", o.batch, " does not split evenly over ",
-          o.locations, " locations");
-  require(o.locations == 1 || o.reduce != "mpi", "--reduce=mpi joins one replica per rank; with ",
-          "--locations=", o.locations, " use ring or ps");
-}
-
-void check_checkpoint_options(const TrainOptions& o) {
-  require(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative, got ",
-          o.checkpoint_every);
-  require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
-          "--checkpoint-every needs --checkpoint-dir");
-  require(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
 }
 
 // This rank's trace file.
@@ -156,21 +114,20 @@ class Trainer::Impl {
  public:
   explicit Impl(TrainOptions options)
       : options_(std::move(options)), train_("train"), test_("test") {
-    check_options(options_);
-    check_checkpoint_options(options_);
+    validate_options(options_);
     // A rank's locations next to each other, so that ring hops within a rank are memory copies.
     std::vector<Location> locations;
     for (int r = 0; r < options_.ranks; ++r)
       for (int k = 0; k < options_.locations; ++k) locations.push_back(Location::cpu(r, k));
     DataParallelOptions dp_options;
-    dp_options.reduction = parse_reduction(options_.reduce);
+    dp_options.reduction = options_.reduce;
     dp_options.bucket_bytes = options_.bucket_kb * 1024;
     dp_options.sgd.momentum = options_.momentum;
     dp_options.sgd.weight_decay = options_.weight_decay;
     dp_ = build_data_parallel(
         train_, locations,
         [&](Graph& g, int r, int n) {
-          IdxDataOp* data = nullptr;
+          DataSource* data = nullptr;
           ReplicaOutputs out = build_network(
               g, options_, "train", options_.batch / options_.locations, true, r, n, &data);
           // This process's own data sources.
@@ -207,7 +164,7 @@ class Trainer::Impl {
       Graph::Scope scope(test_, "replica0");
       test_outputs_ =
           build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data_);
-      const IdxDataOp& train_data = *train_data_.at(0);
+      const DataSource& train_data = *train_data_.at(0);
       require(test_data_->rows() == train_data.rows() && test_data_->cols() == train_data.cols(),
               "the test split in '", options_.data_dir, "' has ", test_data_->rows(), "x",
               test_data_->cols(), " images, the training split ", train_data.rows(), "x",
@@ -306,7 +263,7 @@ class Trainer::Impl {
   std::string layout() const {
     std::string layout = str("ranks=", options_.ranks, " locations=", options_.locations);
     if (options_.ranks * options_.locations > 1)
-      layout += str(" reduce=", options_.reduce, " bucket_kb=", options_.bucket_kb);
+      layout += str(" reduce=", name_of(options_.reduce), " bucket_kb=", options_.bucket_kb);
     return layout;
   }
   CheckpointRanks ranks() const { return {options_.rank, options_.ranks}; }
@@ -351,7 +308,7 @@ class Trainer::Impl {
                              : reseeded_state(options_.seed, iterations_done_, location);
     train_run_->set_rng_states(states);
     // The data continue with the batch after the last one trained on.
-    for (IdxDataOp* data : train_data_) data->skip_to(iterations_done_);
+    for (DataSource* data : train_data_) data->skip_to(iterations_done_);
   }
   std::string resume_newest() {
     require(!options_.checkpoint_dir.empty(), "resuming the newest checkpoint needs a directory");
@@ -372,6 +329,16 @@ class Trainer::Impl {
             "' to resume from (run without --resume to start training)");
     load(path);
     return path;
+  }
+  std::string resume() {
+    if (!options_.resume_from.empty()) {
+      load(options_.resume_from);
+      return options_.resume_from;
+    }
+    if (!options_.resume) return "";
+    if (!options_.checkpoint_dir.empty()) return resume_newest();
+    load(options_.checkpoint_path);
+    return options_.checkpoint_path;
   }
   const Graph& graph() const { return train_; }
 
@@ -395,8 +362,8 @@ class Trainer::Impl {
   Graph train_;
   Graph test_;
   DataParallelGraph dp_;
-  std::vector<IdxDataOp*> train_data_;  // this rank's replicas'
-  IdxDataOp* test_data_ = nullptr;
+  std::vector<DataSource*> train_data_;  // this rank's replicas' (owned by their ops)
+  DataSource* test_data_ = nullptr;
   ReplicaOutputs test_outputs_;
   std::unique_ptr<LrSchedule> schedule_;
   int64_t iterations_done_ = 0;
@@ -414,6 +381,7 @@ double Trainer::evaluate() { return impl_->evaluate(); }
 void Trainer::save_checkpoint(const std::string& path) const { impl_->save(path); }
 void Trainer::load_checkpoint(const std::string& path) { impl_->load(path); }
 std::string Trainer::resume_newest() { return impl_->resume_newest(); }
+std::string Trainer::resume() { return impl_->resume(); }
 const Graph& Trainer::training_graph() const { return impl_->graph(); }
 int64_t Trainer::iterations_per_epoch() const { return impl_->iterations_per_epoch(); }
 

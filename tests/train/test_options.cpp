@@ -1,0 +1,119 @@
+// TrainOptions: the closed choices by name (one parser for the CLI and config files) and
+// validate_options(), the one place that checks options, in the flags' wording.
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+
+#include "base/error.hpp"
+#include "train/options.hpp"
+
+using namespace purine;
+
+TEST_CASE("every choice parses from its name and back", "[options]") {
+  for (Reduction r : {Reduction::kRing, Reduction::kParameterServer, Reduction::kMpi})
+    CHECK(parse_reduction(name_of(r)) == r);
+  for (LrPolicy p : {LrPolicy::kFixed, LrPolicy::kStep, LrPolicy::kPoly})
+    CHECK(parse_lr_policy(name_of(p)) == p);
+  for (ParallelLayout l : {ParallelLayout::kNone, ParallelLayout::kData})
+    CHECK(parse_parallel_layout(name_of(l)) == l);
+  for (dispatch::Mode m : {dispatch::Mode::kParallel, dispatch::Mode::kSerial})
+    CHECK(parse_executor(name_of(m)) == m);
+  CHECK(parse_reduction("ps") == Reduction::kParameterServer);
+  CHECK(std::string(name_of(LrPolicy::kPoly)) == "poly");
+}
+
+TEST_CASE("an unknown name is refused, naming the flag and listing the valid names", "[options]") {
+  REQUIRE_THROWS_WITH(parse_reduction("tree"),
+                      "unknown reduction 'tree' for --reduce; choose ring, ps or mpi");
+  REQUIRE_THROWS_WITH(parse_lr_policy("cosine"),
+                      "unknown learning-rate policy 'cosine' for --lr-policy; choose fixed, step "
+                      "or poly");
+  REQUIRE_THROWS_WITH(parse_parallel_layout("model"),
+                      "unknown parallel layout 'model' for --parallel; choose none or data");
+  REQUIRE_THROWS_WITH(parse_executor("magic"),
+                      "unknown executor 'magic' for --executor; choose parallel or serial");
+  // Names are matched exactly.
+  REQUIRE_THROWS_AS(parse_reduction("Ring"), Error);
+  REQUIRE_THROWS_AS(parse_reduction(""), Error);
+}
+
+TEST_CASE("the default options are valid", "[options]") {
+  TrainOptions o;
+  o.ranks = 1;
+  o.rank = 0;
+  REQUIRE_NOTHROW(validate_options(o));
+}
+
+namespace {
+// The message validate_options throws for the default options with `change` applied.
+template <class Change>
+std::string rejection(Change change) {
+  TrainOptions o;
+  o.ranks = 1;
+  o.rank = 0;
+  change(o);
+  try {
+    validate_options(o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+}  // namespace
+
+TEST_CASE("validate_options names the flag, the value and what is expected", "[options]") {
+  CHECK(rejection([](TrainOptions& o) { o.lr = INFINITY; }) ==
+        "--lr must be positive and finite, got inf");
+  CHECK(rejection([](TrainOptions& o) { o.batch = -2; }) == "--batch must be positive, got -2");
+  CHECK(rejection([](TrainOptions& o) { o.threads = 0; }) ==
+        "--threads must be in [1, 1024], got 0");
+  CHECK(rejection([](TrainOptions& o) { o.test_samples = -1; }) ==
+        "--test-samples must be non-negative, got -1");
+  CHECK(rejection([](TrainOptions& o) { o.stall_timeout = std::chrono::seconds(-5); }) ==
+        "--stall-timeout must be positive, got -5");
+  CHECK(rejection([](TrainOptions& o) { o.bucket_kb = -1; }) ==
+        "--bucket-kb must be non-negative, got -1");
+}
+
+TEST_CASE("validate_options checks the layout", "[options][locations]") {
+  // Several ranks or locations need the data-parallel layout.
+  CHECK(rejection([](TrainOptions& o) {
+          o.ranks = 3;
+          o.rank = 1;
+        }) == "running on 3 MPI ranks needs --parallel=data");
+  CHECK(rejection([](TrainOptions& o) { o.locations = 2; }) ==
+        "--locations=2 needs --parallel=data");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kData;
+          o.ranks = 3;
+          o.rank = 1;
+          o.locations = 2;
+        }) == "(accepted)");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kData;
+          o.locations = 2;
+          o.reduce = Reduction::kMpi;
+        }) == "--reduce=mpi joins one replica per rank; with --locations=2 use ring or ps");
+  CHECK(rejection([](TrainOptions& o) { o.rank = 1; }) == "rank 1 of 1 ranks");
+}
+
+TEST_CASE("validate_options checks checkpoints and resuming", "[options]") {
+  CHECK(rejection([](TrainOptions& o) { o.checkpoint_every = 10; }) ==
+        "--checkpoint-every needs --checkpoint-dir");
+  CHECK(rejection([](TrainOptions& o) {
+          o.checkpoint_dir = "ckpts";
+          o.keep = 0;
+        }) == "--keep must be at least 1, got 0");
+  CHECK(rejection([](TrainOptions& o) { o.resume = true; }) ==
+        "--resume continues from --checkpoint-dir or --checkpoint=FILE; give one");
+  CHECK(rejection([](TrainOptions& o) {
+          o.resume = true;
+          o.checkpoint_path = "ckpt";
+        }) == "(accepted)");
+  CHECK(rejection([](TrainOptions& o) {
+          o.resume = true;
+          o.checkpoint_dir = "ckpts";
+          o.resume_from = "ckpt";
+        }) == "give --resume or --resume-from=FILE, not both");
+}

@@ -1,0 +1,129 @@
+#include "train/options.hpp"
+
+#include <glog/logging.h>
+
+#include <cmath>
+#include <cstddef>
+
+#include "base/error.hpp"
+
+namespace purine {
+
+namespace {
+
+// One closed choice: its value and the name users type for it.
+template <class E>
+struct Choice {
+  E value;
+  const char* name;
+};
+
+constexpr Choice<Reduction> kReductions[] = {
+    {Reduction::kRing, "ring"}, {Reduction::kParameterServer, "ps"}, {Reduction::kMpi, "mpi"}};
+constexpr Choice<LrPolicy> kLrPolicies[] = {
+    {LrPolicy::kFixed, "fixed"}, {LrPolicy::kStep, "step"}, {LrPolicy::kPoly, "poly"}};
+constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "none"},
+                                                       {ParallelLayout::kData, "data"}};
+constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
+                                                 {dispatch::Mode::kSerial, "serial"}};
+
+// "a, b or c"
+template <class E, size_t N>
+std::string listed(const Choice<E> (&choices)[N]) {
+  std::string out;
+  for (size_t i = 0; i < N; ++i) {
+    if (i > 0) out += i + 1 == N ? " or " : ", ";
+    out += choices[i].name;
+  }
+  return out;
+}
+
+// `what` names the kind of choice, `flag` the option it is given by.
+template <class E, size_t N>
+E parse(const Choice<E> (&choices)[N], const std::string& name, const char* what,
+        const char* flag) {
+  for (const Choice<E>& c : choices)
+    if (name == c.name) return c.value;
+  throw Error(str("unknown ", what, " '", name, "' for ", flag, "; choose ", listed(choices)));
+}
+
+template <class E, size_t N>
+const char* name_in(const Choice<E> (&choices)[N], E value) {
+  for (const Choice<E>& c : choices)
+    if (value == c.value) return c.name;
+  LOG(FATAL) << "no name for choice " << static_cast<int>(value);
+  return "";
+}
+
+}  // namespace
+
+Reduction parse_reduction(const std::string& name) {
+  return parse(kReductions, name, "reduction", "--reduce");
+}
+LrPolicy parse_lr_policy(const std::string& name) {
+  return parse(kLrPolicies, name, "learning-rate policy", "--lr-policy");
+}
+ParallelLayout parse_parallel_layout(const std::string& name) {
+  return parse(kParallelLayouts, name, "parallel layout", "--parallel");
+}
+dispatch::Mode parse_executor(const std::string& name) {
+  return parse(kExecutors, name, "executor", "--executor");
+}
+const char* name_of(Reduction reduction) { return name_in(kReductions, reduction); }
+const char* name_of(LrPolicy policy) { return name_in(kLrPolicies, policy); }
+const char* name_of(ParallelLayout layout) { return name_in(kParallelLayouts, layout); }
+const char* name_of(dispatch::Mode mode) { return name_in(kExecutors, mode); }
+
+void validate_options(const TrainOptions& o) {
+  // Numbers that would train nothing, or crash.
+  require(o.batch > 0, "--batch must be positive, got ", o.batch);
+  require(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
+  require(o.max_iters >= 0, "--max-iters must be non-negative, got ", o.max_iters);
+  require(std::isfinite(o.lr) && o.lr > 0, "--lr must be positive and finite, got ", o.lr);
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+          "--weight-decay must be non-negative and finite, got ", o.weight_decay);
+  require(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1,
+          "--momentum must be in [0, 1), got ", o.momentum);
+  require(std::isfinite(o.lr_gamma) && o.lr_gamma > 0,
+          "--lr-gamma must be positive and finite, got ", o.lr_gamma);
+  require(std::isfinite(o.lr_power) && o.lr_power > 0,
+          "--lr-power must be positive and finite, got ", o.lr_power);
+  require(o.lr_step >= 0, "--lr-step must be non-negative (0: one epoch), got ", o.lr_step);
+  require(o.threads > 0 && o.threads <= kMaxThreads, "--threads must be in [1, ", kMaxThreads,
+          "], got ", o.threads);
+  require(o.classes > 0, "--classes must be positive, got ", o.classes);
+  require(std::isfinite(o.input_mean), "--input-mean must be finite, got ", o.input_mean);
+  require(std::isfinite(o.input_std) && o.input_std > 0,
+          "--input-std must be positive and finite, got ", o.input_std);
+  require(o.bucket_kb >= 0, "--bucket-kb must be non-negative, got ", o.bucket_kb);
+  require(o.test_batch > 0, "test batch must be positive, got ", o.test_batch);
+  require(o.test_samples >= 0, "--test-samples must be non-negative, got ", o.test_samples);
+  require(o.stall_timeout.count() > 0, "--stall-timeout must be positive, got ",
+          o.stall_timeout.count() / 1000.0);
+
+  // The parallel layout.
+  require(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "rank ", o.rank, " of ", o.ranks,
+          " ranks");
+  require(o.locations > 0, "--locations must be positive, got ", o.locations);
+  require(o.batch % o.locations == 0, "--batch ", o.batch, " does not split evenly over ",
+          o.locations, " locations");
+  require(o.locations == 1 || o.reduce != Reduction::kMpi,
+          "--reduce=mpi joins one replica per rank; with --locations=", o.locations,
+          " use ring or ps");
+  require(o.parallel == ParallelLayout::kData || o.ranks == 1, "running on ", o.ranks,
+          " MPI ranks needs --parallel=data");
+  require(o.parallel == ParallelLayout::kData || o.locations == 1, "--locations=", o.locations,
+          " needs --parallel=data");
+
+  // Checkpoints.
+  require(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative, got ",
+          o.checkpoint_every);
+  require(o.checkpoint_every == 0 || !o.checkpoint_dir.empty(),
+          "--checkpoint-every needs --checkpoint-dir");
+  require(o.keep >= 1, "--keep must be at least 1, got ", o.keep);
+  require(!(o.resume && !o.resume_from.empty()), "give --resume or --resume-from=FILE, not both");
+  require(!o.resume || !o.checkpoint_dir.empty() || !o.checkpoint_path.empty(),
+          "--resume continues from --checkpoint-dir or --checkpoint=FILE; give one");
+}
+
+}  // namespace purine

@@ -1,0 +1,98 @@
+// TrainOptions: everything one training run is told (model, data, schedule, parallel layout,
+// checkpoints, outputs), its closed choices as enums. validate_options() is the one place that
+// checks them, and parse_*() the one place that reads the names users type for the choices; the
+// CLI (tools/cli/train_command.cpp) uses both, as a config file would. Their messages name an
+// option as the CLI spells it (`--lr must be positive and finite, got inf`), so that the CLI
+// shows them as they are. A value type and functions without state; thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "dispatcher/engine.hpp"
+#include "graphs/allreduce.hpp"
+#include "graphs/lr_schedule.hpp"
+#include "purine/mpi.hpp"
+
+namespace purine {
+
+// How the training is laid out: one process with one location (kNone), or data parallel over
+// the MPI ranks and the `locations` of each (kData).
+enum class ParallelLayout { kNone, kData };
+
+struct TrainOptions {
+  std::string model = "convnet";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int epochs = 5;
+  int64_t max_iters = 0;  // 0: no limit beyond epochs
+  int batch = 64;
+  double lr = 0.01;
+  LrPolicy lr_policy = LrPolicy::kPoly;  // graphs/lr_schedule.hpp
+  double lr_gamma = 0.1;                 // step: factor per step
+  int64_t lr_step = 0;                   // step: iterations per step (0: one epoch)
+  double lr_power = 1.0;                 // poly: exponent
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  int threads = 2;   // compute threads (OpenMP, BLAS, oneDNN), at most kMaxThreads
+  int classes = 10;  // the model's outputs; a label outside [0, classes) is an error
+  // Input standardization, (pixel / 255 - input_mean) / input_std: Fashion-MNIST's training
+  // split has mean 0.2860 and standard deviation 0.3530.
+  double input_mean = 0.2860;
+  double input_std = 0.3530;
+  // Data parallelism (layout kData) over MPI ranks: `batch` images per rank, gradients reduced
+  // by `reduce`. Any other layout needs one rank and one location.
+  ParallelLayout parallel = ParallelLayout::kNone;
+  int ranks = mpi_world_size();
+  int rank = mpi_world_rank();
+  // Replicas per rank, each at its own CPU location (rank<R>:cpu0, :cpu1, ...) with its own
+  // threads, `batch / locations` images each; the rank's `threads` are shared among them.
+  int locations = 1;
+  Reduction reduce = Reduction::kRing;
+  // Gradients smaller than this are fused into buckets of up to this size, each reduced once
+  // (graphs/buckets.hpp); 0 reduces every gradient alone.
+  int64_t bucket_kb = 256;
+  std::chrono::milliseconds stall_timeout{60000};
+  uint64_t seed = 1;
+  dispatch::Mode mode = dispatch::Mode::kParallel;
+  int test_batch = 100;
+  int64_t test_samples = 0;  // 0: the whole test split
+  bool evaluate = true;
+  // When set, every task of the training runs is traced and written there as Chrome-trace JSON
+  // (open it in ui.perfetto.dev) when training ends.
+  std::string trace_path;
+  // Checkpoints (purine/serialize.hpp), saved during training into `checkpoint_dir`
+  // (train/checkpoint_dir.hpp) every `checkpoint_every` iterations (0: none before the end)
+  // and when training ends, keeping the newest `keep`; and/or into the file `checkpoint_path`
+  // when training ends. Both are written before the trace and the evaluation, so that their
+  // failures lose no training; every output path is checked before training starts.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int keep = 3;
+  std::string checkpoint_path;
+  // Where Trainer::resume() continues from: the file `resume_from`, or with `resume` the newest
+  // complete checkpoint in `checkpoint_dir`, or else the file `checkpoint_path`.
+  bool resume = false;
+  std::string resume_from;
+};
+
+// More compute threads than any machine here has cores only thrash (and a huge count exhausts
+// the process's threads).
+constexpr int kMaxThreads = 1024;
+
+// Throws purine::Error naming the first option out of its range or at odds with another, its
+// value and what is expected. Touches no file: the trainer checks its output paths itself.
+void validate_options(const TrainOptions& options);
+
+// The choices by the names users type. parse_*() throws purine::Error naming the unknown name,
+// the option (as a flag) and the valid names; name_of() gives the name back.
+Reduction parse_reduction(const std::string& name);             // --reduce: ring, ps, mpi
+LrPolicy parse_lr_policy(const std::string& name);              // --lr-policy: fixed, step, poly
+ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: none, data
+dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
+const char* name_of(Reduction reduction);
+const char* name_of(LrPolicy policy);
+const char* name_of(ParallelLayout layout);
+const char* name_of(dispatch::Mode mode);
+
+}  // namespace purine

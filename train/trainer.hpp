@@ -1,0 +1,82 @@
+// Trainer: training of a registered model (models/) on an IDX data set (Fashion-MNIST by
+// default), on one location or data parallel over MPI ranks and locations (train/options.hpp).
+// It composes the training graph from the forward-only model (data source on its own thread,
+// model, softmax loss, accuracy, derived backward graph, data-parallel reduction, SGD graph),
+// initializes the parameters from the seed, iterates the graph (one run = one SGD step), keeps
+// the checkpoints the options ask for, and evaluates on the test split with a second graph that
+// shares the parameter tensors. The Trainer owns both graphs and their runnables. Not
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "train/options.hpp"
+
+namespace purine {
+
+class Graph;
+
+// Progress and results are global: the loss is the mean over all ranks' batches, images/s
+// counts every rank's images. Only rank 0 evaluates.
+struct TrainProgress {
+  int64_t iteration = 0;  // completed iterations, those before a resumed checkpoint included
+  int64_t total_iterations = 0;
+  int epoch = 0;  // 1-based
+  double loss = 0;
+  double images_per_sec = 0;
+  double eta_seconds = 0;
+};
+
+struct TrainResult {
+  int64_t iterations = 0;
+  double images_per_sec = 0;  // training throughput after the first 10 iterations
+  double final_loss = 0;
+  double test_accuracy = 0;
+  double wall_seconds = 0;
+};
+
+class Trainer {
+ public:
+  // Validates the options (validate_options), checks the output paths and builds and validates
+  // both graphs; throws purine::Error on bad options, an unknown model or unreadable data,
+  // before any training starts.
+  explicit Trainer(TrainOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains, calling `progress` after every iteration (the caller throttles its output).
+  TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});
+  // Accuracy of the current parameters on the test split.
+  double evaluate();
+  // Parameters, optimizer state, the random generators and the iteration count to or from a
+  // checkpoint file (purine/serialize.hpp). The file does not depend on the parallel layout: a
+  // run on any number of ranks and locations, with any reduction and buckets, resumes it. With
+  // several ranks both are collective (every rank calls; rank 0 writes or reads the one file).
+  // After load_checkpoint (before train()), training goes on where the checkpoint stopped: the
+  // next batch of the same data order, the learning rate of the next iteration, up to the same
+  // total. The generators are restored when the layout is the one that saved the file, and
+  // otherwise reseeded from the seed and the iteration (the same for every run that resumes it
+  // in that layout).
+  void save_checkpoint(const std::string& path) const;
+  void load_checkpoint(const std::string& path);
+  // Loads the newest complete checkpoint in `checkpoint_dir` (chosen on rank 0) and returns its
+  // path; throws purine::Error when there is none.
+  std::string resume_newest();
+  // Continues from the checkpoint the options name: `resume_from`, or with `resume` the newest
+  // in `checkpoint_dir` (resume_newest) or else `checkpoint_path`. Returns the path loaded, or
+  // "" when the options name none. Collective like load_checkpoint.
+  std::string resume();
+  // The training graph (forward, backward and SGD), e.g. to export it.
+  const Graph& training_graph() const;
+  int64_t iterations_per_epoch() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace purine
