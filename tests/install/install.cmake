@@ -1,7 +1,8 @@
 # cmake -DBUILD_DIR=<build> -DPREFIX=<prefix> -P install.cmake: installs the build into a fresh
 # PREFIX (nothing left over from an earlier install), then checks that every quoted #include of
-# an installed header names an installed file, so no public header reaches into a folder that
-# is not installed (a kernel's cpu/ helpers, another internal header).
+# an installed header names an installed file (from the include directory or beside the
+# header), so no public header reaches into a folder that is not installed (a kernel's cpu/
+# helpers, another internal header).
 file(REMOVE_RECURSE ${PREFIX})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX}
   OUTPUT_QUIET RESULT_VARIABLE status)
@@ -25,7 +26,8 @@ foreach(header ${headers})
   file(STRINGS ${PREFIX}/include/${header} includes REGEX "^#include \"")
   foreach(line ${includes})
     string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" included "${line}")
-    if(NOT EXISTS ${PREFIX}/include/${included})
+    get_filename_component(beside ${header} DIRECTORY)
+    if(NOT EXISTS ${PREFIX}/include/${included} AND NOT EXISTS ${PREFIX}/include/${beside}/${included})
       string(APPEND missing "\n  ${header} includes ${included}")
     endif()
   endforeach()
