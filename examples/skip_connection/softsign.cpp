@@ -1,0 +1,70 @@
+#include "softsign.hpp"
+
+#include <cmath>
+
+#include "base/error.hpp"
+#include "operators/registry.hpp"
+
+namespace skip_connection {
+
+using purine::require;
+
+namespace {
+
+void require_contiguous(const std::string& type, const std::vector<const purine::Tensor*>& inputs,
+                        const std::vector<purine::Tensor*>& outputs) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view");
+  for (size_t i = 0; i < outputs.size(); ++i)
+    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view");
+}
+
+}  // namespace
+
+std::vector<purine::Shape> SoftsignOp::output_shapes(
+    const std::vector<purine::Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  return {inputs[0]};
+}
+
+purine::GradientSpec SoftsignOp::gradient() const {
+  purine::GradientSpec spec;
+  spec.ops.push_back(
+      {"softsign_grad", {}, {purine::output(0), purine::output_grad(0)}, {purine::input_grad(0)}});
+  return spec;
+}
+
+void SoftsignOp::compute_cpu(const std::vector<const purine::Tensor*>& inputs,
+                             const std::vector<purine::Tensor*>& outputs, purine::OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const int64_t n = inputs[0]->count();
+  const float* x = inputs[0]->data();
+  float* y = outputs[0]->mutable_data();
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::fabs(x[i]));
+}
+
+std::vector<purine::Shape> SoftsignGradOp::output_shapes(
+    const std::vector<purine::Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  require(inputs[0] == inputs[1], type(), ": input 1 (dy) has shape ", inputs[1],
+          ", expected input 0's (y) shape ", inputs[0]);
+  return {inputs[0]};
+}
+
+void SoftsignGradOp::compute_cpu(const std::vector<const purine::Tensor*>& inputs,
+                                 const std::vector<purine::Tensor*>& outputs, purine::OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const int64_t n = inputs[0]->count();
+  const float* y = inputs[0]->data();
+  const float* dy = inputs[1]->data();
+  float* dx = outputs[0]->mutable_data();
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = 1.0f - std::fabs(y[i]);
+    dx[i] = dy[i] * s * s;
+  }
+}
+
+PURINE_REGISTER_OPERATOR("softsign", SoftsignOp);
+PURINE_REGISTER_OPERATOR("softsign_grad", SoftsignGradOp);
+
+}  // namespace skip_connection

@@ -1,0 +1,51 @@
+// softsign: an operator defined outside the purine library, registered by softsign.cpp with
+// PURINE_REGISTER_OPERATOR like the library's own, so graphs, autodiff and the dispatcher use it
+// by its type name.
+//   softsign:      x -> y = x / (1 + |x|)        gradient: softsign_grad(y, dy) -> dx
+//   softsign_grad: (y, dy) -> dx = dy * (1 - |y|)^2, which is dy / (1 + |x|)^2 written with the
+//                  forward output, so the forward op's input need not be kept.
+// Any shape; outputs have the input's shape. No attributes. CPU only; contiguous tensors (a
+// strided view throws purine::Error). Immutable after construction: the dispatcher never calls
+// compute() on one instance from two threads at once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace skip_connection {
+
+class SoftsignOp : public purine::Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "softsign"; }
+  int num_inputs() const override { return 1; }
+  int num_outputs() const override { return 1; }
+  std::vector<purine::Shape> output_shapes(const std::vector<purine::Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  // One op: softsign_grad(output(0), output_grad(0)) -> input_grad(0).
+  purine::GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const purine::Tensor*>& inputs,
+                   const std::vector<purine::Tensor*>& outputs,
+                   purine::OpContext& context) override;
+};
+
+// The gradient kernel: not differentiable itself.
+class SoftsignGradOp : public purine::Operator {
+ public:
+  using Operator::Operator;
+  std::string type() const override { return "softsign_grad"; }
+  int num_inputs() const override { return 2; }
+  int num_outputs() const override { return 1; }
+  std::vector<purine::Shape> output_shapes(const std::vector<purine::Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const purine::Tensor*>& inputs,
+                   const std::vector<purine::Tensor*>& outputs,
+                   purine::OpContext& context) override;
+};
+
+}  // namespace skip_connection
