@@ -36,6 +36,7 @@ class DataSource;  // operators/data_source.hpp
 // uses_rng() is true; the dispatcher serializes all users of one Rng in a fixed order. `comm`
 // (the run's communicator) and `link` are set for operators that communicate.
 struct OpContext {
+  explicit OpContext(Rng* rng_in = nullptr) : rng(rng_in) {}
   Rng* rng = nullptr;
   const Communicator* comm = nullptr;
   PeerLink link;
