@@ -5,8 +5,12 @@
 //
 // Every operator also declares, as data, how to build its gradient (gradient()): autodiff in
 // purine/ turns that into gradient ops of the bi-graph, and the gradient checker runs it on
-// tensors directly. Instances are immutable after construction and may be shared by threads
-// only if compute() is not called concurrently on the same instance (the dispatcher never does).
+// tensors directly. What the core must know to compile a graph it learns from traits() (how
+// outputs alias inputs, whether the op bridges locations or communicates) and, for operators
+// whose work completes later (MPI transfers; GPU kernels), from their asynchronous form
+// (bind_async()); it never recognises an operator by its type name. Instances are immutable
+// after construction and may be shared by threads only if compute() is not called concurrently
+// on the same instance (the dispatcher never does).
 #pragma once
 
 #include <memory>
