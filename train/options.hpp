@@ -58,8 +58,8 @@ struct TrainOptions {
   int test_batch = 100;
   int64_t test_samples = 0;  // 0: the whole test split
   bool evaluate = true;
-  // When set, every task of the training runs is traced and written there as Chrome-trace JSON
-  // (open it in ui.perfetto.dev) when training ends.
+  // When set, every task of the training runs is traced there as Chrome-trace JSON (open it in
+  // ui.perfetto.dev), streamed after each iteration and completed when training ends or fails.
   std::string trace_path;
   // Checkpoints (purine/serialize.hpp), saved during training into `checkpoint_dir`
   // (train/checkpoint_dir.hpp) every `checkpoint_every` iterations (0: none before the end)
