@@ -2,8 +2,10 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
 
 #include "base/error.hpp"
 
@@ -20,8 +22,11 @@ struct Choice {
 
 constexpr Choice<Reduction> kReductions[] = {
     {Reduction::kRing, "ring"}, {Reduction::kParameterServer, "ps"}, {Reduction::kMpi, "mpi"}};
-constexpr Choice<LrPolicy> kLrPolicies[] = {
-    {LrPolicy::kFixed, "fixed"}, {LrPolicy::kStep, "step"}, {LrPolicy::kPoly, "poly"}};
+constexpr Choice<LrPolicy> kLrPolicies[] = {{LrPolicy::kFixed, "fixed"},
+                                            {LrPolicy::kStep, "step"},
+                                            {LrPolicy::kMultistep, "multistep"},
+                                            {LrPolicy::kPoly, "poly"},
+                                            {LrPolicy::kCosine, "cosine"}};
 constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "none"},
                                                        {ParallelLayout::kData, "data"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
@@ -69,6 +74,28 @@ ParallelLayout parse_parallel_layout(const std::string& name) {
 dispatch::Mode parse_executor(const std::string& name) {
   return parse(kExecutors, name, "executor", "--executor");
 }
+std::vector<double> parse_number_list(const std::string& text, const char* flag) {
+  std::vector<double> numbers;
+  if (text.empty()) return numbers;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string piece = text.substr(begin, end - begin);
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(piece, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    require(used > 0 && used == piece.size() && std::isfinite(value), flag,
+            " takes comma-separated numbers; '", piece, "' is not one (in '", text, "')");
+    numbers.push_back(value);
+    if (end == text.size()) return numbers;
+    begin = end + 1;
+  }
+}
+
 const char* name_of(Reduction reduction) { return name_in(kReductions, reduction); }
 const char* name_of(LrPolicy policy) { return name_in(kLrPolicies, policy); }
 const char* name_of(ParallelLayout layout) { return name_in(kParallelLayouts, layout); }
@@ -89,6 +116,17 @@ void validate_options(const TrainOptions& o) {
   require(std::isfinite(o.lr_power) && o.lr_power > 0,
           "--lr-power must be positive and finite, got ", o.lr_power);
   require(o.lr_step >= 0, "--lr-step must be non-negative (0: one epoch), got ", o.lr_step);
+  require(o.lr_policy != LrPolicy::kMultistep || !o.lr_milestones.empty(),
+          "--lr-policy=multistep needs --lr-milestones");
+  for (size_t i = 0; i < o.lr_milestones.size(); ++i) {
+    const double m = o.lr_milestones[i];
+    require(m > 0 && m < 1, "--lr-milestones are fractions of the training in (0, 1), got ", m);
+    require(i == 0 || m > o.lr_milestones[i - 1], "--lr-milestones must increase, got ",
+            o.lr_milestones[i - 1], " then ", m);
+  }
+  require(o.lr_warmup >= 0, "--lr-warmup must be non-negative, got ", o.lr_warmup);
+  require(std::isfinite(o.lr_warmup_start) && o.lr_warmup_start > 0 && o.lr_warmup_start <= 1,
+          "--lr-warmup-start must be in (0, 1], got ", o.lr_warmup_start);
   require(o.threads > 0 && o.threads <= kMaxThreads, "--threads must be in [1, ", kMaxThreads,
           "], got ", o.threads);
   require(o.classes > 0, "--classes must be positive, got ", o.classes);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dispatcher/engine.hpp"
 #include "graphs/allreduce.hpp"
@@ -32,6 +33,11 @@ struct TrainOptions {
   double lr_gamma = 0.1;                 // step: factor per step
   int64_t lr_step = 0;                   // step: iterations per step (0: one epoch)
   double lr_power = 1.0;                 // poly: exponent
+  // multistep: where the rate is multiplied by lr_gamma, as fractions of the training's
+  // iterations, increasing, each in (0, 1)
+  std::vector<double> lr_milestones = {0.6, 0.85};
+  int64_t lr_warmup = 0;         // iterations of linear warmup (any policy); 0: none
+  double lr_warmup_start = 0.1;  // the warmup's first factor, in (0, 1]
   double momentum = 0.9;
   double weight_decay = 5e-4;
   int threads = 2;   // compute threads (OpenMP, BLAS, oneDNN), at most kMaxThreads
@@ -86,10 +92,15 @@ void validate_options(const TrainOptions& options);
 
 // The choices by the names users type. parse_*() throws purine::Error naming the unknown name,
 // the option (as a flag) and the valid names; name_of() gives the name back.
-Reduction parse_reduction(const std::string& name);             // --reduce: ring, ps, mpi
-LrPolicy parse_lr_policy(const std::string& name);              // --lr-policy: fixed, step, poly
+Reduction parse_reduction(const std::string& name);  // --reduce: ring, ps, mpi
+LrPolicy parse_lr_policy(
+    const std::string& name);  // --lr-policy: fixed, step, multistep, poly, cosine
 ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: none, data
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
+// "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
+// finite number. An empty text gives an empty list.
+std::vector<double> parse_number_list(const std::string& text, const char* flag);
+
 const char* name_of(Reduction reduction);
 const char* name_of(LrPolicy policy);
 const char* name_of(ParallelLayout layout);

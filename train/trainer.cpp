@@ -144,6 +144,11 @@ class Trainer::Impl {
     lr.step_size = options_.lr_step > 0 ? options_.lr_step : iterations_per_epoch();
     lr.max_iter = std::max<int64_t>(1, total_iterations());
     lr.power = options_.lr_power;
+    if (lr.policy == LrPolicy::kMultistep)
+      for (double fraction : options_.lr_milestones)
+        lr.milestones.push_back(std::llround(fraction * static_cast<double>(lr.max_iter)));
+    lr.warmup_iters = options_.lr_warmup;
+    lr.warmup_start_factor = options_.lr_warmup_start;
     schedule_ = std::make_unique<LrSchedule>(lr);
 
     RunOptions run;
@@ -209,7 +214,8 @@ class Trainer::Impl {
     if (tracer_) tracer_->begin_file(trace_file(options_), options_.rank);
     for (int64_t it = 0; it < total; ++it) {
       const int64_t global_it = iterations_done_;
-      dp_.sgd.set_learning_rate(schedule_->at(global_it), options_.rank);
+      const double learning_rate = schedule_->at(global_it);
+      dp_.sgd.set_learning_rate(learning_rate, options_.rank);
       train_run_->run();
       if (tracer_) tracer_->flush_to_file();  // the trace's memory stays one iteration's
       ++iterations_done_;
@@ -231,6 +237,7 @@ class Trainer::Impl {
         p.total_iterations = total_iterations();
         p.epoch = static_cast<int>(global_it / iterations_per_epoch()) + 1;
         p.loss = result.final_loss;
+        p.learning_rate = learning_rate;
         p.images_per_sec = result.images_per_sec;
         double elapsed = std::chrono::duration<double>(now - start).count();
         p.eta_seconds = elapsed / result.iterations * (total - result.iterations);

@@ -26,6 +26,7 @@ struct TrainProgress {
   int64_t total_iterations = 0;
   int epoch = 0;  // 1-based
   double loss = 0;
+  double learning_rate = 0;  // the rate this iteration trained with
   double images_per_sec = 0;
   double eta_seconds = 0;
 };

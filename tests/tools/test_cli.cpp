@@ -106,7 +106,7 @@ TEST_CASE("unknown model lists the known ones", "[cli]") {
 TEST_CASE("bad flag values", "[cli]") {
   for (const char* args :
        {"train --batch=0", "train --threads=0", "train --lr=-1", "train --executor=magic",
-        "train --batch=abc", "train --no-such-flag=1", "train --lr-policy=cosine --max-iters=1",
+        "train --batch=abc", "train --no-such-flag=1", "train --lr-policy=cosine2 --max-iters=1",
         "train --bucket-kb=-1", "train --locations=2", "train --parallel=data --locations=0",
         "train --parallel=data --locations=3 --batch=64",
         "train --parallel=data --locations=2 --reduce=mpi"}) {
@@ -129,9 +129,12 @@ TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]"
            Case{"train --stall-timeout=0", "error: --stall-timeout must be positive, got 0\n"},
            Case{"train --reduce=tree",
                 "error: unknown reduction 'tree' for --reduce; choose ring, ps or mpi\n"},
-           Case{"train --lr-policy=cosine",
-                "error: unknown learning-rate policy 'cosine' for --lr-policy; choose fixed, "
-                "step or poly\n"},
+           Case{"train --lr-policy=exp",
+                "error: unknown learning-rate policy 'exp' for --lr-policy; choose fixed, "
+                "step, multistep, poly or cosine\n"},
+           Case{"train --lr-milestones=0.5,x",
+                "error: --lr-milestones takes comma-separated numbers; 'x' is not one (in "
+                "'0.5,x')\n"},
            Case{"train --locations=2", "error: --locations=2 needs --parallel=data\n"},
        }) {
     INFO(c.args);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 #include "base/error.hpp"
 #include "train/options.hpp"
@@ -13,7 +14,8 @@ using namespace purine;
 TEST_CASE("every choice parses from its name and back", "[options]") {
   for (Reduction r : {Reduction::kRing, Reduction::kParameterServer, Reduction::kMpi})
     CHECK(parse_reduction(name_of(r)) == r);
-  for (LrPolicy p : {LrPolicy::kFixed, LrPolicy::kStep, LrPolicy::kPoly})
+  for (LrPolicy p : {LrPolicy::kFixed, LrPolicy::kStep, LrPolicy::kMultistep, LrPolicy::kPoly,
+                     LrPolicy::kCosine})
     CHECK(parse_lr_policy(name_of(p)) == p);
   for (ParallelLayout l : {ParallelLayout::kNone, ParallelLayout::kData})
     CHECK(parse_parallel_layout(name_of(l)) == l);
@@ -26,9 +28,9 @@ TEST_CASE("every choice parses from its name and back", "[options]") {
 TEST_CASE("an unknown name is refused, naming the flag and listing the valid names", "[options]") {
   REQUIRE_THROWS_WITH(parse_reduction("tree"),
                       "unknown reduction 'tree' for --reduce; choose ring, ps or mpi");
-  REQUIRE_THROWS_WITH(parse_lr_policy("cosine"),
-                      "unknown learning-rate policy 'cosine' for --lr-policy; choose fixed, step "
-                      "or poly");
+  REQUIRE_THROWS_WITH(parse_lr_policy("exp"),
+                      "unknown learning-rate policy 'exp' for --lr-policy; choose fixed, step, "
+                      "multistep, poly or cosine");
   REQUIRE_THROWS_WITH(parse_parallel_layout("model"),
                       "unknown parallel layout 'model' for --parallel; choose none or data");
   REQUIRE_THROWS_WITH(parse_executor("magic"),
@@ -74,6 +76,34 @@ TEST_CASE("validate_options names the flag, the value and what is expected", "[o
         "--stall-timeout must be positive, got -5");
   CHECK(rejection([](TrainOptions& o) { o.bucket_kb = -1; }) ==
         "--bucket-kb must be non-negative, got -1");
+}
+
+TEST_CASE("number lists parse exactly, naming the piece that is not a number", "[options]") {
+  CHECK(parse_number_list("0.6,0.85", "--x") == std::vector<double>{0.6, 0.85});
+  CHECK(parse_number_list("1e-1", "--x") == std::vector<double>{0.1});
+  CHECK(parse_number_list("", "--x").empty());
+  REQUIRE_THROWS_WITH(parse_number_list("0.6,,0.8", "--lr-milestones"),
+                      "--lr-milestones takes comma-separated numbers; '' is not one (in "
+                      "'0.6,,0.8')");
+  REQUIRE_THROWS_WITH(parse_number_list("0.6x", "--x"), Catch::Contains("'0.6x' is not one"));
+  REQUIRE_THROWS_WITH(parse_number_list("nan", "--x"), Catch::Contains("'nan' is not one"));
+}
+
+TEST_CASE("validate_options checks the schedule", "[options]") {
+  CHECK(rejection([](TrainOptions& o) {
+          o.lr_policy = LrPolicy::kMultistep;
+          o.lr_milestones.clear();
+        }) == "--lr-policy=multistep needs --lr-milestones");
+  CHECK(rejection([](TrainOptions& o) {
+          o.lr_milestones = {0.5, 1.0};
+        }) == "--lr-milestones are fractions of the training in (0, 1), got 1");
+  CHECK(rejection([](TrainOptions& o) {
+          o.lr_milestones = {0.5, 0.5};
+        }) == "--lr-milestones must increase, got 0.5 then 0.5");
+  CHECK(rejection([](TrainOptions& o) { o.lr_warmup = -3; }) ==
+        "--lr-warmup must be non-negative, got -3");
+  CHECK(rejection([](TrainOptions& o) { o.lr_warmup_start = 0; }) ==
+        "--lr-warmup-start must be in (0, 1], got 0");
 }
 
 TEST_CASE("validate_options checks the layout", "[options][locations]") {

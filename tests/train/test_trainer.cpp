@@ -102,6 +102,30 @@ TEST_CASE("convnet training is bit-identical for any thread count", "[trainer][e
   }
 }
 
+TEST_CASE("the trainer follows the schedule's milestones and warmup", "[trainer][e2e]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  // Milestones are fractions of the run: 0.3 and 0.8 of 10 iterations are iterations 3 and 8.
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.max_iters = 10;
+  o.evaluate = false;
+  o.lr = 0.1;
+  o.lr_policy = LrPolicy::kMultistep;
+  o.lr_milestones = {0.3, 0.8};
+  o.lr_gamma = 0.5;
+  o.lr_warmup = 2;
+  o.lr_warmup_start = 0.5;
+  Trainer trainer(o);
+  std::vector<double> rates;
+  trainer.train([&](const TrainProgress& p) { rates.push_back(p.learning_rate); });
+  const std::vector<double> expected = {0.05, 0.075, 0.1,  0.05,  0.05,
+                                        0.05, 0.05,  0.05, 0.025, 0.025};
+  REQUIRE(rates.size() == expected.size());
+  for (size_t i = 0; i < rates.size(); ++i) CHECK(rates[i] == Approx(expected[i]));
+}
+
 TEST_CASE("a resumed run continues exactly where its checkpoint stopped", "[trainer][e2e]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");

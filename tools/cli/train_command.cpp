@@ -22,10 +22,16 @@ DEFINE_int32(epochs, 5, "passes over the training set");
 DEFINE_int64(max_iters, 0, "stop after this many iterations (0: no limit)");
 DEFINE_int32(batch, 64, "images per iteration and rank (split evenly over --locations)");
 DEFINE_double(lr, 0.01, "base learning rate");
-DEFINE_string(lr_policy, "poly", "learning-rate schedule: fixed, step or poly (linear decay to 0)");
+DEFINE_string(lr_policy, "poly",
+              "learning-rate schedule: fixed, step, multistep, poly (linear decay to 0) or cosine");
 DEFINE_double(lr_gamma, 0.1, "step policy: factor per step");
 DEFINE_int64(lr_step, 0, "step policy: iterations per step (0: one epoch)");
 DEFINE_double(lr_power, 1.0, "poly policy: exponent");
+DEFINE_string(lr_milestones, "0.6,0.85",
+              "multistep policy: where the rate is multiplied by --lr-gamma, as comma-separated "
+              "fractions of the training");
+DEFINE_int64(lr_warmup, 0, "iterations of linear learning-rate warmup (0: none)");
+DEFINE_double(lr_warmup_start, 0.1, "the warmup's first learning-rate factor, in (0, 1]");
 DEFINE_double(momentum, 0.9, "SGD momentum");
 DEFINE_double(weight_decay, 5e-4, "L2 weight decay");
 DEFINE_int32(threads, 2, "compute threads (bounds BLAS and oneDNN too), 1 to 1024");
@@ -106,6 +112,9 @@ TrainOptions options_from_flags() {
   o.lr_gamma = FLAGS_lr_gamma;
   o.lr_step = FLAGS_lr_step;
   o.lr_power = FLAGS_lr_power;
+  o.lr_milestones = parse_number_list(FLAGS_lr_milestones, "--lr-milestones");
+  o.lr_warmup = FLAGS_lr_warmup;
+  o.lr_warmup_start = FLAGS_lr_warmup_start;
   o.momentum = FLAGS_momentum;
   o.weight_decay = FLAGS_weight_decay;
   o.threads = FLAGS_threads;
@@ -164,10 +173,10 @@ int run_train() {
     // Rank 0 only. On a terminal one line rewritten in place; otherwise one every 100 iterations.
     bool last = p.iteration == p.total_iterations;
     if (!leader || (!terminal && p.iteration % 100 != 0 && !last)) return;
-    std::printf("%siter %lld/%lld  epoch %d  loss %.4f  %.0f img/s  eta %s%s", terminal ? "\r" : "",
-                static_cast<long long>(p.iteration), static_cast<long long>(p.total_iterations),
-                p.epoch, p.loss, p.images_per_sec, format_eta(p.eta_seconds).c_str(),
-                terminal && !last ? "" : "\n");
+    std::printf("%siter %lld/%lld  epoch %d  loss %.4f  lr %.3g  %.0f img/s  eta %s%s",
+                terminal ? "\r" : "", static_cast<long long>(p.iteration),
+                static_cast<long long>(p.total_iterations), p.epoch, p.loss, p.learning_rate,
+                p.images_per_sec, format_eta(p.eta_seconds).c_str(), terminal && !last ? "" : "\n");
     std::fflush(stdout);
   };
   // Saves the checkpoints (if asked) before the trace and the evaluation.
