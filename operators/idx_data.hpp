@@ -10,6 +10,8 @@
 //            rank      int     this data-parallel rank, 0 <= rank < ranks (default 0)
 //            ranks     int     data-parallel ranks (default 1)
 //            drop_last int     0/1 (default 1), see below
+//            mirror    int     0/1: serve each sample flipped left-right with probability 1/2,
+//                              decided afresh every epoch (default 0; augmentation for training)
 //            scale     float   default 1/255, so pixels lie in [0, 1]
 //            mean      float   subtracted after scaling (default 0)
 //            classes   int     the model's number of classes (default 0). When > 0 every label
@@ -104,6 +106,7 @@ class IdxDataOp : public Operator, public DataSource {
   const int64_t ranks_;
   const bool shuffle_;
   const bool drop_last_;
+  const bool mirror_;
   const uint64_t seed_;
   const float scale_;
   const float mean_;

@@ -46,6 +46,8 @@ struct TrainOptions {
   // split has mean 0.2860 and standard deviation 0.3530.
   double input_mean = 0.2860;
   double input_std = 0.3530;
+  // Training images flipped left-right at random (idx_data's `mirror`), drawn from the seed.
+  bool mirror = false;
   // Data parallelism (layout kData) over MPI ranks: `batch` images per rank, gradients reduced
   // by `reduce`. Any other layout needs one rank and one location.
   ParallelLayout parallel = ParallelLayout::kNone;

@@ -40,6 +40,7 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
         .set("split", split)
         .set("batch", batch)
         .set("shuffle", training ? 1 : 0)
+        .set("mirror", training && o.mirror ? 1 : 0)
         .set("seed", static_cast<int64_t>(o.seed))
         .set("rank", replica)
         .set("ranks", replicas)

@@ -35,6 +35,7 @@ struct BatchPlan {
   int64_t ranks = 1;
   bool shuffle = false;
   bool drop_last = true;
+  bool mirror = false;
   uint64_t seed = 0;
 
   int64_t global() const { return batch * ranks; }
@@ -250,9 +251,25 @@ class IdxDataOp::Prefetcher {
       const int64_t sample = order[position % plan_.count];
       const uint8_t* source = data_->images.data() + sample * pixels;
       float* target = slot->images.data() + t * pixels;
-      for (int64_t p = 0; p < pixels; ++p) target[p] = static_cast<float>(source[p]) * scale - mean;
+      if (mirrored(epoch + position / plan_.count, sample)) {
+        for (int64_t r = 0; r < rows_; ++r)
+          for (int64_t c = 0; c < cols_; ++c)
+            target[r * cols_ + c] =
+                static_cast<float>(source[r * cols_ + cols_ - 1 - c]) * scale - mean;
+      } else {
+        for (int64_t p = 0; p < pixels; ++p)
+          target[p] = static_cast<float>(source[p]) * scale - mean;
+      }
       slot->labels[t] = static_cast<float>(data_->labels[sample]);
     }
+  }
+
+  // Whether `sample` is served mirrored in `epoch`: a coin from the seed, the epoch and the
+  // sample, so a batch's pixels depend on nothing else (threads, ranks, resumes).
+  bool mirrored(int64_t epoch, int64_t sample) const {
+    if (!plan_.mirror) return false;
+    const uint64_t key = splitmix64(static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(sample);
+    return (splitmix64(plan_.seed ^ splitmix64(key)) >> 63) != 0;
   }
 
   const BatchPlan plan_;
@@ -287,6 +304,7 @@ IdxDataOp::IdxDataOp(Attrs attrs)
       ranks_(checked_ranks(attrs_)),
       shuffle_(checked_flag(attrs_, "shuffle", split_ == "train" ? 1 : 0)),
       drop_last_(checked_flag(attrs_, "drop_last", 1)),
+      mirror_(checked_flag(attrs_, "mirror", 0)),
       seed_(static_cast<uint64_t>(attrs_.get_int("seed", 1))),
       scale_(checked_float(attrs_, "scale", 1.0 / 255.0)),
       mean_(checked_float(attrs_, "mean", 0.0)),
@@ -333,6 +351,7 @@ void IdxDataOp::compute_cpu(const std::vector<const Tensor*>&, const std::vector
     plan.ranks = ranks_;
     plan.shuffle = shuffle_;
     plan.drop_last = drop_last_;
+    plan.mirror = mirror_;
     plan.seed = seed_;
     prefetcher_ = std::make_unique<Prefetcher>(plan, dir_, split_, rows_, cols_, classes_, scale_,
                                                mean_, served_);

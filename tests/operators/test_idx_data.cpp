@@ -193,6 +193,54 @@ TEST_CASE("idx_data: the same seed gives the same batches, another seed others",
   CHECK(batches(base_attrs(dir, 8).set("seed", 12), 12) != first);
 }
 
+TEST_CASE("idx_data: mirror flips about half the samples, afresh every epoch, from the seed",
+          "[idx_data]") {
+  // Sample i is [[i, 255 - i], [0, 255]]; mirrored it is [[255 - i, i], [255, 0]].
+  TempDir dir;
+  write_dataset(dir, 40);
+  const Attrs attrs = base_attrs(dir, 8).set("shuffle", 0).set("seed", 7).set("mirror", 1);
+  // For each epoch and sample: whether it came mirrored.
+  auto mirrored = [&](const Attrs& a) {
+    auto op = make_op(a);
+    std::vector<std::vector<bool>> flips(3, std::vector<bool>(40));
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      for (int k = 0; k < 5; ++k) {
+        Batch b = next_batch(*op);
+        for (int t = 0; t < 8; ++t) {
+          const int i = k * 8 + t;
+          const float* px = b.images.data() + t * 4;
+          const bool flipped = px[2] == Approx(1.0f);
+          if (flipped) {
+            CHECK(px[0] == Approx((255 - i) / 255.0f));
+            CHECK(px[1] == Approx(i / 255.0f));
+            CHECK(px[3] == 0.0f);
+          } else {
+            CHECK(px[0] == Approx(i / 255.0f));
+            CHECK(px[1] == Approx((255 - i) / 255.0f));
+            CHECK(px[2] == 0.0f);
+          }
+          CHECK(b.labels.data()[t] == static_cast<float>(i % 3));  // labels never move
+          flips[epoch][i] = flipped;
+        }
+      }
+    }
+    return flips;
+  };
+  const auto flips = mirrored(attrs);
+  int count = 0;
+  for (const auto& epoch : flips)
+    count += static_cast<int>(std::count(epoch.begin(), epoch.end(), true));
+  CHECK(count > 120 * 3 / 10);
+  CHECK(count < 120 * 7 / 10);
+  CHECK(flips[0] != flips[1]);
+  CHECK(flips[1] != flips[2]);
+  CHECK(mirrored(attrs) == flips);
+  CHECK(mirrored(Attrs(attrs).set("seed", 8)) != flips);
+  // Without the attribute nothing is mirrored.
+  auto plain = make_op(base_attrs(dir, 8).set("shuffle", 0));
+  CHECK(next_batch(*plain).images.data()[2] == 0.0f);
+}
+
 TEST_CASE("idx_data: ranks serve disjoint slices of the global batch", "[idx_data]") {
   TempDir dir;
   write_dataset(dir, 30);
@@ -287,6 +335,8 @@ TEST_CASE("idx_data: bad attributes are errors", "[idx_data]") {
                       Catch::Contains("'rank' is 2; expected 0 <= rank < ranks = 2"));
   REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 2).set("shuffle", 2)),
                       Catch::Contains("'shuffle' is 2; expected 0 or 1"));
+  REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 2).set("mirror", -1)),
+                      Catch::Contains("'mirror' is -1; expected 0 or 1"));
   REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 2).set("split", "val")),
                       Catch::Contains("split 'val'"));
   REQUIRE_THROWS_WITH(make_op(base_attrs(dir, 6).set("ranks", 2)),

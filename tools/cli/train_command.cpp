@@ -40,6 +40,8 @@ DEFINE_int32(classes, 10,
 DEFINE_double(input_mean, 0.2860,
               "inputs are (pixel / 255 - mean) / std (default: Fashion-MNIST's training split)");
 DEFINE_double(input_std, 0.3530, "see --input-mean");
+DEFINE_bool(mirror, false,
+            "flip each training image left-right with probability 1/2, afresh every epoch");
 DEFINE_uint64(seed, 1, "random seed (initialization, shuffling, dropout)");
 DEFINE_string(summary, "", "write a JSON summary of the run to this file");
 DEFINE_string(executor, "parallel", "dispatcher: parallel or serial");
@@ -121,6 +123,7 @@ TrainOptions options_from_flags() {
   o.classes = FLAGS_classes;
   o.input_mean = FLAGS_input_mean;
   o.input_std = FLAGS_input_std;
+  o.mirror = FLAGS_mirror;
   o.seed = FLAGS_seed;
   o.test_samples = FLAGS_test_samples;
   o.trace_path = FLAGS_trace;
