@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "dispatcher/mutex.hpp"
+#include "dispatcher/internal/mutex.hpp"
 
 namespace purine::dispatch {
 namespace {

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "base/error.hpp"
-#include "graphs/buckets.hpp"
 #include "graphs/copies.hpp"
+#include "graphs/internal/buckets.hpp"
 #include "purine/autodiff.hpp"
 #include "purine/dsl.hpp"
 

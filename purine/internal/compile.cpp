@@ -1,4 +1,4 @@
-#include "purine/compile.hpp"
+#include "purine/internal/compile.hpp"
 
 #include <glog/logging.h>
 
@@ -8,7 +8,7 @@
 #include "base/error.hpp"
 #include "base/hash.hpp"
 #include "operators/cpu/threading.hpp"
-#include "purine/views.hpp"
+#include "purine/internal/views.hpp"
 
 namespace purine {
 
