@@ -19,6 +19,10 @@ target_link_libraries(purine PUBLIC protobuf::libprotobuf Threads::Threads)
 # variant, Open MPI) in its RUNPATH, as the build tree's does.
 set_target_properties(purine PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
+# A folder's public headers are the ones at its top; its subfolders (X/internal/, the operators'
+# cpu/, cuda/ and mpi/) hold internals and are not installed (tools/check_layering.sh keeps every
+# other folder from including them; tests/install checks that none is installed or included by an
+# installed header, and compiles each installed header on its own).
 foreach(dir ${PURINE_HEADER_DIRS})
   file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.hpp)
   install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir})

@@ -20,9 +20,9 @@
 #include <utility>
 
 #include "base/error.hpp"
-#include "dispatcher/engine_core.hpp"
-#include "dispatcher/serial_runner.hpp"
-#include "dispatcher/thread_executor.hpp"
+#include "dispatcher/internal/engine_core.hpp"
+#include "dispatcher/internal/serial_runner.hpp"
+#include "dispatcher/internal/thread_executor.hpp"
 
 namespace purine::dispatch {
 namespace {

@@ -17,16 +17,11 @@
 // files written by ranks on the same machine line up when merged.
 #pragma once
 
-#include <array>
-#include <atomic>
-#include <cstdint>
-#include <iosfwd>
+#include <cstddef>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "dispatcher/mutex.hpp"
 #include "dispatcher/observer.hpp"
 
 namespace purine::dispatch {
@@ -64,38 +59,9 @@ class Tracer : public Observer {
   void clear();
 
  private:
-  struct Record {
-    int name;      // index into Buffer::strings
-    int location;  // index into Buffer::strings
-    int64_t start_ns;
-    int64_t end_ns;
-  };
-  struct Buffer {
-    mutable Mutex mu;
-    std::string executor_name GUARDED_BY(mu);
-    int64_t open_start_ns GUARDED_BY(mu) = 0;
-    std::vector<Record> records GUARDED_BY(mu);
-    // Interned names, looked up by the address the event carries, checked by content.
-    std::vector<std::string> strings GUARDED_BY(mu);
-    std::unordered_map<const std::string*, int> ids GUARDED_BY(mu);
-    int intern(const std::string* text) REQUIRES(mu);
-  };
-
-  struct OpenFile;
-
-  Buffer* buffer(int executor);
-  const Buffer* find(int executor) const;
-  // Appends every recorded event to `out` as JSON objects, each preceded by ",\n" unless it is
-  // the file's first (`events_written` counts them); with `forget`, the records are dropped.
-  void write_events(std::ostream& out, int rank, int64_t& events_written, bool forget);
-  // The process and executor name events.
-  void write_metadata(std::ostream& out, int rank, int64_t& events_written) const;
-
-  std::array<std::atomic<Buffer*>, kMaxExecutors> buffers_;
-  Mutex create_mu_;
-  std::vector<std::unique_ptr<Buffer>> owned_ GUARDED_BY(create_mu_);
-  mutable Mutex file_mu_;
-  std::unique_ptr<OpenFile> file_ GUARDED_BY(file_mu_);
+  // The per-executor buffers and the open file, with their locks (tracer.cpp).
+  class State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace purine::dispatch

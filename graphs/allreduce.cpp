@@ -8,9 +8,6 @@ namespace purine {
 
 namespace {
 
-// Reductions run on their own thread per location, so they overlap the backward pass.
-const char kThread[] = "comm";
-
 void check_parts(const std::string& name, const std::vector<Blob*>& parts) {
   require(!parts.empty(), name, ": no blobs to reduce");
   std::set<Location> seen;
@@ -39,7 +36,7 @@ RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vec
   // acc[r][c]: rank r's running sum of chunk c.
   std::vector<std::vector<Blob*>> acc(n, std::vector<Blob*>(n, nullptr));
   for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(g, at(r), kThread);
+    Graph::Placement placement(g, at(r), Graph::kCommThread);
     const std::vector<Blob*> chunks = flat_chunks(g, "r" + std::to_string(r), parts[r], shards);
     for (int c = 0; c < n; ++c) acc[r][c] = chunks[c];
   }
@@ -49,8 +46,8 @@ RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vec
     for (int r = 0; r < n; ++r) {
       const int c = ((r - s) % n + n) % n, next = (r + 1) % n;
       if (shards.sizes[c] == 0) continue;
-      Graph::Placement placement(g, at(next), kThread);
-      Blob* incoming = g.copy_to(acc[r][c], at(next), kThread);
+      Graph::Placement placement(g, at(next), Graph::kCommThread);
+      Blob* incoming = g.copy_to(acc[r][c], at(next), Graph::kCommThread);
       acc[next][c] = g.apply("rs" + std::to_string(s) + "_c" + std::to_string(c), "sum", {},
                              {acc[next][c], incoming})[0];
     }
@@ -94,13 +91,13 @@ std::vector<Blob*> ring_all_gather(Graph& g, const std::string& name, const Ring
     whole[owner][c] = owned[owner];
     for (int hop = 1, holder = owner; hop < n; ++hop) {
       const int next = (holder + 1) % n;
-      whole[next][c] = g.copy_to(whole[holder][c], shards.locations[next], kThread);
+      whole[next][c] = g.copy_to(whole[holder][c], shards.locations[next], Graph::kCommThread);
       holder = next;
     }
   }
   std::vector<Blob*> results;
   for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(g, shards.locations[r], kThread);
+    Graph::Placement placement(g, shards.locations[r], Graph::kCommThread);
     const std::string local = "r" + std::to_string(r);
     std::vector<Blob*> chunks;
     for (int c = 0; c < n; ++c)
@@ -133,7 +130,7 @@ std::vector<Blob*> mpi_allreduce(Graph& g, const std::string& name,
   Graph::Scope scope(g, name);
   std::vector<Blob*> results;
   for (size_t r = 0; r < parts.size(); ++r) {
-    Graph::Placement placement(g, parts[r]->location(), kThread);
+    Graph::Placement placement(g, parts[r]->location(), Graph::kCommThread);
     results.push_back(g.apply("r" + std::to_string(r), "mpi_allreduce", {}, {parts[r]})[0]);
   }
   return results;

@@ -1,7 +1,8 @@
 // Gradient reduction across locations, composed of ordinary graph ops (copy, sum, split,
 // concat, reshape). Every function takes one blob per participant, `parts[r]` at its own
 // location (a rank may hold several), all of one shape, and builds the ops under the scope
-// `name`. Between locations of one rank the copies are memory copies, between ranks MPI.
+// `name`. Between locations of one rank the copies are memory copies, between ranks MPI. The ops
+// run on each location's Graph::kCommThread, so that reductions overlap the backward pass.
 //   ring_allreduce:  reduce-scatter then all-gather around the ring of parts; each rank sends
 //                    2(N-1)/N of the data. Returns the sum at every part's location.
 //   ring_reduce_scatter, ring_all_gather: its two halves, for work on the summed chunks in

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "base/error.hpp"
-#include "graphs/buckets.hpp"
 #include "graphs/copies.hpp"
+#include "graphs/internal/buckets.hpp"
 #include "purine/autodiff.hpp"
 #include "purine/dsl.hpp"
 
@@ -15,13 +15,10 @@ namespace purine {
 
 namespace {
 
-// Reductions run on their own thread per location, so they overlap the backward pass.
-const char kThread[] = "comm";
-
 // The mean of one scalar per replica, at locations[0].
 Blob* replica_mean(Graph& g, const std::string& name, const std::vector<Blob*>& values,
                    const std::vector<Location>& locations) {
-  Graph::Placement placement(g, locations[0], kThread);
+  Graph::Placement placement(g, locations[0], Graph::kCommThread);
   return (B(values) >> g.add<Aggregate>(name, locations[0], Aggregate::Mode::kAverage)).top(0);
 }
 
@@ -69,7 +66,7 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
     Parameter chunk = dp.parameters[r][i];
     {
       Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
-      Graph::Placement placement(g, dp.locations[r], kThread);
+      Graph::Placement placement(g, dp.locations[r], Graph::kCommThread);
       chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
     }
     updated[r] = add_sgd_update(g, chunk, shards.owned[r], dp.sgd.learning_rate(g, dp.locations[r]),
@@ -101,13 +98,13 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
   for (int r = 0; r < n; ++r) {
     std::vector<Blob*> local;
     for (int i : members) local.push_back(grads[r].of(dp.parameters[r][i].blob));
-    Graph::Placement placement(g, locations[r], kThread);
+    Graph::Placement placement(g, locations[r], Graph::kCommThread);
     parts.push_back(fused ? fuse(g, name + "::fuse" + std::to_string(r), local) : local[0]);
   }
   // Every replica that updates, with the sum at its location.
   std::vector<std::pair<int, Blob*>> sums;
   if (options.reduction == Reduction::kParameterServer) {
-    Graph::Placement placement(g, locations[server], kThread);
+    Graph::Placement placement(g, locations[server], Graph::kCommThread);
     sums.emplace_back(server, (parts >> g.add<Aggregate>(name, locations[server])).top(0));
   } else {
     std::vector<Blob*> all = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
@@ -119,7 +116,7 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
   for (const auto& [r, sum] : sums) {
     std::vector<Blob*> pieces = {sum};
     if (fused) {
-      Graph::Placement placement(g, locations[r], kThread);
+      Graph::Placement placement(g, locations[r], Graph::kCommThread);
       pieces = unfuse(g, name + "::unfuse" + std::to_string(r), sum, shapes);
     }
     for (size_t k = 0; k < members.size(); ++k) {
@@ -131,7 +128,7 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
         g.add_swap(p.blob, updated);
         continue;
       }
-      Graph::Placement placement(g, locations[r], kThread);
+      Graph::Placement placement(g, locations[r], Graph::kCommThread);
       const B copies =
           (B{updated} >> g.add<Distribute>(p.blob->name() + "::distribute", locations)).top();
       for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][members[k]].blob, copies[q]);

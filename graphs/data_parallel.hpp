@@ -12,9 +12,9 @@
 //                     rank only.
 // Each reduction depends only on its own gradients, so the dispatcher starts it as soon as they
 // exist: communication overlaps the rest of the backward pass. Small gradients are fused into
-// buckets of up to `bucket_bytes` (graphs/buckets.hpp), neighbours in backward order, each bucket
-// reduced once; a gradient of at least `bucket_bytes` is reduced alone (with kRing, each rank
-// then updates only the chunk it summed).
+// buckets of up to `bucket_bytes` (graphs/internal/buckets.hpp), neighbours in backward order, each
+// bucket reduced once; a gradient of at least `bucket_bytes` is reduced alone (with kRing, each
+// rank then updates only the chunk it summed).
 //
 // Checkpoints do not depend on this layout: `checkpoint` maps every parameter and state of the
 // graph to its single-device tensor (the name without "replica<r>::", the whole shape). Weights

@@ -33,7 +33,8 @@ Blob* add_sgd_update(Graph& graph, const Parameter& parameter, Blob* grad, Blob*
   Blob* w = parameter.blob;
   const Op* grad_writer = grad->writers().empty() ? nullptr : grad->writers()[0];
   Graph::Scope scope(graph, w->name(), true);
-  Graph::Placement placement(graph, w->location(), grad_writer ? grad_writer->thread() : "main");
+  Graph::Placement placement(graph, w->location(),
+                             grad_writer ? grad_writer->thread() : Graph::kMainThread);
   Blob* history = graph.add_blob("history", w->shape());
   Attrs zeros;
   zeros.set("shape", w->shape().dims()).set("value", 0.0);

@@ -200,8 +200,8 @@ Gradients backward(Graph& graph, Blob* loss, const std::vector<Blob*>& wrt, doub
   builder.contribute(
       loss,
       builder.constant(loss->name() + "::seed", loss->shape(), loss_weight, loss->location(),
-                       loss_writer ? loss_writer->thread() : "main"),
-      "main");
+                       loss_writer ? loss_writer->thread() : Graph::kMainThread),
+      Graph::kMainThread);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Op& op = **it;
     bool relevant = false;

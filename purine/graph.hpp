@@ -193,13 +193,22 @@ class Graph {
     Graph& graph_;
     std::string saved_;
   };
+  // Thread names used by the library (any other name is a thread of the user's choosing; each
+  // (location, thread) is one executor thread when run).
+  // The default thread of every location: the forward and backward ops, the SGD updates (which
+  // follow their gradient's writer) and the loss seed run there unless placed elsewhere.
+  static constexpr const char* kMainThread = "main";
+  // The communication thread of a location: the gradient reductions of graphs/ (allreduce,
+  // parameter server, the replicas' mean of a scalar) and their copies run there, so that they
+  // overlap the backward pass on kMainThread.
+  static constexpr const char* kCommThread = "comm";
   // The thread name of an op that may run on any of its rank's threads: the dispatcher runs it
   // where its inputs were finished (no hand-over), or on an idle thread when that one is busy.
   static constexpr const char* kAnyThread = "*";
   // Placement: vertices created while it lives get this location and thread.
   class Placement {
    public:
-    Placement(Graph& graph, Location location, const std::string& thread = "main");
+    Placement(Graph& graph, Location location, const std::string& thread = kMainThread);
     ~Placement();
     Placement(const Placement&) = delete;
     Placement& operator=(const Placement&) = delete;
@@ -232,7 +241,7 @@ class Graph {
   std::vector<std::pair<Blob*, Blob*>> swaps_;
   std::string prefix_;
   Location location_ = Location::cpu();
-  std::string thread_ = "main";
+  std::string thread_ = kMainThread;
   int next_op_index_ = 0;
   bool auto_copy_ = true;
   std::map<std::pair<const Blob*, Location>, Blob*> copies_;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the dispatcher's lock discipline, in a clang build of its own (build-tsan/):
 #   1. clang -Wthread-safety -Werror over dispatcher/: its GUARDED_BY / REQUIRES annotations
-#      (dispatcher/thread_annotations.hpp, mutex.hpp) must hold;
+#      (dispatcher/internal/thread_annotations.hpp, mutex.hpp) must hold;
 #   2. ThreadSanitizer (-DPURINE_TSAN=ON) over the dispatcher tests (test_dispatcher) and the
 #      Runnable tests (tests/purine/test_runnable.cpp, built alone as test_runnable): a data race,
 #      a lock-order inversion or a misused mutex fails the run.

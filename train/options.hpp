@@ -58,7 +58,7 @@ struct TrainOptions {
   int locations = 1;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
-  // (graphs/buckets.hpp); 0 reduces every gradient alone.
+  // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
   int64_t bucket_kb = 256;
   std::chrono::milliseconds stall_timeout{60000};
   uint64_t seed = 1;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "dispatcher/internal/schedule.hpp"
 #include "dispatcher/plan.hpp"
-#include "dispatcher/schedule.hpp"
 
 namespace pd = purine::dispatch;
 

@@ -1,10 +1,10 @@
-// Gradient buckets (graphs/buckets.hpp): how parameters are grouped, fusing and cutting back
-// blobs, and how many reductions a data-parallel graph builds with and without buckets.
+// Gradient buckets (graphs/internal/buckets.hpp): how parameters are grouped, fusing and cutting
+// back blobs, and how many reductions a data-parallel graph builds with and without buckets.
 #include <catch2/catch.hpp>
 
 #include "base/error.hpp"
-#include "graphs/buckets.hpp"
 #include "graphs/data_parallel.hpp"
+#include "graphs/internal/buckets.hpp"
 #include "graphs/layers.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"

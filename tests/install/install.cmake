@@ -1,8 +1,9 @@
 # cmake -DBUILD_DIR=<build> -DPREFIX=<prefix> -P install.cmake: installs the build into a fresh
-# PREFIX (nothing left over from an earlier install), then checks that every quoted #include of
-# an installed header names an installed file (from the include directory or beside the
-# header), so no public header reaches into a folder that is not installed (a kernel's cpu/
-# helpers, another internal header).
+# PREFIX (nothing left over from an earlier install), then checks that no internal header was
+# installed (X/internal/, operators/cpu/, operators/cuda/, operators/mpi/: see
+# tools/check_layering.sh) and that every quoted #include of an installed header names an
+# installed file (from the include directory or beside the header), so no public header reaches
+# into an internal one. (headers/ then compiles each installed header on its own.)
 file(REMOVE_RECURSE ${PREFIX})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX}
   OUTPUT_QUIET RESULT_VARIABLE status)
@@ -20,6 +21,15 @@ file(GLOB_RECURSE headers RELATIVE ${PREFIX}/include ${PREFIX}/include/*.hpp)
 list(LENGTH headers count)
 if(count EQUAL 0 OR NOT EXISTS ${PREFIX}/include/purine.pb.h)
   message(FATAL_ERROR "no headers or no purine.pb.h under ${PREFIX}/include")
+endif()
+set(internal "")
+foreach(header ${headers})
+  if(header MATCHES "(^|/)internal/" OR header MATCHES "^operators/(cpu|cuda|mpi)/")
+    string(APPEND internal "\n  ${header}")
+  endif()
+endforeach()
+if(internal)
+  message(FATAL_ERROR "internal headers were installed:${internal}")
 endif()
 set(missing "")
 foreach(header ${headers})

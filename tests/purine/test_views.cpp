@@ -1,9 +1,9 @@
-// Memory sharing decided before a graph runs (purine/views.hpp); the zero-copy split, reshape and
-// concat cases run end to end in test_runnable.cpp.
+// Memory sharing decided before a graph runs (purine/internal/views.hpp); the zero-copy split,
+// reshape and concat cases run end to end in test_runnable.cpp.
 #include <catch2/catch.hpp>
 
 #include "purine/graph.hpp"
-#include "purine/views.hpp"
+#include "purine/internal/views.hpp"
 
 using namespace purine;
 

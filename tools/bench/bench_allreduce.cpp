@@ -163,7 +163,7 @@ std::unique_ptr<GraphMethod> make_ring(int64_t count, int ranks, int rank) {
   auto g = std::make_unique<Graph>("bench");
   std::vector<Blob*> parts;
   for (int r = 0; r < ranks; ++r) {
-    Graph::Placement placement(*g, Location::cpu(r), "comm");
+    Graph::Placement placement(*g, Location::cpu(r), Graph::kCommThread);
     parts.push_back(g->add_blob("grad" + std::to_string(r), {count}));
   }
   std::vector<Blob*> sums = purine::ring_allreduce(*g, "ring", parts);
@@ -178,7 +178,7 @@ std::unique_ptr<GraphMethod> make_graph_mpi(int64_t count, int ranks, int rank) 
   auto g = std::make_unique<Graph>("bench");
   std::vector<Blob*> parts;
   for (int r = 0; r < ranks; ++r) {
-    Graph::Placement placement(*g, Location::cpu(r), "comm");
+    Graph::Placement placement(*g, Location::cpu(r), Graph::kCommThread);
     parts.push_back(g->add_blob("grad" + std::to_string(r), {count}));
   }
   std::vector<Blob*> sums = purine::mpi_allreduce(*g, "allreduce", parts);
@@ -210,7 +210,7 @@ std::unique_ptr<GraphMethod> make_ring_pipe(int64_t count, int ranks, int rank,
   using Segments = std::vector<std::vector<Blob*>>;
   std::vector<Segments> acc(n, Segments(n));
   for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(*g, at(r), "comm");
+    Graph::Placement placement(*g, at(r), Graph::kCommThread);
     for (int c = 0; c < n; ++c)
       for (size_t k = 0; k < seg[c].size(); ++k)
         acc[r][c].push_back(
@@ -222,9 +222,9 @@ std::unique_ptr<GraphMethod> make_ring_pipe(int64_t count, int ranks, int rank,
   for (int s = 0; s + 1 < n; ++s) {
     for (int r = 0; r < n; ++r) {
       const int c = ((r - s) % n + n) % n, next = (r + 1) % n;
-      Graph::Placement placement(*g, at(next), "comm");
+      Graph::Placement placement(*g, at(next), Graph::kCommThread);
       for (size_t k = 0; k < seg[c].size(); ++k) {
-        Blob* incoming = g->copy_to(acc[r][c][k], at(next), "comm");
+        Blob* incoming = g->copy_to(acc[r][c][k], at(next), Graph::kCommThread);
         acc[next][c][k] = g->apply(id("rs", s, "_c", c) + "_k" + std::to_string(k), "sum", {},
                                    {acc[next][c][k], incoming})[0];
       }
@@ -236,7 +236,8 @@ std::unique_ptr<GraphMethod> make_ring_pipe(int64_t count, int ranks, int rank,
     whole[holder][c] = acc[holder][c];
     for (int hop = 1; hop < n; ++hop) {
       const int next = (holder + 1) % n;
-      for (Blob* b : whole[holder][c]) whole[next][c].push_back(g->copy_to(b, at(next), "comm"));
+      for (Blob* b : whole[holder][c])
+        whole[next][c].push_back(g->copy_to(b, at(next), Graph::kCommThread));
       holder = next;
     }
   }

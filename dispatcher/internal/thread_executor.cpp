@@ -1,4 +1,4 @@
-#include "dispatcher/thread_executor.hpp"
+#include "dispatcher/internal/thread_executor.hpp"
 
 #include <glog/logging.h>
 #include <pthread.h>
@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "base/error.hpp"
-#include "dispatcher/engine_core.hpp"
+#include "dispatcher/internal/engine_core.hpp"
 
 namespace purine::dispatch {
 

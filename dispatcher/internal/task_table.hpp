@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "dispatcher/internal/schedule.hpp"
 #include "dispatcher/plan.hpp"
-#include "dispatcher/schedule.hpp"
 
 namespace purine::dispatch {
 

@@ -1,5 +1,5 @@
 // Mutex, MutexLock and CondVar: thin wrappers over std::mutex and std::condition_variable that
-// carry the clang thread-safety annotations (dispatcher/thread_annotations.hpp), so that
+// carry the clang thread-safety annotations (dispatcher/internal/thread_annotations.hpp), so that
 // GUARDED_BY / REQUIRES on dispatcher members are checked by clang -Wthread-safety. Same
 // semantics and cost as the std types. A CondVar is bound to one Mutex for its lifetime and must
 // be waited on with that Mutex held.
@@ -9,7 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "dispatcher/thread_annotations.hpp"
+#include "dispatcher/internal/thread_annotations.hpp"
 
 namespace purine::dispatch {
 

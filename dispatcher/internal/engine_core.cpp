@@ -1,10 +1,10 @@
-#include "dispatcher/engine_core.hpp"
+#include "dispatcher/internal/engine_core.hpp"
 
 #include <algorithm>
 #include <sstream>
 #include <utility>
 
-#include "dispatcher/thread_executor.hpp"
+#include "dispatcher/internal/thread_executor.hpp"
 
 namespace purine::dispatch {
 

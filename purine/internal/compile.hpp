@@ -1,8 +1,8 @@
 // The compile step: a validated Graph and a rank in, what the dispatcher runs out. compile()
 // decides which ops this rank runs (its own, plus the send half of every copy leaving it), binds
 // each to its tensors (allocating this rank's blobs, after making zero-copy views where the
-// operators' aliasing traits allow: purine/views.hpp), maps each op's (location, thread) to an
-// executor, gives cross-rank ops their MPI tags (from the graph's names, so all ranks agree),
+// operators' aliasing traits allow: purine/internal/views.hpp), maps each op's (location, thread)
+// to an executor, gives cross-rank ops their MPI tags (from the graph's names, so all ranks agree),
 // gives each location with random ops a generator (a resource serializing its users), and adds
 // the dependencies: every writer of an input before its reader, the writers of an accumulating
 // blob in creation order. Operators are known only by their traits and their asynchronous form

@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "dispatcher/engine.hpp"
-#include "dispatcher/first_failure.hpp"
-#include "dispatcher/mutex.hpp"
+#include "dispatcher/internal/first_failure.hpp"
+#include "dispatcher/internal/mutex.hpp"
+#include "dispatcher/internal/schedule.hpp"
+#include "dispatcher/internal/task_table.hpp"
 #include "dispatcher/plan.hpp"
-#include "dispatcher/schedule.hpp"
-#include "dispatcher/task_table.hpp"
 
 namespace purine::dispatch {
 

@@ -1,4 +1,4 @@
-#include "dispatcher/first_failure.hpp"
+#include "dispatcher/internal/first_failure.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "dispatcher/schedule.hpp"
+#include "dispatcher/internal/schedule.hpp"
 
 #include <glog/logging.h>
 

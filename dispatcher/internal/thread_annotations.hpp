@@ -1,7 +1,7 @@
 // Clang thread-safety annotations (https://clang.llvm.org/docs/ThreadSafetyAnalysis.html), written
 // the way google/leveldb's port/thread_annotations.h does it: they document which mutex guards
 // which member and which functions expect it held; clang -Wthread-safety checks them, other
-// compilers see nothing. Use them with the annotated Mutex in dispatcher/mutex.hpp.
+// compilers see nothing. Use them with the annotated Mutex in dispatcher/internal/mutex.hpp.
 #pragma once
 
 #if defined(__clang__)

@@ -1,4 +1,4 @@
-#include "purine/views.hpp"
+#include "purine/internal/views.hpp"
 
 namespace purine {
 

@@ -1,4 +1,4 @@
-#include "graphs/buckets.hpp"
+#include "graphs/internal/buckets.hpp"
 
 #include "base/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "dispatcher/task_table.hpp"
+#include "dispatcher/internal/task_table.hpp"
 
 namespace purine::dispatch {
 

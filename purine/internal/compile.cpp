@@ -1,4 +1,4 @@
-#include "purine/compile.hpp"
+#include "purine/internal/compile.hpp"
 
 #include <glog/logging.h>
 
@@ -8,7 +8,7 @@
 #include "base/error.hpp"
 #include "base/hash.hpp"
 #include "operators/cpu/threading.hpp"
-#include "purine/views.hpp"
+#include "purine/internal/views.hpp"
 
 namespace purine {
 
@@ -82,10 +82,10 @@ class Executors {
     return ids_.emplace(key, plan_.add_executor(std::move(spec))).first->second;
   }
   // The executor of an op's thread; Graph::kAnyThread floats over the rank's executors, of
-  // which there is then at least "main".
+  // which there is then at least Graph::kMainThread.
   dispatch::ExecutorId of_thread(Location location, const std::string& thread) {
     if (thread != Graph::kAnyThread) return get(location, thread);
-    get(location, "main");
+    get(location, Graph::kMainThread);
     return dispatch::kAnyExecutor;
   }
 

@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "dispatcher/mutex.hpp"
+#include "dispatcher/internal/mutex.hpp"
 #include "dispatcher/plan.hpp"
 
 namespace purine::dispatch {

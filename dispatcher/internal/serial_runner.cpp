@@ -1,9 +1,9 @@
-#include "dispatcher/serial_runner.hpp"
+#include "dispatcher/internal/serial_runner.hpp"
 
 #include <exception>
 #include <thread>
 
-#include "dispatcher/engine_core.hpp"
+#include "dispatcher/internal/engine_core.hpp"
 
 namespace purine::dispatch {
 

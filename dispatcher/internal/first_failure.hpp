@@ -7,7 +7,7 @@
 #include <exception>
 #include <string>
 
-#include "dispatcher/mutex.hpp"
+#include "dispatcher/internal/mutex.hpp"
 
 namespace purine::dispatch {
 
