@@ -5,7 +5,7 @@
 #include "base/error.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/mpi/communicator.hpp"
-#include "purine/internal/compile.hpp"
+#include "purine/compile.hpp"
 
 namespace purine {
 

@@ -1,5 +1,5 @@
 // Runnable: a Graph compiled for one process (one MPI rank) into a dispatcher Plan
-// (purine/internal/compile.hpp) and run by an Engine. Construction validates the graph and the MPI
+// (purine/compile.hpp) and run by an Engine. Construction validates the graph and the MPI
 // world, then compiles: it allocates the tensors of this rank's blobs and creates one executor per
 // (location, thread) of this rank's ops. The Runnable keeps the engine, the communicator and the
 // random generators. run() is one run of the graph

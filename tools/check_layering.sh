@@ -35,7 +35,7 @@ harnesses=(tests tools/fuzz)
 allowed=(
   "purine/runnable.cpp operators/cpu/threading.hpp"
   "purine/runnable.cpp operators/mpi/communicator.hpp"
-  "purine/internal/compile.cpp operators/cpu/threading.hpp"
+  "purine/compile.cpp operators/cpu/threading.hpp"
 )
 
 sources=(-name '*.hpp' -o -name '*.cpp' -o -name '*.h' -o -name '*.cc' -o -name '*.cu' -o

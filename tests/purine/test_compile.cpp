@@ -2,7 +2,7 @@
 // cross-rank copy with one tag, executors, zero-copy views, generators and ordered collectives.
 #include <catch2/catch.hpp>
 
-#include "purine/internal/compile.hpp"
+#include "purine/compile.hpp"
 
 using namespace purine;
 using Catch::Contains;

@@ -1,4 +1,4 @@
-#include "purine/internal/compile.hpp"
+#include "purine/compile.hpp"
 
 #include <glog/logging.h>
 
