@@ -13,10 +13,10 @@
 
 namespace purine {
 
-class AccuracyOp : public Operator {
+class AccuracyOp : public TypedOperator<AccuracyOp> {
  public:
+  static constexpr char kType[] = "accuracy";
   explicit AccuracyOp(Attrs attrs);
-  std::string type() const override { return "accuracy"; }
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -38,10 +38,10 @@ class ActivationGradOp : public Operator {
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 };
 
-class ReluOp : public ActivationOp {
+class ReluOp : public TypedOperator<ReluOp, ActivationOp> {
  public:
-  using ActivationOp::ActivationOp;
-  std::string type() const override { return "relu"; }
+  static constexpr char kType[] = "relu";
+  using TypedOperator::TypedOperator;
 
  protected:
   std::string grad_type() const override { return "relu_grad"; }
@@ -49,10 +49,10 @@ class ReluOp : public ActivationOp {
                    OpContext& context) override;
 };
 
-class SigmoidOp : public ActivationOp {
+class SigmoidOp : public TypedOperator<SigmoidOp, ActivationOp> {
  public:
-  using ActivationOp::ActivationOp;
-  std::string type() const override { return "sigmoid"; }
+  static constexpr char kType[] = "sigmoid";
+  using TypedOperator::TypedOperator;
 
  protected:
   std::string grad_type() const override { return "sigmoid_grad"; }
@@ -60,10 +60,10 @@ class SigmoidOp : public ActivationOp {
                    OpContext& context) override;
 };
 
-class TanhOp : public ActivationOp {
+class TanhOp : public TypedOperator<TanhOp, ActivationOp> {
  public:
-  using ActivationOp::ActivationOp;
-  std::string type() const override { return "tanh"; }
+  static constexpr char kType[] = "tanh";
+  using TypedOperator::TypedOperator;
 
  protected:
   std::string grad_type() const override { return "tanh_grad"; }
@@ -71,30 +71,30 @@ class TanhOp : public ActivationOp {
                    OpContext& context) override;
 };
 
-class ReluGradOp : public ActivationGradOp {
+class ReluGradOp : public TypedOperator<ReluGradOp, ActivationGradOp> {
  public:
-  using ActivationGradOp::ActivationGradOp;
-  std::string type() const override { return "relu_grad"; }
+  static constexpr char kType[] = "relu_grad";
+  using TypedOperator::TypedOperator;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 };
 
-class SigmoidGradOp : public ActivationGradOp {
+class SigmoidGradOp : public TypedOperator<SigmoidGradOp, ActivationGradOp> {
  public:
-  using ActivationGradOp::ActivationGradOp;
-  std::string type() const override { return "sigmoid_grad"; }
+  static constexpr char kType[] = "sigmoid_grad";
+  using TypedOperator::TypedOperator;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 };
 
-class TanhGradOp : public ActivationGradOp {
+class TanhGradOp : public TypedOperator<TanhGradOp, ActivationGradOp> {
  public:
-  using ActivationGradOp::ActivationGradOp;
-  std::string type() const override { return "tanh_grad"; }
+  static constexpr char kType[] = "tanh_grad";
+  using TypedOperator::TypedOperator;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

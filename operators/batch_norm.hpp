@@ -26,10 +26,10 @@
 
 namespace purine {
 
-class BatchNormOp : public Operator {
+class BatchNormOp : public TypedOperator<BatchNormOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "batch_norm"; }
+  static constexpr char kType[] = "batch_norm";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 5; }
   int num_outputs() const override { return 5; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -41,10 +41,10 @@ class BatchNormOp : public Operator {
                    OpContext& context) override;
 };
 
-class BatchNormGradOp : public Operator {
+class BatchNormGradOp : public TypedOperator<BatchNormGradOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "batch_norm_grad"; }
+  static constexpr char kType[] = "batch_norm_grad";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 5; }
   int num_outputs() const override { return 3; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

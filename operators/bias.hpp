@@ -12,10 +12,10 @@
 
 namespace purine {
 
-class BiasOp : public Operator {
+class BiasOp : public TypedOperator<BiasOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "bias"; }
+  static constexpr char kType[] = "bias";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -27,10 +27,10 @@ class BiasOp : public Operator {
                    OpContext& context) override;
 };
 
-class BiasGradOp : public Operator {
+class BiasGradOp : public TypedOperator<BiasGradOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "bias_grad"; }
+  static constexpr char kType[] = "bias_grad";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -19,10 +19,10 @@
 
 namespace purine {
 
-class ConcatOp : public Operator {
+class ConcatOp : public TypedOperator<ConcatOp> {
  public:
+  static constexpr char kType[] = "concat";
   explicit ConcatOp(Attrs attrs);
-  std::string type() const override { return "concat"; }
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -40,10 +40,10 @@ class ConcatOp : public Operator {
   const int64_t axis_;
 };
 
-class SplitOp : public Operator {
+class SplitOp : public TypedOperator<SplitOp> {
  public:
+  static constexpr char kType[] = "split";
   explicit SplitOp(Attrs attrs);
-  std::string type() const override { return "split"; }
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return static_cast<int>(sizes_.size()); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -66,10 +66,10 @@ class ConvOpBase : public Operator {
   std::unique_ptr<ConvKernel> kernel_;
 };
 
-class ConvOp : public ConvOpBase {
+class ConvOp : public TypedOperator<ConvOp, ConvOpBase> {
  public:
-  using ConvOpBase::ConvOpBase;
-  std::string type() const override { return "conv"; }
+  static constexpr char kType[] = "conv";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -81,10 +81,10 @@ class ConvOp : public ConvOpBase {
                    OpContext& context) override;
 };
 
-class ConvGradDataOp : public ConvOpBase {
+class ConvGradDataOp : public TypedOperator<ConvGradDataOp, ConvOpBase> {
  public:
-  using ConvOpBase::ConvOpBase;
-  std::string type() const override { return "conv_grad_data"; }
+  static constexpr char kType[] = "conv_grad_data";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -94,10 +94,10 @@ class ConvGradDataOp : public ConvOpBase {
                    OpContext& context) override;
 };
 
-class ConvGradWeightOp : public ConvOpBase {
+class ConvGradWeightOp : public TypedOperator<ConvGradWeightOp, ConvOpBase> {
  public:
-  using ConvOpBase::ConvOpBase;
-  std::string type() const override { return "conv_grad_weight"; }
+  static constexpr char kType[] = "conv_grad_weight";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

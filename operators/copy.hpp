@@ -10,10 +10,10 @@
 
 namespace purine {
 
-class CopyOp : public Operator {
+class CopyOp : public TypedOperator<CopyOp> {
  public:
-  explicit CopyOp(Attrs attrs) : Operator(std::move(attrs)) {}
-  std::string type() const override { return "copy"; }
+  static constexpr char kType[] = "copy";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override {

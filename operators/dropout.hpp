@@ -18,10 +18,10 @@
 
 namespace purine {
 
-class DropoutOp : public Operator {
+class DropoutOp : public TypedOperator<DropoutOp> {
  public:
+  static constexpr char kType[] = "dropout";
   explicit DropoutOp(Attrs attrs);
-  std::string type() const override { return "dropout"; }
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 2; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -38,10 +38,10 @@ class DropoutOp : public Operator {
   const bool train_;
 };
 
-class DropoutGradOp : public Operator {
+class DropoutGradOp : public TypedOperator<DropoutGradOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "dropout_grad"; }
+  static constexpr char kType[] = "dropout_grad";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -14,10 +14,10 @@
 
 namespace purine {
 
-class SumOp : public Operator {
+class SumOp : public TypedOperator<SumOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "sum"; }
+  static constexpr char kType[] = "sum";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -32,10 +32,10 @@ class SumOp : public Operator {
                    OpContext& context) override;
 };
 
-class MulOp : public Operator {
+class MulOp : public TypedOperator<MulOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "mul"; }
+  static constexpr char kType[] = "mul";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -47,10 +47,10 @@ class MulOp : public Operator {
                    OpContext& context) override;
 };
 
-class ScaleOp : public Operator {
+class ScaleOp : public TypedOperator<ScaleOp> {
  public:
+  static constexpr char kType[] = "scale";
   explicit ScaleOp(Attrs attrs);
-  std::string type() const override { return "scale"; }
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

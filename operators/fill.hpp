@@ -34,10 +34,10 @@ class FillOp : public Operator {
   const Shape shape_;
 };
 
-class FillConstantOp : public FillOp {
+class FillConstantOp : public TypedOperator<FillConstantOp, FillOp> {
  public:
+  static constexpr char kType[] = "fill_constant";
   explicit FillConstantOp(Attrs attrs);
-  std::string type() const override { return "fill_constant"; }
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
@@ -47,10 +47,10 @@ class FillConstantOp : public FillOp {
   const float value_;
 };
 
-class FillUniformOp : public FillOp {
+class FillUniformOp : public TypedOperator<FillUniformOp, FillOp> {
  public:
+  static constexpr char kType[] = "fill_uniform";
   explicit FillUniformOp(Attrs attrs);
-  std::string type() const override { return "fill_uniform"; }
   bool uses_rng() const override { return true; }
 
  protected:
@@ -61,10 +61,10 @@ class FillUniformOp : public FillOp {
   const float low_, high_;
 };
 
-class FillGaussianOp : public FillOp {
+class FillGaussianOp : public TypedOperator<FillGaussianOp, FillOp> {
  public:
+  static constexpr char kType[] = "fill_gaussian";
   explicit FillGaussianOp(Attrs attrs);
-  std::string type() const override { return "fill_gaussian"; }
   bool uses_rng() const override { return true; }
 
  protected:
@@ -75,10 +75,10 @@ class FillGaussianOp : public FillOp {
   const float mean_, std_;
 };
 
-class FillXavierOp : public FillOp {
+class FillXavierOp : public TypedOperator<FillXavierOp, FillOp> {
  public:
+  static constexpr char kType[] = "fill_xavier";
   explicit FillXavierOp(Attrs attrs);
-  std::string type() const override { return "fill_xavier"; }
   bool uses_rng() const override { return true; }
 
  protected:
@@ -86,10 +86,10 @@ class FillXavierOp : public FillOp {
                    OpContext& context) override;
 };
 
-class FillKaimingOp : public FillOp {
+class FillKaimingOp : public TypedOperator<FillKaimingOp, FillOp> {
  public:
+  static constexpr char kType[] = "fill_kaiming";
   explicit FillKaimingOp(Attrs attrs);
-  std::string type() const override { return "fill_kaiming"; }
   bool uses_rng() const override { return true; }
 
  protected:

@@ -62,13 +62,13 @@ extern const char kDefaultIdxDir[];  // "/usr/share/datasets/fashion-mnist"
 // Samples in a split of an IDX data set; throws purine::Error like the operator's constructor.
 int64_t idx_sample_count(const std::string& dir, const std::string& split);
 
-class IdxDataOp : public Operator, public DataSource {
+class IdxDataOp : public TypedOperator<IdxDataOp>, public DataSource {
  public:
+  static constexpr char kType[] = "idx_data";
   explicit IdxDataOp(Attrs attrs);
   // Stops and joins the prefetch thread; waits at most for a file load in progress.
   ~IdxDataOp() override;
 
-  std::string type() const override { return "idx_data"; }
   int num_inputs() const override { return 0; }
   int num_outputs() const override { return 2; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

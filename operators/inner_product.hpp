@@ -16,10 +16,10 @@
 
 namespace purine {
 
-class InnerProductOp : public Operator {
+class InnerProductOp : public TypedOperator<InnerProductOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "inner_product"; }
+  static constexpr char kType[] = "inner_product";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -31,10 +31,10 @@ class InnerProductOp : public Operator {
                    OpContext& context) override;
 };
 
-class InnerProductGradDataOp : public Operator {
+class InnerProductGradDataOp : public TypedOperator<InnerProductGradDataOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "inner_product_grad_data"; }
+  static constexpr char kType[] = "inner_product_grad_data";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -44,10 +44,10 @@ class InnerProductGradDataOp : public Operator {
                    OpContext& context) override;
 };
 
-class InnerProductGradWeightOp : public Operator {
+class InnerProductGradWeightOp : public TypedOperator<InnerProductGradWeightOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "inner_product_grad_weight"; }
+  static constexpr char kType[] = "inner_product_grad_weight";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

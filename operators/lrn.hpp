@@ -34,10 +34,10 @@ class LrnOpBase : public Operator {
   void check_input(const Shape& x) const;
 };
 
-class LrnOp : public LrnOpBase {
+class LrnOp : public TypedOperator<LrnOp, LrnOpBase> {
  public:
-  using LrnOpBase::LrnOpBase;
-  std::string type() const override { return "lrn"; }
+  static constexpr char kType[] = "lrn";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -49,10 +49,10 @@ class LrnOp : public LrnOpBase {
                    OpContext& context) override;
 };
 
-class LrnGradOp : public LrnOpBase {
+class LrnGradOp : public TypedOperator<LrnGradOp, LrnOpBase> {
  public:
-  using LrnOpBase::LrnOpBase;
-  std::string type() const override { return "lrn_grad"; }
+  static constexpr char kType[] = "lrn_grad";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

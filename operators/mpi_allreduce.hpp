@@ -10,10 +10,10 @@
 
 namespace purine {
 
-class MpiAllreduceOp : public Operator {
+class MpiAllreduceOp : public TypedOperator<MpiAllreduceOp> {
  public:
-  explicit MpiAllreduceOp(Attrs attrs) : Operator(std::move(attrs)) {}
-  std::string type() const override { return "mpi_allreduce"; }
+  static constexpr char kType[] = "mpi_allreduce";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override {

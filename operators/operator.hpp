@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/rng.hpp"
@@ -125,6 +126,7 @@ class Operator {
   Operator(const Operator&) = delete;
   Operator& operator=(const Operator&) = delete;
 
+  // The name the registry knows the operator by ("relu"). TypedOperator (below) implements it.
   virtual std::string type() const = 0;
   // Expected numbers of inputs and outputs, or kVariadic (at least one).
   virtual int num_inputs() const = 0;
@@ -171,6 +173,26 @@ class Operator {
                            const std::vector<Tensor*>& outputs, OpContext& context);
 
   const Attrs attrs_;
+};
+
+// The usual base of an operator: it declares its type name once, as `kType`, and
+// TypedOperator<Derived> returns it from type(); PURINE_REGISTER_OPERATOR(Derived)
+// (registry.hpp) registers the class under the same name. `Base` is Operator or a base derived
+// from it (an operator family's shared part), whose constructors it inherits:
+//   class MulOp : public TypedOperator<MulOp> {
+//    public:
+//     static constexpr char kType[] = "mul";
+//     using TypedOperator::TypedOperator;
+//     int num_inputs() const override { return 2; }
+//     ...
+//   };
+template <typename Derived, typename Base = Operator>
+class TypedOperator : public Base {
+  static_assert(std::is_base_of<Operator, Base>::value, "Base must be Operator or derive from it");
+
+ public:
+  using Base::Base;
+  std::string type() const override { return Derived::kType; }
 };
 
 }  // namespace purine

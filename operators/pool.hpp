@@ -37,10 +37,10 @@ class PoolOpBase : public Operator {
   PoolGeometry geometry(const Shape& x) const;
 };
 
-class PoolOp : public PoolOpBase {
+class PoolOp : public TypedOperator<PoolOp, PoolOpBase> {
  public:
-  using PoolOpBase::PoolOpBase;
-  std::string type() const override { return "pool"; }
+  static constexpr char kType[] = "pool";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -52,10 +52,10 @@ class PoolOp : public PoolOpBase {
                    OpContext& context) override;
 };
 
-class PoolGradOp : public PoolOpBase {
+class PoolGradOp : public TypedOperator<PoolGradOp, PoolOpBase> {
  public:
-  using PoolOpBase::PoolOpBase;
-  std::string type() const override { return "pool_grad"; }
+  static constexpr char kType[] = "pool_grad";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -1,7 +1,9 @@
 // The operator registry: type name -> factory. Each operator registers itself with one line,
-//   PURINE_REGISTER_OPERATOR("relu", ReluOp);
-// in its cpu/ source file. create() on an unknown name throws purine::Error listing the known
-// names. Registration happens during static initialization; lookups are thread-safe after that.
+//   PURINE_REGISTER_OPERATOR(ReluOp);
+// in its cpu/ source file, under the name the class declares as ReluOp::kType (see
+// TypedOperator in operator.hpp). The class needs a constructor from Attrs. create() on an unknown
+// name throws purine::Error listing the known names. Registration happens during static
+// initialization; lookups are thread-safe after that.
 #pragma once
 
 #include <functional>
@@ -25,8 +27,8 @@ class OperatorRegistry {
 
 }  // namespace purine
 
-#define PURINE_REGISTER_OPERATOR(type_name, Class)                                         \
-  static const bool purine_registered_##Class = ::purine::OperatorRegistry::add(           \
-      type_name, [](const ::purine::Attrs& attrs) -> std::unique_ptr<::purine::Operator> { \
-        return std::make_unique<Class>(attrs);                                             \
+#define PURINE_REGISTER_OPERATOR(Class)                                                       \
+  static const bool purine_registered_##Class = ::purine::OperatorRegistry::add(              \
+      Class::kType, [](const ::purine::Attrs& attrs) -> std::unique_ptr<::purine::Operator> { \
+        return std::make_unique<Class>(attrs);                                                \
       })

@@ -6,10 +6,10 @@
 
 namespace purine {
 
-class ReshapeOp : public Operator {
+class ReshapeOp : public TypedOperator<ReshapeOp> {
  public:
+  static constexpr char kType[] = "reshape";
   explicit ReshapeOp(Attrs attrs);
-  std::string type() const override { return "reshape"; }
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -15,10 +15,10 @@
 
 namespace purine {
 
-class SgdUpdateOp : public Operator {
+class SgdUpdateOp : public TypedOperator<SgdUpdateOp> {
  public:
+  static constexpr char kType[] = "sgd_update";
   explicit SgdUpdateOp(Attrs attrs);
-  std::string type() const override { return "sgd_update"; }
   int num_inputs() const override { return 4; }
   int num_outputs() const override { return 2; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -13,10 +13,10 @@
 
 namespace purine {
 
-class SoftmaxOp : public Operator {
+class SoftmaxOp : public TypedOperator<SoftmaxOp> {
  public:
+  static constexpr char kType[] = "softmax";
   explicit SoftmaxOp(Attrs attrs);
-  std::string type() const override { return "softmax"; }
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -31,10 +31,10 @@ class SoftmaxOp : public Operator {
   const int64_t axis_;
 };
 
-class SoftmaxGradOp : public Operator {
+class SoftmaxGradOp : public TypedOperator<SoftmaxGradOp> {
  public:
+  static constexpr char kType[] = "softmax_grad";
   explicit SoftmaxGradOp(Attrs attrs);
-  std::string type() const override { return "softmax_grad"; }
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -17,10 +17,10 @@
 
 namespace purine {
 
-class SoftmaxCrossEntropyOp : public Operator {
+class SoftmaxCrossEntropyOp : public TypedOperator<SoftmaxCrossEntropyOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "softmax_cross_entropy"; }
+  static constexpr char kType[] = "softmax_cross_entropy";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 2; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -32,10 +32,10 @@ class SoftmaxCrossEntropyOp : public Operator {
                    OpContext& context) override;
 };
 
-class SoftmaxCrossEntropyGradOp : public Operator {
+class SoftmaxCrossEntropyGradOp : public TypedOperator<SoftmaxCrossEntropyGradOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "softmax_cross_entropy_grad"; }
+  static constexpr char kType[] = "softmax_cross_entropy_grad";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -64,7 +64,7 @@ void SoftsignGradOp::compute_cpu(const std::vector<const purine::Tensor*>& input
   }
 }
 
-PURINE_REGISTER_OPERATOR("softsign", SoftsignOp);
-PURINE_REGISTER_OPERATOR("softsign_grad", SoftsignGradOp);
+PURINE_REGISTER_OPERATOR(SoftsignOp);
+PURINE_REGISTER_OPERATOR(SoftsignGradOp);
 
 }  // namespace skip_connection

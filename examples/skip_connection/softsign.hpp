@@ -1,6 +1,7 @@
-// softsign: an operator defined outside the purine library, registered by softsign.cpp with
-// PURINE_REGISTER_OPERATOR like the library's own, so graphs, autodiff and the dispatcher use it
-// by its type name.
+// softsign: an operator defined outside the purine library. Like the library's own, each class
+// names its type once (kType, which TypedOperator returns from type()) and softsign.cpp
+// registers it with PURINE_REGISTER_OPERATOR(SoftsignOp), so graphs, autodiff and the
+// dispatcher use it by that name.
 //   softsign:      x -> y = x / (1 + |x|)        gradient: softsign_grad(y, dy) -> dx
 //   softsign_grad: (y, dy) -> dx = dy * (1 - |y|)^2, which is dy / (1 + |x|)^2 written with the
 //                  forward output, so the forward op's input need not be kept.
@@ -16,10 +17,10 @@
 
 namespace skip_connection {
 
-class SoftsignOp : public purine::Operator {
+class SoftsignOp : public purine::TypedOperator<SoftsignOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "softsign"; }
+  static constexpr char kType[] = "softsign";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<purine::Shape> output_shapes(const std::vector<purine::Shape>& inputs) const override;
@@ -34,10 +35,10 @@ class SoftsignOp : public purine::Operator {
 };
 
 // The gradient kernel: not differentiable itself.
-class SoftsignGradOp : public purine::Operator {
+class SoftsignGradOp : public purine::TypedOperator<SoftsignGradOp> {
  public:
-  using Operator::Operator;
-  std::string type() const override { return "softsign_grad"; }
+  static constexpr char kType[] = "softsign_grad";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<purine::Shape> output_shapes(const std::vector<purine::Shape>& inputs) const override;

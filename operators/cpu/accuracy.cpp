@@ -17,7 +17,8 @@ int64_t checked_top_k(const Attrs& attrs) {
 
 }  // namespace
 
-AccuracyOp::AccuracyOp(Attrs attrs) : Operator(std::move(attrs)), top_k_(checked_top_k(attrs_)) {}
+AccuracyOp::AccuracyOp(Attrs attrs)
+    : TypedOperator(std::move(attrs)), top_k_(checked_top_k(attrs_)) {}
 
 std::vector<Shape> AccuracyOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
@@ -60,6 +61,6 @@ void AccuracyOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       rows > 0 ? static_cast<float>(static_cast<double>(correct) / rows) : 0.0f;
 }
 
-PURINE_REGISTER_OPERATOR("accuracy", AccuracyOp);
+PURINE_REGISTER_OPERATOR(AccuracyOp);
 
 }  // namespace purine

@@ -91,11 +91,11 @@ void TanhGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   map_grad(type(), inputs, outputs, [](float y, float dy) { return dy * (1.0f - y * y); });
 }
 
-PURINE_REGISTER_OPERATOR("relu", ReluOp);
-PURINE_REGISTER_OPERATOR("sigmoid", SigmoidOp);
-PURINE_REGISTER_OPERATOR("tanh", TanhOp);
-PURINE_REGISTER_OPERATOR("relu_grad", ReluGradOp);
-PURINE_REGISTER_OPERATOR("sigmoid_grad", SigmoidGradOp);
-PURINE_REGISTER_OPERATOR("tanh_grad", TanhGradOp);
+PURINE_REGISTER_OPERATOR(ReluOp);
+PURINE_REGISTER_OPERATOR(SigmoidOp);
+PURINE_REGISTER_OPERATOR(TanhOp);
+PURINE_REGISTER_OPERATOR(ReluGradOp);
+PURINE_REGISTER_OPERATOR(SigmoidGradOp);
+PURINE_REGISTER_OPERATOR(TanhGradOp);
 
 }  // namespace purine

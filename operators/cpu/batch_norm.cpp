@@ -204,7 +204,7 @@ void BatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   }
 }
 
-PURINE_REGISTER_OPERATOR("batch_norm", BatchNormOp);
-PURINE_REGISTER_OPERATOR("batch_norm_grad", BatchNormGradOp);
+PURINE_REGISTER_OPERATOR(BatchNormOp);
+PURINE_REGISTER_OPERATOR(BatchNormGradOp);
 
 }  // namespace purine

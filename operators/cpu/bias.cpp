@@ -107,7 +107,7 @@ void BiasGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   }
 }
 
-PURINE_REGISTER_OPERATOR("bias", BiasOp);
-PURINE_REGISTER_OPERATOR("bias_grad", BiasGradOp);
+PURINE_REGISTER_OPERATOR(BiasOp);
+PURINE_REGISTER_OPERATOR(BiasGradOp);
 
 }  // namespace purine

@@ -87,7 +87,8 @@ void scatter(const float* whole, const std::vector<float*>& parts,
 
 }  // namespace
 
-ConcatOp::ConcatOp(Attrs attrs) : Operator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
+ConcatOp::ConcatOp(Attrs attrs)
+    : TypedOperator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
 
 std::vector<Shape> ConcatOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
@@ -146,7 +147,7 @@ void ConcatOp::compute_cpu(const std::vector<const Tensor*>& inputs,
 }
 
 SplitOp::SplitOp(Attrs attrs)
-    : Operator(std::move(attrs)),
+    : TypedOperator(std::move(attrs)),
       axis_(attrs_.get_int("axis", 1)),
       sizes_(checked_sizes("split", attrs_)) {}
 
@@ -192,7 +193,7 @@ void SplitOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   }
 }
 
-PURINE_REGISTER_OPERATOR("concat", ConcatOp);
-PURINE_REGISTER_OPERATOR("split", SplitOp);
+PURINE_REGISTER_OPERATOR(ConcatOp);
+PURINE_REGISTER_OPERATOR(SplitOp);
 
 }  // namespace purine

@@ -573,8 +573,8 @@ void ConvGradWeightOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       .run(inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data());
 }
 
-PURINE_REGISTER_OPERATOR("conv", ConvOp);
-PURINE_REGISTER_OPERATOR("conv_grad_data", ConvGradDataOp);
-PURINE_REGISTER_OPERATOR("conv_grad_weight", ConvGradWeightOp);
+PURINE_REGISTER_OPERATOR(ConvOp);
+PURINE_REGISTER_OPERATOR(ConvGradDataOp);
+PURINE_REGISTER_OPERATOR(ConvGradWeightOp);
 
 }  // namespace purine

@@ -18,6 +18,6 @@ void CopyOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   copy(*inputs[0], *outputs[0]);
 }
 
-PURINE_REGISTER_OPERATOR("copy", CopyOp);
+PURINE_REGISTER_OPERATOR(CopyOp);
 
 }  // namespace purine

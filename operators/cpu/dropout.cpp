@@ -27,7 +27,9 @@ bool checked_train(const Attrs& attrs) {
 }  // namespace
 
 DropoutOp::DropoutOp(Attrs attrs)
-    : Operator(std::move(attrs)), ratio_(checked_ratio(attrs_)), train_(checked_train(attrs_)) {}
+    : TypedOperator(std::move(attrs)),
+      ratio_(checked_ratio(attrs_)),
+      train_(checked_train(attrs_)) {}
 
 std::vector<Shape> DropoutOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 2);
@@ -82,7 +84,7 @@ void DropoutGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   for (int64_t i = 0; i < n; ++i) dx[i] = mask[i] * dy[i];
 }
 
-PURINE_REGISTER_OPERATOR("dropout", DropoutOp);
-PURINE_REGISTER_OPERATOR("dropout_grad", DropoutGradOp);
+PURINE_REGISTER_OPERATOR(DropoutOp);
+PURINE_REGISTER_OPERATOR(DropoutGradOp);
 
 }  // namespace purine

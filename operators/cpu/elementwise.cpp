@@ -100,7 +100,7 @@ void MulOp::compute_cpu(const std::vector<const Tensor*>& inputs,
 }
 
 ScaleOp::ScaleOp(Attrs attrs)
-    : Operator(std::move(attrs)), alpha_(attrs_.get_float("alpha", 1.0)) {}
+    : TypedOperator(std::move(attrs)), alpha_(attrs_.get_float("alpha", 1.0)) {}
 
 std::vector<Shape> ScaleOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
@@ -124,8 +124,8 @@ void ScaleOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
 }
 
-PURINE_REGISTER_OPERATOR("sum", SumOp);
-PURINE_REGISTER_OPERATOR("mul", MulOp);
-PURINE_REGISTER_OPERATOR("scale", ScaleOp);
+PURINE_REGISTER_OPERATOR(SumOp);
+PURINE_REGISTER_OPERATOR(MulOp);
+PURINE_REGISTER_OPERATOR(ScaleOp);
 
 }  // namespace purine

@@ -46,7 +46,7 @@ void FillOp::require_contiguous_output(const Tensor& output) const {
 }
 
 FillConstantOp::FillConstantOp(Attrs attrs)
-    : FillOp(std::move(attrs), "fill_constant"),
+    : TypedOperator(std::move(attrs), kType),
       value_(static_cast<float>(attrs_.get_float("value", 0.0))) {}
 
 void FillConstantOp::compute_cpu(const std::vector<const Tensor*>&,
@@ -56,7 +56,7 @@ void FillConstantOp::compute_cpu(const std::vector<const Tensor*>&,
 }
 
 FillUniformOp::FillUniformOp(Attrs attrs)
-    : FillOp(std::move(attrs), "fill_uniform"),
+    : TypedOperator(std::move(attrs), kType),
       low_(static_cast<float>(attrs_.get_float("low", 0.0))),
       high_(static_cast<float>(attrs_.get_float("high", 1.0))) {
   require(low_ <= high_, type(), ": attributes 'low' = ", low_, " and 'high' = ", high_,
@@ -72,7 +72,7 @@ void FillUniformOp::compute_cpu(const std::vector<const Tensor*>&,
 }
 
 FillGaussianOp::FillGaussianOp(Attrs attrs)
-    : FillOp(std::move(attrs), "fill_gaussian"),
+    : TypedOperator(std::move(attrs), kType),
       mean_(static_cast<float>(attrs_.get_float("mean", 0.0))),
       std_(static_cast<float>(attrs_.get_float("std", 1.0))) {
   require(std_ >= 0.0f, type(), ": attribute 'std' is ", std_, "; expected std >= 0");
@@ -86,7 +86,7 @@ void FillGaussianOp::compute_cpu(const std::vector<const Tensor*>&,
   for (int64_t i = 0; i < n; ++i) y[i] = context.rng->gaussian(mean_, std_);
 }
 
-FillXavierOp::FillXavierOp(Attrs attrs) : FillOp(std::move(attrs), "fill_xavier") {}
+FillXavierOp::FillXavierOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
 
 void FillXavierOp::compute_cpu(const std::vector<const Tensor*>&,
                                const std::vector<Tensor*>& outputs, OpContext& context) {
@@ -99,7 +99,7 @@ void FillXavierOp::compute_cpu(const std::vector<const Tensor*>&,
   for (int64_t i = 0; i < n; ++i) y[i] = context.rng->uniform(-bound, bound);
 }
 
-FillKaimingOp::FillKaimingOp(Attrs attrs) : FillOp(std::move(attrs), "fill_kaiming") {}
+FillKaimingOp::FillKaimingOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
 
 void FillKaimingOp::compute_cpu(const std::vector<const Tensor*>&,
                                 const std::vector<Tensor*>& outputs, OpContext& context) {
@@ -111,10 +111,10 @@ void FillKaimingOp::compute_cpu(const std::vector<const Tensor*>&,
   for (int64_t i = 0; i < n; ++i) y[i] = context.rng->gaussian(0.0f, stddev);
 }
 
-PURINE_REGISTER_OPERATOR("fill_constant", FillConstantOp);
-PURINE_REGISTER_OPERATOR("fill_uniform", FillUniformOp);
-PURINE_REGISTER_OPERATOR("fill_gaussian", FillGaussianOp);
-PURINE_REGISTER_OPERATOR("fill_xavier", FillXavierOp);
-PURINE_REGISTER_OPERATOR("fill_kaiming", FillKaimingOp);
+PURINE_REGISTER_OPERATOR(FillConstantOp);
+PURINE_REGISTER_OPERATOR(FillUniformOp);
+PURINE_REGISTER_OPERATOR(FillGaussianOp);
+PURINE_REGISTER_OPERATOR(FillXavierOp);
+PURINE_REGISTER_OPERATOR(FillKaimingOp);
 
 }  // namespace purine

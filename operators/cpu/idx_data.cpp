@@ -296,7 +296,7 @@ class IdxDataOp::Prefetcher {
 };
 
 IdxDataOp::IdxDataOp(Attrs attrs)
-    : Operator(std::move(attrs)),
+    : TypedOperator(std::move(attrs)),
       dir_(attrs_.get_string("dir", kDefaultIdxDir)),
       split_(attrs_.get_string("split", "train")),
       batch_(checked_batch(attrs_)),
@@ -362,6 +362,6 @@ void IdxDataOp::compute_cpu(const std::vector<const Tensor*>&, const std::vector
   last_valid_ = served.valid;
 }
 
-PURINE_REGISTER_OPERATOR("idx_data", IdxDataOp);
+PURINE_REGISTER_OPERATOR(IdxDataOp);
 
 }  // namespace purine

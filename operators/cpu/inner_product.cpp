@@ -152,8 +152,8 @@ void InnerProductGradWeightOp::compute_cpu(const std::vector<const Tensor*>& inp
         k);
 }
 
-PURINE_REGISTER_OPERATOR("inner_product", InnerProductOp);
-PURINE_REGISTER_OPERATOR("inner_product_grad_data", InnerProductGradDataOp);
-PURINE_REGISTER_OPERATOR("inner_product_grad_weight", InnerProductGradWeightOp);
+PURINE_REGISTER_OPERATOR(InnerProductOp);
+PURINE_REGISTER_OPERATOR(InnerProductGradDataOp);
+PURINE_REGISTER_OPERATOR(InnerProductGradWeightOp);
 
 }  // namespace purine

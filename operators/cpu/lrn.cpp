@@ -170,7 +170,7 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   }
 }
 
-PURINE_REGISTER_OPERATOR("lrn", LrnOp);
-PURINE_REGISTER_OPERATOR("lrn_grad", LrnGradOp);
+PURINE_REGISTER_OPERATOR(LrnOp);
+PURINE_REGISTER_OPERATOR(LrnGradOp);
 
 }  // namespace purine

@@ -224,7 +224,7 @@ void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   }
 }
 
-PURINE_REGISTER_OPERATOR("pool", PoolOp);
-PURINE_REGISTER_OPERATOR("pool_grad", PoolGradOp);
+PURINE_REGISTER_OPERATOR(PoolOp);
+PURINE_REGISTER_OPERATOR(PoolGradOp);
 
 }  // namespace purine

@@ -7,7 +7,8 @@
 
 namespace purine {
 
-ReshapeOp::ReshapeOp(Attrs attrs) : Operator(std::move(attrs)), shape_(attrs_.get_ints("shape")) {
+ReshapeOp::ReshapeOp(Attrs attrs)
+    : TypedOperator(std::move(attrs)), shape_(attrs_.get_ints("shape")) {
   int inferred = 0;
   for (int64_t d : shape_) {
     require(d >= -1, "reshape: dimension ", d, " in attribute 'shape' is negative");
@@ -54,6 +55,6 @@ void ReshapeOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     std::memcpy(outputs[0]->mutable_data(), inputs[0]->data(), inputs[0]->count() * sizeof(float));
 }
 
-PURINE_REGISTER_OPERATOR("reshape", ReshapeOp);
+PURINE_REGISTER_OPERATOR(ReshapeOp);
 
 }  // namespace purine

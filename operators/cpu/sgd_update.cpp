@@ -18,7 +18,7 @@ float checked_nonnegative(const Attrs& attrs, const char* key) {
 }  // namespace
 
 SgdUpdateOp::SgdUpdateOp(Attrs attrs)
-    : Operator(std::move(attrs)),
+    : TypedOperator(std::move(attrs)),
       momentum_(checked_nonnegative(attrs_, "momentum")),
       weight_decay_(checked_nonnegative(attrs_, "weight_decay")) {}
 
@@ -64,6 +64,6 @@ void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   }
 }
 
-PURINE_REGISTER_OPERATOR("sgd_update", SgdUpdateOp);
+PURINE_REGISTER_OPERATOR(SgdUpdateOp);
 
 }  // namespace purine

@@ -85,7 +85,8 @@ void softmax_grad_block(const float* y, const float* dy, float* dx, int64_t chan
 
 }  // namespace
 
-SoftmaxOp::SoftmaxOp(Attrs attrs) : Operator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
+SoftmaxOp::SoftmaxOp(Attrs attrs)
+    : TypedOperator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
 
 std::vector<Shape> SoftmaxOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
@@ -128,7 +129,7 @@ void SoftmaxOp::compute_cpu(const std::vector<const Tensor*>& inputs,
 }
 
 SoftmaxGradOp::SoftmaxGradOp(Attrs attrs)
-    : Operator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
+    : TypedOperator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
 
 std::vector<Shape> SoftmaxGradOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
@@ -169,7 +170,7 @@ void SoftmaxGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   }
 }
 
-PURINE_REGISTER_OPERATOR("softmax", SoftmaxOp);
-PURINE_REGISTER_OPERATOR("softmax_grad", SoftmaxGradOp);
+PURINE_REGISTER_OPERATOR(SoftmaxOp);
+PURINE_REGISTER_OPERATOR(SoftmaxGradOp);
 
 }  // namespace purine

@@ -108,7 +108,7 @@ void SoftmaxCrossEntropyGradOp::compute_cpu(const std::vector<const Tensor*>& in
   }
 }
 
-PURINE_REGISTER_OPERATOR("softmax_cross_entropy", SoftmaxCrossEntropyOp);
-PURINE_REGISTER_OPERATOR("softmax_cross_entropy_grad", SoftmaxCrossEntropyGradOp);
+PURINE_REGISTER_OPERATOR(SoftmaxCrossEntropyOp);
+PURINE_REGISTER_OPERATOR(SoftmaxCrossEntropyGradOp);
 
 }  // namespace purine

@@ -33,6 +33,6 @@ void MpiAllreduceOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   run_to_completion(*bind_async(inputs, outputs, context));
 }
 
-PURINE_REGISTER_OPERATOR("mpi_allreduce", MpiAllreduceOp);
+PURINE_REGISTER_OPERATOR(MpiAllreduceOp);
 
 }  // namespace purine

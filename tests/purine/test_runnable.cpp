@@ -202,10 +202,10 @@ TEST_CASE("views of swapped blobs follow every swap", "[runnable][views]") {
 
 namespace {
 // Records the OS thread it ran on and the OpenMP threads it was given; outputs a zero.
-class ThreadProbeOp : public Operator {
+class ThreadProbeOp : public TypedOperator<ThreadProbeOp> {
  public:
-  explicit ThreadProbeOp(Attrs attrs) : Operator(std::move(attrs)) {}
-  std::string type() const override { return "test_thread_probe"; }
+  static constexpr char kType[] = "test_thread_probe";
+  using TypedOperator::TypedOperator;
   int num_inputs() const override { return 0; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>&) const override { return {{1}}; }
@@ -220,7 +220,7 @@ class ThreadProbeOp : public Operator {
     outputs[0]->fill(0);
   }
 };
-PURINE_REGISTER_OPERATOR("test_thread_probe", ThreadProbeOp);
+PURINE_REGISTER_OPERATOR(ThreadProbeOp);
 
 ThreadProbeOp& probe_at(Graph& g, const std::string& name) {
   Blob* out = g.apply(name, "test_thread_probe", {}, {})[0];
