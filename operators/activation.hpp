@@ -14,13 +14,11 @@
 
 namespace purine {
 
-// Shared shape logic of the one-input activations: y has x's shape.
-class ActivationOp : public Operator {
+// What the one-input activations share: y has x's shape; the gradient is one kernel reading y.
+class ActivationOp : public SameShapeOp {
  public:
-  using Operator::Operator;
+  using SameShapeOp::SameShapeOp;
   int num_inputs() const override { return 1; }
-  int num_outputs() const override { return 1; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 
@@ -29,13 +27,14 @@ class ActivationOp : public Operator {
   virtual std::string grad_type() const = 0;
 };
 
-// Shared shape logic of the gradient kernels: inputs (y, dy) of equal shape, output dx.
-class ActivationGradOp : public Operator {
+// What the gradient kernels share: inputs (y, dy) of equal shape, output dx.
+class ActivationGradOp : public SameShapeOp {
  public:
-  using Operator::Operator;
+  using SameShapeOp::SameShapeOp;
   int num_inputs() const override { return 2; }
-  int num_outputs() const override { return 1; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  std::vector<std::string> input_names() const override { return {"y", "dy"}; }
 };
 
 class ReluOp : public TypedOperator<ReluOp, ActivationOp> {

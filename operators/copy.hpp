@@ -10,15 +10,11 @@
 
 namespace purine {
 
-class CopyOp : public TypedOperator<CopyOp> {
+class CopyOp : public TypedOperator<CopyOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "copy";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
-  int num_outputs() const override { return 1; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override {
-    return {inputs[0]};
-  }
   OperatorTraits traits() const override {
     OperatorTraits t;
     t.bridges_locations = t.communicates = true;

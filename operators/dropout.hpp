@@ -18,13 +18,12 @@
 
 namespace purine {
 
-class DropoutOp : public TypedOperator<DropoutOp> {
+class DropoutOp : public TypedOperator<DropoutOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "dropout";
   explicit DropoutOp(Attrs attrs);
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 2; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool uses_rng() const override { return train_; }
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
@@ -38,15 +37,14 @@ class DropoutOp : public TypedOperator<DropoutOp> {
   const bool train_;
 };
 
-class DropoutGradOp : public TypedOperator<DropoutGradOp> {
+class DropoutGradOp : public TypedOperator<DropoutGradOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "dropout_grad";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
-  int num_outputs() const override { return 1; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 
  protected:
+  std::vector<std::string> input_names() const override { return {"mask", "dy"}; }
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 };

@@ -14,13 +14,11 @@
 
 namespace purine {
 
-class SumOp : public TypedOperator<SumOp> {
+class SumOp : public TypedOperator<SumOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "sum";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return kVariadic; }
-  int num_outputs() const override { return 1; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
   OperatorTraits traits() const override { return {{Aliasing::kInPlace}}; }
   // Throws: the gradient depends on the number of inputs; use gradient_for().
@@ -32,13 +30,11 @@ class SumOp : public TypedOperator<SumOp> {
                    OpContext& context) override;
 };
 
-class MulOp : public TypedOperator<MulOp> {
+class MulOp : public TypedOperator<MulOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "mul";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
-  int num_outputs() const override { return 1; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 
@@ -47,13 +43,11 @@ class MulOp : public TypedOperator<MulOp> {
                    OpContext& context) override;
 };
 
-class ScaleOp : public TypedOperator<ScaleOp> {
+class ScaleOp : public TypedOperator<ScaleOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "scale";
   explicit ScaleOp(Attrs attrs);
   int num_inputs() const override { return 1; }
-  int num_outputs() const override { return 1; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 

@@ -23,9 +23,11 @@ struct LrnParams {
   float alpha, beta, k;
 };
 
-class LrnOpBase : public Operator {
+// What lrn and lrn_grad share: the attributes, and one output of input 0's shape (every input
+// has it).
+class LrnOpBase : public SameShapeOp {
  public:
-  using Operator::Operator;
+  using SameShapeOp::SameShapeOp;
 
  protected:
   // Reads and validates the attributes; throws purine::Error.
@@ -39,7 +41,6 @@ class LrnOp : public TypedOperator<LrnOp, LrnOpBase> {
   static constexpr char kType[] = "lrn";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
-  int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
@@ -54,10 +55,10 @@ class LrnGradOp : public TypedOperator<LrnGradOp, LrnOpBase> {
   static constexpr char kType[] = "lrn_grad";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
-  int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 
  protected:
+  std::vector<std::string> input_names() const override { return {"x", "y", "dy"}; }
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 };

@@ -10,15 +10,11 @@
 
 namespace purine {
 
-class MpiAllreduceOp : public TypedOperator<MpiAllreduceOp> {
+class MpiAllreduceOp : public TypedOperator<MpiAllreduceOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "mpi_allreduce";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
-  int num_outputs() const override { return 1; }
-  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override {
-    return {inputs[0]};
-  }
   OperatorTraits traits() const override {
     OperatorTraits t;
     t.communicates = t.ordered_across_ranks = true;

@@ -1,5 +1,7 @@
 #include "operators/operator.hpp"
 
+#include <glog/logging.h>
+
 #include <thread>
 
 #include "base/error.hpp"
@@ -63,6 +65,27 @@ void Operator::compute(const std::vector<const Tensor*>& inputs,
 void Operator::compute_gpu(const std::vector<const Tensor*>&, const std::vector<Tensor*>&,
                            OpContext&) {
   throw Error(str("operator '", type(), "' has no GPU kernel in this build"));
+}
+
+std::vector<Shape> SameShapeOp::output_shapes(const std::vector<Shape>& inputs) const {
+  const int outputs = num_outputs();
+  CHECK_GE(outputs, 0) << type() << ": a SameShapeOp declares a fixed number of outputs";
+  check_counts(inputs.size(), outputs);
+  CHECK(!inputs.empty()) << type() << ": a SameShapeOp needs an input to take the shape of";
+  const std::vector<std::string> names = input_names();
+  CHECK(names.empty() || names.size() == inputs.size())
+      << type() << ": input_names() gives " << names.size() << " names for " << inputs.size()
+      << " inputs";
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (names.empty()) {
+      require(inputs[i] == inputs[0], type(), ": input ", i, " has shape ", inputs[i],
+              ", expected input 0's shape ", inputs[0], " (no broadcasting)");
+    } else {
+      require(inputs[i] == inputs[0], type(), ": input ", i, " (", names[i], ") has shape ",
+              inputs[i], ", expected input 0's (", names[0], ") shape ", inputs[0]);
+    }
+  }
+  return std::vector<Shape>(static_cast<size_t>(outputs), inputs[0]);
 }
 
 }  // namespace purine

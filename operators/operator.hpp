@@ -178,8 +178,9 @@ class Operator {
 // The usual base of an operator: it declares its type name once, as `kType`, and
 // TypedOperator<Derived> returns it from type(); PURINE_REGISTER_OPERATOR(Derived)
 // (registry.hpp) registers the class under the same name. `Base` is Operator or a base derived
-// from it (an operator family's shared part), whose constructors it inherits:
-//   class MulOp : public TypedOperator<MulOp> {
+// from it (SameShapeOp below, or an operator family's shared part), whose constructors it
+// inherits:
+//   class MulOp : public TypedOperator<MulOp, SameShapeOp> {
 //    public:
 //     static constexpr char kType[] = "mul";
 //     using TypedOperator::TypedOperator;
@@ -193,6 +194,23 @@ class TypedOperator : public Base {
  public:
   using Base::Base;
   std::string type() const override { return Derived::kType; }
+};
+
+// A helper base for operators whose inputs and outputs all have one shape, input 0's: the
+// element-wise kernels and their gradients. output_shapes() checks the input count and that
+// every input has input 0's shape (no broadcasting), and gives every output that shape. One
+// output unless the subclass declares more (a fixed number); num_inputs() is the subclass's.
+class SameShapeOp : public Operator {
+ public:
+  using Operator::Operator;
+  int num_outputs() const override { return 1; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  // The inputs' roles, one per input ({"y", "dy"}), for shape errors such as
+  // "relu_grad: input 1 (dy) has shape [3,2], expected input 0's (y) shape [2,3]"; empty (the
+  // default) numbers the inputs only.
+  virtual std::vector<std::string> input_names() const { return {}; }
 };
 
 }  // namespace purine

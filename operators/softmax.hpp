@@ -13,12 +13,11 @@
 
 namespace purine {
 
-class SoftmaxOp : public TypedOperator<SoftmaxOp> {
+class SoftmaxOp : public TypedOperator<SoftmaxOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "softmax";
   explicit SoftmaxOp(Attrs attrs);
   int num_inputs() const override { return 1; }
-  int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
@@ -31,15 +30,15 @@ class SoftmaxOp : public TypedOperator<SoftmaxOp> {
   const int64_t axis_;
 };
 
-class SoftmaxGradOp : public TypedOperator<SoftmaxGradOp> {
+class SoftmaxGradOp : public TypedOperator<SoftmaxGradOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "softmax_grad";
   explicit SoftmaxGradOp(Attrs attrs);
   int num_inputs() const override { return 2; }
-  int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 
  protected:
+  std::vector<std::string> input_names() const override { return {"y", "dy"}; }
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 

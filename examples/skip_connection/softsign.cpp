@@ -21,12 +21,6 @@ void require_contiguous(const std::string& type, const std::vector<const purine:
 
 }  // namespace
 
-std::vector<purine::Shape> SoftsignOp::output_shapes(
-    const std::vector<purine::Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  return {inputs[0]};
-}
-
 purine::GradientSpec SoftsignOp::gradient() const {
   purine::GradientSpec spec;
   spec.ops.push_back(
@@ -41,14 +35,6 @@ void SoftsignOp::compute_cpu(const std::vector<const purine::Tensor*>& inputs,
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::fabs(x[i]));
-}
-
-std::vector<purine::Shape> SoftsignGradOp::output_shapes(
-    const std::vector<purine::Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  require(inputs[0] == inputs[1], type(), ": input 1 (dy) has shape ", inputs[1],
-          ", expected input 0's (y) shape ", inputs[0]);
-  return {inputs[0]};
 }
 
 void SoftsignGradOp::compute_cpu(const std::vector<const purine::Tensor*>& inputs,

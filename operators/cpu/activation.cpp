@@ -42,22 +42,10 @@ void map_grad(const std::string& type, const std::vector<const Tensor*>& inputs,
 
 }  // namespace
 
-std::vector<Shape> ActivationOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  return {inputs[0]};
-}
-
 GradientSpec ActivationOp::gradient() const {
   GradientSpec spec;
   spec.ops.push_back({grad_type(), {}, {output(0), output_grad(0)}, {input_grad(0)}});
   return spec;
-}
-
-std::vector<Shape> ActivationGradOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  require(inputs[0] == inputs[1], type(), ": input 1 (dy) has shape ", inputs[1],
-          ", expected input 0's (y) shape ", inputs[0]);
-  return {inputs[0]};
 }
 
 void ReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,

@@ -31,11 +31,6 @@ DropoutOp::DropoutOp(Attrs attrs)
       ratio_(checked_ratio(attrs_)),
       train_(checked_train(attrs_)) {}
 
-std::vector<Shape> DropoutOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 2);
-  return {inputs[0], inputs[0]};
-}
-
 GradientSpec DropoutOp::gradient() const {
   GradientSpec spec;
   spec.ops.push_back({"dropout_grad", {}, {output(1), output_grad(0)}, {input_grad(0)}});
@@ -64,13 +59,6 @@ void DropoutOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       mask[i] = 1.0f;
     }
   }
-}
-
-std::vector<Shape> DropoutGradOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  require(inputs[0] == inputs[1], type(), ": input 1 (dy) has shape ", inputs[1],
-          ", expected input 0's (mask) shape ", inputs[0]);
-  return {inputs[0]};
 }
 
 void DropoutGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,

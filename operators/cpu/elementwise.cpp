@@ -15,20 +15,7 @@ constexpr int64_t kParallelMin = 1 << 15;
 // output may share memory with any input.
 constexpr int64_t kSumBlock = 1024;
 
-void require_same_shapes(const std::string& type, const std::vector<Shape>& inputs) {
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    require(inputs[i] == inputs[0], type, ": input ", i, " has shape ", inputs[i],
-            ", expected input 0's shape ", inputs[0], " (no broadcasting)");
-  }
-}
-
 }  // namespace
-
-std::vector<Shape> SumOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  require_same_shapes(type(), inputs);
-  return {inputs[0]};
-}
 
 GradientSpec SumOp::gradient() const {
   throw Error(str(type(), ": the gradient depends on the number of inputs; call gradient_for()"));
@@ -75,12 +62,6 @@ void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   }
 }
 
-std::vector<Shape> MulOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  require_same_shapes(type(), inputs);
-  return {inputs[0]};
-}
-
 GradientSpec MulOp::gradient() const {
   GradientSpec spec;
   spec.ops.push_back({"mul", {}, {output_grad(0), input(1)}, {input_grad(0)}});
@@ -101,11 +82,6 @@ void MulOp::compute_cpu(const std::vector<const Tensor*>& inputs,
 
 ScaleOp::ScaleOp(Attrs attrs)
     : TypedOperator(std::move(attrs)), alpha_(attrs_.get_float("alpha", 1.0)) {}
-
-std::vector<Shape> ScaleOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  return {inputs[0]};
-}
 
 GradientSpec ScaleOp::gradient() const {
   GradientSpec spec;

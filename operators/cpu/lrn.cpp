@@ -75,7 +75,7 @@ std::vector<Shape> LrnOp::output_shapes(const std::vector<Shape>& inputs) const 
   check_counts(inputs.size(), 1);
   params();
   check_input(inputs[0]);
-  return {inputs[0]};
+  return SameShapeOp::output_shapes(inputs);
 }
 
 GradientSpec LrnOp::gradient() const {
@@ -114,11 +114,7 @@ std::vector<Shape> LrnGradOp::output_shapes(const std::vector<Shape>& inputs) co
   check_counts(inputs.size(), 1);
   params();
   check_input(inputs[0]);
-  require(inputs[1] == inputs[0], type(), ": input 1 (y) has shape ", inputs[1],
-          ", expected input 0's (x) shape ", inputs[0]);
-  require(inputs[2] == inputs[0], type(), ": input 2 (dy) has shape ", inputs[2],
-          ", expected input 0's (x) shape ", inputs[0]);
-  return {inputs[0]};
+  return SameShapeOp::output_shapes(inputs);
 }
 
 void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,

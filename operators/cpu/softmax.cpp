@@ -89,9 +89,9 @@ SoftmaxOp::SoftmaxOp(Attrs attrs)
     : TypedOperator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
 
 std::vector<Shape> SoftmaxOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
+  std::vector<Shape> out = SameShapeOp::output_shapes(inputs);
   resolve_axis(type(), axis_, inputs[0]);
-  return {inputs[0]};
+  return out;
 }
 
 GradientSpec SoftmaxOp::gradient() const {
@@ -132,11 +132,9 @@ SoftmaxGradOp::SoftmaxGradOp(Attrs attrs)
     : TypedOperator(std::move(attrs)), axis_(attrs_.get_int("axis", 1)) {}
 
 std::vector<Shape> SoftmaxGradOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
-  require(inputs[0] == inputs[1], type(), ": input 1 (dy) has shape ", inputs[1],
-          ", expected input 0's (y) shape ", inputs[0]);
+  std::vector<Shape> out = SameShapeOp::output_shapes(inputs);
   resolve_axis(type(), axis_, inputs[0]);
-  return {inputs[0]};
+  return out;
 }
 
 void SoftmaxGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
