@@ -4,14 +4,12 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-// Element counts below this stay on the calling thread: forking costs more than it saves.
-constexpr int64_t kParallelMin = 1 << 15;
 
 // y[i] = f(x[i]) over input 0; `parallel_min` elements or more are split over the OpenMP team.
 template <typename F>
@@ -36,7 +34,7 @@ void map_grad(const std::string& type, const std::vector<const Tensor*>& inputs,
   const float* y = inputs[0]->data();
   const float* dy = inputs[1]->data();
   float* dx = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for if (n > kParallelMinArithmetic)
   for (int64_t i = 0; i < n; ++i) dx[i] = f(y[i], dy[i]);
 }
 
@@ -50,18 +48,20 @@ GradientSpec ActivationOp::gradient() const {
 
 void ReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(type(), inputs, outputs, kParallelMin, [](float x) { return x > 0.0f ? x : 0.0f; });
+  map_forward(type(), inputs, outputs, kParallelMinArithmetic,
+              [](float x) { return x > 0.0f ? x : 0.0f; });
 }
 
 void SigmoidOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(type(), inputs, outputs, kParallelMin / 8,
+  map_forward(type(), inputs, outputs, kParallelMinTranscendental,
               [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
 }
 
 void TanhOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(type(), inputs, outputs, kParallelMin / 8, [](float x) { return std::tanh(x); });
+  map_forward(type(), inputs, outputs, kParallelMinTranscendental,
+              [](float x) { return std::tanh(x); });
 }
 
 void ReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,

@@ -5,14 +5,12 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-// Element counts below this stay on the calling thread: forking costs more than it saves.
-constexpr int64_t kParallelMin = 1 << 15;
 
 // "train" -> true, "test" -> false; anything else throws.
 bool training(const std::string& type, const Attrs& attrs) {
@@ -115,7 +113,7 @@ void BatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* new_mean = outputs[3]->mutable_data();
   float* new_var = outputs[4]->mutable_data();
 
-#pragma omp parallel for if (m * channels > kParallelMin)
+#pragma omp parallel for if (m * channels > kParallelMinArithmetic)
   for (int64_t c = 0; c < channels; ++c) {
     float mean, var;
     const float old_mean = running_mean[c], old_var = running_var[c];
@@ -175,7 +173,7 @@ void BatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* dgamma = outputs[1]->mutable_data();
   float* dbeta = outputs[2]->mutable_data();
 
-#pragma omp parallel for if (n * inner * channels > kParallelMin)
+#pragma omp parallel for if (n * inner * channels > kParallelMinArithmetic)
   for (int64_t c = 0; c < channels; ++c) {
     const float mean = saved_mean[c], inv_std = saved_inv_std[c];
     double sum_dy = 0, sum_dy_centered = 0;

@@ -2,14 +2,12 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-// Element counts below this stay on the calling thread: forking costs more than it saves.
-constexpr int64_t kParallelMin = 1 << 15;
 
 // Sum of n floats in a fixed order: eight interleaved partial sums (which the compiler keeps in
 // one vector register), then those eight in order.
@@ -56,7 +54,7 @@ void BiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* b = inputs[1]->data();
   float* y = outputs[0]->mutable_data();
   if (inner == 1) {  // [N, C]: add the bias row to every sample
-#pragma omp parallel for if (n * c > kParallelMin)
+#pragma omp parallel for if (n * c > kParallelMinArithmetic)
     for (int64_t i = 0; i < n; ++i) {
       const float* xr = x + i * c;
       float* yr = y + i * c;
@@ -65,7 +63,7 @@ void BiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     return;
   }
   const int64_t planes = n * c;
-#pragma omp parallel for if (planes * inner > kParallelMin)
+#pragma omp parallel for if (planes * inner > kParallelMinArithmetic)
   for (int64_t p = 0; p < planes; ++p) {
     const float v = b[p % c];
     const float* xp = x + p * inner;
@@ -99,7 +97,7 @@ void BiasGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     return;
   }
   // One channel per iteration; samples summed in order, so any thread count gives equal bits.
-#pragma omp parallel for if (n * c * inner > kParallelMin)
+#pragma omp parallel for if (n * c * inner > kParallelMinArithmetic)
   for (int64_t j = 0; j < c; ++j) {
     float total = 0;
     for (int64_t i = 0; i < n; ++i) total += sum_floats(dy + (i * c + j) * inner, inner);

@@ -3,14 +3,12 @@
 #include <cstring>
 
 #include "base/error.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-// Total elements below which copies stay on the calling thread.
-constexpr int64_t kParallelMin = 1 << 16;
 
 int resolve_axis(const std::string& type, int64_t axis, const Shape& shape, const char* what) {
   const int64_t rank = shape.ndim();
@@ -50,7 +48,7 @@ struct Blocks {
       : outer(whole.count_to(axis)),
         inner(whole.count_from(axis + 1)),
         row(whole[axis] * inner),
-        parallel(whole.count() > kParallelMin && outer > 1) {}
+        parallel(whole.count() > kParallelMinCopy && outer > 1) {}
   int64_t outer, inner, row;
   bool parallel;
 };

@@ -11,6 +11,7 @@
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/dnnl_context.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -69,9 +70,6 @@ class OmpThreads {
   const int saved_;
 };
 
-// Element counts below this stay on the calling thread: forking costs more than it saves.
-constexpr int64_t kParallelMin = 1 << 15;
-
 // The weight gradient is a sum over the batch. Both engines cut the batch into this many fixed
 // chunks at most (whatever the thread count), sum each chunk on one thread and add the chunks'
 // partial sums in chunk order, so its bits do not depend on the thread count.
@@ -82,7 +80,7 @@ int64_t chunk_begin(int64_t n, int64_t chunk, int64_t chunks) { return n * chunk
 
 // dw[j] = partials[0][j] + partials[1][j] + ... in chunk order.
 void sum_chunks(const float* partials, int64_t chunks, int64_t size, int team, float* dw) {
-#pragma omp parallel for if (size * chunks > kParallelMin) num_threads(team)
+#pragma omp parallel for if (size * chunks > kParallelMinArithmetic) num_threads(team)
   for (int64_t j = 0; j < size; ++j) {
     float total = partials[j];
     for (int64_t chunk = 1; chunk < chunks; ++chunk) total += partials[chunk * size + j];

@@ -2,13 +2,12 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;
 
 double checked_ratio(const Attrs& attrs) {
   const double ratio = attrs.get_float("ratio", 0.5);
@@ -50,10 +49,10 @@ void DropoutOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     const float drop = static_cast<float>(ratio_);
     Rng& rng = *context.rng;
     for (int64_t i = 0; i < n; ++i) mask[i] = rng.uniform01() >= drop ? scale : 0.0f;
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for if (n > kParallelMinArithmetic)
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
   } else {
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for if (n > kParallelMinArithmetic)
     for (int64_t i = 0; i < n; ++i) {
       y[i] = x[i];
       mask[i] = 1.0f;
@@ -68,7 +67,7 @@ void DropoutGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* mask = inputs[0]->data();
   const float* dy = inputs[1]->data();
   float* dx = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for if (n > kParallelMinArithmetic)
   for (int64_t i = 0; i < n; ++i) dx[i] = mask[i] * dy[i];
 }
 

@@ -4,13 +4,13 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
 
-constexpr int64_t kParallelMin = 1 << 15;
 // sum works through blocks of this many elements, accumulating in a local buffer so that the
 // output may share memory with any input.
 constexpr int64_t kSumBlock = 1024;
@@ -42,12 +42,12 @@ void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     // compiler's own overlap check would fall back to scalar code for y == x1).
     const float* x0 = x[0];
     const float* x1 = x[1];
-#pragma omp parallel for simd if (n * terms > kParallelMin)
+#pragma omp parallel for simd if (n * terms > kParallelMinArithmetic)
     for (int64_t j = 0; j < n; ++j) y[j] = x0[j] + x1[j];
     return;
   }
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
-#pragma omp parallel for if (n * terms > kParallelMin)
+#pragma omp parallel for if (n * terms > kParallelMinArithmetic)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kSumBlock;
     const int64_t len = std::min(kSumBlock, n - begin);
@@ -76,7 +76,7 @@ void MulOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* a = inputs[0]->data();
   const float* b = inputs[1]->data();
   float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for if (n > kParallelMinArithmetic)
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
 }
 
@@ -96,7 +96,7 @@ void ScaleOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float alpha = static_cast<float>(alpha_);
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for if (n > kParallelMinArithmetic)
   for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
 }
 

@@ -5,14 +5,13 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
 
-// Element counts below this stay on the calling thread: forking costs more than it saves.
-constexpr int64_t kParallelMin = 1 << 14;
 // Spatial positions per work item: a strip of every channel of one sample.
 constexpr int64_t kStrip = 256;
 
@@ -91,7 +90,7 @@ void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
-#pragma omp parallel if (l.n * l.c * l.spatial > kParallelMin)
+#pragma omp parallel if (l.n * l.c * l.spatial > kParallelMinNormalization)
   {
     std::vector<float> scale(l.c * std::min(kStrip, l.spatial));
 #pragma omp for schedule(static)
@@ -128,7 +127,7 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* dx = outputs[0]->mutable_data();
   const int64_t half = (p.size - 1) / 2;
   const float coef = 2.0f * p.alpha * p.beta / static_cast<float>(p.size);
-#pragma omp parallel if (l.n * l.c * l.spatial > kParallelMin)
+#pragma omp parallel if (l.n * l.c * l.spatial > kParallelMinNormalization)
   {
     const int64_t strip = std::min(kStrip, l.spatial);
     std::vector<float> scale(l.c * strip), ratio(l.c * strip), window(strip);

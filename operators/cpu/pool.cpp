@@ -6,14 +6,12 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-// Element counts below this stay on the calling thread: forking costs more than it saves.
-constexpr int64_t kParallelMin = 1 << 15;
 
 // The window of output (oh, ow) clipped to the input: rows [h0, h1), columns [w0, w1).
 struct Window {
@@ -195,7 +193,7 @@ void PoolOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-#pragma omp parallel for if (g.planes * in_plane > kParallelMin)
+#pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
   for (int64_t p = 0; p < g.planes; ++p) pool_plane(g, x + p * in_plane, y + p * out_plane);
 }
 
@@ -218,7 +216,7 @@ void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* dy = inputs[2]->data();
   float* dx = outputs[0]->mutable_data();
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-#pragma omp parallel for if (g.planes * in_plane > kParallelMin)
+#pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
   for (int64_t p = 0; p < g.planes; ++p) {
     pool_grad_plane(g, x + p * in_plane, dy + p * out_plane, dx + p * in_plane);
   }

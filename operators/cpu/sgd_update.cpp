@@ -1,13 +1,12 @@
 #include "operators/sgd_update.hpp"
 
 #include "base/error.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;
 
 float checked_nonnegative(const Attrs& attrs, const char* key) {
   const double v = attrs.get_float(key, 0.0);
@@ -55,7 +54,7 @@ void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float momentum = momentum_;
   const float decay = weight_decay_;
   // Each element is read before it is written, so in-place updates are safe.
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for if (n > kParallelMinArithmetic)
   for (int64_t i = 0; i < n; ++i) {
     const float wi = w[i];
     const float hi = momentum * h[i] + lr * (g[i] + decay * wi);

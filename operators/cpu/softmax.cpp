@@ -5,14 +5,12 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-// Work (elements) below which a kernel stays on the calling thread.
-constexpr int64_t kParallelMin = 1 << 14;
 
 // The normalized axis for `shape`, or an Error naming the attribute and the rank.
 int resolve_axis(const std::string& type, int64_t axis, const Shape& shape) {
@@ -114,11 +112,11 @@ void SoftmaxOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
   if (inner == 1) {
-#pragma omp parallel for if (outer * block > kParallelMin)
+#pragma omp parallel for if (outer * block > kParallelMinNormalization)
     for (int64_t n = 0; n < outer; ++n) softmax_row(x + n * block, y + n * block, channels);
     return;
   }
-#pragma omp parallel if (outer * block > kParallelMin)
+#pragma omp parallel if (outer * block > kParallelMinNormalization)
   {
     std::vector<float> scratch(2 * inner);
 #pragma omp for
@@ -151,13 +149,13 @@ void SoftmaxGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* dy = inputs[1]->data();
   float* dx = outputs[0]->mutable_data();
   if (inner == 1) {
-#pragma omp parallel for if (outer * block > kParallelMin)
+#pragma omp parallel for if (outer * block > kParallelMinNormalization)
     for (int64_t n = 0; n < outer; ++n) {
       softmax_grad_row(y + n * block, dy + n * block, dx + n * block, channels);
     }
     return;
   }
-#pragma omp parallel if (outer * block > kParallelMin)
+#pragma omp parallel if (outer * block > kParallelMinNormalization)
   {
     std::vector<float> dot(inner);
 #pragma omp for

@@ -6,13 +6,12 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 14;
 
 // Checks scores [N, C] (input 0) against labels [N] (input 1).
 void check_scores_and_labels(const std::string& type, const char* scores_name, const Shape& scores,
@@ -60,7 +59,7 @@ void SoftmaxCrossEntropyOp::compute_cpu(const std::vector<const Tensor*>& inputs
   for (int64_t n = 0; n < rows; ++n) label_index(type(), labels, n, classes);
   // Row losses are summed serially in row order, so the loss does not depend on the threads.
   std::vector<double> row_loss(rows);
-#pragma omp parallel for if (rows * classes > kParallelMin)
+#pragma omp parallel for if (rows * classes > kParallelMinNormalization)
   for (int64_t n = 0; n < rows; ++n) {
     const float* x = logits + n * classes;
     float* p = probs + n * classes;
@@ -101,7 +100,7 @@ void SoftmaxCrossEntropyGradOp::compute_cpu(const std::vector<const Tensor*>& in
   for (int64_t n = 0; n < rows; ++n) label_index(type(), labels, n, classes);
   const float scale = rows > 0 ? *inputs[2]->data() / static_cast<float>(rows) : 0.0f;
   const int64_t count = rows * classes;
-#pragma omp parallel for if (count > kParallelMin)
+#pragma omp parallel for if (count > kParallelMinNormalization)
   for (int64_t i = 0; i < count; ++i) dlogits[i] = scale * probs[i];
   for (int64_t n = 0; n < rows; ++n) {
     dlogits[n * classes + static_cast<int64_t>(labels[n])] -= scale;
