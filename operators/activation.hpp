@@ -23,7 +23,7 @@ class ActivationOp : public SameShapeOp {
   GradientSpec gradient() const override;
 
  protected:
-  // The gradient kernel's type, e.g. "relu_grad".
+  // The gradient kernel's type, e.g. ReluGradOp::kType.
   virtual std::string grad_type() const = 0;
 };
 
@@ -43,7 +43,7 @@ class ReluOp : public TypedOperator<ReluOp, ActivationOp> {
   using TypedOperator::TypedOperator;
 
  protected:
-  std::string grad_type() const override { return "relu_grad"; }
+  std::string grad_type() const override;
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 };
@@ -54,7 +54,7 @@ class SigmoidOp : public TypedOperator<SigmoidOp, ActivationOp> {
   using TypedOperator::TypedOperator;
 
  protected:
-  std::string grad_type() const override { return "sigmoid_grad"; }
+  std::string grad_type() const override;
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 };
@@ -65,7 +65,7 @@ class TanhOp : public TypedOperator<TanhOp, ActivationOp> {
   using TypedOperator::TypedOperator;
 
  protected:
-  std::string grad_type() const override { return "tanh_grad"; }
+  std::string grad_type() const override;
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                    OpContext& context) override;
 };

@@ -23,8 +23,10 @@ void require_contiguous(const std::string& type, const std::vector<const purine:
 
 purine::GradientSpec SoftsignOp::gradient() const {
   purine::GradientSpec spec;
-  spec.ops.push_back(
-      {"softsign_grad", {}, {purine::output(0), purine::output_grad(0)}, {purine::input_grad(0)}});
+  spec.ops.push_back({SoftsignGradOp::kType,
+                      {},
+                      {purine::output(0), purine::output_grad(0)},
+                      {purine::input_grad(0)}});
   return spec;
 }
 

@@ -46,6 +46,10 @@ GradientSpec ActivationOp::gradient() const {
   return spec;
 }
 
+std::string ReluOp::grad_type() const { return ReluGradOp::kType; }
+std::string SigmoidOp::grad_type() const { return SigmoidGradOp::kType; }
+std::string TanhOp::grad_type() const { return TanhGradOp::kType; }
+
 void ReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
   map_forward(type(), inputs, outputs, kParallelMinArithmetic,

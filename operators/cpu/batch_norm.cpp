@@ -86,7 +86,7 @@ std::vector<Shape> BatchNormOp::output_shapes(const std::vector<Shape>& inputs) 
 
 GradientSpec BatchNormOp::gradient() const {
   GradientSpec spec;
-  spec.ops.push_back({"batch_norm_grad",
+  spec.ops.push_back({BatchNormGradOp::kType,
                       attrs_,
                       {input(0), input(1), output(1), output(2), output_grad(0)},
                       {input_grad(0), input_grad(1), input_grad(2)}});

@@ -39,7 +39,7 @@ std::vector<Shape> BiasOp::output_shapes(const std::vector<Shape>& inputs) const
 GradientSpec BiasOp::gradient() const {
   GradientSpec spec;
   spec.aliases.push_back({0, 0});
-  spec.ops.push_back({"bias_grad", {}, {output_grad(0)}, {input_grad(1)}});
+  spec.ops.push_back({BiasGradOp::kType, {}, {output_grad(0)}, {input_grad(1)}});
   return spec;
 }
 

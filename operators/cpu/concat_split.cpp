@@ -115,7 +115,8 @@ GradientSpec ConcatOp::gradient_for(const std::vector<Shape>& input_shapes) cons
     require(s.ndim() > axis, type(), ": input shape ", s, " has no axis ", axis);
     sizes.push_back(s[axis]);
   }
-  GradOp split{"split", Attrs().set("axis", axis_).set("sizes", sizes), {output_grad(0)}, {}};
+  GradOp split{
+      SplitOp::kType, Attrs().set("axis", axis_).set("sizes", sizes), {output_grad(0)}, {}};
   for (size_t k = 0; k < sizes.size(); ++k) split.outputs.push_back(input_grad(k));
   GradientSpec spec;
   spec.ops.push_back(std::move(split));
@@ -166,7 +167,7 @@ std::vector<Shape> SplitOp::output_shapes(const std::vector<Shape>& inputs) cons
 }
 
 GradientSpec SplitOp::gradient() const {
-  GradOp concat{"concat", Attrs().set("axis", axis_), {}, {input_grad(0)}};
+  GradOp concat{ConcatOp::kType, Attrs().set("axis", axis_), {}, {input_grad(0)}};
   for (size_t k = 0; k < sizes_.size(); ++k) concat.inputs.push_back(output_grad(k));
   GradientSpec spec;
   spec.ops.push_back(std::move(concat));

@@ -517,9 +517,9 @@ std::vector<Shape> ConvOp::output_shapes(const std::vector<Shape>& inputs) const
 GradientSpec ConvOp::gradient() const {
   GradientSpec spec;
   spec.ops.push_back(
-      {"conv_grad_data", attrs_, {output_grad(0), input(1), input(0)}, {input_grad(0)}});
+      {ConvGradDataOp::kType, attrs_, {output_grad(0), input(1), input(0)}, {input_grad(0)}});
   spec.ops.push_back(
-      {"conv_grad_weight", attrs_, {output_grad(0), input(0), input(1)}, {input_grad(1)}});
+      {ConvGradWeightOp::kType, attrs_, {output_grad(0), input(0), input(1)}, {input_grad(1)}});
   return spec;
 }
 

@@ -32,7 +32,7 @@ DropoutOp::DropoutOp(Attrs attrs)
 
 GradientSpec DropoutOp::gradient() const {
   GradientSpec spec;
-  spec.ops.push_back({"dropout_grad", {}, {output(1), output_grad(0)}, {input_grad(0)}});
+  spec.ops.push_back({DropoutGradOp::kType, {}, {output(1), output_grad(0)}, {input_grad(0)}});
   return spec;
 }
 

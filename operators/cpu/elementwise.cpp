@@ -64,8 +64,8 @@ void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
 
 GradientSpec MulOp::gradient() const {
   GradientSpec spec;
-  spec.ops.push_back({"mul", {}, {output_grad(0), input(1)}, {input_grad(0)}});
-  spec.ops.push_back({"mul", {}, {output_grad(0), input(0)}, {input_grad(1)}});
+  spec.ops.push_back({MulOp::kType, {}, {output_grad(0), input(1)}, {input_grad(0)}});
+  spec.ops.push_back({MulOp::kType, {}, {output_grad(0), input(0)}, {input_grad(1)}});
   return spec;
 }
 
@@ -85,7 +85,8 @@ ScaleOp::ScaleOp(Attrs attrs)
 
 GradientSpec ScaleOp::gradient() const {
   GradientSpec spec;
-  spec.ops.push_back({"scale", Attrs().set("alpha", alpha_), {output_grad(0)}, {input_grad(0)}});
+  spec.ops.push_back(
+      {ScaleOp::kType, Attrs().set("alpha", alpha_), {output_grad(0)}, {input_grad(0)}});
   return spec;
 }
 

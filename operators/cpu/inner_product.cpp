@@ -90,9 +90,9 @@ std::vector<Shape> InnerProductOp::output_shapes(const std::vector<Shape>& input
 GradientSpec InnerProductOp::gradient() const {
   GradientSpec spec;
   spec.ops.push_back(
-      {"inner_product_grad_data", {}, {output_grad(0), input(1), input(0)}, {input_grad(0)}});
+      {InnerProductGradDataOp::kType, {}, {output_grad(0), input(1), input(0)}, {input_grad(0)}});
   spec.ops.push_back(
-      {"inner_product_grad_weight", {}, {output_grad(0), input(0)}, {input_grad(1)}});
+      {InnerProductGradWeightOp::kType, {}, {output_grad(0), input(0)}, {input_grad(1)}});
   return spec;
 }
 

@@ -79,7 +79,8 @@ std::vector<Shape> LrnOp::output_shapes(const std::vector<Shape>& inputs) const 
 
 GradientSpec LrnOp::gradient() const {
   GradientSpec spec;
-  spec.ops.push_back({"lrn_grad", attrs_, {input(0), output(0), output_grad(0)}, {input_grad(0)}});
+  spec.ops.push_back(
+      {LrnGradOp::kType, attrs_, {input(0), output(0), output_grad(0)}, {input_grad(0)}});
   return spec;
 }
 

@@ -182,7 +182,8 @@ std::vector<Shape> PoolOp::output_shapes(const std::vector<Shape>& inputs) const
 
 GradientSpec PoolOp::gradient() const {
   GradientSpec spec;
-  spec.ops.push_back({"pool_grad", attrs_, {input(0), output(0), output_grad(0)}, {input_grad(0)}});
+  spec.ops.push_back(
+      {PoolGradOp::kType, attrs_, {input(0), output(0), output_grad(0)}, {input_grad(0)}});
   return spec;
 }
 

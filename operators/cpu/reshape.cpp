@@ -42,8 +42,10 @@ std::vector<Shape> ReshapeOp::output_shapes(const std::vector<Shape>& inputs) co
 
 GradientSpec ReshapeOp::gradient_for(const std::vector<Shape>& input_shapes) const {
   GradientSpec spec;
-  spec.ops.push_back(
-      {"reshape", Attrs().set("shape", input_shapes[0].dims()), {output_grad(0)}, {input_grad(0)}});
+  spec.ops.push_back({ReshapeOp::kType,
+                      Attrs().set("shape", input_shapes[0].dims()),
+                      {output_grad(0)},
+                      {input_grad(0)}});
   return spec;
 }
 

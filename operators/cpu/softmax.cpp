@@ -94,8 +94,10 @@ std::vector<Shape> SoftmaxOp::output_shapes(const std::vector<Shape>& inputs) co
 
 GradientSpec SoftmaxOp::gradient() const {
   GradientSpec spec;
-  spec.ops.push_back(
-      {"softmax_grad", Attrs().set("axis", axis_), {output(0), output_grad(0)}, {input_grad(0)}});
+  spec.ops.push_back({SoftmaxGradOp::kType,
+                      Attrs().set("axis", axis_),
+                      {output(0), output_grad(0)},
+                      {input_grad(0)}});
   return spec;
 }
 

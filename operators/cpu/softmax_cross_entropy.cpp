@@ -42,8 +42,10 @@ std::vector<Shape> SoftmaxCrossEntropyOp::output_shapes(const std::vector<Shape>
 
 GradientSpec SoftmaxCrossEntropyOp::gradient() const {
   GradientSpec spec;
-  spec.ops.push_back(
-      {"softmax_cross_entropy_grad", {}, {output(1), input(1), output_grad(0)}, {input_grad(0)}});
+  spec.ops.push_back({SoftmaxCrossEntropyGradOp::kType,
+                      {},
+                      {output(1), input(1), output_grad(0)},
+                      {input_grad(0)}});
   return spec;
 }
 
