@@ -7,7 +7,7 @@
 
 #include "base/error.hpp"
 #include "base/hash.hpp"
-#include "operators/cpu/threading.hpp"
+#include "operators/compute_threads.hpp"
 #include "purine/internal/views.hpp"
 
 namespace purine {

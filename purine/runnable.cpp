@@ -3,8 +3,8 @@
 #include <mpi.h>
 
 #include "base/error.hpp"
-#include "operators/cpu/threading.hpp"
-#include "operators/mpi/communicator.hpp"
+#include "operators/communicator.hpp"
+#include "operators/compute_threads.hpp"
 #include "purine/compile.hpp"
 
 namespace purine {
@@ -41,7 +41,7 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   graph_.validate();
   check_world(graph_, options_);
   // Collective over every rank: they all build the same graph in the same order.
-  if (graph_ranks(graph_) > 1) comm_ = std::make_unique<Communicator>();
+  if (graph_ranks(graph_) > 1) comm_ = duplicate_world_communicator();
   CompileOptions compile_options;
   compile_options.rank = options_.rank;
   compile_options.compute_threads = options_.compute_threads;

@@ -21,7 +21,7 @@
 
 namespace purine {
 
-class Communicator;  // operators/mpi/communicator.hpp
+class Communicator;  // operators/communicator.hpp
 
 struct RunOptions {
   dispatch::Mode mode = dispatch::Mode::kParallel;
@@ -72,7 +72,7 @@ class Runnable {
   // A communicator of its own (a duplicate of MPI_COMM_WORLD) for a graph on several ranks, so
   // that no message of another Runnable, or of an earlier failed run of one, can match ours.
   // Released (not freed: see operators/mpi/communicator.hpp) after the engine.
-  std::unique_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> comm_;
   std::unique_ptr<dispatch::Engine> engine_;
 };
 

@@ -1,13 +1,12 @@
-// Bounds the threads that compute kernels may use from the calling OS thread: the OpenMP team
-// (oneDNN and our own loops) and OpenBLAS. Each dispatcher executor calls this on its thread.
-// Also the one definition of when the CPU kernels' own loops use the team at all.
+// The one definition of when the CPU kernels' own loops use the OpenMP team at all; the team's
+// size is set by set_compute_threads (operators/compute_threads.hpp).
 #pragma once
 
 #include <cstdint>
 
-namespace purine {
+#include "operators/compute_threads.hpp"
 
-void set_compute_threads(int threads);
+namespace purine {
 
 // Work sizes, in elements, at or below which a CPU kernel's loop stays on the calling thread
 // (`#pragma omp parallel ... if (n > kParallelMin...)`): starting an OpenMP team costs

@@ -7,6 +7,8 @@
 
 #include <mpi.h>
 
+#include "operators/communicator.hpp"
+
 namespace purine {
 
 class Communicator {
