@@ -23,7 +23,7 @@ namespace purine {
 enum class ParallelLayout { kNone, kData };
 
 struct TrainOptions {
-  std::string model = "convnet";
+  std::string model = "convnet_bn";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 5;
   int64_t max_iters = 0;  // 0: no limit beyond epochs

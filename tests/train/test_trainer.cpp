@@ -77,28 +77,33 @@ TEST_CASE("training is bit-identical across runs and dispatchers", "[trainer][e2
   REQUIRE(losses(dispatch::Mode::kParallel) == serial);
 }
 
-TEST_CASE("convnet training is bit-identical for any thread count", "[trainer][e2e][determinism]") {
+TEST_CASE("convnet training, with and without batch norm, is bit-identical for any thread count",
+          "[trainer][e2e][determinism]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
-  // Every convolution direction of the 2-conv network, oneDNN and im2col, with several threads.
-  auto losses = [](int threads) {
-    TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
-    o.model = "convnet";
-    o.max_iters = 4;
-    o.threads = threads;
-    o.evaluate = false;
-    Trainer trainer(o);
-    std::vector<double> out;
-    trainer.train([&](const TrainProgress& p) { out.push_back(p.loss); });
-    return out;
-  };
-  const std::vector<double> one = losses(1);
-  REQUIRE(one.size() == 4);
-  for (int threads : {2, 3}) {
-    INFO(threads << " threads");
-    CHECK(losses(threads) == one);
+  // Every convolution direction of the 2-conv network, oneDNN and im2col, with several threads;
+  // convnet_bn (the default model) adds batch norm's per-channel sums.
+  for (const char* model : {"convnet", "convnet_bn"}) {
+    INFO(model);
+    auto losses = [&](int threads) {
+      TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+      o.model = model;
+      o.max_iters = 4;
+      o.threads = threads;
+      o.evaluate = false;
+      Trainer trainer(o);
+      std::vector<double> out;
+      trainer.train([&](const TrainProgress& p) { out.push_back(p.loss); });
+      return out;
+    };
+    const std::vector<double> one = losses(1);
+    REQUIRE(one.size() == 4);
+    for (int threads : {2, 3}) {
+      INFO(threads << " threads");
+      CHECK(losses(threads) == one);
+    }
   }
 }
 

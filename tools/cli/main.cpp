@@ -1,5 +1,5 @@
 // purine: the command-line tool.
-//   purine train [--model=convnet] [--data=DIR] [--epochs=5] [--max-iters=N] [--batch=64] ...
+//   purine train [--model=convnet_bn] [--data=DIR] [--epochs=5] [--max-iters=N] [--batch=64] ...
 //   purine models
 // Errors print one line, "error: ...", and exit non-zero.
 #include <gflags/gflags.h>

@@ -16,7 +16,7 @@
 #include "train/options.hpp"
 #include "train/trainer.hpp"
 
-DEFINE_string(model, "convnet", "model to train (purine models lists them)");
+DEFINE_string(model, "convnet_bn", "model to train (purine models lists them)");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "directory with the IDX files");
 DEFINE_int32(epochs, 5, "passes over the training set");
 DEFINE_int64(max_iters, 0, "stop after this many iterations (0: no limit)");
