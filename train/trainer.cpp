@@ -64,17 +64,22 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   return out;
 }
 
-// Names the first blob of this rank holding a NaN or an infinity ("" when there is none): the
-// parameters first (a broken update shows there), then every op's outputs in graph order.
-std::string first_non_finite(const Graph& g, int rank, bool parameters_only = false) {
+// Which blobs first_non_finite() looks at: the parameters, every op's outputs in graph order
+// (what an update computed from: activations, then gradients), or both, parameters first.
+enum class Scan { kAll, kParameters, kOpOutputs };
+
+// Names the first blob of this rank holding a NaN or an infinity ("" when there is none).
+std::string first_non_finite(const Graph& g, int rank, Scan scan = Scan::kAll) {
   auto bad = [&](Blob* b) {
     if (b->location().rank != rank || b->tensor().count() == 0) return false;
     const float* data = b->tensor().data();
     return !std::all_of(data, data + b->tensor().count(), [](float v) { return std::isfinite(v); });
   };
-  for (const Parameter& p : g.parameters())
-    if (bad(p.blob))
-      return str("the first non-finite blob is the parameter '", p.blob->name(), "'");
+  if (scan != Scan::kOpOutputs)
+    for (const Parameter& p : g.parameters())
+      if (bad(p.blob))
+        return str("the first non-finite blob is the parameter '", p.blob->name(), "'");
+  if (scan == Scan::kParameters) return "";
   for (const auto& op : g.ops())
     for (Blob* b : op->outputs())
       if (bad(b))
@@ -255,7 +260,9 @@ class Trainer::Impl {
   }
 
   // Stops training, before any checkpoint of the broken weights, at the first iteration whose
-  // loss is not finite on one of this rank's replicas.
+  // loss is not finite on one of this rank's replicas, or whose update made a weight of this
+  // rank non-finite (a non-finite gradient, or an overflowing step, with a loss still finite).
+  // The weights' scan costs one read of the parameters per iteration.
   void check_converging() const {
     for (size_t r = 0; r < dp_.replicas.size(); ++r) {
       if (dp_.locations[r].rank != options_.rank) continue;
@@ -264,6 +271,13 @@ class Trainer::Impl {
               ": the loss of replica ", r, " is ", loss, "; ",
               first_non_finite(train_, options_.rank), " (lower --lr, or check the data)");
     }
+    const std::string weight = first_non_finite(train_, options_.rank, Scan::kParameters);
+    if (weight.empty()) return;
+    std::string cause = first_non_finite(train_, options_.rank, Scan::kOpOutputs);
+    if (cause.empty()) cause = "every gradient was finite: the step itself overflowed";
+    throw Error(str("training diverged at iteration ", iterations_done_,
+                    ": its update made a weight non-finite (", weight, "); before the update, ",
+                    cause, " (lower --lr, or check the data)"));
   }
 
   // Every setting that decides which state tensors each location holds, and so whether the
@@ -290,7 +304,7 @@ class Trainer::Impl {
   void check_weights_finite() const {
     // Parameters only: every rank holds the same weights, so all ranks agree before the
     // collective save.
-    const std::string bad = first_non_finite(train_, options_.rank, true);
+    const std::string bad = first_non_finite(train_, options_.rank, Scan::kParameters);
     require(bad.empty(), "training diverged at iteration ", iterations_done_, ": ", bad,
             " (lower --lr, or check the data); no checkpoint written");
   }

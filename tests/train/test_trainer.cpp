@@ -236,6 +236,29 @@ TEST_CASE("a diverging run stops at the first non-finite loss, naming the blob",
   CHECK(files == std::vector<std::string>{checkpoint_file(dir.path(), 1)});
 }
 
+TEST_CASE("an update that makes a weight non-finite stops training at that iteration",
+          "[trainer]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.max_iters = 4;
+  o.evaluate = false;
+  Trainer trainer(o);
+  // A broken momentum history: the first loss is finite, the first update is not. The loss
+  // check alone would stop one iteration later.
+  Blob* history =
+      const_cast<Graph&>(trainer.training_graph()).blob("replica0::mlp::fc2::weight::history");
+  history->tensor().mutable_data()[5] = INFINITY;
+  REQUIRE_THROWS_WITH(
+      trainer.train(),
+      Catch::Contains("training diverged at iteration 1: its update made a weight non-finite (the "
+                      "first non-finite blob is the parameter 'replica0::mlp::fc2::weight')") &&
+          Catch::Contains("before the update, the first non-finite blob is "
+                          "'replica0::mlp::fc2::weight::"));
+}
+
 // The task runs a trace file holds ("X" events), and whether the file is complete.
 std::pair<int, bool> trace_runs(const std::string& path) {
   std::ifstream in(path);
