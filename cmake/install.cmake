@@ -18,6 +18,10 @@ target_link_libraries(purine PUBLIC protobuf::libprotobuf Threads::Threads)
 # The installed library keeps the link directories outside the system's (OpenBLAS's pthread
 # variant, Open MPI) in its RUNPATH, as the build tree's does.
 set_target_properties(purine PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+# libpurine.so.0.1 with SONAME libpurine.so.0.1: before 1.0 a minor version may break the ABI,
+# so a program stays bound to the minor version it was linked against.
+set_target_properties(purine PROPERTIES VERSION ${PROJECT_VERSION}
+  SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 
 # A folder's public headers are the ones at its top; its subfolders (X/internal/, the operators'
 # cpu/, cuda/ and mpi/) hold internals and are not installed (tools/check_layering.sh keeps every

@@ -17,6 +17,12 @@ foreach(file purineConfig.cmake purineConfigVersion.cmake purineTargets.cmake)
   endif()
 endforeach()
 
+# The library carries its version: libpurine.so -> libpurine.so.MAJOR.MINOR -> the file.
+file(GLOB_RECURSE sonames ${PREFIX}/*/libpurine.so.[0-9]*.[0-9]*)
+if(NOT sonames OR NOT EXISTS ${PREFIX}/bin/purine)
+  message(FATAL_ERROR "the install lacks the versioned libpurine.so.X.Y or bin/purine")
+endif()
+
 file(GLOB_RECURSE headers RELATIVE ${PREFIX}/include ${PREFIX}/include/*.hpp)
 list(LENGTH headers count)
 if(count EQUAL 0 OR NOT EXISTS ${PREFIX}/include/purine.pb.h)
