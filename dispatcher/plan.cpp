@@ -10,6 +10,8 @@
 namespace purine::dispatch {
 
 ExecutorId Plan::add_executor(ExecutorSpec spec) {
+  CHECK((spec.kind == ExecutorKind::kDevice) == (spec.queue != nullptr))
+      << "executor " << spec.name << ": a kDevice executor, and only one, has a device queue";
   executors_.push_back(std::move(spec));
   return static_cast<ExecutorId>(executors_.size()) - 1;
 }
@@ -23,6 +25,9 @@ TaskId Plan::add_task(Task task) {
       << "task " << task.name << " names no executor (a floating task needs a kCpuThread one)";
   CHECK_LT(task.executor, static_cast<int>(executors_.size()))
       << "task " << task.name << " names an executor the plan does not have";
+  CHECK(task.executor < 0 || executors_[task.executor].kind != ExecutorKind::kDevice ||
+        !task.poll)
+      << "task " << task.name << " is on a device queue, whose event completes it: no poll";
   tasks_.push_back(std::move(task));
   successors_.emplace_back();
   return static_cast<TaskId>(tasks_.size()) - 1;

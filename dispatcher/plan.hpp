@@ -6,9 +6,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "base/device_queue.hpp"
 
 namespace purine::dispatch {
 
@@ -26,6 +29,13 @@ constexpr ExecutorId kAnyExecutor = -1;
 enum class ExecutorKind {
   kCpuThread,  // one OS thread running its tasks in readiness order
   kMpi,        // progresses non-blocking communication (see Task::poll)
+  // One OS thread driving one in-order device queue (ExecutorSpec::queue: a CUDA stream). Its
+  // tasks' run() only puts work on the queue. After it returns, the executor records the task's
+  // event on the queue and at once releases the successors that are on kDevice executors too
+  // (each first makes its own queue wait for that event, or needs nothing on the same queue);
+  // the other successors are released when the event is done (polled between tasks). So the
+  // host keeps launching ahead of the device, and no device is synchronized per task.
+  kDevice,
 };
 
 struct ExecutorSpec {
@@ -34,12 +44,17 @@ struct ExecutorSpec {
   ExecutorSpec(std::string name_in, ExecutorKind kind_in = ExecutorKind::kCpuThread,
                std::function<void()> on_thread_start_in = {})
       : name(std::move(name_in)), kind(kind_in), on_thread_start(std::move(on_thread_start_in)) {}
+  // A kDevice executor on `queue` (one queue per executor).
+  ExecutorSpec(std::string name_in, std::shared_ptr<DeviceQueue> queue_in)
+      : name(std::move(name_in)), kind(ExecutorKind::kDevice), queue(std::move(queue_in)) {}
 
   std::string name;  // e.g. "rank0:cpu/main"; shown by observers and the tracer
   ExecutorKind kind = ExecutorKind::kCpuThread;
   // Called once on the executor's own OS thread before its first task (pin threads, set the
   // BLAS/OpenMP thread count, ...). May be empty.
   std::function<void()> on_thread_start;
+  // kDevice only: the queue its tasks put their work on. Shared with the tasks that launch on it.
+  std::shared_ptr<DeviceQueue> queue;
 };
 
 struct Task {
@@ -53,6 +68,7 @@ struct Task {
   // Optional: for tasks that start asynchronous work (an MPI_Isend, a CUDA launch) inside run().
   // When set, the task is complete only once poll() returns true; the executor keeps polling it
   // between other tasks. Exceptions thrown by poll() fail the run like those from run().
+  // Not for tasks on kDevice executors, whose completion is their queue event's.
   std::function<bool()> poll;
 };
 
@@ -60,7 +76,7 @@ class Plan {
  public:
   ExecutorId add_executor(ExecutorSpec spec);
   // task.executor must name an executor already added, or be kAnyExecutor once the plan has
-  // an executor (checked).
+  // a kCpuThread executor (checked). A task on a kDevice executor has no poll (checked).
   TaskId add_task(Task task);
   // `after` starts only once `before` has completed. Duplicate edges are fine; a task depending on
   // itself throws purine::Error. Ids must come from this plan (checked).

@@ -14,6 +14,12 @@ EngineCore::EngineCore(Plan plan_in, EngineOptions options_in)
       schedule(Schedule::build(plan)),
       tasks(plan, schedule) {
   thread_exited.assign(plan.executors().size(), false);
+  events.resize(plan.tasks().size());
+  for (size_t t = 0; t < plan.tasks().size(); ++t) {
+    const ExecutorId e = plan.tasks()[t].executor;
+    if (e != kAnyExecutor && plan.executors()[e].kind == ExecutorKind::kDevice)
+      events[t] = plan.executors()[e].queue->create_event();
+  }
 }
 
 EngineCore::~EngineCore() = default;

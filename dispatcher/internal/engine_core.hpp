@@ -61,6 +61,10 @@ struct EngineCore {
   const EngineOptions options;
   const Schedule schedule;
   TaskTable tasks;  // readiness counters, owners, successors, progress stamps
+  // Per task on a kDevice executor, its event on that executor's queue (null for other tasks):
+  // recorded after the task's work, waited for by successors on other queues, polled for the
+  // successors on the host.
+  std::vector<std::unique_ptr<QueueEvent>> events;
   FirstFailure failure;
   std::vector<Observer*> observers;  // between runs only
   bool has_observers = false;        // between runs only

@@ -102,12 +102,27 @@ Schedule Schedule::build(const Plan& plan) {
     for (size_t i = 1; i < users.size(); ++i) successors[users[i - 1]].push_back(users[i]);
   }
 
+  const auto on_device = [&plan](TaskId t) {
+    const ExecutorId e = plan.tasks()[t].executor;
+    return e != kAnyExecutor && plan.executors()[e].kind == ExecutorKind::kDevice;
+  };
   s.offsets_.assign(n + 1, 0);
+  s.device_successors_end_.assign(n, 0);
+  s.queue_waits_.assign(n, {});
   s.in_degree_.assign(n, 0);
   for (TaskId t = 0; t < n; ++t) {
     sort_unique(&successors[t]);
+    const auto device_end =
+        std::stable_partition(successors[t].begin(), successors[t].end(), on_device);
     s.offsets_[t + 1] = s.offsets_[t] + static_cast<int>(successors[t].size());
-    for (TaskId next : successors[t]) ++s.in_degree_[next];
+    s.device_successors_end_[t] =
+        s.offsets_[t] + static_cast<int>(device_end - successors[t].begin());
+    for (TaskId next : successors[t]) {
+      ++s.in_degree_[next];
+      if (on_device(t) && on_device(next) &&
+          plan.tasks()[t].executor != plan.tasks()[next].executor)
+        s.queue_waits_[next].push_back(t);
+    }
   }
   s.successors_.reserve(s.offsets_[n] + 1);
   for (const auto& next : successors) {

@@ -26,9 +26,13 @@ void run_serial(EngineCore& core) {
         core.fail(task, std::current_exception());
       }
     }
-    if (!spec.poll || core.cancelled()) continue;
+    if (core.cancelled()) continue;
+    QueueEvent* event = core.events[task].get();
+    if (!spec.poll && !event) continue;
     try {
-      while (!spec.poll()) std::this_thread::yield();
+      // A device task's work is waited for at once: every task after it sees it done.
+      if (event) core.plan.executors()[executor].queue->record(*event);
+      while (event ? !event->done() : !spec.poll()) std::this_thread::yield();
     } catch (...) {
       core.fail(task, std::current_exception());
     }

@@ -16,7 +16,8 @@ ThreadExecutor::ThreadExecutor(EngineCore* core, ExecutorId id)
     : core_(core),
       id_(id),
       tasks_per_run_(core->schedule.tasks_on(id)),
-      cpu_thread_(core->plan.executors()[id].kind == ExecutorKind::kCpuThread) {
+      cpu_thread_(core->plan.executors()[id].kind == ExecutorKind::kCpuThread),
+      queue_(core->plan.executors()[id].queue.get()) {
   local_.reserve(64);
 }
 
@@ -157,9 +158,19 @@ bool ThreadExecutor::execute(TaskId task) {
     const Task& spec = core.tasks.task(task);
     const bool observed = core.has_observers;
     current_.store(task, std::memory_order_relaxed);
+    // A device task (a floating task may run on a device executor's thread too, as a host task).
+    QueueEvent* const event = core.events[task].get();
+    bool issued = false;
     try {
       if (observed) core.notify_start(task, id_);
+      if (event) {
+        for (const TaskId before : core.schedule.queue_waits(task)) queue_->wait(*core.events[before]);
+      }
       if (spec.run) spec.run();
+      if (event) {
+        queue_->record(*event);
+        issued = true;
+      }
     } catch (...) {
       core.fail(task, std::current_exception());
     }
@@ -170,6 +181,13 @@ bool ThreadExecutor::execute(TaskId task) {
       } catch (...) {
         core.fail(task, std::current_exception());
       }
+    }
+    if (issued && !core.cancelled()) {
+      // Successors on device queues may launch now; the host ones wait for the event.
+      release(core.tasks.successors_begin(task), core.schedule.device_successors_end(task));
+      core.tasks.set_state(task, core.run_index, TaskTable::kPolling);
+      in_flight_.push_back(task);
+      return true;
     }
     if (spec.poll && !core.cancelled()) {
       core.tasks.set_state(task, core.run_index, TaskTable::kPolling);
@@ -187,17 +205,18 @@ bool ThreadExecutor::poll_in_flight() {
   for (size_t i = 0; i < in_flight_.size(); ++i) {
     const TaskId task = in_flight_[i];
     bool done = true;
+    QueueEvent* const event = core.events[task].get();
     if (!core.cancelled()) {
       current_.store(task, std::memory_order_relaxed);
       try {
-        done = core.tasks.task(task).poll();
+        done = event ? event->done() : core.tasks.task(task).poll();
       } catch (...) {
         core.fail(task, std::current_exception());
       }
       if (current_.exchange(kIdle, std::memory_order_acq_rel) == kAbandoned) return false;
     }
     if (done) {
-      complete(task);
+      complete(task, /*issued_on_queue=*/event != nullptr);
     } else {
       in_flight_[kept++] = task;
     }
@@ -241,12 +260,27 @@ bool ThreadExecutor::fetch(bool block) {
   return true;
 }
 
-void ThreadExecutor::complete(TaskId task) {
+void ThreadExecutor::complete(TaskId task, bool issued_on_queue) {
   EngineCore& core = *core_;
   TaskTable& tasks = core.tasks;
   tasks.set_state(task, core.run_index, TaskTable::kDone);
-  const TaskId* const begin = tasks.successors_begin(task);
-  const TaskId* const end = tasks.successors_end(task);
+  release(issued_on_queue ? core.schedule.device_successors_end(task) : tasks.successors_begin(task),
+          tasks.successors_end(task));
+  const bool floating = tasks.owner(task) == kAnyExecutor;
+  completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // Either may let the Engine start the next run.
+  if (floating) {
+    if (core.floating_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      core.executor_finished_run();
+  } else if (++completed_this_run_ == tasks_per_run_) {
+    completed_this_run_ = 0;
+    core.executor_finished_run();
+  }
+}
+
+void ThreadExecutor::release(const TaskId* const begin, const TaskId* const end) {
+  EngineCore& core = *core_;
+  TaskTable& tasks = core.tasks;
   // Start all the cache misses at once rather than one after the other.
   for (const TaskId* next = begin; next != end; ++next) tasks.prefetch_record(*next);
   for (const TaskId* next = begin; next != end; ++next) {
@@ -264,16 +298,6 @@ void ThreadExecutor::complete(TaskId task) {
     } else {
       core.executors[owner]->push(*next);
     }
-  }
-  const bool floating = tasks.owner(task) == kAnyExecutor;
-  completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  // Either may let the Engine start the next run.
-  if (floating) {
-    if (core.floating_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
-      core.executor_finished_run();
-  } else if (++completed_this_run_ == tasks_per_run_) {
-    completed_this_run_ = 0;
-    core.executor_finished_run();
   }
 }
 

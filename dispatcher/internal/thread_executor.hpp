@@ -12,6 +12,11 @@
 // rounds only once nothing has finished for a second, and never sleeps on the condition variable.
 // Any executor kind may own polled tasks: the Runnable puts an MPI transfer on its op's own thread.
 //
+// A kDevice executor (plan.hpp) drives one device queue: before a task's run() it makes the queue
+// wait for the events of the task's predecessors on other queues (Schedule::queue_waits), after
+// it records the task's event and releases the successors on device executors at once; the task
+// then stays in flight, polled through its event, until the host successors may be released.
+//
 // The OS thread is named after the executor (without the rank prefix), for top -H and gdb.
 //
 // Ownership: owned by the EngineCore; the thread holds the core alive through a shared_ptr until
@@ -81,12 +86,17 @@ class ThreadExecutor {
   bool execute(TaskId task);
   bool poll_in_flight();
   bool fetch(bool block) EXCLUDES(mu_);
-  void complete(TaskId task);
+  // Releases the successors [first, last) of a task (TaskTable's successor pointers).
+  void release(const TaskId* first, const TaskId* last);
+  // The task is complete: releases its successors not yet released (all of them, unless it is a
+  // device task whose work was put on the queue) and does the run's bookkeeping.
+  void complete(TaskId task, bool issued_on_queue = false);
 
   EngineCore* const core_;
   const ExecutorId id_;
   const int tasks_per_run_;
   const bool cpu_thread_;  // kind kCpuThread
+  DeviceQueue* const queue_;  // kind kDevice: the queue it drives; else null
   std::thread thread_;
 
   // Owned by the executor thread.

@@ -1,0 +1,43 @@
+// DeviceQueue: an in-order queue of work on a device (a CUDA stream, or a host thread that
+// emulates one: dispatcher/emulated_queue.hpp). Work put on a queue runs later, in the order it
+// was put there; a QueueEvent marks a point in a queue, so that the host can ask whether the
+// queue has passed it (done()) and another queue can wait for it (wait()) without the host
+// waiting at all. The dispatcher's device executors (dispatcher/plan.hpp, ExecutorKind::kDevice)
+// use these three calls to launch a task as soon as its inputs are ready and to hand readiness
+// to other queues and to the host; they never synchronize a device per task.
+//
+// Thread-safety: record() and wait() are called from the thread that drives the queue (one
+// dispatcher executor); done() from any thread. An event recorded on one queue may be waited
+// for by another queue's driving thread once the recording call has returned (the dispatcher
+// orders the two through its readiness counters).
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace purine {
+
+class QueueEvent {
+ public:
+  virtual ~QueueEvent() = default;
+  // True once the queue has run everything put on it before the latest record() of this event
+  // (also true before the first record()). Throws purine::Error if the device failed.
+  virtual bool done() = 0;
+};
+
+class DeviceQueue {
+ public:
+  virtual ~DeviceQueue() = default;
+  // A new event of this queue; made once per task when a plan is compiled, reused every run.
+  virtual std::unique_ptr<QueueEvent> create_event() = 0;
+  // Marks the current end of this queue: `event` is done once everything put on the queue
+  // before this call has run.
+  virtual void record(QueueEvent& event) = 0;
+  // Work put on this queue after this call starts only once `event` (of any queue, recorded
+  // before this call) is done.
+  virtual void wait(QueueEvent& event) = 0;
+  // A name for traces and errors ("gpu0 stream main").
+  virtual std::string name() const = 0;
+};
+
+}  // namespace purine
