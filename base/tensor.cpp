@@ -2,25 +2,43 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "base/device_runtime.hpp"
 #include "base/error.hpp"
 
 namespace purine {
 
+namespace {
+// 64-byte multiples: AVX-512 loads and oneDNN like the alignment, aligned_alloc needs the size.
+size_t storage_bytes(int64_t count) {
+  const size_t bytes = ((static_cast<size_t>(count) * sizeof(float) + 63) / 64) * 64;
+  return bytes == 0 ? 64 : bytes;
+}
+}  // namespace
+
 Storage::Storage(int64_t count, Location location) : count_(count), location_(location) {
-  require(location.is_cpu(), "tensor memory at ", location.to_string(),
-          ": GPU memory needs the CUDA backend, which this build does not have");
-  // 64-byte alignment suits AVX-512 loads and oneDNN; round the size up as aligned_alloc requires.
-  size_t bytes = ((static_cast<size_t>(count) * sizeof(float) + 63) / 64) * 64;
-  if (bytes == 0) bytes = 64;
+  const size_t bytes = storage_bytes(count);
+  if (!location.is_cpu()) {
+    DeviceRuntime& device =
+        require_device(location.device, "tensor memory at " + location.to_string());
+    ptr_ = static_cast<float*>(device.allocate(location.device, bytes));
+    return;
+  }
   ptr_ = static_cast<float*>(std::aligned_alloc(64, bytes));
   require(ptr_ != nullptr, "out of host memory allocating ", bytes, " bytes");
   std::memset(ptr_, 0, bytes);
 }
 
-Storage::~Storage() { std::free(ptr_); }
+Storage::~Storage() {
+  if (location_.is_cpu()) {
+    std::free(ptr_);
+  } else {
+    device_runtime()->release(location_.device, ptr_, storage_bytes(count_));
+  }
+}
 
 Tensor::Tensor(Shape shape, Location location)
     : storage_(std::make_shared<Storage>(shape.count(), location)),
@@ -106,14 +124,30 @@ void strided_copy(int dim, const Shape& shape, const float* src, const std::vect
 }  // namespace
 
 std::vector<float> Tensor::values() const {
-  Tensor dense(shape_, location_);
+  Tensor dense(shape_, Location::cpu(location_.rank));
   dense.copy_from(*this);
   return std::vector<float>(dense.data(), dense.data() + dense.count());
+}
+
+void Tensor::set_values(const std::vector<float>& values) {
+  CHECK_EQ(static_cast<int64_t>(values.size()), count()) << "values for " << shape_;
+  Tensor host(shape_, Location::cpu(location_.rank));
+  std::copy(values.begin(), values.end(), host.mutable_data());
+  copy_from(host);
 }
 
 void Tensor::copy_from(const Tensor& source) {
   CHECK(shape_ == source.shape_) << "copy of " << source.shape_ << " into " << shape_;
   if (count() == 0) return;
+  if (!location_.is_cpu() || !source.location_.is_cpu()) {
+    // A GPU side: contiguous blocks only (the device runtime copies bytes).
+    CHECK(is_contiguous() && source.is_contiguous()) << "strided copy to or from a GPU tensor";
+    const int device = location_.is_cpu() ? source.location_.device : location_.device;
+    require_device(device, "copy from " + source.location_.to_string() + " to " +
+                               location_.to_string())
+        .copy(mutable_data(), location_, source.data(), source.location_, count() * sizeof(float));
+    return;
+  }
   if (is_contiguous() && source.is_contiguous()) {
     std::memcpy(mutable_data(), source.data(), count() * sizeof(float));
   } else if (shape_.ndim() == 0) {
@@ -125,6 +159,10 @@ void Tensor::copy_from(const Tensor& source) {
 
 void Tensor::fill(float value) {
   CHECK(is_contiguous());
+  if (!location_.is_cpu()) {
+    set_values(std::vector<float>(static_cast<size_t>(count()), value));
+    return;
+  }
   float* p = mutable_data();
   for (int64_t i = 0; i < count(); ++i) p[i] = value;
 }

@@ -1,4 +1,4 @@
-// Tensor: an N-dimensional float32 array at a Location. Storage is shared between a tensor and
+// Tensor: an N-dimensional float32 array at a Location (host or device memory). Storage is shared between a tensor and
 // its views (offset + shape + strides), so slices and concatenations need no copy. Copying a
 // Tensor object copies the handle, not the data; copy_from() copies data. Reads use data(),
 // writes mutable_data(). Not thread-safe: the dispatcher guarantees one writer per run.
@@ -46,14 +46,17 @@ class Tensor {
   bool allocated() const { return storage_ != nullptr; }
   bool is_contiguous() const;
 
-  // Pointers into the storage. They go stale when the storage's buffer is exchanged: every
-  // run() of a graph with weight swaps (Graph::add_swap, the SGD graph) moves the weights to the
-  // other buffer. Keep the Tensor (or its Blob) and call data() again after each run, or copy
-  // the elements out with values().
+  // Pointers into the storage: host memory for CPU locations, device memory for GPU ones (for
+  // kernels only; the host reads and writes those with values() and set_values()). They go stale
+  // when the storage's buffer is exchanged: every run() of a graph with weight swaps
+  // (Graph::add_swap, the SGD graph) moves the weights to the other buffer. Keep the Tensor (or
+  // its Blob) and call data() again after each run, or copy the elements out with values().
   const float* data() const;
   float* mutable_data();
-  // A copy of the elements in row-major order (views and strided slices too).
+  // A copy of the elements in row-major order (views and strided slices too), at any location.
   std::vector<float> values() const;
+  // Writes count() elements in row-major order, at any location.
+  void set_values(const std::vector<float>& values);
 
   // A contiguous view of `shape.count()` elements starting `offset` elements into this
   // (contiguous) tensor.
@@ -72,7 +75,8 @@ class Tensor {
   bool covers_storage() const;
   bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
 
-  // Copies values from `source` (same shape, any strides; CPU tensors).
+  // Copies values from `source` (same shape; any strides between CPU tensors, contiguous ones to
+  // or from a GPU).
   void copy_from(const Tensor& source);
   void fill(float value);
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "base/error.hpp"
+#include "operators/gpu_kernel.hpp"
 
 namespace purine {
 
@@ -55,16 +56,25 @@ void Operator::compute(const std::vector<const Tensor*>& inputs,
             " but the outputs are at ", where, "; insert a Copy to bring it there");
   }
   require(!uses_rng() || context.rng != nullptr, type(), ": needs a random generator");
-  if (where.is_cpu()) {
-    compute_cpu(inputs, outputs, context);
-  } else {
+  // A copy from a GPU to the host is the GPU's work too (its stream does the transfer).
+  bool on_gpu = !where.is_cpu();
+  for (size_t i = 0; i < inputs.size() && traits().bridges_locations; ++i)
+    on_gpu = on_gpu || !inputs[i]->location().is_cpu();
+  if (on_gpu) {
     compute_gpu(inputs, outputs, context);
+  } else {
+    compute_cpu(inputs, outputs, context);
   }
 }
 
-void Operator::compute_gpu(const std::vector<const Tensor*>&, const std::vector<Tensor*>&,
-                           OpContext&) {
-  throw Error(str("operator '", type(), "' has no GPU kernel in this build"));
+void Operator::compute_gpu(const std::vector<const Tensor*>& inputs,
+                           const std::vector<Tensor*>& outputs, OpContext& context) {
+  const GpuKernel kernel = GpuKernels::find(type());
+  require(kernel != nullptr, "operator '", type(), "' has no GPU kernel in this build",
+          GpuKernels::types().empty() ? " (built without the CUDA backend)" : "",
+          "; place it on a CPU location");
+  require(context.queue != nullptr, type(), ": a GPU kernel needs its location's device queue");
+  kernel(*this, inputs, outputs, context);
 }
 
 std::vector<Shape> SameShapeOp::output_shapes(const std::vector<Shape>& inputs) const {

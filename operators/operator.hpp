@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/device_queue.hpp"
 #include "base/rng.hpp"
 #include "base/tensor.hpp"
 #include "operators/attrs.hpp"
@@ -45,6 +46,9 @@ struct OpContext {
   Rng* rng = nullptr;
   const Communicator* comm = nullptr;
   PeerLink link;
+  // For GPU kernels (operators/gpu_kernel.hpp): the stream of the op's GPU location and thread,
+  // on which the kernel puts its work.
+  DeviceQueue* queue = nullptr;
 };
 
 // How an operator's outputs may share memory with its inputs. The compile step makes them views
@@ -168,7 +172,8 @@ class Operator {
  protected:
   virtual void compute_cpu(const std::vector<const Tensor*>& inputs,
                            const std::vector<Tensor*>& outputs, OpContext& context) = 0;
-  // Default: throws purine::Error saying this operator has no GPU kernel in this build.
+  // Default: the kernel registered for type() (operators/gpu_kernel.hpp), or a purine::Error
+  // saying this operator has no GPU kernel in this build.
   virtual void compute_gpu(const std::vector<const Tensor*>& inputs,
                            const std::vector<Tensor*>& outputs, OpContext& context);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "base/device_runtime.hpp"
 #include "base/error.hpp"
 #include "base/hash.hpp"
 #include "operators/compute_threads.hpp"
@@ -67,6 +68,7 @@ int threads_per_location(const Graph& graph, const CompileOptions& options) {
 }
 
 // Builds the plan's executors: one per (location, thread name) of this rank, and its "mpi" one.
+// At a GPU location the executor drives a stream of its own (a kDevice executor).
 class Executors {
  public:
   Executors(dispatch::Plan& plan, int threads) : plan_(plan), threads_(threads) {}
@@ -76,15 +78,28 @@ class Executors {
     auto key = std::make_pair(location, thread);
     auto it = ids_.find(key);
     if (it != ids_.end()) return it->second;
-    dispatch::ExecutorSpec spec(location.to_string() + "/" + thread, kind);
-    if (kind == dispatch::ExecutorKind::kCpuThread)
+    const std::string name = location.to_string() + "/" + thread;
+    dispatch::ExecutorSpec spec(name, kind);
+    if (!location.is_cpu()) {
+      const int device = location.device;
+      DeviceRuntime& runtime = require_device(device, "thread '" + name + "'");
+      spec = dispatch::ExecutorSpec(name, runtime.make_queue(device, name));
+      spec.on_thread_start = [&runtime, device] { runtime.use_device(device); };
+    } else if (kind == dispatch::ExecutorKind::kCpuThread) {
       spec.on_thread_start = [threads = threads_] { set_compute_threads(threads); };
+    }
     return ids_.emplace(key, plan_.add_executor(std::move(spec))).first->second;
   }
-  // The executor of an op's thread; Graph::kAnyThread floats over the rank's executors, of
+  // The device queue an executor drives (null for host executors).
+  DeviceQueue* queue(dispatch::ExecutorId id) const {
+    return id == dispatch::kAnyExecutor ? nullptr : plan_.executors()[id].queue.get();
+  }
+  // The executor of an op's thread; Graph::kAnyThread floats over the rank's CPU executors, of
   // which there is then at least Graph::kMainThread.
   dispatch::ExecutorId of_thread(Location location, const std::string& thread) {
     if (thread != Graph::kAnyThread) return get(location, thread);
+    // A GPU op is never a host thread's: it goes to its location's main stream.
+    if (!location.is_cpu()) return get(location, Graph::kMainThread);
     get(location, Graph::kMainThread);
     return dispatch::kAnyExecutor;
   }
@@ -146,10 +161,16 @@ CompiledGraph compile(Graph& graph, const CompileOptions& options) {
       task.name += " (send to rank " + std::to_string(link.peer) + ")";
     if (link.side == PeerLink::kReceive)
       task.name += " (receive from rank " + std::to_string(link.peer) + ")";
-    // A send runs on the sending rank, at the location of the blob it sends.
-    const Location at = link.side == PeerLink::kSend ? op->inputs()[0]->location() : op->location();
+    // A send runs on the sending rank, at the location of the blob it sends; so does a copy from
+    // a GPU to the host (on that GPU's stream).
+    const bool from_gpu = traits.bridges_locations && op->location().is_cpu() &&
+                          !op->inputs()[0]->location().is_cpu();
+    const Location at = link.side == PeerLink::kSend || (from_gpu && link.side == PeerLink::kNone)
+                            ? op->inputs()[0]->location()
+                            : op->location();
     task.location = at.to_string();
     task.executor = executors.of_thread(at, op->thread());
+    binding->context.queue = executors.queue(task.executor);
 
     std::shared_ptr<AsyncWork> work =
         op->kernel().bind_async(binding->inputs, binding->outputs, binding->context);

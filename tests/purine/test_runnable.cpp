@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "operators/cuda/gpu_test.hpp"
 #include "operators/registry.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
@@ -270,4 +271,48 @@ TEST_CASE(
   Runnable single(alone, options);
   single.run();
   REQUIRE(probe.omp_threads == 4);
+}
+
+namespace {
+
+// x on the host; relu on GPU 0's main stream, scale on its "second" stream, read back by a host
+// op (copies inserted by the builder both ways).
+struct GpuGraph {
+  Graph g;
+  Blob* x;
+  Blob* y;
+  GpuGraph() {
+    x = g.add_blob("x", {4, 5});
+    Blob* scaled;
+    {
+      Graph::Placement on_gpu(g, Location::gpu(0));
+      Blob* r = g.apply("relu", "relu", {}, {x})[0];
+      Graph::Placement second(g, Location::gpu(0), "second");
+      scaled = g.apply("scale", "scale", Attrs().set("alpha", 2.0), {r})[0];
+    }
+    y = g.apply("back", "scale", Attrs().set("alpha", 1.0), {scaled})[0];
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a graph on a GPU location runs on its streams, or says why it cannot", "[runnable][gpu]") {
+  GpuGraph gg;
+  const std::string no_gpu = testing::no_gpu_reason();
+  if (!no_gpu.empty()) {
+    // Every machine checks the error: it names the location and why.
+    REQUIRE_THROWS_WITH(Runnable(gg.g), Contains("rank0:gpu0") && Contains("GPU"));
+    WARN("the GPU run is skipped: " << no_gpu);
+    return;
+  }
+  std::vector<float> values(20);
+  for (int i = 0; i < 20; ++i) values[i] = static_cast<float>(i) - 9.5f;
+  Runnable run(gg.g);
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    for (float& v : values) v = -v;
+    gg.x->tensor().set_values(values);
+    run.run();
+    const std::vector<float> y = gg.y->tensor().values();
+    for (int i = 0; i < 20; ++i) CHECK(y[i] == 2 * std::max(values[i], 0.0f));
+  }
 }

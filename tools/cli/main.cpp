@@ -1,6 +1,7 @@
 // purine: the command-line tool.
 //   purine train [--model=convnet_bn] [--data=DIR] [--epochs=5] [--max-iters=N] [--batch=64] ...
 //   purine models
+//   purine devices
 // Errors print one line, "error: ...", and exit non-zero.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/device_runtime.hpp"
 #include "base/error.hpp"
 #include "models/models.hpp"
 #include "purine/mpi.hpp"
@@ -24,7 +26,8 @@ const char kUsage[] =
     "usage: purine <command> [flags]\n"
     "commands:\n"
     "  train    train a model (purine train --help for its flags)\n"
-    "  models   list the registered models\n";
+    "  models   list the registered models\n"
+    "  devices  list the GPUs this process can use\n";
 
 // gflags spells flags with underscores; accept the dashed spelling too (--max-iters).
 std::vector<std::string> normalize_flags(int argc, char** argv) {
@@ -39,6 +42,21 @@ std::vector<std::string> normalize_flags(int argc, char** argv) {
     args.push_back(a);
   }
   return args;
+}
+
+// `purine devices`: what the device runtime sees. No GPU is not an error: the CPU trains.
+int list_devices() {
+  const purine::DeviceRuntime* runtime = purine::device_runtime();
+  if (!runtime) {
+    std::cout << "no GPU backend: this build has no CUDA (cmake found no nvcc, cuDNN or NCCL)\n";
+    return 0;
+  }
+  const std::vector<std::string> devices = runtime->describe_devices();
+  std::cout << runtime->name() << ": " << devices.size() << " GPU"
+            << (devices.size() == 1 ? "" : "s") << (devices.empty() ? " (no device or driver)" : "")
+            << "\n";
+  for (const std::string& line : devices) std::cout << "  " << line << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -90,6 +108,7 @@ int main(int argc, char** argv) {
       for (const auto& name : purine::model_names()) std::cout << name << "\n";
       return 0;
     }
+    if (command == "devices") return list_devices();
     std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

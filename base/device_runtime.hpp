@@ -1,0 +1,59 @@
+// DeviceRuntime: what a device backend (the CUDA one, operators/cuda/) gives the layers above it
+// without their knowing CUDA: device memory for tensors at GPU locations, synchronous copies
+// between any two locations (for code outside a run: initialization, checkpoints, tests), and
+// the in-order queues (streams) that the dispatcher's device executors drive. The backend
+// registers its one instance during static initialization of libpurine; a build without one has
+// none, and every use of a GPU location is then a purine::Error saying so.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/device_queue.hpp"
+#include "base/location.hpp"
+
+namespace purine {
+
+// A device's memory as the backend's caching allocator sees it, in bytes.
+struct DeviceMemoryStats {
+  size_t in_use = 0;       // held by tensors now
+  size_t peak_in_use = 0;  // the most ever held at once
+  size_t cached = 0;       // freed by tensors, kept for reuse (not returned to the driver)
+  size_t driver_allocations = 0;  // calls to the driver's allocator (cudaMalloc) so far
+};
+
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+  // "CUDA 13.0 (driver 12.8)"
+  virtual std::string name() const = 0;
+  // Devices this process can use; 0 without a device or a driver (never throws).
+  virtual int device_count() const = 0;
+  // One line per device: ordinal, model, memory, compute capability.
+  virtual std::vector<std::string> describe_devices() const = 0;
+  // `bytes` of zero-filled memory on `device`; throws purine::Error when out of memory.
+  virtual void* allocate(int device, size_t bytes) = 0;
+  virtual void release(int device, void* memory, size_t bytes) noexcept = 0;
+  virtual DeviceMemoryStats memory_stats(int device) const = 0;
+  // Copies `bytes` between two locations of this process and returns once done.
+  virtual void copy(void* to, Location to_at, const void* from, Location from_at,
+                    size_t bytes) = 0;
+  // A new queue (a stream) on `device`.
+  virtual std::shared_ptr<DeviceQueue> make_queue(int device, const std::string& name) = 0;
+  // Makes `device` current on the calling thread (each device executor calls it first).
+  virtual void use_device(int device) = 0;
+};
+
+// The registered runtime, or null in a build without a device backend.
+DeviceRuntime* device_runtime();
+// Called once by the backend during static initialization.
+void register_device_runtime(DeviceRuntime* runtime);
+// The runtime, checked to have `device`; otherwise throws purine::Error naming `what` (e.g.
+// "tensor memory at rank0:gpu1") and why: no backend in this build, or no such device.
+DeviceRuntime& require_device(int device, const std::string& what);
+
+}  // namespace purine

@@ -1,0 +1,85 @@
+#include "operators/cuda/cuda_stream.hpp"
+
+#include <glog/logging.h>
+
+#include "base/error.hpp"
+#include "operators/cuda/cuda_check.hpp"
+#include "operators/cuda/device_guard.hpp"
+
+namespace purine::cuda {
+
+namespace {
+
+class CudaEvent : public QueueEvent {
+ public:
+  explicit CudaEvent(int device, std::string stream) : stream_(std::move(stream)) {
+    DeviceGuard on(device);
+    PURINE_CUDA_CALL("stream event", cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  }
+  ~CudaEvent() override { (void)cudaEventDestroy(event_); }
+  bool done() override {
+    const cudaError_t status = cudaEventQuery(event_);
+    if (status == cudaSuccess) return true;
+    if (status == cudaErrorNotReady) return false;
+    (void)cudaGetLastError();
+    throw Error(str("GPU work on stream ", stream_, " failed: ", cudaGetErrorString(status)));
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+  const std::string stream_;
+};
+
+}  // namespace
+
+CudaStream::CudaStream(int device, std::string name) : device_(device), name_(std::move(name)) {
+  DeviceGuard on(device_);
+  PURINE_CUDA_CALL("stream", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+CudaStream::~CudaStream() {
+  // Nothing is queued any more: every run completed before its plan was destroyed.
+  if (cudnn_) (void)cudnnDestroy(cudnn_);
+  if (cublas_) (void)cublasDestroy(cublas_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+cublasHandle_t CudaStream::cublas() {
+  if (!cublas_) {
+    DeviceGuard on(device_);
+    PURINE_CUBLAS_CALL("stream", cublasCreate(&cublas_));
+    PURINE_CUBLAS_CALL("stream", cublasSetStream(cublas_, stream_));
+    PURINE_CUBLAS_CALL("stream", cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+  }
+  return cublas_;
+}
+
+cudnnHandle_t CudaStream::cudnn() {
+  if (!cudnn_) {
+    DeviceGuard on(device_);
+    PURINE_CUDNN_CALL("stream", cudnnCreate(&cudnn_));
+    PURINE_CUDNN_CALL("stream", cudnnSetStream(cudnn_, stream_));
+  }
+  return cudnn_;
+}
+
+std::unique_ptr<QueueEvent> CudaStream::create_event() {
+  return std::make_unique<CudaEvent>(device_, name_);
+}
+
+void CudaStream::record(QueueEvent& event) {
+  PURINE_CUDA_CALL("stream", cudaEventRecord(static_cast<CudaEvent&>(event).get(), stream_));
+}
+
+void CudaStream::wait(QueueEvent& event) {
+  PURINE_CUDA_CALL("stream",
+                   cudaStreamWaitEvent(stream_, static_cast<CudaEvent&>(event).get(), 0));
+}
+
+CudaStream& stream_of(const OpContext& context) {
+  CHECK(context.queue != nullptr) << "a GPU kernel without its stream";
+  return static_cast<CudaStream&>(*context.queue);
+}
+
+}  // namespace purine::cuda

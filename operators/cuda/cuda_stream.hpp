@@ -1,0 +1,52 @@
+// CudaStream: the DeviceQueue (base/device_queue.hpp) of one (GPU location, thread name): a
+// non-blocking CUDA stream of its device, with the cuBLAS and cuDNN handles that launch on it,
+// made on first use. Events are CUDA events without timing; done() is cudaEventQuery, wait() is
+// cudaStreamWaitEvent, so readiness crosses streams on the device and the host never waits.
+//
+// Ownership: created by the CUDA runtime for the compile step and shared by the device executor
+// (its ExecutorSpec) and the bindings of the ops it runs. Thread-safety: as DeviceQueue; the
+// handles are used only by the executor thread that drives the stream.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <string>
+
+#include "base/device_queue.hpp"
+#include "operators/operator.hpp"
+
+namespace purine::cuda {
+
+class CudaStream : public DeviceQueue {
+ public:
+  CudaStream(int device, std::string name);
+  ~CudaStream() override;
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
+  // Handles bound to this stream; TF32 math stays off (cuBLAS pedantic FP32).
+  cublasHandle_t cublas();
+  cudnnHandle_t cudnn();
+
+  std::unique_ptr<QueueEvent> create_event() override;
+  void record(QueueEvent& event) override;
+  void wait(QueueEvent& event) override;
+  std::string name() const override { return name_; }
+
+ private:
+  const int device_;
+  const std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+};
+
+// The stream a GPU kernel launches on: its context's queue (the compile step sets it).
+CudaStream& stream_of(const OpContext& context);
+
+}  // namespace purine::cuda

@@ -1,0 +1,60 @@
+// GPU kernels of operators/elementwise.hpp. sum adds its inputs in input order per element, as
+// the CPU kernel does, so both give the same result bit for bit.
+#include "operators/cuda/cuda_stream.hpp"
+#include "operators/cuda/elementwise_kernels.cuh"
+#include "operators/elementwise.hpp"
+#include "operators/gpu_kernel.hpp"
+
+namespace purine::cuda {
+
+namespace {
+
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Multiply {
+  __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct Scale {
+  float alpha;
+  __device__ float operator()(float x) const { return alpha * x; }
+};
+
+void sum(const Operator& op, const std::vector<const Tensor*>& inputs,
+         const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu("sum", inputs, outputs);
+  const cudaStream_t stream = stream_of(context).stream();
+  Tensor& y = *outputs[0];
+  if (inputs.size() == 1) {
+    if (inputs[0]->data() != y.data())
+      PURINE_CUDA_CALL("sum", cudaMemcpyAsync(y.mutable_data(), inputs[0]->data(),
+                                              y.count() * sizeof(float),
+                                              cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  // ((x0 + x1) + x2) + ...: y may be any input, as each pass reads before it writes.
+  launch_map2("sum", stream, *inputs[0], *inputs[1], y, Add());
+  for (size_t i = 2; i < inputs.size(); ++i) launch_map2("sum", stream, y, *inputs[i], y, Add());
+}
+
+void mul(const Operator& op, const std::vector<const Tensor*>& inputs,
+         const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu("mul", inputs, outputs);
+  launch_map2("mul", stream_of(context).stream(), *inputs[0], *inputs[1], *outputs[0],
+              Multiply());
+}
+
+void scale(const Operator& op, const std::vector<const Tensor*>& inputs,
+           const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu("scale", inputs, outputs);
+  const float alpha = static_cast<float>(op.attrs().get_float("alpha", 1.0));
+  launch_map1("scale", stream_of(context).stream(), *inputs[0], *outputs[0], Scale{alpha});
+}
+
+}  // namespace
+
+PURINE_REGISTER_GPU_KERNEL(SumOp, sum);
+PURINE_REGISTER_GPU_KERNEL(MulOp, mul);
+PURINE_REGISTER_GPU_KERNEL(ScaleOp, scale);
+
+}  // namespace purine::cuda

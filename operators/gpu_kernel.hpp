@@ -1,0 +1,38 @@
+// GPU kernels are registered by operator type, beside the CPU ones: operators/cuda/<name>.cu
+// holds the kernel of operators/<name>.hpp and registers it with one line,
+//   PURINE_REGISTER_GPU_KERNEL(ReluOp, relu_gpu);
+// (the kernel in namespace purine::cuda for the backend's own).
+// Operator::compute() calls it for an op whose outputs are on a GPU (or, for an op that bridges
+// locations, whose input is), on the thread of that GPU location's device executor: the kernel
+// puts its work on context.queue (the location's stream) and returns without waiting for it.
+// A build without the CUDA backend registers none, and such an op is a purine::Error naming it.
+// Registration happens during static initialization; lookups are thread-safe after that.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operators/operator.hpp"
+
+namespace purine {
+
+// `op` is the operator the kernel was registered for (its attributes: op.attrs()).
+using GpuKernel = void (*)(const Operator& op, const std::vector<const Tensor*>& inputs,
+                           const std::vector<Tensor*>& outputs, OpContext& context);
+
+class GpuKernels {
+ public:
+  static bool add(const std::string& type, GpuKernel kernel);
+  // The kernel of `type`, or null.
+  static GpuKernel find(const std::string& type);
+  static std::vector<std::string> types();
+};
+
+}  // namespace purine
+
+// The kernel may be a template instance (forward<Relu>): the variable is named by line.
+#define PURINE_GPU_KERNEL_CONCAT2(a, b) a##b
+#define PURINE_GPU_KERNEL_CONCAT(a, b) PURINE_GPU_KERNEL_CONCAT2(a, b)
+#define PURINE_REGISTER_GPU_KERNEL(Class, ...)                                       \
+  static const bool PURINE_GPU_KERNEL_CONCAT(purine_gpu_kernel_registered_, __LINE__) = \
+      ::purine::GpuKernels::add(Class::kType, __VA_ARGS__)
