@@ -53,11 +53,12 @@ class ConvOpBase : public Operator {
   // The kernel that ran last ("onednn:<implementation>" or "im2col"); empty before the first
   // run. For tests and traces.
   std::string kernel_name() const;
+  // Validates x [N, C, H, W] (input number x_input) and w [O, C, kh, kw] (input w_input)
+  // against the attributes; throws purine::Error naming the inputs. (Public for the GPU
+  // kernels, which read the same geometry.)
+  ConvGeometry geometry(const Shape& x, int x_input, const Shape& w, int w_input) const;
 
  protected:
-  // Validates x [N, C, H, W] (input number x_input) and w [O, C, kh, kw] (input w_input)
-  // against the attributes; throws purine::Error naming the inputs.
-  ConvGeometry geometry(const Shape& x, int x_input, const Shape& w, int w_input) const;
   // The kernel for `direction` and `g`, built on first use and again whenever the geometry or
   // the calling thread's OpenMP thread count changed.
   ConvKernel& kernel(ConvDirection direction, const ConvGeometry& g);

@@ -28,10 +28,10 @@ struct LrnParams {
 class LrnOpBase : public SameShapeOp {
  public:
   using SameShapeOp::SameShapeOp;
+  // Reads and validates the attributes; throws purine::Error. (Public for the GPU kernels.)
+  LrnParams params() const;
 
  protected:
-  // Reads and validates the attributes; throws purine::Error.
-  LrnParams params() const;
   // Checks that x has rank 2 or more; throws purine::Error.
   void check_input(const Shape& x) const;
 };

@@ -31,9 +31,8 @@ struct PoolGeometry {
 class PoolOpBase : public Operator {
  public:
   using Operator::Operator;
-
- protected:
-  // Validates x [N, C, H, W] (input 0) against the attributes; throws purine::Error.
+  // Validates x [N, C, H, W] (input 0) against the attributes; throws purine::Error. (Public for
+  // the GPU kernels.)
   PoolGeometry geometry(const Shape& x) const;
 };
 

@@ -40,6 +40,7 @@ CudaStream::CudaStream(int device, std::string name) : device_(device), name_(st
 
 CudaStream::~CudaStream() {
   // Nothing is queued any more: every run completed before its plan was destroyed.
+  if (workspace_) (void)cudaFree(workspace_);
   if (cudnn_) (void)cudnnDestroy(cudnn_);
   if (cublas_) (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
@@ -62,6 +63,22 @@ cudnnHandle_t CudaStream::cudnn() {
     PURINE_CUDNN_CALL("stream", cudnnSetStream(cudnn_, stream_));
   }
   return cudnn_;
+}
+
+void* CudaStream::workspace(size_t bytes) {
+  if (bytes <= workspace_bytes_) return workspace_;
+  DeviceGuard on(device_);
+  if (workspace_) {
+    // Kernels queued earlier may still use the old block.
+    PURINE_CUDA_CALL("workspace", cudaStreamSynchronize(stream_));
+    PURINE_CUDA_CALL("workspace", cudaFree(workspace_));
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+  }
+  const size_t rounded = (bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20);
+  PURINE_CUDA_CALL("workspace", cudaMalloc(&workspace_, rounded));
+  workspace_bytes_ = rounded;
+  return workspace_;
 }
 
 std::unique_ptr<QueueEvent> CudaStream::create_event() {

@@ -32,6 +32,11 @@ class CudaStream : public DeviceQueue {
   // Handles bound to this stream; TF32 math stays off (cuBLAS pedantic FP32).
   cublasHandle_t cublas();
   cudnnHandle_t cudnn();
+  // Scratch device memory of at least `bytes` for the kernel being launched (per-row partial
+  // results, cuDNN workspaces). Kernels on this stream only: stream order makes reuse by the next
+  // kernel safe. Growing it waits for the stream once (in the first iterations of a run), so the
+  // steady state allocates nothing.
+  void* workspace(size_t bytes);
 
   std::unique_ptr<QueueEvent> create_event() override;
   void record(QueueEvent& event) override;
@@ -44,6 +49,8 @@ class CudaStream : public DeviceQueue {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
 };
 
 // The stream a GPU kernel launches on: its context's queue (the compile step sets it).

@@ -1,6 +1,6 @@
 // The element-wise kernel template of the GPU backend: out[i] = f(in0[i], in1[i], ...) over n
 // elements with a grid-stride loop (launch.hpp), launched on the op's stream. Shapes and
-// contiguity are checked by the caller.
+// contiguity (contiguity.hpp) are checked by the caller.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "base/error.hpp"
 #include "base/tensor.hpp"
+#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/launch.hpp"
 
@@ -28,17 +28,6 @@ __global__ void map2(int64_t n, const float* a, const float* b, float* y, F f) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = f(a[i], b[i]);
-}
-
-// Every tensor of an element-wise kernel must be contiguous.
-inline void require_contiguous_gpu(const char* type, const std::vector<const Tensor*>& inputs,
-                                   const std::vector<Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i)
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; the GPU kernel needs contiguous tensors");
-  for (size_t i = 0; i < outputs.size(); ++i)
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; the GPU kernel needs contiguous tensors");
 }
 
 template <typename F>

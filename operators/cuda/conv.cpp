@@ -1,0 +1,96 @@
+// GPU kernels of operators/conv.hpp through cuDNN: FP32 cross-correlation with FMA math (no
+// TF32), the algorithm chosen per geometry within a workspace limit and cached
+// (conv_algorithms.hpp), deterministic ones unless the op's `deterministic` attribute is 0
+// (the attribute of conv_grad_weight's CPU kernel; here it applies to all three directions).
+#include "operators/conv.hpp"
+
+#include "operators/cuda/conv_algorithms.hpp"
+#include "operators/cuda/cuda_check.hpp"
+#include "operators/cuda/cuda_stream.hpp"
+#include "operators/cuda/cudnn_descriptors.hpp"
+#include "operators/cuda/contiguity.hpp"
+#include "operators/gpu_kernel.hpp"
+
+namespace purine::cuda {
+
+namespace {
+
+struct Descriptors {
+  explicit Descriptors(const ConvGeometry& g)
+      : x(g.n, g.c, g.h, g.w),
+        w(g.o, g.c, g.kh, g.kw),
+        y(g.n, g.o, g.ho, g.wo),
+        conv(g.pad_h, g.pad_w, g.stride_h, g.stride_w) {}
+  TensorDesc x;
+  FilterDesc w;
+  TensorDesc y;
+  ConvDesc conv;
+};
+
+// Runs `direction` of the op on its stream: the geometry from inputs (x at x_input, w at
+// w_input), the algorithm from the cache.
+void convolve(const Operator& op, ConvDirection direction, int x_input, int w_input,
+              const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+              OpContext& context) {
+  const std::string type = op.type();
+  const char* what = type.c_str();
+  require_contiguous_gpu(what, inputs, outputs);
+  const auto& base = static_cast<const ConvOpBase&>(op);
+  const ConvGeometry g =
+      base.geometry(inputs[x_input]->shape(), x_input, inputs[w_input]->shape(), w_input);
+  if (g.n == 0) return;
+  CudaStream& stream = stream_of(context);
+  const Descriptors d(g);
+  const bool deterministic = op.attrs().get_int("deterministic", 1) != 0;
+  const ConvAlgorithm algo = choose_conv_algorithm(stream.cudnn(), stream.device(), direction, g,
+                                                   deterministic, d.x.get(), d.w.get(),
+                                                   d.conv.get(), d.y.get());
+  void* workspace = stream.workspace(algo.workspace);
+  const float one = 1.0f, zero = 0.0f;
+  switch (direction) {
+    case ConvDirection::kForward:
+      PURINE_CUDNN_CALL(what, cudnnConvolutionForward(
+                                  stream.cudnn(), &one, d.x.get(), inputs[0]->data(), d.w.get(),
+                                  inputs[1]->data(), d.conv.get(),
+                                  static_cast<cudnnConvolutionFwdAlgo_t>(algo.algo), workspace,
+                                  algo.workspace, &zero, d.y.get(), outputs[0]->mutable_data()));
+      break;
+    case ConvDirection::kBackwardData:  // (dy, w, x) -> dx
+      PURINE_CUDNN_CALL(what, cudnnConvolutionBackwardData(
+                                  stream.cudnn(), &one, d.w.get(), inputs[1]->data(), d.y.get(),
+                                  inputs[0]->data(), d.conv.get(),
+                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(algo.algo),
+                                  workspace, algo.workspace, &zero, d.x.get(),
+                                  outputs[0]->mutable_data()));
+      break;
+    case ConvDirection::kBackwardWeights:  // (dy, x, w) -> dw
+      PURINE_CUDNN_CALL(what, cudnnConvolutionBackwardFilter(
+                                  stream.cudnn(), &one, d.x.get(), inputs[1]->data(), d.y.get(),
+                                  inputs[0]->data(), d.conv.get(),
+                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo),
+                                  workspace, algo.workspace, &zero, d.w.get(),
+                                  outputs[0]->mutable_data()));
+      break;
+  }
+}
+
+void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
+             const std::vector<Tensor*>& outputs, OpContext& context) {
+  convolve(op, ConvDirection::kForward, 0, 1, inputs, outputs, context);
+}
+void grad_data(const Operator& op, const std::vector<const Tensor*>& inputs,
+               const std::vector<Tensor*>& outputs, OpContext& context) {
+  convolve(op, ConvDirection::kBackwardData, 2, 1, inputs, outputs, context);
+}
+void grad_weight(const Operator& op, const std::vector<const Tensor*>& inputs,
+                 const std::vector<Tensor*>& outputs, OpContext& context) {
+  convolve(op, ConvDirection::kBackwardWeights, 1, 2, inputs, outputs, context);
+}
+
+}  // namespace
+
+PURINE_REGISTER_GPU_KERNEL(ConvOp, forward);
+PURINE_REGISTER_GPU_KERNEL(ConvGradDataOp, grad_data);
+PURINE_REGISTER_GPU_KERNEL(ConvGradWeightOp, grad_weight);
+
+}  // namespace purine::cuda

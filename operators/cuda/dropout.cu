@@ -1,0 +1,75 @@
+// GPU kernels of operators/dropout.hpp. The keep decisions come from a counter-based stream
+// (counter_rng.hpp) keyed by two draws of the op's generator, so the masks differ from the CPU
+// kernel's (which draws element by element) but are the same for a seed, run after run, and
+// follow the generator's checkpointed state.
+#include "operators/cuda/counter_rng.hpp"
+#include "operators/cuda/cuda_stream.hpp"
+#include "operators/cuda/elementwise_kernels.cuh"
+#include "operators/dropout.hpp"
+#include "operators/gpu_kernel.hpp"
+
+namespace purine::cuda {
+
+namespace {
+
+__global__ void drop(int64_t n, uint64_t key, float ratio, float scale, const float* x, float* y,
+                     float* mask) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float m = counter_uniform01(key, uint64_t(i)) >= ratio ? scale : 0.0f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+__global__ void keep_all(int64_t n, const float* x, float* y, float* mask) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    y[i] = x[i];
+    mask[i] = 1.0f;
+  }
+}
+
+struct Multiply {
+  __device__ float operator()(float a, float b) const { return a * b; }
+};
+
+void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
+             const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu(DropoutOp::kType, inputs, outputs);
+  const int64_t n = inputs[0]->count();
+  const bool train = op.attrs().get_string("mode", "train") == "train";
+  uint64_t key = 0;
+  if (train) {  // drawn even for an empty tensor, so the generator's sequence never depends on n
+    key = uint64_t(context.rng->next_u32()) << 32;
+    key |= context.rng->next_u32();
+  }
+  if (n == 0) return;
+  const cudaStream_t stream = stream_of(context).stream();
+  if (train) {
+    const double ratio = op.attrs().get_float("ratio", 0.5);
+    drop<<<blocks_for(n), kThreads, 0, stream>>>(n, key, float(ratio), float(1.0 / (1.0 - ratio)),
+                                                 inputs[0]->data(), outputs[0]->mutable_data(),
+                                                 outputs[1]->mutable_data());
+  } else {
+    keep_all<<<blocks_for(n), kThreads, 0, stream>>>(n, inputs[0]->data(),
+                                                     outputs[0]->mutable_data(),
+                                                     outputs[1]->mutable_data());
+  }
+  PURINE_CUDA_LAUNCHED(DropoutOp::kType);
+}
+
+// (mask, dy) -> dx
+void backward(const Operator&, const std::vector<const Tensor*>& inputs,
+              const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu(DropoutGradOp::kType, inputs, outputs);
+  launch_map2(DropoutGradOp::kType, stream_of(context).stream(), *inputs[0], *inputs[1],
+              *outputs[0], Multiply());
+}
+
+}  // namespace
+
+PURINE_REGISTER_GPU_KERNEL(DropoutOp, forward);
+PURINE_REGISTER_GPU_KERNEL(DropoutGradOp, backward);
+
+}  // namespace purine::cuda

@@ -1,0 +1,59 @@
+// GPU kernels of operators/inner_product.hpp through cuBLAS (FP32, no TF32: the stream's handle
+// is in pedantic math mode). Tensors are row-major; cuBLAS is column-major, so each product
+// C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, which reads the same memory.
+#include "operators/cuda/cuda_check.hpp"
+#include "operators/cuda/cuda_stream.hpp"
+#include "operators/cuda/contiguity.hpp"
+#include "operators/gpu_kernel.hpp"
+#include "operators/inner_product.hpp"
+
+namespace purine::cuda {
+
+namespace {
+
+// Row-major C [m, n] = op(A) [m, k] op(B) [k, n] with leading dimensions lda, ldb, ldc.
+void gemm(const char* what, CudaStream& stream, bool trans_a, bool trans_b, int64_t m, int64_t n,
+          int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+          int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const float one = 1.0f, zero = 0.0f;
+  PURINE_CUBLAS_CALL(what, cublasSgemm(stream.cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
+                                       &one, b, int(ldb), a, int(lda), &zero, c, int(ldc)));
+}
+
+void forward(const Operator&, const std::vector<const Tensor*>& inputs,
+             const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu(InnerProductOp::kType, inputs, outputs);
+  const int64_t n = inputs[0]->shape()[0], o = inputs[1]->shape()[0], k = inputs[1]->shape()[1];
+  // y [N, O] = x [N, K] w^T
+  gemm(InnerProductOp::kType, stream_of(context), false, true, n, o, k, inputs[0]->data(), k,
+       inputs[1]->data(), k, outputs[0]->mutable_data(), o);
+}
+
+void grad_data(const Operator&, const std::vector<const Tensor*>& inputs,
+               const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu(InnerProductGradDataOp::kType, inputs, outputs);
+  const int64_t n = inputs[0]->shape()[0], o = inputs[1]->shape()[0], k = inputs[1]->shape()[1];
+  // dx [N, K] = dy [N, O] w [O, K]
+  gemm(InnerProductGradDataOp::kType, stream_of(context), false, false, n, k, o,
+       inputs[0]->data(), o, inputs[1]->data(), k, outputs[0]->mutable_data(), k);
+}
+
+void grad_weight(const Operator&, const std::vector<const Tensor*>& inputs,
+                 const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu(InnerProductGradWeightOp::kType, inputs, outputs);
+  const int64_t n = inputs[0]->shape()[0], o = inputs[0]->shape()[1];
+  const int64_t k = outputs[0]->shape()[1];
+  // dw [O, K] = dy^T [O, N] x [N, K]
+  gemm(InnerProductGradWeightOp::kType, stream_of(context), true, false, o, k, n,
+       inputs[0]->data(), o, inputs[1]->data(), k, outputs[0]->mutable_data(), k);
+}
+
+}  // namespace
+
+PURINE_REGISTER_GPU_KERNEL(InnerProductOp, forward);
+PURINE_REGISTER_GPU_KERNEL(InnerProductGradDataOp, grad_data);
+PURINE_REGISTER_GPU_KERNEL(InnerProductGradWeightOp, grad_weight);
+
+}  // namespace purine::cuda

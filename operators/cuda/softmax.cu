@@ -1,0 +1,82 @@
+// GPU kernels of operators/softmax.hpp: the tensor is read as [outer, C, inner] around the
+// softmax axis, one thread per (outer, inner) position walks its C values (max first, as the
+// CPU kernel does).
+#include "base/error.hpp"
+#include "operators/cuda/cuda_stream.hpp"
+#include "operators/cuda/elementwise_kernels.cuh"
+#include "operators/gpu_kernel.hpp"
+#include "operators/softmax.hpp"
+
+namespace purine::cuda {
+
+namespace {
+
+struct Layout {
+  int64_t outer, classes, inner;
+};
+
+// The [outer, C, inner] view of `shape` around the op's `axis` (checked by output_shapes()).
+Layout layout_of(const Operator& op, const Shape& shape) {
+  int64_t axis = op.attrs().get_int("axis", 1);
+  if (axis < 0) axis += shape.ndim();
+  require(axis >= 0 && axis < shape.ndim(), op.type(), ": axis out of range for ", shape);
+  Layout l{1, shape[static_cast<int>(axis)], 1};
+  for (int d = 0; d < axis; ++d) l.outer *= shape[d];
+  for (int d = static_cast<int>(axis) + 1; d < shape.ndim(); ++d) l.inner *= shape[d];
+  return l;
+}
+
+__global__ void softmax_forward(Layout l, const float* x, float* y) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= l.outer * l.inner) return;
+  const int64_t base = i / l.inner * l.classes * l.inner + i % l.inner;
+  float max = x[base];
+  for (int64_t c = 1; c < l.classes; ++c) max = fmaxf(max, x[base + c * l.inner]);
+  float sum = 0.0f;
+  for (int64_t c = 0; c < l.classes; ++c) {
+    const float e = expf(x[base + c * l.inner] - max);
+    y[base + c * l.inner] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t c = 0; c < l.classes; ++c) y[base + c * l.inner] *= inv;
+}
+
+__global__ void softmax_backward(Layout l, const float* y, const float* dy, float* dx) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= l.outer * l.inner) return;
+  const int64_t base = i / l.inner * l.classes * l.inner + i % l.inner;
+  float dot = 0.0f;
+  for (int64_t c = 0; c < l.classes; ++c) dot += dy[base + c * l.inner] * y[base + c * l.inner];
+  for (int64_t c = 0; c < l.classes; ++c) {
+    const int64_t at = base + c * l.inner;
+    dx[at] = y[at] * (dy[at] - dot);
+  }
+}
+
+void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
+             const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu(SoftmaxOp::kType, inputs, outputs);
+  const Layout l = layout_of(op, inputs[0]->shape());
+  if (l.outer * l.inner * l.classes == 0) return;
+  softmax_forward<<<blocks_for(l.outer * l.inner), kThreads, 0, stream_of(context).stream()>>>(
+      l, inputs[0]->data(), outputs[0]->mutable_data());
+  PURINE_CUDA_LAUNCHED(SoftmaxOp::kType);
+}
+
+void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
+              const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu(SoftmaxGradOp::kType, inputs, outputs);
+  const Layout l = layout_of(op, inputs[0]->shape());
+  if (l.outer * l.inner * l.classes == 0) return;
+  softmax_backward<<<blocks_for(l.outer * l.inner), kThreads, 0, stream_of(context).stream()>>>(
+      l, inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data());
+  PURINE_CUDA_LAUNCHED(SoftmaxGradOp::kType);
+}
+
+}  // namespace
+
+PURINE_REGISTER_GPU_KERNEL(SoftmaxOp, forward);
+PURINE_REGISTER_GPU_KERNEL(SoftmaxGradOp, backward);
+
+}  // namespace purine::cuda
