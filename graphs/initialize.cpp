@@ -40,8 +40,8 @@ void initialize_parameters(const CheckpointMap& map, const Graph& graph, uint64_
       require(piece.offset >= 0 && piece.offset + tensor.count() <= whole.count(),
               "initialize_parameters: a piece of tensor '", stored.name, "' held by '",
               piece.blob->name(), "' lies outside its ", stored.shape);
-      std::copy(values + piece.offset, values + piece.offset + tensor.count(),
-                tensor.mutable_data());
+      tensor.set_values(std::vector<float>(values + piece.offset,
+                                           values + piece.offset + tensor.count()));
     }
   }
 }

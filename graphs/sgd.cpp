@@ -6,7 +6,7 @@ namespace purine {
 
 void SgdGraph::set_learning_rate(double lr, int rank) {
   for (auto& [location, blob] : lr_)
-    if (location.rank == rank) *blob->tensor().mutable_data() = static_cast<float>(lr);
+    if (location.rank == rank) blob->tensor().fill(static_cast<float>(lr));  // host or GPU
 }
 
 Blob* SgdGraph::learning_rate(Graph& graph, Location location) {

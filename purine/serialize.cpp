@@ -182,8 +182,8 @@ void save_checkpoint(const CheckpointMap& map, const std::string& path, const Ch
       auto* out = part.add_pieces();
       out->set_tensor(static_cast<int>(i));
       out->set_offset(piece.offset);
-      const Tensor& tensor = piece.blob->tensor();
-      out->mutable_data()->Add(tensor.data(), tensor.data() + tensor.count());
+      const std::vector<float> values = piece.blob->tensor().values();  // from any location
+      out->mutable_data()->Add(values.begin(), values.end());
     }
   part.mutable_rng_states()->insert(info.rng_states.begin(), info.rng_states.end());
   std::string mine;
@@ -323,8 +323,8 @@ CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path
       if (!on_this_rank(piece.blob, ranks)) continue;
       Tensor& tensor = piece.blob->tensor();
       CHECK_LE(piece.offset + tensor.count(), t.shape.count()) << t.name;
-      std::copy(values + piece.offset, values + piece.offset + tensor.count(),
-                tensor.mutable_data());
+      tensor.set_values(std::vector<float>(values + piece.offset,
+                                           values + piece.offset + tensor.count()));
     }
   }
   CheckpointInfo info;

@@ -96,6 +96,20 @@ std::vector<double> parse_number_list(const std::string& text, const char* flag)
   }
 }
 
+int replicas_per_rank(const TrainOptions& o) {
+  return o.devices.empty() ? o.locations : static_cast<int>(o.devices.size());
+}
+
+std::vector<int> parse_device_list(const std::string& text, const char* flag) {
+  std::vector<int> devices;
+  for (double d : parse_number_list(text, flag)) {
+    require(d >= 0 && d == std::floor(d) && d < 1024, flag, ": '", d,
+            "' is no GPU ordinal (0, 1, ...; `purine devices` lists them)");
+    devices.push_back(static_cast<int>(d));
+  }
+  return devices;
+}
+
 const char* name_of(Reduction reduction) { return name_in(kReductions, reduction); }
 const char* name_of(LrPolicy policy) { return name_in(kLrPolicies, policy); }
 const char* name_of(ParallelLayout layout) { return name_in(kParallelLayouts, layout); }
@@ -143,15 +157,28 @@ void validate_options(const TrainOptions& o) {
   require(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "rank ", o.rank, " of ", o.ranks,
           " ranks");
   require(o.locations > 0, "--locations must be positive, got ", o.locations);
-  require(o.batch % o.locations == 0, "--batch ", o.batch, " does not split evenly over ",
-          o.locations, " locations");
-  require(o.locations == 1 || o.reduce != Reduction::kMpi,
-          "--reduce=mpi joins one replica per rank; with --locations=", o.locations,
-          " use ring or ps");
+  require(o.devices.empty() || o.locations == 1, "--locations=", o.locations,
+          " places replicas on CPUs; with --devices every replica is on its GPU");
+  for (size_t i = 0; i < o.devices.size(); ++i) {
+    require(o.devices[i] >= 0, "--devices: GPU ", o.devices[i], " is no device ordinal");
+    for (size_t j = 0; j < i; ++j)
+      require(o.devices[j] != o.devices[i], "--devices lists GPU ", o.devices[i], " twice");
+  }
+  const int replicas = replicas_per_rank(o);
+  // The flag that made the replicas: "--locations=2" or "--devices=0,1".
+  std::string replica_flag = str("--locations=", o.locations);
+  if (!o.devices.empty()) {
+    replica_flag = "--devices=";
+    for (size_t i = 0; i < o.devices.size(); ++i) replica_flag += str(i ? "," : "", o.devices[i]);
+  }
+  require(o.batch % replicas == 0, "--batch ", o.batch, " does not split evenly over ", replicas,
+          o.devices.empty() ? " locations" : " devices");
+  require(replicas == 1 || o.reduce != Reduction::kMpi,
+          "--reduce=mpi joins one replica per rank; with ", replica_flag, " use ring or ps");
+  require(replicas == 1 || o.parallel == ParallelLayout::kData, replica_flag,
+          " needs --parallel=data");
   require(o.parallel == ParallelLayout::kData || o.ranks == 1, "running on ", o.ranks,
           " MPI ranks needs --parallel=data");
-  require(o.parallel == ParallelLayout::kData || o.locations == 1, "--locations=", o.locations,
-          " needs --parallel=data");
 
   // Checkpoints.
   require(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative, got ",

@@ -56,6 +56,9 @@ struct TrainOptions {
   // Replicas per rank, each at its own CPU location (rank<R>:cpu0, :cpu1, ...) with its own
   // threads, `batch / locations` images each; the rank's `threads` are shared among them.
   int locations = 1;
+  // GPUs instead: one replica per listed device on every rank (rank<R>:gpu<d>), `batch /
+  // devices.size()` images each; the data sources stay on the rank's CPU. Empty: train on CPUs.
+  std::vector<int> devices;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
@@ -102,6 +105,11 @@ dispatch::Mode parse_executor(const std::string& name);         // --executor: p
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);
+// "0,1" -> {0, 1}: GPU ordinals (--devices); throws purine::Error naming `flag` and the piece
+// that is not a non-negative integer.
+std::vector<int> parse_device_list(const std::string& text, const char* flag);
+// The replicas each rank trains: one per device, else one per CPU location.
+int replicas_per_rank(const TrainOptions& options);
 
 const char* name_of(Reduction reduction);
 const char* name_of(LrPolicy policy);

@@ -34,7 +34,10 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
                              bool training, int replica, int replicas, DataSource** source) {
   std::vector<Blob*> data;
   {
-    Graph::Placement on_data_thread(g, g.current_location(), "data");
+    // Files are read on the host: a replica on a GPU reads from its rank's CPU (the builder
+    // copies the batch over).
+    const Location here = g.current_location();
+    Graph::Placement on_data_thread(g, here.is_cpu() ? here : Location::cpu(here.rank), "data");
     Attrs attrs;
     attrs.set("dir", o.data_dir)
         .set("split", split)
@@ -64,6 +67,9 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   return out;
 }
 
+// The value of a scalar blob, at any location.
+float scalar(Blob& blob) { return blob.tensor().values().at(0); }
+
 // Which blobs first_non_finite() looks at: the parameters, every op's outputs in graph order
 // (what an update computed from: activations, then gradients), or both, parameters first.
 enum class Scan { kAll, kParameters, kOpOutputs };
@@ -72,8 +78,13 @@ enum class Scan { kAll, kParameters, kOpOutputs };
 std::string first_non_finite(const Graph& g, int rank, Scan scan = Scan::kAll) {
   auto bad = [&](Blob* b) {
     if (b->location().rank != rank || b->tensor().count() == 0) return false;
+    const auto finite = [](float v) { return std::isfinite(v); };
+    if (!b->location().is_cpu()) {
+      const std::vector<float> values = b->tensor().values();
+      return !std::all_of(values.begin(), values.end(), finite);
+    }
     const float* data = b->tensor().data();
-    return !std::all_of(data, data + b->tensor().count(), [](float v) { return std::isfinite(v); });
+    return !std::all_of(data, data + b->tensor().count(), finite);
   };
   if (scan != Scan::kOpOutputs)
     for (const Parameter& p : g.parameters())
@@ -121,10 +132,14 @@ class Trainer::Impl {
   explicit Impl(TrainOptions options)
       : options_(std::move(options)), train_("train"), test_("test") {
     validate_options(options_);
-    // A rank's locations next to each other, so that ring hops within a rank are memory copies.
+    // A rank's locations next to each other, so that ring hops within a rank are memory copies
+    // (or device-to-device copies between its GPUs).
     std::vector<Location> locations;
+    const int replicas = replicas_per_rank(options_);
     for (int r = 0; r < options_.ranks; ++r)
-      for (int k = 0; k < options_.locations; ++k) locations.push_back(Location::cpu(r, k));
+      for (int k = 0; k < replicas; ++k)
+        locations.push_back(options_.devices.empty() ? Location::cpu(r, k)
+                                                     : Location::gpu(options_.devices[k], r));
     DataParallelOptions dp_options;
     dp_options.reduction = options_.reduce;
     dp_options.bucket_bytes = options_.bucket_kb * 1024;
@@ -134,8 +149,8 @@ class Trainer::Impl {
         train_, locations,
         [&](Graph& g, int r, int n) {
           DataSource* data = nullptr;
-          ReplicaOutputs out = build_network(
-              g, options_, "train", options_.batch / options_.locations, true, r, n, &data);
+          ReplicaOutputs out =
+              build_network(g, options_, "train", options_.batch / replicas, true, r, n, &data);
           // This process's own data sources.
           if (locations[r].rank == options_.rank) train_data_.push_back(data);
           return out;
@@ -171,8 +186,9 @@ class Trainer::Impl {
       train_run_->add_observer(tracer_.get());
     }
     if (options_.evaluate && options_.rank == 0) {
-      // Rank 0 evaluates with a single-device graph reading replica 0's tensors.
+      // Rank 0 evaluates with a single-device graph reading replica 0's tensors, where they are.
       Graph::Scope scope(test_, "replica0");
+      Graph::Placement at(test_, locations[0]);
       test_outputs_ =
           build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data_);
       const DataSource& train_data = *train_data_.at(0);
@@ -230,7 +246,7 @@ class Trainer::Impl {
           iterations_done_ < total_iterations())
         save_to_dir();
       result.iterations = it + 1;
-      if (leader) result.final_loss = *dp_.loss->tensor().data();
+      if (leader) result.final_loss = scalar(*dp_.loss);
       auto now = Clock::now();
       if (result.iterations == warmup) warm_start = now;
       double timed = std::chrono::duration<double>(now - warm_start).count();
@@ -266,7 +282,7 @@ class Trainer::Impl {
   void check_converging() const {
     for (size_t r = 0; r < dp_.replicas.size(); ++r) {
       if (dp_.locations[r].rank != options_.rank) continue;
-      const float loss = *dp_.replicas[r].loss->tensor().data();
+      const float loss = scalar(*dp_.replicas[r].loss);
       require(std::isfinite(loss), "training diverged at iteration ", iterations_done_,
               ": the loss of replica ", r, " is ", loss, "; ",
               first_non_finite(train_, options_.rank), " (lower --lr, or check the data)");
@@ -284,7 +300,9 @@ class Trainer::Impl {
   // random generators of a checkpoint carry over.
   std::string layout() const {
     std::string layout = str("ranks=", options_.ranks, " locations=", options_.locations);
-    if (options_.ranks * options_.locations > 1)
+    for (size_t i = 0; i < options_.devices.size(); ++i)
+      layout += str(i ? "," : " devices=", options_.devices[i]);
+    if (options_.ranks * replicas_per_rank(options_) > 1)
       layout += str(" reduce=", name_of(options_.reduce), " bucket_kb=", options_.bucket_kb);
     return layout;
   }
@@ -374,7 +392,7 @@ class Trainer::Impl {
     double correct = 0;
     for (int64_t b = 0; b < batches; ++b) {
       test_run_->run();
-      correct += *test_outputs_.accuracy->tensor().data();
+      correct += scalar(*test_outputs_.accuracy);
     }
     return correct / batches;
   }

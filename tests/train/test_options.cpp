@@ -128,6 +128,34 @@ TEST_CASE("validate_options checks the layout", "[options][locations]") {
   CHECK(rejection([](TrainOptions& o) { o.rank = 1; }) == "rank 1 of 1 ranks");
 }
 
+TEST_CASE("validate_options checks the GPU list", "[options][devices]") {
+  CHECK(rejection([](TrainOptions& o) { o.devices = {0}; }) == "(accepted)");
+  CHECK(rejection([](TrainOptions& o) { o.devices = {0, 1}; }) ==
+        "--devices=0,1 needs --parallel=data");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kData;
+          o.devices = {1, 0};
+        }) == "(accepted)");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kData;
+          o.devices = {2, 2};
+        }) == "--devices lists GPU 2 twice");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kData;
+          o.devices = {0, 1, 2};
+        }) == "--batch 64 does not split evenly over 3 devices");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kData;
+          o.devices = {0};
+          o.locations = 2;
+        }) == "--locations=2 places replicas on CPUs; with --devices every replica is on its GPU");
+  CHECK(parse_device_list("0,3", "--devices") == std::vector<int>{0, 3});
+  CHECK(parse_device_list("", "--devices").empty());
+  REQUIRE_THROWS_WITH(parse_device_list("1.5", "--devices"),
+                      "--devices: '1.5' is no GPU ordinal (0, 1, ...; `purine devices` lists them)");
+  REQUIRE_THROWS_WITH(parse_device_list("-1", "--devices"), Catch::Contains("no GPU ordinal"));
+}
+
 TEST_CASE("validate_options checks checkpoints and resuming", "[options]") {
   CHECK(rejection([](TrainOptions& o) { o.checkpoint_every = 10; }) ==
         "--checkpoint-every needs --checkpoint-dir");

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "fashion_mnist.hpp"
+#include "operators/cuda/gpu_test.hpp"
 #include "purine/graph.hpp"
 #include "purine/serialize.hpp"
 #include "temp_dir.hpp"
@@ -559,4 +560,37 @@ TEST_CASE("bad location options are rejected before training", "[trainer][locati
   o.reduce = Reduction::kMpi;
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--reduce=mpi joins one replica per rank") &&
                                       Catch::Contains("use ring or ps"));
+}
+
+TEST_CASE("training on a GPU follows the CPU run's losses, or says why it cannot",
+          "[trainer][gpu]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.max_iters = 30;
+  o.evaluate = false;
+  o.lr_policy = LrPolicy::kFixed;
+  o.devices = {0};
+  const std::string no_gpu = testing::no_gpu_reason();
+  if (!no_gpu.empty()) {
+    REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("rank0:gpu0") && Catch::Contains("GPU"));
+    WARN("the GPU run is skipped: " << no_gpu);
+    return;
+  }
+  auto losses = [](const TrainOptions& options) {
+    std::vector<float> curve;
+    Trainer(options).train([&curve](const TrainProgress& p) { curve.push_back(p.loss); });
+    return curve;
+  };
+  const std::vector<float> gpu = losses(o);
+  o.devices.clear();
+  const std::vector<float> cpu = losses(o);
+  REQUIRE(gpu.size() == cpu.size());
+  // cuBLAS and oneDNN sum in other orders: the curves agree closely, not bit for bit.
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    INFO("iteration " << i + 1);
+    CHECK(gpu[i] == Approx(cpu[i]).epsilon(1e-3));
+  }
 }

@@ -70,6 +70,10 @@ DEFINE_string(parallel, "none",
 DEFINE_int32(locations, 1,
              "data parallel: replicas in each process, each at its own CPU location with its own "
              "threads (--threads is shared among them)");
+DEFINE_int32(device, -1, "train on this GPU (`purine devices` lists them); -1: on the CPU");
+DEFINE_string(devices, "",
+              "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
+              "--batch split among them; the data is read on the CPU");
 DEFINE_string(reduce, "ring", "data parallel gradient reduction: ring, ps or mpi");
 DEFINE_int64(bucket_kb, 256,
              "data parallel: fuse gradients smaller than this many KiB into buckets of up to "
@@ -131,6 +135,9 @@ TrainOptions options_from_flags() {
   o.reduce = parse_reduction(FLAGS_reduce);
   o.bucket_kb = FLAGS_bucket_kb;
   o.locations = FLAGS_locations;
+  require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
+  o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}
+                                : parse_device_list(FLAGS_devices, "--devices");
   o.checkpoint_dir = FLAGS_checkpoint_dir;
   o.checkpoint_every = FLAGS_checkpoint_every;
   o.keep = FLAGS_keep;
@@ -167,6 +174,8 @@ int run_train() {
     std::printf("training %s: batch %d x %d rank%s", options.model.c_str(), options.batch,
                 options.ranks, options.ranks == 1 ? "" : "s");
     if (options.locations > 1) std::printf(" (%d locations each)", options.locations);
+    for (size_t i = 0; i < options.devices.size(); ++i)
+      std::printf("%s%d", i == 0 ? " on GPU " : ",", options.devices[i]);
     std::printf(", %d thread%s, %lld iterations per epoch\n", options.threads,
                 options.threads == 1 ? "" : "s",
                 static_cast<long long>(trainer.iterations_per_epoch()));
