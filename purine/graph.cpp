@@ -88,8 +88,16 @@ void Graph::set_inputs(Op* op, const std::vector<Blob*>& inputs) {
 
 Blob* Graph::copy_to(Blob* blob, Location location, const std::string& thread) {
   if (blob->location() == location) return blob;
+  if (Blob* done = copies_[{blob, location}]) return done;
+  // MPI moves host memory: a GPU tensor crosses ranks through the CPU of its rank and of the
+  // other (each hop an ordinary copy, shared with other readers like any inserted copy).
+  const Location from = blob->location();
+  if (from.rank != location.rank && (!from.is_cpu() || !location.is_cpu())) {
+    Blob* hop = copy_to(blob, Location::cpu(from.rank), thread);
+    hop = copy_to(hop, Location::cpu(location.rank), thread);
+    return copies_[{blob, location}] = copy_to(hop, location, thread);
+  }
   Blob*& copy = copies_[{blob, location}];
-  if (copy) return copy;
   const std::string name = blob->name() + "@" + location.to_string();
   Scope root(*this, "", true);
   Placement placement(*this, location, thread);

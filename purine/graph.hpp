@@ -129,7 +129,9 @@ class Graph {
   // off, when validate() reports the mismatch instead).
   void set_inputs(Op* op, const std::vector<Blob*>& inputs);
   void set_auto_copy(bool enabled) { auto_copy_ = enabled; }
-  // The copy of `blob` at `location` ("<blob>@<location>"), created on first use.
+  // The copy of `blob` at `location` ("<blob>@<location>"), created on first use. Between ranks
+  // a GPU end adds hops through the host (MPI moves host memory): gpu0 of rank 0 to gpu1 of
+  // rank 1 is three copies, via rank0:cpu and rank1:cpu.
   Blob* copy_to(Blob* blob, Location location, const std::string& thread);
   void set_outputs(Op* op, const std::vector<Blob*>& outputs);
   // Adds an op of `type` reading `inputs` and creates its outputs, named "<local_name>::out<i>"

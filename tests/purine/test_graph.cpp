@@ -148,3 +148,26 @@ TEST_CASE("a composite added twice under one name is refused at once", "[graph]"
   Graph::Scope scope(g, "other");
   CHECK_NOTHROW(g.add<Scaled>("fc"));  // another scope, another name
 }
+
+TEST_CASE("a GPU tensor crosses ranks through both ranks' host memory", "[graph][gpu]") {
+  Graph g("net");
+  Blob* x;
+  {
+    Graph::Placement on(g, Location::gpu(0, 0));
+    x = g.add_blob("x", {4});
+  }
+  Blob* there = g.copy_to(x, Location::gpu(1, 1), Graph::kMainThread);
+  CHECK(there->location() == Location::gpu(1, 1));
+  // Walk the copies back: gpu1@rank1 <- cpu@rank1 <- cpu@rank0 <- gpu0@rank0.
+  std::vector<Location> path{there->location()};
+  for (Blob* b = there; b != x;) {
+    REQUIRE(b->writers().size() == 1);
+    b = b->writers()[0]->inputs().at(0);
+    path.push_back(b->location());
+  }
+  CHECK(path == std::vector<Location>{Location::gpu(1, 1), Location::cpu(1), Location::cpu(0),
+                                      Location::gpu(0, 0)});
+  // The hops are ordinary copies, shared with later readers.
+  CHECK(g.copy_to(x, Location::gpu(1, 1), Graph::kMainThread) == there);
+  CHECK(g.copy_to(x, Location::cpu(1), Graph::kMainThread) == there->writers()[0]->inputs()[0]);
+}
