@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <stdexcept>
 
@@ -96,6 +97,21 @@ std::vector<double> parse_number_list(const std::string& text, const char* flag)
   }
 }
 
+bool parse_synthetic_data(const std::string& data, SyntheticData* spec) {
+  const std::string prefix = "synthetic:";
+  if (data.rfind(prefix, 0) != 0) return false;
+  const std::string text = data.substr(prefix.size());
+  long long c = 0, h = 0, w = 0, classes = 0;
+  char tail = 0;
+  const bool parsed = std::sscanf(text.c_str(), "%lldx%lldx%lld:%lld%c", &c, &h, &w, &classes,
+                                  &tail) == 4;
+  require(parsed && c > 0 && h > 0 && w > 0 && classes > 0, "--data=", data,
+          ": synthetic data is written synthetic:CxHxW:CLASSES with positive numbers, e.g. "
+          "synthetic:3x224x224:1000");
+  *spec = {c, h, w, classes};
+  return true;
+}
+
 int replicas_per_rank(const TrainOptions& o) {
   return o.devices.empty() ? o.locations : static_cast<int>(o.devices.size());
 }
@@ -152,6 +168,9 @@ void validate_options(const TrainOptions& o) {
   require(o.test_samples >= 0, "--test-samples must be non-negative, got ", o.test_samples);
   require(o.stall_timeout.count() > 0, "--stall-timeout must be positive, got ",
           o.stall_timeout.count() / 1000.0);
+
+  SyntheticData synthetic;
+  parse_synthetic_data(o.data_dir, &synthetic);  // throws on a malformed synthetic spec
 
   // The parallel layout.
   require(o.ranks >= 1 && o.rank >= 0 && o.rank < o.ranks, "rank ", o.rank, " of ", o.ranks,

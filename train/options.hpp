@@ -24,6 +24,7 @@ enum class ParallelLayout { kNone, kData };
 
 struct TrainOptions {
   std::string model = "convnet_bn";
+  // IDX files, or "synthetic:CxHxW:CLASSES" (parse_synthetic_data below).
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 5;
   int64_t max_iters = 0;  // 0: no limit beyond epochs
@@ -108,6 +109,13 @@ std::vector<double> parse_number_list(const std::string& text, const char* flag)
 // "0,1" -> {0, 1}: GPU ordinals (--devices); throws purine::Error naming `flag` and the piece
 // that is not a non-negative integer.
 std::vector<int> parse_device_list(const std::string& text, const char* flag);
+// Synthetic data instead of a data set: --data=synthetic:CxHxW:CLASSES (e.g. 3x224x224:1000).
+struct SyntheticData {
+  int64_t channels = 0, rows = 0, cols = 0, classes = 0;
+};
+// True when `data` names synthetic data, which it then parses into `spec`; throws purine::Error
+// naming the flag and the expected form when it starts with "synthetic:" but is malformed.
+bool parse_synthetic_data(const std::string& data, SyntheticData* spec);
 // The replicas each rank trains: one per device, else one per CPU location.
 int replicas_per_rank(const TrainOptions& options);
 

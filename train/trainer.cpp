@@ -39,19 +39,28 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
     const Location here = g.current_location();
     Graph::Placement on_data_thread(g, here.is_cpu() ? here : Location::cpu(here.rank), "data");
     Attrs attrs;
-    attrs.set("dir", o.data_dir)
-        .set("split", split)
+    attrs.set("split", split)
         .set("batch", batch)
-        .set("shuffle", training ? 1 : 0)
-        .set("mirror", training && o.mirror ? 1 : 0)
         .set("seed", static_cast<int64_t>(o.seed))
         .set("rank", replica)
-        .set("ranks", replicas)
-        .set("classes", o.classes)
-        // Pixels standardized: (pixel / 255 - mean) / std.
-        .set("scale", 1.0 / (255.0 * o.input_std))
-        .set("mean", o.input_mean / o.input_std);
-    data = g.apply("data", "idx_data", attrs, {}, {"images", "labels"});
+        .set("ranks", replicas);
+    SyntheticData synthetic;
+    if (parse_synthetic_data(o.data_dir, &synthetic)) {
+      attrs.set("channels", synthetic.channels)
+          .set("rows", synthetic.rows)
+          .set("cols", synthetic.cols)
+          .set("classes", synthetic.classes);
+      data = g.apply("data", "synthetic_data", attrs, {}, {"images", "labels"});
+    } else {
+      attrs.set("dir", o.data_dir)
+          .set("shuffle", training ? 1 : 0)
+          .set("mirror", training && o.mirror ? 1 : 0)
+          .set("classes", o.classes)
+          // Pixels standardized: (pixel / 255 - mean) / std.
+          .set("scale", 1.0 / (255.0 * o.input_std))
+          .set("mean", o.input_mean / o.input_std);
+      data = g.apply("data", "idx_data", attrs, {}, {"images", "labels"});
+    }
   }
   *source = data[0]->writers()[0]->kernel().data_source();
   CHECK(*source != nullptr) << "the idx_data operator is no DataSource";

@@ -175,3 +175,22 @@ TEST_CASE("validate_options checks checkpoints and resuming", "[options]") {
           o.resume_from = "ckpt";
         }) == "give --resume or --resume-from=FILE, not both");
 }
+
+TEST_CASE("synthetic data is parsed from --data", "[options][synthetic]") {
+  SyntheticData spec;
+  CHECK_FALSE(parse_synthetic_data("/usr/share/datasets/fashion-mnist", &spec));
+  REQUIRE(parse_synthetic_data("synthetic:3x224x224:1000", &spec));
+  CHECK(spec.channels == 3);
+  CHECK(spec.rows == 224);
+  CHECK(spec.cols == 224);
+  CHECK(spec.classes == 1000);
+  for (const char* bad : {"synthetic:3x224:1000", "synthetic:0x2x2:10", "synthetic:1x2x2:10x",
+                          "synthetic:"}) {
+    INFO(bad);
+    REQUIRE_THROWS_WITH(parse_synthetic_data(bad, &spec),
+                        Catch::Contains("is written synthetic:CxHxW:CLASSES"));
+  }
+  CHECK(rejection([](TrainOptions& o) { o.data_dir = "synthetic:1x1"; }) ==
+        "--data=synthetic:1x1: synthetic data is written synthetic:CxHxW:CLASSES with positive "
+        "numbers, e.g. synthetic:3x224x224:1000");
+}

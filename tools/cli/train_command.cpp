@@ -17,7 +17,9 @@
 #include "train/trainer.hpp"
 
 DEFINE_string(model, "convnet_bn", "model to train (purine models lists them)");
-DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "directory with the IDX files");
+DEFINE_string(data, "/usr/share/datasets/fashion-mnist",
+              "directory with the IDX files, or synthetic:CxHxW:CLASSES for random images drawn "
+              "from --seed (benchmarks; e.g. synthetic:3x224x224:1000)");
 DEFINE_int32(epochs, 5, "passes over the training set");
 DEFINE_int64(max_iters, 0, "stop after this many iterations (0: no limit)");
 DEFINE_int32(batch, 64, "images per iteration and rank (split evenly over --locations)");
