@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `purine train --device=0` on one GPU: the same networks (convnet, and
+GoogLeNet as models/googlenet.cpp builds it: inception v1 with LRN, no batch norm, no auxiliary
+heads), synthetic data of the same shape drawn once on the host and copied to the GPU every
+iteration (as purine's data source is), SGD with momentum 0.9 and weight decay 5e-4, FP32 with
+TF32 off. Times images/s after the first 10 iterations, synchronizing the GPU at both ends.
+Prints one JSON line. Usage: python3 tools/bench/pytorch_gpu_peer.py --model googlenet
+--batch 128 --iters 60"""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn as nn
+
+
+def conv_relu(cin, cout, k, stride=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride, k // 2), nn.ReLU(inplace=True))
+
+
+class Inception(nn.Module):
+    def __init__(self, cin, a, br, b, cr, c, p):
+        super().__init__()
+        self.b1 = conv_relu(cin, a, 1)
+        self.b2 = nn.Sequential(conv_relu(cin, br, 1), conv_relu(br, b, 3))
+        self.b3 = nn.Sequential(conv_relu(cin, cr, 1), conv_relu(cr, c, 5))
+        self.b4 = nn.Sequential(nn.MaxPool2d(3, 1, 1), conv_relu(cin, p, 1))
+        self.out = a + b + c + p
+
+    def forward(self, x):
+        return torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
+
+
+def googlenet(classes):
+    table = [(64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64), "pool",
+             (192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64),
+             (112, 144, 288, 32, 64, 64), (256, 160, 320, 32, 128, 128), "pool",
+             (256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128)]
+    layers = [conv_relu(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1), nn.LocalResponseNorm(5, 1e-4, 0.75),
+              conv_relu(64, 64, 1), conv_relu(64, 192, 3), nn.LocalResponseNorm(5, 1e-4, 0.75),
+              nn.MaxPool2d(3, 2, 1)]
+    channels = 192
+    for entry in table:
+        if entry == "pool":
+            layers.append(nn.MaxPool2d(3, 2, 1))
+            continue
+        block = Inception(channels, *entry)
+        channels = block.out
+        layers.append(block)
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.4), nn.Linear(channels, classes)]
+    return nn.Sequential(*layers)
+
+
+def build(name):
+    if name == "convnet":
+        return nn.Sequential(conv_relu(1, 32, 5), nn.MaxPool2d(2), conv_relu(32, 64, 5),
+                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(7 * 7 * 64, 1024),
+                             nn.ReLU(inplace=True), nn.Linear(1024, 10)), (1, 28, 28), 10
+    if name == "googlenet":
+        return googlenet(1000), (3, 224, 224), 1000
+    raise SystemExit(f"error: unknown model '{name}' (convnet, googlenet)")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="googlenet")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--iters", type=int, default=60)
+    p.add_argument("--lr", type=float, default=0.01)
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("error: PyTorch sees no GPU")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(1)
+    net, shape, classes = build(args.model)
+    net = net.cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    pool = 4  # distinct host batches, as purine's synthetic source keeps
+    images = [torch.rand(args.batch, *shape).mul_(2).sub_(1).pin_memory() for _ in range(pool)]
+    labels = [torch.randint(0, classes, (args.batch,)).pin_memory() for _ in range(pool)]
+    warmup = min(10, args.iters // 2)
+    start = None
+    for it in range(args.iters):
+        if it == warmup:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+        x = images[it % pool].cuda(non_blocking=True)
+        y = labels[it % pool].cuda(non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
+                      "batch": args.batch, "device": torch.cuda.get_device_name(0),
+                      "images_per_sec": (args.iters - warmup) * args.batch / elapsed,
+                      "final_loss": float(loss)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# run.sh of the GPU bundle (made by tools/gpu/bundle.sh): runs Purine's GPU tests and benchmarks
+# on a machine with an NVIDIA GPU and driver, using only the bundle and that machine's cuBLAS,
+# cuDNN (and NCCL), found in the nvidia-* Python wheels of its python3 or under
+# /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
+#
+# Usage: run.sh [tests|bench|all]   (default all). Needs root only to make the data set visible
+# at /usr/share/datasets/fashion-mnist, where the tests look for it.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+what=${1:-all}
+step() { printf '\n== %s\n' "$*"; }
+
+cuda_libs=${PURINE_CUDA_LIBS:-}
+if [ -z "$cuda_libs" ]; then
+  cuda_libs=$(python3 - <<'PY' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+    roots = list(nvidia.__path__)
+except ImportError:
+    roots = []
+dirs = set()
+for root in roots:
+    for lib in glob.glob(os.path.join(root, "**", "lib*.so*"), recursive=True):
+        name = os.path.basename(lib)
+        if name.startswith(("libcublas", "libcudnn", "libnccl", "libcudart")):
+            dirs.add(os.path.dirname(lib))
+print(":".join(sorted(dirs)))
+PY
+)
+  [ -d /usr/local/cuda/lib64 ] && cuda_libs="$cuda_libs:/usr/local/cuda/lib64"
+fi
+export LD_LIBRARY_PATH="$here/lib:${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$here/bin:$PATH" OPAL_PREFIX="$here"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Shared memory and TCP between local ranks; the bundle carries no UCX or libfabric plugins.
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_osc=^ucx,rdma
+export OMPI_MCA_mca_base_component_show_load_errors=0
+# The test programs find the CLI as $PURINE_BINARY_DIR/tools/purine.
+mkdir -p "$here/tools"
+ln -sf "$here/bin/purine" "$here/tools/purine"
+export PURINE_BINARY_DIR="$here" PURINE_SOURCE_DIR="$here"
+data=/usr/share/datasets/fashion-mnist
+if [ ! -e "$data" ]; then
+  mkdir -p "$(dirname "$data")" && ln -s "$here/share/fashion-mnist" "$data" ||
+    echo "warning: cannot link $data; the tests that train will skip"
+fi
+
+echo "bundle $(cat "$here/VERSION"); CUDA libraries from: ${cuda_libs:-nowhere}"
+missing=$(ldd "$here/bin/purine" "$here/lib/libpurine.so."* | grep "not found" | sort -u)
+[ -z "$missing" ] || { echo "error: libraries not found:"; echo "$missing"; exit 1; }
+step "devices"
+purine devices || exit 1
+status=0
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  step "GPU tests"
+  test_dispatcher "[device]" || status=1
+  test_operators "[cuda]" || status=1
+  test_purine "[gpu]" || status=1
+  test_train "[gpu],[devices]" || status=1
+  test_tools "purine devices*" || status=1
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  step "GPU training: Purine against PyTorch on this GPU"
+  PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/gpu_vs_pytorch.sh" || status=1
+  step "allreduce: ring against MPI_Allreduce, 2 to 8 ranks"
+  PURINE_BENCH="$here/bin/bench_allreduce" bash "$here/tools/bench/allreduce.sh" 67108864 15 \
+    "2 4 8" || status=1
+  step "data-parallel scaling of purine train (CPU ranks)"
+  PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/data_parallel.sh" || status=1
+fi
+exit $status
