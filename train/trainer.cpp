@@ -63,6 +63,9 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
     }
   }
   *source = data[0]->writers()[0]->kernel().data_source();
+  // A replica on a GPU gets the batch by copies on its "data" stream, apart from its compute.
+  if (!g.current_location().is_cpu())
+    for (Blob*& b : data) b = g.copy_to(b, g.current_location(), "data");
   CHECK(*source != nullptr) << "the idx_data operator is no DataSource";
   ModelSpec spec;
   spec.training = training;

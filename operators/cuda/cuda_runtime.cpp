@@ -70,6 +70,8 @@ class CudaRuntime : public DeviceRuntime {
     void* block = allocator_->allocate(device, bytes);
     DeviceGuard on(device);
     PURINE_CUDA_CALL("allocate", cudaMemset(block, 0, bytes));  // tensors start zero-filled
+    // The runs' streams do not wait for the default stream's memset: finish it now.
+    PURINE_CUDA_CALL("allocate", cudaDeviceSynchronize());
     return block;
   }
 
@@ -91,6 +93,9 @@ class CudaRuntime : public DeviceRuntime {
     } else {
       PURINE_CUDA_CALL("copy", cudaMemcpy(to, from, bytes, cudaMemcpyDefault));
     }
+    // cudaMemcpy from pageable memory may return before the data lands, and the runs' streams
+    // do not wait for the default stream: the copy is complete when this returns.
+    PURINE_CUDA_CALL("copy", cudaDeviceSynchronize());
   }
 
   std::shared_ptr<DeviceQueue> make_queue(int device, const std::string& name) override {
