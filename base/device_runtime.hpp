@@ -39,6 +39,9 @@ class DeviceRuntime {
   virtual void* allocate(int device, size_t bytes) = 0;
   virtual void release(int device, void* memory, size_t bytes) noexcept = 0;
   virtual DeviceMemoryStats memory_stats(int device) const = 0;
+  // `bytes` of zero-filled page-locked host memory, or null when it cannot be had.
+  virtual void* allocate_pinned(size_t bytes) noexcept = 0;
+  virtual void release_pinned(void* memory) noexcept = 0;
   // Copies `bytes` between two locations of this process and returns once done.
   virtual void copy(void* to, Location to_at, const void* from, Location from_at,
                     size_t bytes) = 0;

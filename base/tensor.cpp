@@ -19,7 +19,8 @@ size_t storage_bytes(int64_t count) {
 }
 }  // namespace
 
-Storage::Storage(int64_t count, Location location) : count_(count), location_(location) {
+Storage::Storage(int64_t count, Location location, bool pinned)
+    : count_(count), location_(location) {
   const size_t bytes = storage_bytes(count);
   if (!location.is_cpu()) {
     DeviceRuntime& device =
@@ -27,13 +28,21 @@ Storage::Storage(int64_t count, Location location) : count_(count), location_(lo
     ptr_ = static_cast<float*>(device.allocate(location.device, bytes));
     return;
   }
+  DeviceRuntime* runtime = device_runtime();
+  if (pinned && runtime && runtime->device_count() > 0) {
+    ptr_ = static_cast<float*>(runtime->allocate_pinned(bytes));  // zero-filled; null: failed
+    pinned_ = ptr_ != nullptr;
+    if (pinned_) return;
+  }
   ptr_ = static_cast<float*>(std::aligned_alloc(64, bytes));
   require(ptr_ != nullptr, "out of host memory allocating ", bytes, " bytes");
   std::memset(ptr_, 0, bytes);
 }
 
 Storage::~Storage() {
-  if (location_.is_cpu()) {
+  if (pinned_) {
+    device_runtime()->release_pinned(ptr_);
+  } else if (location_.is_cpu()) {
     std::free(ptr_);
   } else {
     device_runtime()->release(location_.device, ptr_, storage_bytes(count_));
@@ -45,6 +54,16 @@ Tensor::Tensor(Shape shape, Location location)
       shape_(std::move(shape)),
       strides_(shape_.contiguous_strides()),
       location_(location) {}
+
+Tensor Tensor::pinned(Shape shape, Location location) {
+  CHECK(location.is_cpu()) << "pinned memory is host memory, not " << location;
+  Tensor t;
+  t.storage_ = std::make_shared<Storage>(shape.count(), location, /*pinned=*/true);
+  t.shape_ = std::move(shape);
+  t.strides_ = t.shape_.contiguous_strides();
+  t.location_ = location;
+  return t;
+}
 
 bool Tensor::is_contiguous() const { return strides_ == shape_.contiguous_strides(); }
 

@@ -14,15 +14,18 @@
 namespace purine {
 
 // A block of device or host memory holding `count` floats. Owned by shared_ptr from tensors.
+// Host memory may be page-locked (`pinned`, by the device runtime) so that copies to and from a
+// GPU run asynchronously; where it cannot be (no runtime, no driver) it is ordinary memory.
 class Storage {
  public:
-  Storage(int64_t count, Location location);
+  Storage(int64_t count, Location location, bool pinned = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   float* ptr() const { return ptr_; }
   int64_t count() const { return count_; }
   Location location() const { return location_; }
+  bool pinned() const { return pinned_; }
   // Exchanges the buffers of two storages of equal size and location.
   void swap_contents(Storage& other);
 
@@ -30,6 +33,7 @@ class Storage {
   float* ptr_ = nullptr;
   int64_t count_ = 0;
   Location location_;
+  bool pinned_ = false;
 };
 
 class Tensor {
@@ -37,6 +41,9 @@ class Tensor {
   Tensor() = default;
   // Allocates a zero-filled contiguous tensor.
   explicit Tensor(Shape shape, Location location = Location::cpu());
+  // The same in page-locked host memory where the device runtime can give it (for the host end
+  // of copies to and from GPUs); ordinary memory otherwise. CPU locations only.
+  static Tensor pinned(Shape shape, Location location);
 
   const Shape& shape() const { return shape_; }
   Location location() const { return location_; }
@@ -74,6 +81,8 @@ class Tensor {
   // True when this tensor is allocated and spans its storage exactly (offset 0, contiguous).
   bool covers_storage() const;
   bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
+  // Whether the memory is page-locked host memory (see pinned()).
+  bool is_pinned() const { return storage_ && storage_->pinned(); }
 
   // Copies values from `source` (same shape; any strides between CPU tensors, contiguous ones to
   // or from a GPU).

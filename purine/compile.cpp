@@ -112,6 +112,21 @@ class Executors {
 
 }  // namespace
 
+// The host ends of this rank's copies to and from its GPUs get page-locked memory (where the
+// runtime can give it), so that those copies run asynchronously on the GPU's stream. Blobs that
+// already have memory (a parameter, a view) keep it.
+void pin_host_ends_of_gpu_copies(Graph& graph, int rank) {
+  for (const auto& op : graph.ops()) {
+    if (!op->kernel().traits().bridges_locations || op->location().rank != rank) continue;
+    Blob* in = op->inputs()[0];
+    Blob* out = op->outputs()[0];
+    if (in->location().rank != rank || in->location().is_cpu() == out->location().is_cpu())
+      continue;
+    Blob* host = in->location().is_cpu() ? in : out;
+    if (!host->has_tensor()) host->alias(Tensor::pinned(host->shape(), host->location()));
+  }
+}
+
 int graph_ranks(const Graph& graph) {
   int max_rank = 0;
   for (const auto& b : graph.blobs()) max_rank = std::max(max_rank, b->location().rank);
@@ -127,6 +142,7 @@ CompiledGraph compile(Graph& graph, const CompileOptions& options) {
   Executors executors(plan, out.compute_threads_per_location);
   const std::map<const Op*, int> tags = assign_tags(graph, options.tag_upper_bound);
   const std::set<const Op*> views = alias_views(graph, me);
+  pin_host_ends_of_gpu_copies(graph, me);
   std::map<Location, dispatch::ResourceId> generator_resources;
   int ordered = -1;  // the resource serializing ops every rank must start in one order
 

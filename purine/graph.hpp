@@ -46,7 +46,8 @@ class Blob {
   // Makes this blob use `other`'s tensor object (equal shapes required).
   void share_tensor(Blob& other);
   // Makes this blob's tensor `view` (a view into another blob's memory: zero-copy split,
-  // concat and reshape). Only before the blob has a tensor of its own.
+  // concat and reshape; or memory allocated its own way, as pinned host memory). Only before
+  // the blob has a tensor of its own.
   void alias(const Tensor& view);
 
  private:

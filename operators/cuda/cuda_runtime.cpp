@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,6 +79,18 @@ class CudaRuntime : public DeviceRuntime {
   void release(int device, void* memory, size_t bytes) noexcept override {
     allocator_->release(device, memory, bytes);
   }
+
+  void* allocate_pinned(size_t bytes) noexcept override {
+    void* memory = nullptr;
+    if (cudaHostAlloc(&memory, bytes, cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    std::memset(memory, 0, bytes);
+    return memory;
+  }
+
+  void release_pinned(void* memory) noexcept override { (void)cudaFreeHost(memory); }
 
   DeviceMemoryStats memory_stats(int device) const override {
     require_device(device, "GPU memory statistics");

@@ -100,3 +100,13 @@ TEST_CASE("values() copies elements out, and a re-read follows a swap", "[tensor
   CHECK(weights.values() == std::vector<float>{10, 11, 12, 13, 14, 15});
   CHECK(before == std::vector<float>{0, 1, 2, 3, 4, 5});  // the copy is unaffected
 }
+
+TEST_CASE("a pinned tensor is ordinary host memory where no GPU can pin it", "[tensor]") {
+  // test_base links no device backend: the fallback path, zero-filled and writable.
+  Tensor t = Tensor::pinned({3, 4}, purine::Location::cpu());
+  CHECK_FALSE(t.is_pinned());
+  CHECK(t.values() == std::vector<float>(12, 0.0f));
+  t.set_values(std::vector<float>(12, 2.5f));
+  CHECK(t.values() == std::vector<float>(12, 2.5f));
+  CHECK(t.shape() == Shape{3, 4});
+}

@@ -308,6 +308,8 @@ TEST_CASE("a graph on a GPU location runs on its streams, or says why it cannot"
   std::vector<float> values(20);
   for (int i = 0; i < 20; ++i) values[i] = static_cast<float>(i) - 9.5f;
   Runnable run(gg.g);
+  // The host end of the copy back is page-locked, so that the copy runs on the GPU's stream.
+  CHECK(gg.y->writers()[0]->inputs()[0]->tensor().is_pinned());
   for (int iteration = 0; iteration < 3; ++iteration) {
     for (float& v : values) v = -v;
     gg.x->tensor().set_values(values);
