@@ -23,13 +23,17 @@ class QueueEvent {
   // True once the queue has run everything put on it before the latest record() of this event
   // (also true before the first record()). Throws purine::Error if the device failed.
   virtual bool done() = 0;
+  // Device seconds from `earlier` to this event, both timed events of one queue, recorded and
+  // done (for traces: the device's own times, not the host's launch times).
+  virtual double seconds_since(QueueEvent& earlier) = 0;
 };
 
 class DeviceQueue {
  public:
   virtual ~DeviceQueue() = default;
   // A new event of this queue; made once per task when a plan is compiled, reused every run.
-  virtual std::unique_ptr<QueueEvent> create_event() = 0;
+  // Only a `timed` one answers seconds_since() (timing costs a little on some devices).
+  virtual std::unique_ptr<QueueEvent> create_event(bool timed = false) = 0;
   // Marks the current end of this queue: `event` is done once everything put on the queue
   // before this call has run.
   virtual void record(QueueEvent& event) = 0;

@@ -44,8 +44,15 @@ class EmulatedEvent : public QueueEvent {
     if (failure_->failed()) throw Error(failure_->message());
     return reached.load(std::memory_order_acquire) >= recorded.load(std::memory_order_relaxed);
   }
+  double seconds_since(QueueEvent& earlier) override {
+    const auto& e = static_cast<EmulatedEvent&>(earlier);
+    return std::chrono::duration<double>(reached_at - e.reached_at).count();
+  }
   std::atomic<uint64_t> recorded{0};
   std::atomic<uint64_t> reached{0};
+  // When the queue's thread reached the latest record (written before `reached`, so a reader
+  // that saw done() sees it).
+  std::chrono::steady_clock::time_point reached_at;
 
  private:
   std::shared_ptr<const QueueFailure> failure_;
@@ -103,6 +110,7 @@ void EmulatedQueue::State::thread_main() {
         }
         break;
       case Item::kSignal:  // still signalled after a failure, so that no waiter hangs
+        item.event->reached_at = std::chrono::steady_clock::now();
         item.event->reached.store(item.generation, std::memory_order_release);
         break;
       case Item::kWait:
@@ -131,7 +139,7 @@ void EmulatedQueue::enqueue(std::function<void()> work) {
   state_->push({Item::kWork, std::move(work), nullptr, 0});
 }
 
-std::unique_ptr<QueueEvent> EmulatedQueue::create_event() {
+std::unique_ptr<QueueEvent> EmulatedQueue::create_event(bool) {
   return std::make_unique<EmulatedEvent>(state_->failure);
 }
 

@@ -32,7 +32,7 @@ class EmulatedQueue : public DeviceQueue {
   // Puts `work` on the queue: it runs on the queue's thread after everything put before it.
   void enqueue(std::function<void()> work);
 
-  std::unique_ptr<QueueEvent> create_event() override;
+  std::unique_ptr<QueueEvent> create_event(bool timed = false) override;
   void record(QueueEvent& event) override;
   void wait(QueueEvent& event) override;
   std::string name() const override;

@@ -222,6 +222,7 @@ void Engine::Impl::add_observer(Observer* observer) {
   if (std::find(observers.begin(), observers.end(), observer) == observers.end()) {
     observers.push_back(observer);
   }
+  core_->prepare_device_timing();
   core_->has_observers = true;
 }
 

@@ -81,6 +81,27 @@ void EngineCore::notify_end(TaskId task, ExecutorId executor) const {
   for (Observer* observer : observers) observer->on_task_end(event);
 }
 
+void EngineCore::notify_device(TaskId task, ExecutorId executor,
+                               std::chrono::steady_clock::time_point start,
+                               std::chrono::steady_clock::time_point end) const {
+  const Task& t = plan.tasks()[task];
+  TaskEvent event{&t.name, &t.location, &plan.executors()[executor].name, executor, start};
+  for (Observer* observer : observers) observer->on_task_start(event);
+  event.time = end;
+  for (Observer* observer : observers) observer->on_task_end(event);
+}
+
+void EngineCore::prepare_device_timing() {
+  if (!timings.empty()) return;
+  timings.resize(plan.tasks().size());
+  for (size_t t = 0; t < plan.tasks().size(); ++t) {
+    if (!events[t]) continue;
+    DeviceQueue& queue = *plan.executors()[plan.tasks()[t].executor].queue;
+    timings[t].start = queue.create_event(/*timed=*/true);
+    timings[t].end = queue.create_event(/*timed=*/true);
+  }
+}
+
 std::string EngineCore::stall_report(std::chrono::milliseconds quiet_for) const {
   constexpr size_t kShown = 20;
   const int n = schedule.num_tasks();

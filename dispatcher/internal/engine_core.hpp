@@ -54,6 +54,12 @@ struct EngineCore {
   // Observer calls; only when has_observers.
   void notify_start(TaskId task, ExecutorId executor) const;
   void notify_end(TaskId task, ExecutorId executor) const;
+  // A device task's start and end on the device, in host time.
+  void notify_device(TaskId task, ExecutorId executor,
+                     std::chrono::steady_clock::time_point start,
+                     std::chrono::steady_clock::time_point end) const;
+  // Between runs: makes the timed events of device tasks, once.
+  void prepare_device_timing();
   // Pending tasks of the current run, running ones first, for the stall error.
   std::string stall_report(std::chrono::milliseconds quiet_for) const;
 
@@ -65,6 +71,13 @@ struct EngineCore {
   // recorded after the task's work, waited for by successors on other queues, polled for the
   // successors on the host.
   std::vector<std::unique_ptr<QueueEvent>> events;
+  // Traced device tasks (made by prepare_device_timing() when the first observer comes): timed
+  // events around each device task's work, so that observers see the device's own start and end
+  // (ThreadExecutor converts them to host time through an anchor event per run).
+  struct DeviceTiming {
+    std::unique_ptr<QueueEvent> start, end;
+  };
+  std::vector<DeviceTiming> timings;  // per task; empty when no observer was ever added
   FirstFailure failure;
   std::vector<Observer*> observers;  // between runs only
   bool has_observers = false;        // between runs only

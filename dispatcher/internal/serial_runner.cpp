@@ -13,9 +13,16 @@ void run_serial(EngineCore& core) {
     if (core.cancelled()) return;
     const Task& spec = core.plan.tasks()[task];
     const ExecutorId executor = spec.executor == kAnyExecutor ? 0 : spec.executor;
+    QueueEvent* const event = core.events[task].get();
     try {
       if (observed) core.notify_start(task, executor);
       if (spec.run) spec.run();
+      // A device task's work is waited for at once: every task after it sees it done, and its
+      // observed span covers the device's work.
+      if (event) {
+        core.plan.executors()[executor].queue->record(*event);
+        while (!event->done()) std::this_thread::yield();
+      }
     } catch (...) {
       core.fail(task, std::current_exception());
     }
@@ -26,13 +33,9 @@ void run_serial(EngineCore& core) {
         core.fail(task, std::current_exception());
       }
     }
-    if (core.cancelled()) continue;
-    QueueEvent* event = core.events[task].get();
-    if (!spec.poll && !event) continue;
+    if (!spec.poll || core.cancelled()) continue;
     try {
-      // A device task's work is waited for at once: every task after it sees it done.
-      if (event) core.plan.executors()[executor].queue->record(*event);
-      while (event ? !event->done() : !spec.poll()) std::this_thread::yield();
+      while (!spec.poll()) std::this_thread::yield();
     } catch (...) {
       core.fail(task, std::current_exception());
     }

@@ -162,12 +162,17 @@ bool ThreadExecutor::execute(TaskId task) {
     QueueEvent* const event = core.events[task].get();
     bool issued = false;
     try {
-      if (observed) core.notify_start(task, id_);
+      if (observed && !event) core.notify_start(task, id_);
       if (event) {
         for (const TaskId before : core.schedule.queue_waits(task)) queue_->wait(*core.events[before]);
+        if (observed) {
+          anchor_run();
+          queue_->record(*core.timings[task].start);
+        }
       }
       if (spec.run) spec.run();
       if (event) {
+        if (observed) queue_->record(*core.timings[task].end);
         queue_->record(*event);
         issued = true;
       }
@@ -175,7 +180,7 @@ bool ThreadExecutor::execute(TaskId task) {
       core.fail(task, std::current_exception());
     }
     if (current_.exchange(kIdle, std::memory_order_acq_rel) == kAbandoned) return false;
-    if (observed) {
+    if (observed && !event) {
       try {
         core.notify_end(task, id_);
       } catch (...) {
@@ -216,6 +221,13 @@ bool ThreadExecutor::poll_in_flight() {
       if (current_.exchange(kIdle, std::memory_order_acq_rel) == kAbandoned) return false;
     }
     if (done) {
+      if (event && core.has_observers && !core.cancelled()) {
+        try {
+          report_device_times(task);
+        } catch (...) {
+          core.fail(task, std::current_exception());
+        }
+      }
       complete(task, /*issued_on_queue=*/event != nullptr);
     } else {
       in_flight_[kept++] = task;
@@ -223,6 +235,23 @@ bool ThreadExecutor::poll_in_flight() {
   }
   in_flight_.resize(kept);
   return true;
+}
+
+void ThreadExecutor::anchor_run() {
+  if (anchored_run_ == core_->run_index) return;
+  if (!anchor_) anchor_ = queue_->create_event(/*timed=*/true);
+  queue_->record(*anchor_);
+  anchor_time_ = std::chrono::steady_clock::now();
+  anchored_run_ = core_->run_index;
+}
+
+void ThreadExecutor::report_device_times(TaskId task) {
+  const EngineCore::DeviceTiming& t = core_->timings[task];
+  const auto host_time = [this](QueueEvent& e) {
+    return anchor_time_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(e.seconds_since(*anchor_)));
+  };
+  core_->notify_device(task, id_, host_time(*t.start), host_time(*t.end));
 }
 
 bool ThreadExecutor::fetch(bool block) {

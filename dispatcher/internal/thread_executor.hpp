@@ -16,6 +16,8 @@
 // wait for the events of the task's predecessors on other queues (Schedule::queue_waits), after
 // it records the task's event and releases the successors on device executors at once; the task
 // then stays in flight, polled through its event, until the host successors may be released.
+// Observers see a device task when it is done, with the device's start and end times (timed
+// events around its work), not the host's launch.
 //
 // The OS thread is named after the executor (without the rank prefix), for top -H and gdb.
 //
@@ -85,6 +87,10 @@ class ThreadExecutor {
   bool loop();
   bool execute(TaskId task);
   bool poll_in_flight();
+  // kDevice: records the anchor unless this run has one (call before a traced task's work).
+  void anchor_run();
+  // kDevice: reports a completed traced task's device start and end to the observers.
+  void report_device_times(TaskId task);
   bool fetch(bool block) EXCLUDES(mu_);
   // Releases the successors [first, last) of a task (TaskTable's successor pointers).
   void release(const TaskId* first, const TaskId* last);
@@ -97,6 +103,11 @@ class ThreadExecutor {
   const int tasks_per_run_;
   const bool cpu_thread_;  // kind kCpuThread
   DeviceQueue* const queue_;  // kind kDevice: the queue it drives; else null
+  // kDevice under observation: an event recorded at the run's first traced task, while the
+  // queue is idle, and the host time then; device times are read relative to it.
+  std::unique_ptr<QueueEvent> anchor_;
+  std::chrono::steady_clock::time_point anchor_time_;
+  uint32_t anchored_run_ = ~0u;
   std::thread thread_;
 
   // Owned by the executor thread.

@@ -12,9 +12,10 @@ namespace {
 
 class CudaEvent : public QueueEvent {
  public:
-  explicit CudaEvent(int device, std::string stream) : stream_(std::move(stream)) {
+  CudaEvent(int device, std::string stream, bool timed) : stream_(std::move(stream)) {
     DeviceGuard on(device);
-    PURINE_CUDA_CALL("stream event", cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    PURINE_CUDA_CALL("stream event", cudaEventCreateWithFlags(
+                                         &event_, timed ? cudaEventDefault : cudaEventDisableTiming));
   }
   ~CudaEvent() override { (void)cudaEventDestroy(event_); }
   bool done() override {
@@ -23,6 +24,12 @@ class CudaEvent : public QueueEvent {
     if (status == cudaErrorNotReady) return false;
     (void)cudaGetLastError();
     throw Error(str("GPU work on stream ", stream_, " failed: ", cudaGetErrorString(status)));
+  }
+  double seconds_since(QueueEvent& earlier) override {
+    float ms = 0;
+    PURINE_CUDA_CALL("trace", cudaEventElapsedTime(&ms, static_cast<CudaEvent&>(earlier).event_,
+                                                   event_));
+    return ms / 1000.0;
   }
   cudaEvent_t get() const { return event_; }
 
@@ -81,8 +88,8 @@ void* CudaStream::workspace(size_t bytes) {
   return workspace_;
 }
 
-std::unique_ptr<QueueEvent> CudaStream::create_event() {
-  return std::make_unique<CudaEvent>(device_, name_);
+std::unique_ptr<QueueEvent> CudaStream::create_event(bool timed) {
+  return std::make_unique<CudaEvent>(device_, name_, timed);
 }
 
 void CudaStream::record(QueueEvent& event) {

@@ -38,7 +38,7 @@ class CudaStream : public DeviceQueue {
   // steady state allocates nothing.
   void* workspace(size_t bytes);
 
-  std::unique_ptr<QueueEvent> create_event() override;
+  std::unique_ptr<QueueEvent> create_event(bool timed = false) override;
   void record(QueueEvent& event) override;
   void wait(QueueEvent& event) override;
   std::string name() const override { return name_; }

@@ -6,7 +6,9 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -136,4 +138,52 @@ TEST_CASE("A failure on a device queue fails the run, naming the task", "[device
   pd::Engine engine(std::move(plan));
   REQUIRE_THROWS_WITH(engine.run(), Catch::Contains("conv1") && Catch::Contains("bad launch"));
   CHECK_FALSE(host_ran);
+}
+
+namespace {
+
+// Start and end times of each task, as the observers see them.
+struct Spans : pd::Observer {
+  std::mutex mu;
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point,
+                                  std::chrono::steady_clock::time_point>>
+      spans;
+  void on_task_start(const pd::TaskEvent& e) override {
+    std::lock_guard<std::mutex> lock(mu);
+    spans[*e.task_name].first = e.time;
+  }
+  void on_task_end(const pd::TaskEvent& e) override {
+    std::lock_guard<std::mutex> lock(mu);
+    spans[*e.task_name].second = e.time;
+  }
+  double ms(const std::string& task, bool end = true) {
+    const auto& span = spans.at(task);
+    return std::chrono::duration<double, std::milli>((end ? span.second : span.first)
+                                                     .time_since_epoch())
+        .count();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("observers see a device task's device times, not its launch", "[device]") {
+  // Two tasks on one queue whose work takes 60 ms each: both launch within microseconds, but
+  // the device runs them one after the other.
+  auto queue = std::make_shared<pd::EmulatedQueue>("q0", 60ms);
+  pd::Plan plan;
+  const pd::ExecutorId d0 = plan.add_executor({"device0", queue});
+  auto work = [queue] { queue->enqueue([] {}); };
+  const pd::TaskId a = plan.add_task(task("a", d0, work));
+  const pd::TaskId b = plan.add_task(task("b", d0, work));
+  plan.add_dependency(a, b);
+  Spans spans;
+  pd::Engine engine(std::move(plan));
+  engine.add_observer(&spans);
+  for (int run = 0; run < 2; ++run) {
+    engine.run();
+    INFO("run " << run);
+    CHECK(spans.ms("a") - spans.ms("a", false) >= 50);
+    CHECK(spans.ms("b") - spans.ms("b", false) >= 50);
+    CHECK(spans.ms("b", false) >= spans.ms("a") - 1);  // b ran on the device after a
+  }
 }
