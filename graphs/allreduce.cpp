@@ -119,21 +119,45 @@ std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
   return ring_all_gather(g, name, shards, shards.owned);
 }
 
-std::vector<Blob*> mpi_allreduce(Graph& g, const std::string& name,
-                                 const std::vector<Blob*>& parts) {
+namespace {
+
+// One collective op of `type` per part, each part on a rank of its own, at `where(part)`.
+template <typename Where>
+std::vector<Blob*> collective_per_rank(Graph& g, const std::string& name, const char* type,
+                                       const char* library, const std::vector<Blob*>& parts,
+                                       Where where) {
   check_parts(name, parts);
   std::set<int> ranks;
   for (const Blob* b : parts)
     require(ranks.insert(b->location().rank).second, name, ": two blobs on rank ",
-            b->location().rank, " (one at ", b->location(),
-            "); MPI_Allreduce joins one blob per rank: reduce within a rank by ring or ps");
+            b->location().rank, " (one at ", b->location(), "); ", library,
+            " joins one blob per rank: reduce within a rank by ring or ps");
   Graph::Scope scope(g, name);
   std::vector<Blob*> results;
   for (size_t r = 0; r < parts.size(); ++r) {
-    Graph::Placement placement(g, parts[r]->location(), Graph::kCommThread);
-    results.push_back(g.apply("r" + std::to_string(r), "mpi_allreduce", {}, {parts[r]})[0]);
+    Graph::Placement placement(g, where(parts[r]->location()), Graph::kCommThread);
+    results.push_back(g.apply("r" + std::to_string(r), type, {}, {parts[r]})[0]);
   }
   return results;
+}
+
+}  // namespace
+
+std::vector<Blob*> mpi_allreduce(Graph& g, const std::string& name,
+                                 const std::vector<Blob*>& parts) {
+  // MPI reduces host memory: a GPU part goes through its rank's CPU (the builder's copies).
+  return collective_per_rank(g, name, "mpi_allreduce", "MPI_Allreduce", parts, [](Location l) {
+    return l.is_cpu() ? l : Location::cpu(l.rank);
+  });
+}
+
+std::vector<Blob*> nccl_allreduce(Graph& g, const std::string& name,
+                                  const std::vector<Blob*>& parts) {
+  for (const Blob* b : parts)
+    require(!b->location().is_cpu(), name, ": NCCL reduces between GPUs, but '", b->name(),
+            "' is at ", b->location(), " (train on GPUs, or reduce by ring, ps or mpi)");
+  return collective_per_rank(g, name, "nccl_allreduce", "NCCL", parts,
+                             [](Location l) { return l; });
 }
 
 }  // namespace purine

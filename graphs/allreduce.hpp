@@ -7,7 +7,10 @@
 //                    2(N-1)/N of the data. Returns the sum at every part's location.
 //   ring_reduce_scatter, ring_all_gather: its two halves, for work on the summed chunks in
 //                    between (data_parallel updates each chunk of the weights on its owner).
-//   mpi_allreduce:   one native MPI_Allreduce op per rank, for comparison (one part per rank).
+//   mpi_allreduce:   one native MPI_Allreduce op per rank, for comparison (one part per rank;
+//                    a part on a GPU is reduced through its rank's host memory).
+//   nccl_allreduce:  one NCCL allreduce op per rank between the ranks' GPUs (one GPU part per
+//                    rank), for comparison.
 // The parameter server's halves are the Aggregate and Distribute composites (graphs/copies.hpp).
 // Sums are in a fixed order, so every run gives bit-identical results.
 #pragma once
@@ -19,10 +22,10 @@
 
 namespace purine {
 
-// How data_parallel reduces gradients: the ring, a parameter server on the first location, or
-// the native MPI allreduce. The names users type ("ring", "ps", "mpi") are parsed in
-// train/options.hpp.
-enum class Reduction { kRing, kParameterServer, kMpi };
+// How data_parallel reduces gradients: the ring, a parameter server on the first location, the
+// native MPI allreduce, or NCCL's between GPUs. The names users type ("ring", "ps", "mpi",
+// "nccl") are parsed in train/options.hpp.
+enum class Reduction { kRing, kParameterServer, kMpi, kNccl };
 
 std::vector<Blob*> ring_allreduce(Graph& graph, const std::string& name,
                                   const std::vector<Blob*>& parts);
@@ -48,5 +51,7 @@ std::vector<Blob*> flat_chunks(Graph& graph, const std::string& name, Blob* whol
                                const RingShards& shards);
 std::vector<Blob*> mpi_allreduce(Graph& graph, const std::string& name,
                                  const std::vector<Blob*>& parts);
+std::vector<Blob*> nccl_allreduce(Graph& graph, const std::string& name,
+                                  const std::vector<Blob*>& parts);
 
 }  // namespace purine

@@ -107,8 +107,9 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
     Graph::Placement placement(g, locations[server], Graph::kCommThread);
     sums.emplace_back(server, (parts >> g.add<Aggregate>(name, locations[server])).top(0));
   } else {
-    std::vector<Blob*> all = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
-                                                                   : mpi_allreduce(g, name, parts);
+    std::vector<Blob*> all = options.reduction == Reduction::kRing  ? ring_allreduce(g, name, parts)
+                             : options.reduction == Reduction::kMpi ? mpi_allreduce(g, name, parts)
+                                                                    : nccl_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);
   }
   // Histories: every updater holds one whole; the first's is saved.

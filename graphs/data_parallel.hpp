@@ -9,7 +9,9 @@
 //   kParameterServer: gradients aggregated at `server`, updated there, new weights distributed
 //                     (the Purine paper's scheme);
 //   kMpi:             a native MPI_Allreduce op per gradient, for comparison; one location per
-//                     rank only.
+//                     rank only (a GPU replica's gradients are reduced through host memory).
+//   kNccl:            an NCCL allreduce op per gradient between GPUs, for comparison; one GPU
+//                     location per rank only.
 // Each reduction depends only on its own gradients, so the dispatcher starts it as soon as they
 // exist: communication overlaps the rest of the backward pass. Small gradients are fused into
 // buckets of up to `bucket_bytes` (graphs/internal/buckets.hpp), neighbours in backward order, each
@@ -61,7 +63,8 @@ struct DataParallelGraph {
 };
 
 // Throws purine::Error on an empty or repeated location list, replicas that disagree on their
-// parameters, a server that is not one of the locations, or kMpi with two locations on a rank.
+// parameters, a server that is not one of the locations, kMpi or kNccl with two locations on a
+// rank, or kNccl with a replica on a CPU.
 DataParallelGraph build_data_parallel(Graph& graph, const std::vector<Location>& locations,
                                       const ReplicaBuilder& build,
                                       const DataParallelOptions& options);

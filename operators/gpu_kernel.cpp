@@ -7,20 +7,30 @@
 namespace purine {
 
 namespace {
-std::map<std::string, GpuKernel>& kernels() {
-  static std::map<std::string, GpuKernel> table;
+struct Entry {
+  GpuKernel kernel;
+  GpuPrepare prepare;
+};
+std::map<std::string, Entry>& kernels() {
+  static std::map<std::string, Entry> table;
   return table;
 }
 }  // namespace
 
-bool GpuKernels::add(const std::string& type, GpuKernel kernel) {
-  CHECK(kernels().emplace(type, kernel).second) << "GPU kernel of '" << type << "' registered twice";
+bool GpuKernels::add(const std::string& type, GpuKernel kernel, GpuPrepare prepare) {
+  CHECK(kernels().emplace(type, Entry{kernel, prepare}).second)
+      << "GPU kernel of '" << type << "' registered twice";
   return true;
 }
 
 GpuKernel GpuKernels::find(const std::string& type) {
   auto it = kernels().find(type);
-  return it == kernels().end() ? nullptr : it->second;
+  return it == kernels().end() ? nullptr : it->second.kernel;
+}
+
+GpuPrepare GpuKernels::find_prepare(const std::string& type) {
+  auto it = kernels().find(type);
+  return it == kernels().end() ? nullptr : it->second.prepare;
 }
 
 std::vector<std::string> GpuKernels::types() {

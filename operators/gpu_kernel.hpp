@@ -20,11 +20,18 @@ namespace purine {
 using GpuKernel = void (*)(const Operator& op, const std::vector<const Tensor*>& inputs,
                            const std::vector<Tensor*>& outputs, OpContext& context);
 
+// Set-up a GPU kernel needs once per op before the first run (an NCCL communicator): called by
+// Operator::prepare(), i.e. by the compile step, on every rank in the graph's order.
+using GpuPrepare = void (*)(const Operator& op, const std::vector<const Tensor*>& inputs,
+                            const std::vector<Tensor*>& outputs, const OpContext& context);
+
 class GpuKernels {
  public:
-  static bool add(const std::string& type, GpuKernel kernel);
+  static bool add(const std::string& type, GpuKernel kernel, GpuPrepare prepare = nullptr);
   // The kernel of `type`, or null.
   static GpuKernel find(const std::string& type);
+  // Its set-up, or null (none registered, or no kernel).
+  static GpuPrepare find_prepare(const std::string& type);
   static std::vector<std::string> types();
 };
 

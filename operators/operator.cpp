@@ -77,6 +77,13 @@ void Operator::compute_gpu(const std::vector<const Tensor*>& inputs,
   kernel(*this, inputs, outputs, context);
 }
 
+void Operator::prepare(const std::vector<const Tensor*>& inputs,
+                       const std::vector<Tensor*>& outputs, const OpContext& context) const {
+  if (outputs.empty() || !outputs[0] || outputs[0]->location().is_cpu()) return;
+  if (const GpuPrepare setup = GpuKernels::find_prepare(type()))
+    setup(*this, inputs, outputs, context);
+}
+
 std::vector<Shape> SameShapeOp::output_shapes(const std::vector<Shape>& inputs) const {
   const int outputs = num_outputs();
   CHECK_GE(outputs, 0) << type() << ": a SameShapeOp declares a fixed number of outputs";

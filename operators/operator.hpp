@@ -155,6 +155,12 @@ class Operator {
                                                 const OpContext& context) const {
     return nullptr;
   }
+  // One-time set-up for these tensors before the first run, called by the compile step for each
+  // op of its rank on the compiling thread, in the graph's order on every rank (so collective
+  // set-up, such as an NCCL communicator, matches across ranks). The default runs the set-up its
+  // GPU kernel registered, for outputs on a GPU (operators/gpu_kernel.hpp), and nothing else.
+  virtual void prepare(const std::vector<const Tensor*>& inputs,
+                       const std::vector<Tensor*>& outputs, const OpContext& context) const;
   // The data set a source operator serves (its metadata and cursor); null for other operators.
   virtual DataSource* data_source() { return nullptr; }
 

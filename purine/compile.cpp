@@ -188,6 +188,7 @@ CompiledGraph compile(Graph& graph, const CompileOptions& options) {
     task.executor = executors.of_thread(at, op->thread());
     binding->context.queue = executors.queue(task.executor);
 
+    op->kernel().prepare(binding->inputs, binding->outputs, binding->context);
     std::shared_ptr<AsyncWork> work =
         op->kernel().bind_async(binding->inputs, binding->outputs, binding->context);
     if (views.count(op)) {

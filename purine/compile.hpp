@@ -7,7 +7,9 @@
 // the dependencies: every writer of an input before its reader, the writers of an accumulating
 // blob in creation order. Operators are known only by their traits and their asynchronous form
 // (operators/operator.hpp): an op with an AsyncWork becomes a task that starts it and polls it.
-// It starts no thread and makes no MPI call, so tests can inspect any rank's plan.
+// Each bound op's prepare() runs here, in the graph's order. It starts no thread and, but for
+// what an op's prepare() does (an NCCL communicator's set-up on GPUs), makes no MPI call, so
+// tests can inspect any rank's plan.
 #pragma once
 
 #include <cstdint>

@@ -22,7 +22,8 @@ struct Choice {
 };
 
 constexpr Choice<Reduction> kReductions[] = {
-    {Reduction::kRing, "ring"}, {Reduction::kParameterServer, "ps"}, {Reduction::kMpi, "mpi"}};
+    {Reduction::kRing, "ring"}, {Reduction::kParameterServer, "ps"}, {Reduction::kMpi, "mpi"},
+    {Reduction::kNccl, "nccl"}};
 constexpr Choice<LrPolicy> kLrPolicies[] = {{LrPolicy::kFixed, "fixed"},
                                             {LrPolicy::kStep, "step"},
                                             {LrPolicy::kMultistep, "multistep"},
@@ -192,8 +193,11 @@ void validate_options(const TrainOptions& o) {
   }
   require(o.batch % replicas == 0, "--batch ", o.batch, " does not split evenly over ", replicas,
           o.devices.empty() ? " locations" : " devices");
-  require(replicas == 1 || o.reduce != Reduction::kMpi,
-          "--reduce=mpi joins one replica per rank; with ", replica_flag, " use ring or ps");
+  require(replicas == 1 || (o.reduce != Reduction::kMpi && o.reduce != Reduction::kNccl), "--reduce=",
+          name_of(o.reduce), " joins one replica per rank; with ", replica_flag,
+          " use ring or ps");
+  require(o.reduce != Reduction::kNccl || !o.devices.empty(),
+          "--reduce=nccl reduces between GPUs: train with --device=N");
   require(replicas == 1 || o.parallel == ParallelLayout::kData, replica_flag,
           " needs --parallel=data");
   require(o.parallel == ParallelLayout::kData || o.ranks == 1, "running on ", o.ranks,

@@ -40,3 +40,25 @@ TEST_CASE("data parallel with the mpi reduction refuses two locations on one ran
       build_data_parallel(g, {Location::cpu(0, 0), Location::cpu(0, 1)}, replica, options),
       Contains("two blobs on rank 0"));
 }
+
+TEST_CASE("collectives of GPU parts: NCCL on the GPUs, MPI through host memory", "[allreduce]") {
+  Graph g;
+  Blob* a = blob_at(g, "a", Location::gpu(0, 0));
+  Blob* b = blob_at(g, "b", Location::gpu(1, 1));
+  const std::vector<Blob*> nccl = nccl_allreduce(g, "grad", {a, b});
+  REQUIRE(nccl.size() == 2);
+  CHECK(nccl[0]->location() == Location::gpu(0, 0));
+  CHECK(nccl[1]->location() == Location::gpu(1, 1));
+  CHECK(nccl[1]->writers()[0]->kernel().type() == "nccl_allreduce");
+  CHECK(nccl[1]->writers()[0]->thread() == Graph::kCommThread);
+  // MPI reduces on each rank's CPU; the builder copies the GPU gradient there.
+  const std::vector<Blob*> mpi = mpi_allreduce(g, "grad_mpi", {a, b});
+  CHECK(mpi[1]->location() == Location::cpu(1));
+  CHECK(mpi[1]->writers()[0]->inputs()[0]->location() == Location::cpu(1));
+  // NCCL joins GPUs only, one per rank.
+  REQUIRE_THROWS_WITH(nccl_allreduce(g, "cpu", {blob_at(g, "c", Location::cpu(0))}),
+                      Contains("NCCL reduces between GPUs, but 'c' is at rank0:cpu"));
+  REQUIRE_THROWS_WITH(
+      nccl_allreduce(g, "two", {a, blob_at(g, "d", Location::gpu(1, 0))}),
+      Contains("two: two blobs on rank 0") && Contains("NCCL joins one blob per rank"));
+}

@@ -128,7 +128,7 @@ TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]"
            Case{"train --lr=inf", "error: --lr must be positive and finite, got inf\n"},
            Case{"train --stall-timeout=0", "error: --stall-timeout must be positive, got 0\n"},
            Case{"train --reduce=tree",
-                "error: unknown reduction 'tree' for --reduce; choose ring, ps or mpi\n"},
+                "error: unknown reduction 'tree' for --reduce; choose ring, ps, mpi or nccl\n"},
            Case{"train --lr-policy=exp",
                 "error: unknown learning-rate policy 'exp' for --lr-policy; choose fixed, "
                 "step, multistep, poly or cosine\n"},

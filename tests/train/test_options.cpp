@@ -27,7 +27,7 @@ TEST_CASE("every choice parses from its name and back", "[options]") {
 
 TEST_CASE("an unknown name is refused, naming the flag and listing the valid names", "[options]") {
   REQUIRE_THROWS_WITH(parse_reduction("tree"),
-                      "unknown reduction 'tree' for --reduce; choose ring, ps or mpi");
+                      "unknown reduction 'tree' for --reduce; choose ring, ps, mpi or nccl");
   REQUIRE_THROWS_WITH(parse_lr_policy("exp"),
                       "unknown learning-rate policy 'exp' for --lr-policy; choose fixed, step, "
                       "multistep, poly or cosine");
@@ -149,6 +149,14 @@ TEST_CASE("validate_options checks the GPU list", "[options][devices]") {
           o.devices = {0};
           o.locations = 2;
         }) == "--locations=2 places replicas on CPUs; with --devices every replica is on its GPU");
+  CHECK(rejection([](TrainOptions& o) { o.reduce = Reduction::kNccl; }) ==
+        "--reduce=nccl reduces between GPUs: train with --device=N");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kData;
+          o.devices = {0, 1};
+          o.reduce = Reduction::kNccl;
+        }) == "--reduce=nccl joins one replica per rank; with --devices=0,1 use ring or ps");
+  CHECK(parse_reduction("nccl") == Reduction::kNccl);
   CHECK(parse_device_list("0,3", "--devices") == std::vector<int>{0, 3});
   CHECK(parse_device_list("", "--devices").empty());
   REQUIRE_THROWS_WITH(parse_device_list("1.5", "--devices"),

@@ -76,7 +76,9 @@ DEFINE_int32(device, -1, "train on this GPU (`purine devices` lists them); -1: o
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
               "--batch split among them; the data is read on the CPU");
-DEFINE_string(reduce, "ring", "data parallel gradient reduction: ring, ps or mpi");
+DEFINE_string(reduce, "ring",
+              "data parallel gradient reduction: ring, ps, mpi or nccl (between GPUs, one per "
+              "rank)");
 DEFINE_int64(bucket_kb, 256,
              "data parallel: fuse gradients smaller than this many KiB into buckets of up to "
              "this size, each reduced at once (0: reduce every gradient alone)");
