@@ -35,24 +35,31 @@ class QueueFailure {
 };
 
 // Generations: record() raises `recorded`; the queue's thread raises `reached` to it when it gets
-// there. done() compares the two, so an event recorded again is pending again.
+// there. done() compares the two, so an event recorded again is pending again. Queued signals
+// and waits share this state, so an event may be destroyed with work still queued (a failed
+// run's).
+struct EventState {
+  std::atomic<uint64_t> recorded{0};
+  std::atomic<uint64_t> reached{0};
+  // When the queue's thread reached the latest record (written before `reached`, so a reader
+  // that saw done() sees it).
+  std::chrono::steady_clock::time_point reached_at;
+};
+
 class EmulatedEvent : public QueueEvent {
  public:
   explicit EmulatedEvent(std::shared_ptr<const QueueFailure> failure)
       : failure_(std::move(failure)) {}
   bool done() override {
     if (failure_->failed()) throw Error(failure_->message());
-    return reached.load(std::memory_order_acquire) >= recorded.load(std::memory_order_relaxed);
+    return state->reached.load(std::memory_order_acquire) >=
+           state->recorded.load(std::memory_order_relaxed);
   }
   double seconds_since(QueueEvent& earlier) override {
     const auto& e = static_cast<EmulatedEvent&>(earlier);
-    return std::chrono::duration<double>(reached_at - e.reached_at).count();
+    return std::chrono::duration<double>(state->reached_at - e.state->reached_at).count();
   }
-  std::atomic<uint64_t> recorded{0};
-  std::atomic<uint64_t> reached{0};
-  // When the queue's thread reached the latest record (written before `reached`, so a reader
-  // that saw done() sees it).
-  std::chrono::steady_clock::time_point reached_at;
+  const std::shared_ptr<EventState> state = std::make_shared<EventState>();
 
  private:
   std::shared_ptr<const QueueFailure> failure_;
@@ -60,9 +67,9 @@ class EmulatedEvent : public QueueEvent {
 
 struct Item {
   enum Kind { kWork, kSignal, kWait } kind;
-  std::function<void()> work;  // kWork
-  EmulatedEvent* event;        // kSignal, kWait
-  uint64_t generation;         // kSignal: the value to publish; kWait: the value to wait for
+  std::function<void()> work;         // kWork
+  std::shared_ptr<EventState> event;  // kSignal, kWait
+  uint64_t generation;                // kSignal: the value to publish; kWait: to wait for
 };
 
 }  // namespace
@@ -144,15 +151,15 @@ std::unique_ptr<QueueEvent> EmulatedQueue::create_event(bool) {
 }
 
 void EmulatedQueue::record(QueueEvent& event) {
-  auto& e = static_cast<EmulatedEvent&>(event);
-  const uint64_t generation = e.recorded.load(std::memory_order_relaxed) + 1;
-  e.recorded.store(generation, std::memory_order_relaxed);
-  state_->push({Item::kSignal, {}, &e, generation});
+  const std::shared_ptr<EventState>& e = static_cast<EmulatedEvent&>(event).state;
+  const uint64_t generation = e->recorded.load(std::memory_order_relaxed) + 1;
+  e->recorded.store(generation, std::memory_order_relaxed);
+  state_->push({Item::kSignal, {}, e, generation});
 }
 
 void EmulatedQueue::wait(QueueEvent& event) {
-  auto& e = static_cast<EmulatedEvent&>(event);
-  state_->push({Item::kWait, {}, &e, e.recorded.load(std::memory_order_relaxed)});
+  const std::shared_ptr<EventState>& e = static_cast<EmulatedEvent&>(event).state;
+  state_->push({Item::kWait, {}, e, e->recorded.load(std::memory_order_relaxed)});
 }
 
 std::string EmulatedQueue::name() const { return state_->name; }
