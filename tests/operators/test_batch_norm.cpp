@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "operators/registry.hpp"
-#include "tests/operators/gradient_check.hpp"
+#include "tests/operators/gradient_test.hpp"
 
 using namespace purine;
 using namespace purine::testing;

@@ -5,7 +5,7 @@
 
 #include "operators/conv.hpp"
 #include "operators/registry.hpp"
-#include "tests/operators/gradient_check.hpp"
+#include "tests/operators/gradient_test.hpp"
 
 using namespace purine;
 using namespace purine::testing;

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "operators/registry.hpp"
-#include "tests/operators/gradient_check.hpp"
+#include "tests/operators/gradient_test.hpp"
 
 using namespace purine;
 using namespace purine::testing;

@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "operators/registry.hpp"
-#include "tests/operators/gradient_check.hpp"
+#include "tests/operators/gradient_test.hpp"
 
 using namespace purine;
 using namespace purine::testing;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "operators/registry.hpp"
-#include "tests/operators/gradient_check.hpp"
+#include "tests/operators/gradient_test.hpp"
 
 using namespace purine;
 using namespace purine::testing;

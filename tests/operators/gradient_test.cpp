@@ -1,0 +1,50 @@
+#include "tests/operators/gradient_test.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+
+#include "operators/registry.hpp"
+
+namespace purine::testing {
+
+Tensor random_tensor(const Shape& shape, Rng& rng, float low, float high) {
+  Tensor t(shape);
+  float* p = t.mutable_data();
+  for (int64_t i = 0; i < t.count(); ++i) p[i] = rng.uniform(low, high);
+  return t;
+}
+
+Tensor tensor_of(const Shape& shape, const std::vector<float>& values) {
+  Tensor t(shape);
+  REQUIRE(static_cast<int64_t>(values.size()) == t.count());
+  std::copy(values.begin(), values.end(), t.mutable_data());
+  return t;
+}
+
+std::vector<Tensor> run_forward(const std::string& type, const Attrs& attrs,
+                                const std::vector<Tensor>& inputs, uint64_t rng_seed) {
+  auto op = OperatorRegistry::create(type, attrs);
+  std::vector<Shape> shapes;
+  std::vector<const Tensor*> in;
+  for (const Tensor& t : inputs) {
+    shapes.push_back(t.shape());
+    in.push_back(&t);
+  }
+  std::vector<Tensor> outputs;
+  for (const Shape& s : op->infer_shapes(shapes)) outputs.emplace_back(s);
+  std::vector<Tensor*> out;
+  for (Tensor& t : outputs) out.push_back(&t);
+  Rng rng(rng_seed);
+  OpContext context{&rng};
+  op->compute(in, out, context);
+  return outputs;
+}
+
+void check_gradient(const std::string& type, const Attrs& attrs, std::vector<Tensor> inputs,
+                    const GradientCheckOptions& options) {
+  const GradientCheckResult result = check_operator_gradient(type, attrs, inputs, options);
+  INFO(result.describe());
+  CHECK(result.passed());
+}
+
+}  // namespace purine::testing
