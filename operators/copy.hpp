@@ -3,7 +3,9 @@
 // GPU<->GPU and rank<->rank. Between ranks it is asynchronous, in two halves: a non-blocking
 // send on the input's rank (a sink there) and the matching receive on the output's rank (a
 // source there), chosen by the context's PeerLink (operators/mpi/copy.cpp). Inputs: x;
-// outputs: y of x's shape. Not differentiable yet.
+// outputs: y of x's shape. Gradient: dx is dy (an alias); autodiff puts every input gradient at
+// its input's location, so dy is copied back to x's location by another copy
+// (purine/autodiff.hpp).
 #pragma once
 
 #include "operators/operator.hpp"
@@ -15,6 +17,8 @@ class CopyOp : public TypedOperator<CopyOp, SameShapeOp> {
   static constexpr char kType[] = "copy";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override { return {{}, {{0, 0}}}; }
   OperatorTraits traits() const override {
     OperatorTraits t;
     t.bridges_locations = t.communicates = true;

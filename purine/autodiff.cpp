@@ -177,7 +177,12 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
   for (size_t i = 0; i < n_in; ++i) {
     if (!wanted[i]) continue;
     auto it = input_grads.find(static_cast<int>(i));
-    if (it != input_grads.end()) builder.contribute(op.inputs()[i], it->second, op.thread());
+    if (it == input_grads.end()) continue;
+    // A gradient lives where its blob lives: an op that bridges locations (a copy) gets its
+    // input's gradient copied back, over the same link in the other direction.
+    Blob* input = op.inputs()[i];
+    builder.contribute(input, graph.copy_to(it->second, input->location(), op.thread()),
+                       op.thread());
   }
 }
 

@@ -25,8 +25,11 @@ class Gradients {
 };
 
 // Adds gradient ops for d(loss_weight * loss)/d(wrt[i]) to `graph`. Gradient ops take the
-// location and thread of the forward op they differentiate. `loss` must be a scalar. Throws
-// purine::Error if the loss depends on a `wrt` blob only through a non-differentiable op.
+// location and thread of the forward op they differentiate; the gradient of a blob lives at the
+// blob's location (a copy's gradient is copied back to the copy's source, between ranks too), and
+// the gradients of a blob read at several locations are summed there, in a fixed order. `loss` must
+// be a scalar. Throws purine::Error if the loss depends on a `wrt` blob only through a
+// non-differentiable op.
 Gradients backward(Graph& graph, Blob* loss, const std::vector<Blob*>& wrt,
                    double loss_weight = 1.0);
 

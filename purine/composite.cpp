@@ -10,7 +10,22 @@ Composite::Composite(Graph& graph, const std::string& local_name)
       full_name_(graph.full_name(local_name)),
       prefix_(graph.scope_prefix()),
       location_(graph.current_location()),
-      thread_(graph.current_thread()) {}
+      thread_(graph.current_thread()),
+      nested_(graph.setups_running_ > 0) {
+  // The longest placement rule naming this composite, if any.
+  size_t longest = 0;
+  for (const auto& [name, location] : graph.placements_) {
+    const bool matches =
+        full_name_ == name ||
+        (full_name_.size() > name.size() + 2 &&
+         full_name_.compare(full_name_.size() - name.size(), name.size(), name) == 0 &&
+         full_name_.compare(full_name_.size() - name.size() - 2, 2, "::") == 0);
+    if (matches && name.size() > longest) {
+      longest = name.size();
+      location_ = location;
+    }
+  }
+}
 
 const std::vector<Blob*>& Composite::top() {
   ensure_setup();
@@ -32,6 +47,7 @@ void Composite::ensure_setup() {
   if (setup_done_) return;
   require(!in_setup_, "composite '", full_name_, "' uses its own top while building it");
   in_setup_ = true;
+  ++graph_.setups_running_;
   // Re-enter the scope, location and thread the composite was created in.
   std::string saved_prefix = graph_.prefix_;
   graph_.prefix_ = prefix_;
@@ -42,11 +58,13 @@ void Composite::ensure_setup() {
       setup();
     } catch (...) {
       graph_.prefix_ = saved_prefix;
+      --graph_.setups_running_;
       in_setup_ = false;
       throw;
     }
   }
   graph_.prefix_ = saved_prefix;
+  --graph_.setups_running_;
   in_setup_ = false;
   setup_done_ = true;
 }

@@ -393,6 +393,18 @@ const std::vector<Parameter>& Graph::states() const {
   return states_;
 }
 
+void Graph::place(const std::string& name, Location location) {
+  require(!name.empty(), "Graph::place: empty composite name");
+  placements_[name] = location;
+}
+
+std::vector<std::string> Graph::layer_names() const {
+  std::vector<std::string> names;
+  for (const auto& c : composites_)
+    if (!c->nested()) names.push_back(c->name());
+  return names;
+}
+
 void Graph::own(std::unique_ptr<Composite> composite) {
   for (const auto& c : composites_)
     require(c->name() != composite->name(), "composite '", composite->name(),

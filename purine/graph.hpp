@@ -173,6 +173,16 @@ class Graph {
   void add_swap(Blob* a, Blob* b);
   const std::vector<std::pair<Blob*, Blob*>>& swaps() const { return swaps_; }
 
+  // Layer placement, to lay out a model written for one location without changing its code: a
+  // composite whose full name is `name`, or ends with "::" + `name`, is built at `location` (its
+  // parameters, ops and tops; inputs from elsewhere arrive by inserted copies) instead of the
+  // location current when it is created. The longest matching name wins. Composites created
+  // inside a placed one follow it.
+  void place(const std::string& name, Location location);
+  // The layers: the full names of the composites created outside any composite's setup (the
+  // blocks a model chains), in creation order.
+  std::vector<std::string> layer_names() const;
+
   // Throws purine::Error on the first problem found: a cycle, an op with the wrong number or
   // shape of inputs/outputs, an op reading a blob at another location, a blob with two writers
   // that is not accumulating. Sets up composites not yet set up.
@@ -248,6 +258,8 @@ class Graph {
   int next_op_index_ = 0;
   bool auto_copy_ = true;
   std::map<std::pair<const Blob*, Location>, Blob*> copies_;
+  std::map<std::string, Location> placements_;  // place()
+  int setups_running_ = 0;                      // composites in setup() now (nesting)
 };
 
 // A sub-graph with bottom and top blobs: a layer, an inception module, an optimizer. Subclasses
@@ -270,6 +282,8 @@ class Composite {
   // Gives the top blobs to write instead of letting setup() create them.
   void set_top(const std::vector<Blob*>& top);
   bool is_setup() const { return setup_done_; }
+  // Whether it was created inside another composite's setup() (a part, not a layer).
+  bool nested() const { return nested_; }
   void ensure_setup();
 
  protected:
@@ -309,6 +323,7 @@ class Composite {
   std::string prefix_;  // the scope it was created in
   Location location_;
   std::string thread_;
+  bool nested_;  // created inside another composite's setup()
   bool setup_done_ = false;
   bool in_setup_ = false;
 };

@@ -171,3 +171,42 @@ TEST_CASE("a GPU tensor crosses ranks through both ranks' host memory", "[graph]
   CHECK(g.copy_to(x, Location::gpu(1, 1), Graph::kMainThread) == there);
   CHECK(g.copy_to(x, Location::cpu(1), Graph::kMainThread) == there->writers()[0]->inputs()[0]);
 }
+
+namespace {
+// Two ReluTanh inside: composites made in setup() are nested, not layers of their own.
+class TwoReluTanh : public Composite {
+ public:
+  TwoReluTanh(Graph& g, const std::string& name) : Composite(g, name) {}
+
+ protected:
+  void setup() override {
+    require_bottoms(1);
+    auto& inner = graph().add<ReluTanh>("first");
+    auto& outer = graph().add<ReluTanh>("second");
+    B{bottom_} >> inner >> outer;
+    top_ = outer.top();
+  }
+};
+}  // namespace
+
+TEST_CASE("place() builds the named composites at their locations; layer_names() lists blocks",
+          "[graph]") {
+  Graph g;
+  g.place("b", Location::cpu(0, 1));
+  g.place("net::c", Location::cpu(0, 2));
+  g.place("t::c", Location::cpu(0, 3));  // a shorter rule than net::c: not the one chosen
+  Blob* x = g.add_blob("x", {2, 3});
+  Graph::Scope scope(g, "net");
+  auto& a = g.add<ReluTanh>("a");
+  auto& b = g.add<TwoReluTanh>("b");
+  auto& c = g.add<ReluTanh>("c");
+  B{x} >> a >> b >> c;
+  CHECK(a.top(0)->location() == Location::cpu(0, 0));
+  CHECK(b.top(0)->location() == Location::cpu(0, 1));
+  CHECK(c.top(0)->location() == Location::cpu(0, 2));
+  CHECK(g.op("net::b::second::tanh")->location() == Location::cpu(0, 1));  // nested: follows b
+  // b reads a's top through a copy at its location.
+  CHECK(g.find_blob("net::a::top@rank0:cpu1") != nullptr);
+  CHECK(g.layer_names() == std::vector<std::string>{"net::a", "net::b", "net::c"});
+  CHECK_THROWS_WITH(g.place("", Location::cpu()), Catch::Contains("empty composite name"));
+}
