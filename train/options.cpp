@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstddef>
+#include <cstdio>
 #include <stdexcept>
 
 #include "base/error.hpp"
@@ -21,16 +21,18 @@ struct Choice {
   const char* name;
 };
 
-constexpr Choice<Reduction> kReductions[] = {
-    {Reduction::kRing, "ring"}, {Reduction::kParameterServer, "ps"}, {Reduction::kMpi, "mpi"},
-    {Reduction::kNccl, "nccl"}};
+constexpr Choice<Reduction> kReductions[] = {{Reduction::kRing, "ring"},
+                                             {Reduction::kParameterServer, "ps"},
+                                             {Reduction::kMpi, "mpi"},
+                                             {Reduction::kNccl, "nccl"}};
 constexpr Choice<LrPolicy> kLrPolicies[] = {{LrPolicy::kFixed, "fixed"},
                                             {LrPolicy::kStep, "step"},
                                             {LrPolicy::kMultistep, "multistep"},
                                             {LrPolicy::kPoly, "poly"},
                                             {LrPolicy::kCosine, "cosine"}};
 constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "none"},
-                                                       {ParallelLayout::kData, "data"}};
+                                                       {ParallelLayout::kData, "data"},
+                                                       {ParallelLayout::kPipeline, "pipeline"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
                                                  {dispatch::Mode::kSerial, "serial"}};
 
@@ -104,8 +106,8 @@ bool parse_synthetic_data(const std::string& data, SyntheticData* spec) {
   const std::string text = data.substr(prefix.size());
   long long c = 0, h = 0, w = 0, classes = 0;
   char tail = 0;
-  const bool parsed = std::sscanf(text.c_str(), "%lldx%lldx%lld:%lld%c", &c, &h, &w, &classes,
-                                  &tail) == 4;
+  const bool parsed =
+      std::sscanf(text.c_str(), "%lldx%lldx%lld:%lld%c", &c, &h, &w, &classes, &tail) == 4;
   require(parsed && c > 0 && h > 0 && w > 0 && classes > 0, "--data=", data,
           ": synthetic data is written synthetic:CxHxW:CLASSES with positive numbers, e.g. "
           "synthetic:3x224x224:1000");
@@ -114,6 +116,7 @@ bool parse_synthetic_data(const std::string& data, SyntheticData* spec) {
 }
 
 int replicas_per_rank(const TrainOptions& o) {
+  if (o.parallel == ParallelLayout::kPipeline) return 1;  // one pipeline, its stages placed
   return o.devices.empty() ? o.locations : static_cast<int>(o.devices.size());
 }
 
@@ -193,15 +196,31 @@ void validate_options(const TrainOptions& o) {
   }
   require(o.batch % replicas == 0, "--batch ", o.batch, " does not split evenly over ", replicas,
           o.devices.empty() ? " locations" : " devices");
-  require(replicas == 1 || (o.reduce != Reduction::kMpi && o.reduce != Reduction::kNccl), "--reduce=",
-          name_of(o.reduce), " joins one replica per rank; with ", replica_flag,
+  require(replicas == 1 || (o.reduce != Reduction::kMpi && o.reduce != Reduction::kNccl),
+          "--reduce=", name_of(o.reduce), " joins one replica per rank; with ", replica_flag,
           " use ring or ps");
   require(o.reduce != Reduction::kNccl || !o.devices.empty(),
           "--reduce=nccl reduces between GPUs: train with --device=N");
   require(replicas == 1 || o.parallel == ParallelLayout::kData, replica_flag,
           " needs --parallel=data");
-  require(o.parallel == ParallelLayout::kData || o.ranks == 1, "running on ", o.ranks,
-          " MPI ranks needs --parallel=data");
+  require(o.parallel != ParallelLayout::kNone || o.ranks == 1, "running on ", o.ranks,
+          " MPI ranks needs --parallel=data or --parallel=pipeline");
+  require(o.stages == 1 || o.parallel == ParallelLayout::kPipeline, "--stages=", o.stages,
+          " needs --parallel=pipeline");
+  if (o.parallel == ParallelLayout::kPipeline) {
+    require(o.stages >= 1, "--stages must be at least 1, got ", o.stages);
+    require(o.locations == 1,
+            "--parallel=pipeline places its stages itself; drop --locations=", o.locations);
+    if (o.ranks == 1) {
+      require(o.devices.empty() || static_cast<int>(o.devices.size()) == o.stages,
+              "--stages=", o.stages, " on GPUs needs as many --devices, got ", o.devices.size());
+    } else {
+      require(o.ranks == o.stages, "a pipeline over ", o.ranks, " MPI ranks has one stage per ",
+              "rank: give --stages=", o.ranks, ", got ", o.stages);
+      require(o.devices.size() <= 1, "a pipeline over MPI ranks puts each stage on one GPU of ",
+              "its rank: give one --device");
+    }
+  }
 
   // Checkpoints.
   require(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative, got ",

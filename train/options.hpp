@@ -18,9 +18,10 @@
 
 namespace purine {
 
-// How the training is laid out: one process with one location (kNone), or data parallel over
-// the MPI ranks and the `locations` of each (kData).
-enum class ParallelLayout { kNone, kData };
+// How the training is laid out: one process with one location (kNone), data parallel over
+// the MPI ranks and the `locations` of each (kData), or a pipeline of `stages` (kPipeline,
+// graphs/pipeline.hpp): one stage per CPU location of the process, per listed GPU, or per rank.
+enum class ParallelLayout { kNone, kData, kPipeline };
 
 struct TrainOptions {
   std::string model = "convnet_bn";
@@ -60,6 +61,10 @@ struct TrainOptions {
   // GPUs instead: one replica per listed device on every rank (rank<R>:gpu<d>), `batch /
   // devices.size()` images each; the data sources stay on the rank's CPU. Empty: train on CPUs.
   std::vector<int> devices;
+  // Pipeline (layout kPipeline): the model's layers cut into this many stages, `batch` images
+  // through all of them per iteration. One rank: stage s at rank0:cpu<s>, or at the s-th of
+  // `devices`; several ranks: as many as stages, stage s at rank s (its CPU, or devices[0]).
+  int stages = 1;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
@@ -101,7 +106,7 @@ void validate_options(const TrainOptions& options);
 Reduction parse_reduction(const std::string& name);  // --reduce: ring, ps, mpi
 LrPolicy parse_lr_policy(
     const std::string& name);  // --lr-policy: fixed, step, multistep, poly, cosine
-ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: none, data
+ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: none, data, pipeline
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.

@@ -12,6 +12,7 @@
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
+#include "graphs/pipeline.hpp"
 #include "models/models.hpp"
 #include "operators/data_source.hpp"
 #include "purine/dsl.hpp"
@@ -26,6 +27,43 @@ namespace purine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// --parallel=pipeline: where each stage runs (train/options.hpp).
+std::vector<Location> stage_locations(const TrainOptions& o) {
+  std::vector<Location> at;
+  for (int s = 0; s < o.stages; ++s) {
+    if (o.ranks == 1)
+      at.push_back(o.devices.empty() ? Location::cpu(0, s) : Location::gpu(o.devices[s]));
+    else
+      at.push_back(o.devices.empty() ? Location::cpu(s) : Location::gpu(o.devices[0], s));
+  }
+  return at;
+}
+
+// The location of the data, the loss and the optimizer's scalars: the only replica's, or the
+// first stage's.
+std::vector<Location> replica_locations(const TrainOptions& o) {
+  if (o.parallel == ParallelLayout::kPipeline) return {stage_locations(o)[0]};
+  // A rank's locations next to each other, so that ring hops within a rank are memory copies
+  // (or device-to-device copies between its GPUs).
+  std::vector<Location> locations;
+  const int replicas = replicas_per_rank(o);
+  for (int r = 0; r < o.ranks; ++r)
+    for (int k = 0; k < replicas; ++k)
+      locations.push_back(o.devices.empty() ? Location::cpu(r, k) : Location::gpu(o.devices[k], r));
+  return locations;
+}
+
+// Places the model's layers at their stages (graphs/pipeline.hpp), found by building the model
+// once in a scratch graph on an image batch of `images`' shape.
+void place_pipeline(Graph& g, const TrainOptions& o, const Shape& images, int64_t classes) {
+  ModelSpec spec;
+  spec.classes = classes;
+  const std::vector<ModelLayer> layers = model_layers([&](Graph& scratch) {
+    find_model(o.model)(scratch, scratch.add_blob("images", images), spec);
+  });
+  place_stages(g, layers, assign_stages(layers, o.stages, o.model), stage_locations(o));
+}
 
 // The single-device network: data source (on its own thread) -> model -> softmax loss and
 // accuracy. Replica r of n reads the r-th slice of every global batch. `*source` is set to the
@@ -70,6 +108,7 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   ModelSpec spec;
   spec.training = training;
   spec.classes = (*source)->classes();
+  if (o.parallel == ParallelLayout::kPipeline) place_pipeline(g, o, data[0]->shape(), spec.classes);
   Blob* logits = find_model(o.model)(g, data[0], spec);
   auto& loss = g.add<SoftmaxLossLayer>("loss");
   B{logits, data[1]} >> loss;
@@ -144,14 +183,8 @@ class Trainer::Impl {
   explicit Impl(TrainOptions options)
       : options_(std::move(options)), train_("train"), test_("test") {
     validate_options(options_);
-    // A rank's locations next to each other, so that ring hops within a rank are memory copies
-    // (or device-to-device copies between its GPUs).
-    std::vector<Location> locations;
+    const std::vector<Location> locations = replica_locations(options_);
     const int replicas = replicas_per_rank(options_);
-    for (int r = 0; r < options_.ranks; ++r)
-      for (int k = 0; k < replicas; ++k)
-        locations.push_back(options_.devices.empty() ? Location::cpu(r, k)
-                                                     : Location::gpu(options_.devices[k], r));
     DataParallelOptions dp_options;
     dp_options.reduction = options_.reduce;
     dp_options.bucket_bytes = options_.bucket_kb * 1024;
@@ -163,8 +196,9 @@ class Trainer::Impl {
           DataSource* data = nullptr;
           ReplicaOutputs out =
               build_network(g, options_, "train", options_.batch / replicas, true, r, n, &data);
-          // This process's own data sources.
+          // This process's own data sources; every rank knows the first one's epoch.
           if (locations[r].rank == options_.rank) train_data_.push_back(data);
+          if (r == 0) epoch_data_ = data;
           return out;
         },
         dp_options);
@@ -197,19 +231,24 @@ class Trainer::Impl {
       tracer_ = std::make_unique<dispatch::Tracer>();
       train_run_->add_observer(tracer_.get());
     }
-    if (options_.evaluate && options_.rank == 0) {
+    // A pipeline over ranks evaluates on all of them, as it trains.
+    const bool evaluating_ranks =
+        options_.parallel == ParallelLayout::kPipeline && options_.ranks > 1;
+    if (options_.evaluate && (options_.rank == 0 || evaluating_ranks)) {
       // Rank 0 evaluates with a single-device graph reading replica 0's tensors, where they are.
       Graph::Scope scope(test_, "replica0");
       Graph::Placement at(test_, locations[0]);
       test_outputs_ =
           build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data_);
-      const DataSource& train_data = *train_data_.at(0);
+      const DataSource& train_data = *epoch_data_;
       require(test_data_->rows() == train_data.rows() && test_data_->cols() == train_data.cols(),
               "the test split in '", options_.data_dir, "' has ", test_data_->rows(), "x",
               test_data_->cols(), " images, the training split ", train_data.rows(), "x",
               train_data.cols(), " (both splits must have one image size)");
       for (const auto* list : {&test_.parameters(), &test_.states()})
-        for (const Parameter& p : *list) p.blob->share_tensor(*train_.blob(p.blob->name()));
+        for (const Parameter& p : *list)
+          if (p.blob->location().rank == options_.rank)
+            p.blob->share_tensor(*train_.blob(p.blob->name()));
       test_run_ = std::make_unique<Runnable>(test_, run);
     }
   }
@@ -224,7 +263,7 @@ class Trainer::Impl {
     }
   }
 
-  int64_t iterations_per_epoch() const { return train_data_[0]->batches_per_epoch(); }
+  int64_t iterations_per_epoch() const { return epoch_data_->batches_per_epoch(); }
 
   int64_t total_iterations() const {
     int64_t total = options_.epochs > 0 ? options_.epochs * iterations_per_epoch() : 0;
@@ -243,7 +282,9 @@ class Trainer::Impl {
             " and this run's total is ", total_iterations(), " (raise --max-iters or --epochs)");
     const int64_t total = total_iterations() - iterations_done_;
     const int64_t warmup = std::min<int64_t>(10, total / 2);
-    const double images_per_iteration = static_cast<double>(options_.batch) * options_.ranks;
+    const double images_per_iteration =
+        static_cast<double>(options_.batch) *
+        (options_.parallel == ParallelLayout::kData ? options_.ranks : 1);
     const bool leader = options_.rank == 0;
     if (tracer_) tracer_->begin_file(trace_file(options_), options_.rank);
     for (int64_t it = 0; it < total; ++it) {
@@ -395,7 +436,7 @@ class Trainer::Impl {
   const Graph& graph() const { return train_; }
 
   double evaluate() {
-    require(test_run_ != nullptr, "evaluation is disabled, or this is not rank 0");
+    require(test_run_ != nullptr, "evaluation is disabled, or this rank does not evaluate");
     int64_t samples = test_data_->samples();
     if (options_.test_samples > 0) samples = std::min(samples, options_.test_samples);
     const int64_t batches = samples / options_.test_batch;
@@ -404,7 +445,8 @@ class Trainer::Impl {
     double correct = 0;
     for (int64_t b = 0; b < batches; ++b) {
       test_run_->run();
-      correct += scalar(*test_outputs_.accuracy);
+      if (test_outputs_.accuracy->location().rank == options_.rank)
+        correct += scalar(*test_outputs_.accuracy);
     }
     return correct / batches;
   }
@@ -415,6 +457,7 @@ class Trainer::Impl {
   Graph test_;
   DataParallelGraph dp_;
   std::vector<DataSource*> train_data_;  // this rank's replicas' (owned by their ops)
+  DataSource* epoch_data_ = nullptr;     // replica 0's, on any rank (its metadata)
   DataSource* test_data_ = nullptr;
   ReplicaOutputs test_outputs_;
   std::unique_ptr<LrSchedule> schedule_;

@@ -28,6 +28,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"threads\": " << options.threads << ",\n"
       << "  \"ranks\": " << options.ranks << ",\n"
       << "  \"locations\": " << options.locations << ",\n"
+      << "  \"stages\": " << options.stages << ",\n"
       << "  \"reduce\": \"" << name_of(options.reduce) << "\",\n"
       << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"

@@ -68,7 +68,11 @@ DEFINE_string(export_graph, "",
 DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate skips it)");
 DEFINE_string(parallel, "none",
               "none: one process; data: data parallel over the MPI ranks (launch with mpirun) "
-              "and the --locations of each");
+              "and the --locations of each; pipeline: the model's layers cut into --stages "
+              "stages, one per CPU location, per --devices GPU, or per MPI rank");
+DEFINE_int32(stages, 1,
+             "pipeline: stages (consecutive layers, cut evenly by layers with parameters); with "
+             "several MPI ranks, one per rank");
 DEFINE_int32(locations, 1,
              "data parallel: replicas in each process, each at its own CPU location with its own "
              "threads (--threads is shared among them)");
@@ -139,6 +143,7 @@ TrainOptions options_from_flags() {
   o.reduce = parse_reduction(FLAGS_reduce);
   o.bucket_kb = FLAGS_bucket_kb;
   o.locations = FLAGS_locations;
+  o.stages = FLAGS_stages;
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
   o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}
                                 : parse_device_list(FLAGS_devices, "--devices");
@@ -175,8 +180,13 @@ int run_train() {
   // under mpirun progress comes as whole lines.
   const bool terminal = isatty(fileno(stdout)) && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
   if (leader) {
-    std::printf("training %s: batch %d x %d rank%s", options.model.c_str(), options.batch,
-                options.ranks, options.ranks == 1 ? "" : "s");
+    if (options.parallel == ParallelLayout::kPipeline)
+      std::printf("training %s: batch %d through a pipeline of %d stages over %d rank%s",
+                  options.model.c_str(), options.batch, options.stages, options.ranks,
+                  options.ranks == 1 ? "" : "s");
+    else
+      std::printf("training %s: batch %d x %d rank%s", options.model.c_str(), options.batch,
+                  options.ranks, options.ranks == 1 ? "" : "s");
     if (options.locations > 1) std::printf(" (%d locations each)", options.locations);
     for (size_t i = 0; i < options.devices.size(); ++i)
       std::printf("%s%d", i == 0 ? " on GPU " : ",", options.devices[i]);
