@@ -1,0 +1,102 @@
+// A pipeline over the MPI ranks (--parallel=pipeline, graphs/pipeline.hpp through the Trainer):
+// N ranks, one stage each, follow the loss trajectory and test accuracy of one process with the
+// whole model, bit for bit (the same ops in the same order; activations and their gradients only
+// cross ranks by copies), and two identical runs are bit-identical. Each rank ends holding the
+// weights of its own stage only.
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "fashion_mnist.hpp"
+#include "mpi_test.hpp"
+#include "purine/graph.hpp"
+#include "train/trainer.hpp"
+
+using namespace purine;
+using namespace purine::mpitest;
+
+namespace {
+
+TrainOptions pipeline_options(const std::string& model, int ranks, int rank) {
+  TrainOptions o;
+  o.model = model;
+  o.data_dir = purine::testing::kFashionMnistDir;
+  o.max_iters = 20;
+  o.batch = 32;
+  o.lr = model == "lenet" ? 0.002 : 0.02;
+  o.threads = 1;  // several ranks share two cores
+  o.seed = 7;
+  o.ranks = ranks;
+  o.rank = rank;
+  o.parallel = ranks > 1 ? ParallelLayout::kPipeline : ParallelLayout::kNone;
+  o.stages = ranks;
+  o.test_samples = 200;
+  o.stall_timeout = kStallTimeout;
+  return o;
+}
+
+struct PipelineRun {
+  std::string error;
+  std::vector<double> losses;  // rank 0's
+  double accuracy = 0;         // rank 0's
+  std::vector<float> weights;  // this rank's parameters, in registration order
+  int ranks_holding_weights = 0;
+};
+
+PipelineRun train(const TrainOptions& o) {
+  PipelineRun run;
+  run.error = run_and_catch([&] {
+    Trainer trainer(o);
+    run.accuracy =
+        trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); }).test_accuracy;
+    std::vector<bool> holds(o.ranks, false);
+    for (const Parameter& p : trainer.training_graph().parameters()) {
+      holds[p.blob->location().rank] = true;
+      if (p.blob->location().rank != o.rank) continue;
+      const std::vector<float> v = values_of(p.blob->tensor());
+      run.weights.insert(run.weights.end(), v.begin(), v.end());
+    }
+    for (bool h : holds) run.ranks_holding_weights += h;
+  });
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("a pipeline with one stage per rank follows the one-process run bit for bit",
+          "[pipeline]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  for (const std::string model : {"mlp", "lenet"}) {
+    INFO("rank " << rank() << " of " << size() << ", " << model);
+    PipelineRun reference;
+    if (rank() == 0) reference = train(pipeline_options(model, 1, 0));
+    barrier();
+    const PipelineRun first = train(pipeline_options(model, size(), rank()));
+    const PipelineRun second = train(pipeline_options(model, size(), rank()));
+    const std::vector<uint64_t> first_hashes = allgather(hash_of(first.weights));
+    const std::vector<uint64_t> second_hashes = allgather(hash_of(second.weights));
+    barrier();  // the last collective of the test
+    CHECK(first.error == "");
+    CHECK(second.error == "");
+    CHECK(first.ranks_holding_weights == size());  // every stage holds its own layers
+    CHECK(first_hashes == second_hashes);          // reruns bit-identical on every rank
+    if (rank() == 0) {
+      CHECK(reference.error == "");
+      REQUIRE(reference.losses.size() == 20);
+      CHECK(first.losses == reference.losses);
+      CHECK(first.accuracy == reference.accuracy);
+      CHECK(second.losses == first.losses);
+    }
+  }
+}
+
+TEST_CASE("a pipeline over ranks needs one stage per rank", "[pipeline]") {
+  TrainOptions o = pipeline_options("mlp", size(), rank());
+  o.stages = size() + 1;
+  CHECK_THROWS_WITH(Trainer(o), Catch::Contains("a pipeline over " + std::to_string(size()) +
+                                                " MPI ranks has one stage per rank"));
+}
