@@ -48,6 +48,12 @@ void MpiContext::abort(int code) const {
   std::abort();
 }
 
+bool mpi_initialized() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return initialized != 0;
+}
+
 int mpi_world_rank() {
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -29,6 +29,8 @@ class MpiContext {
 
 // Whether several threads may call MPI at once (MPI_THREAD_MULTIPLE was provided).
 bool mpi_thread_multiple();
+// Whether MPI is initialized in this process (an MpiContext exists or did).
+bool mpi_initialized();
 // The world rank and size, or 0 and 1 when MPI is not initialized.
 int mpi_world_rank();
 int mpi_world_size();

@@ -6,6 +6,7 @@
 #include "operators/communicator.hpp"
 #include "operators/compute_threads.hpp"
 #include "purine/compile.hpp"
+#include "purine/mpi.hpp"
 
 namespace purine {
 
@@ -23,6 +24,12 @@ int mpi_tag_upper_bound() {
 
 void check_world(const Graph& graph, const RunOptions& options) {
   const int max_rank = graph_ranks(graph) - 1;
+  // Under mpirun without an MpiContext every process thinks it is alone: say what is missing,
+  // not to launch what was launched.
+  require(max_rank == 0 || options.world_size > 1 || mpi_initialized(), "graph '", graph.name(),
+          "' spans ", max_rank + 1, " ranks, but MPI was never initialized in this process: ",
+          "create a purine::MpiContext at the top of main() (purine/mpi.hpp), then launch with ",
+          "mpirun -np ", max_rank + 1);
   // A graph on several ranks needs exactly its world; a graph on rank 0 alone runs in any world
   // (the other ranks have nothing of it to run).
   require(max_rank == 0 || max_rank + 1 == options.world_size, "graph '", graph.name(), "' spans ",

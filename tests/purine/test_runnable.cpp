@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <mutex>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "operators/cuda/gpu_test.hpp"
@@ -298,7 +298,8 @@ struct GpuGraph {
 
 }  // namespace
 
-TEST_CASE("a graph on a GPU location runs on its streams, or says why it cannot", "[runnable][gpu]") {
+TEST_CASE("a graph on a GPU location runs on its streams, or says why it cannot",
+          "[runnable][gpu]") {
   GpuGraph gg;
   const std::string no_gpu = testing::no_gpu_reason();
   if (!no_gpu.empty()) {
@@ -366,7 +367,19 @@ TEST_CASE("a copy on one GPU stream overlaps compute on another", "[runnable][gp
   const auto first = spans.ms.at("scale0"), final = spans.ms.at("scale19");
   INFO("copy " << copy.first << ".." << copy.second << " ms, compute " << first.first << ".."
                << final.second << " ms");
-  const double overlap =
-      std::min(copy.second, final.second) - std::max(copy.first, first.first);
+  const double overlap = std::min(copy.second, final.second) - std::max(copy.first, first.first);
   CHECK(overlap > 0.5 * std::min(copy.second - copy.first, final.second - first.first));
+}
+
+TEST_CASE("a graph spanning ranks in a process without MPI says MPI was never initialized",
+          "[runnable]") {
+  // This test binary never initializes MPI, as a program that forgot its MpiContext.
+  Graph g("forgot_mpi");
+  Blob* x = g.add_blob("x", {4});
+  Graph::Placement on_rank1(g, Location::cpu(1));
+  g.apply("scale", "scale", {}, {x});
+  CHECK_THROWS_WITH(Runnable(g, RunOptions{}),
+                    Catch::Contains("graph 'forgot_mpi' spans 2 ranks, but MPI was never "
+                                    "initialized in this process") &&
+                        Catch::Contains("purine::MpiContext") && Catch::Contains("mpirun -np 2"));
 }

@@ -150,6 +150,35 @@ TEST_CASE("unknown command prints usage", "[cli]") {
   REQUIRE_THAT(r.output, Contains("unknown command 'fly'") && Contains("usage"));
 }
 
+TEST_CASE("train --help lists Purine's flags only; --helpfull lists every flag", "[cli]") {
+  Result r = run_purine("train --help");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("usage: purine train") && Contains("--max-iters (int64") &&
+                           Contains("--parallel (string, default none)") &&
+                           Contains("--stages (int32, default 1)") && Contains("--helpfull"));
+  CHECK_THAT(r.output, !Contains("logtostderr") && !Contains("flagfile"));  // glog's, gflags'
+  CHECK(lines(r.output) < 120);
+  Result full = run_purine("train --helpfull");
+  CHECK_THAT(full.output, Contains("logtostderr") && Contains("max_iters"));
+}
+
+TEST_CASE("--parallel=pipeline trains in one process and refuses a layout the model cannot fill",
+          "[cli][pipeline]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  Result r = run_purine(
+      "train --model=mlp --parallel=pipeline --stages=3 --max-iters=5 --noevaluate --threads=1");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("batch 64 through a pipeline of 3 stages over 1 rank"));
+  Result bad = run_purine("train --model=mlp --parallel=pipeline --stages=5 --max-iters=1");
+  CHECK(bad.status != 0);
+  CHECK(lines(bad.output) == 1);
+  CHECK_THAT(bad.output,
+             Contains("error: pipeline of model 'mlp': 5 stages") && Contains("use at most 3"));
+}
+
 TEST_CASE("more threads than the cores the process may use gives a warning", "[cli]") {
   // Bound to one core, as mpirun binds its ranks; the missing data then ends the run early.
   Result r = run_purine_bound("taskset -c 0", "train --threads=2 --data=/nonexistent/dir");

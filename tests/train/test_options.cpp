@@ -31,8 +31,9 @@ TEST_CASE("an unknown name is refused, naming the flag and listing the valid nam
   REQUIRE_THROWS_WITH(parse_lr_policy("exp"),
                       "unknown learning-rate policy 'exp' for --lr-policy; choose fixed, step, "
                       "multistep, poly or cosine");
-  REQUIRE_THROWS_WITH(parse_parallel_layout("model"),
-                      "unknown parallel layout 'model' for --parallel; choose none or data");
+  REQUIRE_THROWS_WITH(
+      parse_parallel_layout("model"),
+      "unknown parallel layout 'model' for --parallel; choose none, data or pipeline");
   REQUIRE_THROWS_WITH(parse_executor("magic"),
                       "unknown executor 'magic' for --executor; choose parallel or serial");
   // Names are matched exactly.
@@ -111,7 +112,7 @@ TEST_CASE("validate_options checks the layout", "[options][locations]") {
   CHECK(rejection([](TrainOptions& o) {
           o.ranks = 3;
           o.rank = 1;
-        }) == "running on 3 MPI ranks needs --parallel=data");
+        }) == "running on 3 MPI ranks needs --parallel=data or --parallel=pipeline");
   CHECK(rejection([](TrainOptions& o) { o.locations = 2; }) ==
         "--locations=2 needs --parallel=data");
   CHECK(rejection([](TrainOptions& o) {
@@ -126,12 +127,24 @@ TEST_CASE("validate_options checks the layout", "[options][locations]") {
           o.reduce = Reduction::kMpi;
         }) == "--reduce=mpi joins one replica per rank; with --locations=2 use ring or ps");
   CHECK(rejection([](TrainOptions& o) { o.rank = 1; }) == "rank 1 of 1 ranks");
+  // A pipeline over ranks has a stage per rank.
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kPipeline;
+          o.ranks = 2;
+          o.stages = 2;
+        }) == "(accepted)");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kPipeline;
+          o.ranks = 2;
+          o.stages = 3;
+        }) == "a pipeline over 2 MPI ranks has one stage per rank: give --stages=2, got 3");
 }
 
 TEST_CASE("validate_options checks the GPU list", "[options][devices]") {
   CHECK(rejection([](TrainOptions& o) { o.devices = {0}; }) == "(accepted)");
-  CHECK(rejection([](TrainOptions& o) { o.devices = {0, 1}; }) ==
-        "--devices=0,1 needs --parallel=data");
+  CHECK(rejection([](TrainOptions& o) {
+          o.devices = {0, 1};
+        }) == "--devices=0,1 needs --parallel=data");
   CHECK(rejection([](TrainOptions& o) {
           o.parallel = ParallelLayout::kData;
           o.devices = {1, 0};
@@ -159,8 +172,9 @@ TEST_CASE("validate_options checks the GPU list", "[options][devices]") {
   CHECK(parse_reduction("nccl") == Reduction::kNccl);
   CHECK(parse_device_list("0,3", "--devices") == std::vector<int>{0, 3});
   CHECK(parse_device_list("", "--devices").empty());
-  REQUIRE_THROWS_WITH(parse_device_list("1.5", "--devices"),
-                      "--devices: '1.5' is no GPU ordinal (0, 1, ...; `purine devices` lists them)");
+  REQUIRE_THROWS_WITH(
+      parse_device_list("1.5", "--devices"),
+      "--devices: '1.5' is no GPU ordinal (0, 1, ...; `purine devices` lists them)");
   REQUIRE_THROWS_WITH(parse_device_list("-1", "--devices"), Catch::Contains("no GPU ordinal"));
 }
 
@@ -192,8 +206,8 @@ TEST_CASE("synthetic data is parsed from --data", "[options][synthetic]") {
   CHECK(spec.rows == 224);
   CHECK(spec.cols == 224);
   CHECK(spec.classes == 1000);
-  for (const char* bad : {"synthetic:3x224:1000", "synthetic:0x2x2:10", "synthetic:1x2x2:10x",
-                          "synthetic:"}) {
+  for (const char* bad :
+       {"synthetic:3x224:1000", "synthetic:0x2x2:10", "synthetic:1x2x2:10x", "synthetic:"}) {
     INFO(bad);
     REQUIRE_THROWS_WITH(parse_synthetic_data(bad, &spec),
                         Catch::Contains("is written synthetic:CxHxW:CLASSES"));

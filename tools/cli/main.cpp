@@ -7,6 +7,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -59,6 +60,23 @@ int list_devices() {
   return 0;
 }
 
+// `purine train --help`: Purine's own flags, as users spell them (--max-iters), without the
+// ~100 flags of glog and gflags (those stay under --helpfull).
+void print_train_help() {
+  std::vector<gflags::CommandLineFlagInfo> flags;
+  gflags::GetAllFlags(&flags);
+  std::cout << "usage: purine train [flags]   (flags may be written --max-iters or --max_iters)\n";
+  for (const gflags::CommandLineFlagInfo& f : flags) {
+    if (f.filename.find("tools/cli/") == std::string::npos) continue;
+    std::string name = f.name;
+    std::replace(name.begin(), name.end(), '_', '-');
+    std::cout << "  --" << name << " (" << f.type << ", default "
+              << (f.default_value.empty() ? "\"\"" : f.default_value) << ")\n      "
+              << f.description << "\n";
+  }
+  std::cout << "--helpfull lists every flag, glog's and gflags' included.\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,6 +118,11 @@ int main(int argc, char** argv) {
               purine::str("--resume takes no file (it continues from the newest "
                           "checkpoint in --checkpoint-dir); for a file use ",
                           "--resume-from=", a.substr(9)));
+      for (const std::string& a : args)
+        if (a == "--help" || a == "-help" || a == "-h") {
+          print_train_help();
+          return 0;
+        }
       gflags::ParseCommandLineFlags(&cargc, &cargv, true);
       if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
       return purine::cli::run_train();
