@@ -20,7 +20,8 @@ namespace purine {
 class Graph;
 
 // Progress and results are global: the loss is the mean over all ranks' batches, images/s
-// counts every rank's images. Only rank 0 evaluates.
+// counts every image of an iteration. Rank 0 evaluates (a pipeline over ranks evaluates on
+// every rank, as it trains) and reports the accuracy.
 struct TrainProgress {
   int64_t iteration = 0;  // completed iterations, those before a resumed checkpoint included
   int64_t total_iterations = 0;
@@ -51,7 +52,8 @@ class Trainer {
 
   // Trains, calling `progress` after every iteration (the caller throttles its output).
   TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});
-  // Accuracy of the current parameters on the test split.
+  // Accuracy of the current parameters on the test split (on rank 0; 0 on the other ranks of a
+  // pipeline, which take part).
   double evaluate();
   // Parameters, optimizer state, the random generators and the iteration count to or from a
   // checkpoint file (purine/serialize.hpp). The file does not depend on the parallel layout: a
