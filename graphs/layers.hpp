@@ -144,6 +144,16 @@ class ConcatLayer : public Composite {
   int64_t axis_;
 };
 
+// Element-wise sum of two or more bottoms of one shape (a residual connection: B{x, f} >> sum).
+// Its gradient passes dy to every bottom unchanged.
+class SumLayer : public Composite {
+ public:
+  SumLayer(Graph& graph, const std::string& name);
+
+ protected:
+  void setup() override;
+};
+
 // GoogLeNet's inception module: 1x1; 1x1 then 3x3; 1x1 then 5x5; 3x3 max pool then 1x1; the
 // four branches concatenated along channels, each convolution followed by ReLU.
 class InceptionLayer : public Composite {

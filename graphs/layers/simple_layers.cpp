@@ -77,4 +77,16 @@ void ConcatLayer::setup() {
   make_top_op("concat", "concat", Attrs().set("axis", axis_), bottom_);
 }
 
+SumLayer::SumLayer(Graph& graph, const std::string& name) : Composite(graph, name) {}
+
+void SumLayer::setup() {
+  require(bottom_.size() >= 2, "sum layer '", name(), "': needs at least two bottom blobs, got ",
+          bottom_.size());
+  for (const Blob* b : bottom_)
+    require(b->shape() == bottom_[0]->shape(), "sum layer '", name(), "': bottom '", b->name(),
+            "' has shape ", b->shape(), ", bottom '", bottom_[0]->name(), "' ", bottom_[0]->shape(),
+            "; a sum needs one shape");
+  make_top_op("sum", "sum", {}, bottom_);
+}
+
 }  // namespace purine

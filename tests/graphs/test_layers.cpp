@@ -115,3 +115,50 @@ TEST_CASE("bad layer options and inputs are named", "[layers]") {
   REQUIRE_THROWS_WITH(
       conv.top(), Catch::Contains("conv layer 'conv'") && Catch::Contains("expected [N, C, H, W]"));
 }
+
+TEST_CASE("sum layer adds its bottoms; a residual block's input gets both gradients", "[layers]") {
+  // y = x + fc(x): dL/dx = dL/dy + fc's input gradient, summed in a fixed order.
+  Graph g;
+  Blob* x = g.add_blob("x", {2, 3});
+  auto& fc = g.add<InnerProductLayer>("fc", InnerProductLayer::Options{3});
+  auto& sum = g.add<SumLayer>("residual");
+  B{x} >> fc;
+  B{x, fc.top(0)} >> sum;
+  Blob* y = sum.top(0);
+  REQUIRE(y->shape() == Shape{2, 3});
+  // L = <r, y>, an inner product of the flattened y with r (a [1, 1] scalar): dL/dy = r.
+  Blob* flat = g.apply("flat", "reshape", Attrs().set("shape", std::vector<int64_t>{1, 6}), {y})[0];
+  Blob* loss = g.apply("loss", "inner_product", {}, {flat, g.add_blob("r", {1, 6})})[0];
+  Gradients grads = backward(g, loss, {x});
+  initialize_parameters(g, 3);
+  const std::vector<float> xs{1, -2, 3, 0.5f, -1, 2}, rs{0.5f, 1, -1, 2, 0.25f, -0.75f};
+  x->tensor().set_values(xs);
+  g.blob("r")->tensor().set_values(rs);
+  Runnable(g).run();
+  // Forward: y = x + x W^T + b.
+  const std::vector<float> w = g.blob("fc::weight")->tensor().values();
+  const std::vector<float> b = g.blob("fc::bias")->tensor().values();
+  const std::vector<float> got = y->tensor().values();
+  for (int n = 0; n < 2; ++n)
+    for (int o = 0; o < 3; ++o) {
+      double expected = xs[n * 3 + o] + b[o];
+      for (int i = 0; i < 3; ++i) expected += xs[n * 3 + i] * w[o * 3 + i];
+      CHECK(got[n * 3 + o] == Approx(expected).margin(1e-5));
+    }
+  // Backward: dx = r + r W.
+  const std::vector<float> dx = grads.of(x)->tensor().values();
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 3; ++i) {
+      double expected = rs[n * 3 + i];
+      for (int o = 0; o < 3; ++o) expected += rs[n * 3 + o] * w[o * 3 + i];
+      CHECK(dx[n * 3 + i] == Approx(expected).margin(1e-5));
+    }
+  Graph bad;
+  auto& lonely = bad.add<SumLayer>("lonely");
+  B{bad.add_blob("a", {2})} >> lonely;
+  CHECK_THROWS_WITH(lonely.top(), Catch::Contains("sum layer 'lonely': needs at least two"));
+  auto& mismatched = bad.add<SumLayer>("mismatched");
+  B{bad.add_blob("p", {2}), bad.add_blob("q", {3})} >> mismatched;
+  CHECK_THROWS_WITH(mismatched.top(), Catch::Contains("bottom 'q' has shape") &&
+                                          Catch::Contains("a sum needs one shape"));
+}

@@ -162,8 +162,9 @@ TEST_CASE("train --help lists Purine's flags only; --helpfull lists every flag",
   CHECK_THAT(full.output, Contains("logtostderr") && Contains("max_iters"));
 }
 
-TEST_CASE("--parallel=pipeline trains in one process and refuses a layout the model cannot fill",
-          "[cli][pipeline]") {
+TEST_CASE(
+    "train with a pipeline layout runs in one process and refuses a layout the model cannot fill",
+    "[cli][pipeline]") {
   if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
