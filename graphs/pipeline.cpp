@@ -11,7 +11,7 @@ std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build) {
   std::vector<ModelLayer> layers;
   for (const std::string& name : scratch.layer_names()) layers.push_back({name, 0});
   for (const Parameter& p : scratch.parameters()) {
-    // The innermost layer whose scope holds the parameter.
+    // The layer whose scope holds the parameter.
     for (ModelLayer& layer : layers)
       if (p.blob->name().rfind(layer.name + "::", 0) == 0)
         layer.parameters += p.blob->shape().count();

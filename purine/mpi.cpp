@@ -55,18 +55,14 @@ bool mpi_initialized() {
 }
 
 int mpi_world_rank() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) return 0;
+  if (!mpi_initialized()) return 0;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
 }
 
 int mpi_world_size() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) return 1;
+  if (!mpi_initialized()) return 1;
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   return size;

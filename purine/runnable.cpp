@@ -13,9 +13,7 @@ namespace purine {
 namespace {
 
 int mpi_tag_upper_bound() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) return 32767;
+  if (!mpi_initialized()) return 32767;
   int* value = nullptr;
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);

@@ -2,9 +2,8 @@
 // form: about 0.97 M parameters), and it trains on Fashion-MNIST.
 #include <catch2/catch.hpp>
 
-#include "fashion_mnist.hpp"
 #include "models/models.hpp"
-#include "train/trainer.hpp"
+#include "tests/models/short_training.hpp"
 
 using namespace purine;
 
@@ -45,27 +44,5 @@ TEST_CASE("nin has the architecture's parameters and maps", "[models]") {
 }
 
 TEST_CASE("nin trains on Fashion-MNIST", "[models][e2e]") {
-  if (!testing::have_fashion_mnist()) {
-    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
-    return;
-  }
-  TrainOptions o;
-  o.model = "nin";
-  o.data_dir = testing::kFashionMnistDir;
-  o.batch = 16;
-  o.max_iters = 40;
-  o.lr = 0.02;
-  o.lr_policy = LrPolicy::kFixed;
-  o.threads = 2;
-  o.evaluate = false;
-  std::vector<float> losses;
-  Trainer(o).train([&losses](const TrainProgress& p) { losses.push_back(p.loss); });
-  REQUIRE(losses.size() == 40);
-  double first = 0, last = 0;
-  for (int i = 0; i < 8; ++i) {
-    first += losses[i] / 8;
-    last += losses[32 + i] / 8;
-  }
-  INFO("mean loss of the first 8 iterations " << first << ", of the last 8 " << last);
-  CHECK(last < first - 0.3);
+  testing::check_trains_on_fashion_mnist("nin");
 }

@@ -638,7 +638,7 @@ int parametric_layers(const std::string& model) {
 }  // namespace
 
 TEST_CASE("a pipeline with every layer at its own location follows the one-location run",
-          "[trainer][e2e][pipeline]") {
+          "[trainer][e2e][pipeline][determinism]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
