@@ -22,24 +22,25 @@ Blob* replica_mean(Graph& g, const std::string& name, const std::vector<Blob*>& 
   return (B(values) >> g.add<Aggregate>(name, locations[0], Aggregate::Mode::kAverage)).top(0);
 }
 
-// The single-device name of a blob of replica r: its name after the scope "replica<r>::".
-std::string single_device_name(const Blob* blob, int replica) {
+// The single-device name of a name in replica r: what follows the scope "replica<r>::".
+std::string single_device_name(const std::string& name, int replica) {
   const std::string scope = "replica" + std::to_string(replica) + "::";
-  const std::string& name = blob->name();
   for (size_t at = name.find(scope); at != std::string::npos; at = name.find(scope, at + 1))
     if (at == 0 || name.compare(at - 2, 2, "::") == 0) return name.substr(at + scope.size());
   LOG(FATAL) << name << " is not in the scope " << scope;
   return name;
 }
 
-// The tensor `name` held whole by each of `holders`, saved from the first.
-StoredTensor replicated(const std::string& name, const std::vector<Blob*>& holders) {
-  StoredTensor t;
-  t.name = name;
-  t.shape = holders[0]->shape();
-  t.saved_from = {{holders[0], 0}};
-  for (Blob* b : holders) t.loaded_into.push_back({b, 0});
-  return t;
+// Records in `map` that `holder` keeps parameter or state `p` of replica r, or, with a
+// `suffix`, its tensor of that name (a momentum history): the same piece of a tensor named
+// after `p`'s single-device tensor. `saved`: the checkpoint is saved from this holder.
+void map_piece(CheckpointMap& map, const Parameter& p, int replica, Blob* holder,
+               const std::string& suffix, bool saved) {
+  const bool whole = p.whole.empty();
+  TensorPiece piece = piece_of(p);
+  piece.blob = holder;
+  add_piece(map, single_device_name(whole ? p.blob->name() : p.whole, replica) + suffix,
+            whole ? p.blob->shape() : p.whole_shape, piece, saved);
 }
 
 // The momentum history add_sgd_update made for `weight`.
@@ -58,9 +59,6 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
   const std::string name = dp.parameters[0][i].blob->name();
   const RingShards shards = ring_reduce_scatter(g, name + "::reduce", parts);
   std::vector<Blob*> updated(n, nullptr);
-  StoredTensor history;  // one chunk per location, at its place in the whole
-  history.name = single_device_name(dp.parameters[0][i].blob, 0) + "::history";
-  history.shape = dp.parameters[0][i].blob->shape();
   for (int r = 0; r < n; ++r) {
     if (!shards.owned[r]) continue;
     Parameter chunk = dp.parameters[r][i];
@@ -71,12 +69,11 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
     }
     updated[r] = add_sgd_update(g, chunk, shards.owned[r], dp.sgd.learning_rate(g, dp.locations[r]),
                                 options.sgd);
-    int64_t offset = 0;
-    for (int c = 0; c < shards.chunk_of(r); ++c) offset += shards.sizes[c];
-    history.saved_from.push_back({history_of(g, chunk.blob), offset});
+    // Each location's history covers its chunk, at the chunk's place in the whole.
+    Parameter piece = dp.parameters[r][i];
+    for (int c = 0; c < shards.chunk_of(r); ++c) piece.offset += shards.sizes[c];
+    map_piece(dp.checkpoint, piece, r, history_of(g, chunk.blob), "::history", true);
   }
-  history.loaded_into = history.saved_from;
-  dp.checkpoint.push_back(std::move(history));
   const std::vector<Blob*> weights = ring_all_gather(g, name + "::gather", shards, updated);
   for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
 }
@@ -112,8 +109,8 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
                                                                     : nccl_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);
   }
-  // Histories: every updater holds one whole; the first's is saved.
-  std::vector<std::vector<Blob*>> histories(members.size());
+  // Histories: every updater holds one; the first's is saved.
+  std::vector<std::vector<std::pair<int, Blob*>>> histories(members.size());
   for (const auto& [r, sum] : sums) {
     std::vector<Blob*> pieces = {sum};
     if (fused) {
@@ -124,7 +121,7 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
       const Parameter& p = dp.parameters[r][members[k]];
       Blob* updated =
           add_sgd_update(g, p, pieces[k], dp.sgd.learning_rate(g, locations[r]), options.sgd);
-      histories[k].push_back(history_of(g, p.blob));
+      histories[k].emplace_back(r, history_of(g, p.blob));
       if (options.reduction != Reduction::kParameterServer) {
         g.add_swap(p.blob, updated);
         continue;
@@ -135,10 +132,11 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
       for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][members[k]].blob, copies[q]);
     }
   }
-  for (size_t k = 0; k < members.size(); ++k) {
-    const std::string name = single_device_name(dp.parameters[0][members[k]].blob, 0);
-    dp.checkpoint.push_back(replicated(name + "::history", histories[k]));
-  }
+  for (size_t k = 0; k < members.size(); ++k)
+    for (const auto& [r, history] : histories[k])
+      map_piece(dp.checkpoint, dp.parameters[r][members[k]], r, history, "::history",
+                history == histories[k][0].second);
+
 }
 
 // Every parameter and state of the graph is in the map (an internal invariant).
@@ -194,11 +192,11 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   }
   // Weights and replica states (e.g. running statistics) are saved from replica 0.
   for (const auto* per_replica : {&dp.parameters, &replica_states})
-    for (size_t i = 0; i < per_replica->front().size(); ++i) {
-      std::vector<Blob*> blobs;
-      for (int r = 0; r < n; ++r) blobs.push_back((*per_replica)[r][i].blob);
-      dp.checkpoint.push_back(replicated(single_device_name(blobs[0], 0), blobs));
-    }
+    for (size_t i = 0; i < per_replica->front().size(); ++i)
+      for (int r = 0; r < n; ++r) {
+        const Parameter& p = (*per_replica)[r][i];
+        map_piece(dp.checkpoint, p, r, p.blob, "", r == 0);
+      }
   // Gradients of each replica's loss / N, so the reduced sum is the average gradient.
   std::vector<Gradients> grads;
   for (int r = 0; r < n; ++r) {
@@ -220,7 +218,9 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   for (const std::vector<int>& bucket : plan_buckets(bytes, n > 1 ? options.bucket_bytes : 0)) {
     std::vector<int> members;
     for (int k : bucket) members.push_back(order[k]);
-    if (members.size() == 1 && options.reduction == Reduction::kRing && n > 1)
+    // A piece of columns (a layer split by inputs) has no contiguous chunks to shard.
+    if (members.size() == 1 && options.reduction == Reduction::kRing && n > 1 &&
+        dp.parameters[0][members[0]].row_stride == 0)
       reduce_sharded(g, dp, grads, members[0], options);
     else
       reduce_together(g, dp, grads, members, server, options);

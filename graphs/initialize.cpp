@@ -36,12 +36,7 @@ void initialize_parameters(const CheckpointMap& map, const Graph& graph, uint64_
     const float* values = whole.data();
     for (const TensorPiece& piece : stored.loaded_into) {
       if (piece.blob->location().rank != rank) continue;
-      Tensor& tensor = piece.blob->tensor();
-      require(piece.offset >= 0 && piece.offset + tensor.count() <= whole.count(),
-              "initialize_parameters: a piece of tensor '", stored.name, "' held by '",
-              piece.blob->name(), "' lies outside its ", stored.shape);
-      tensor.set_values(std::vector<float>(values + piece.offset,
-                                           values + piece.offset + tensor.count()));
+      piece.blob->tensor().set_values(gather_piece(values, whole.count(), piece, stored.name));
     }
   }
 }

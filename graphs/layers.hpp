@@ -12,7 +12,32 @@
 
 namespace purine {
 
-class InnerProductLayer : public Composite {
+// What an inner product and a convolution share: y = op(x, W) (+ b, one per output), W of
+// shape [outputs, ...] with x's axis 1 (its features or channels) as W's inputs. Built whole,
+// or split over locations when a Graph::split rule names the layer: by outputs (each location
+// holds a slice of W and b and computes a slice of y; the slices are joined at the layer's
+// location, by a deferred join that a following element-wise layer and a layer split by inputs
+// take apart without moving anything), or by inputs (x is cut along axis 1, each location
+// holds the matching columns of W and computes a partial y; the partial results are summed at
+// the layer's location, in location order, and b is added there). Parameters keep their
+// single-device names in checkpoints (Parameter::whole): "<layer>::part<k>::weight" is a piece
+// of "<layer>::weight".
+class LinearLayer : public Composite {
+ protected:
+  LinearLayer(Graph& graph, const std::string& name) : Composite(graph, name) {}
+  void build_linear(const std::string& op_type, const Attrs& attrs, const Shape& weight_shape,
+                    const std::string& weight_filler, bool bias);
+
+ private:
+  void build_split_by_outputs(const std::string& op_type, const Attrs& attrs,
+                              const Shape& weight_shape, const std::string& weight_filler,
+                              bool bias, const std::vector<Location>& locations);
+  void build_split_by_inputs(const std::string& op_type, const Attrs& attrs,
+                             const Shape& weight_shape, const std::string& weight_filler,
+                             bool bias, const std::vector<Location>& locations);
+};
+
+class InnerProductLayer : public LinearLayer {
  public:
   struct Options {
     int64_t outputs = 0;
@@ -28,7 +53,7 @@ class InnerProductLayer : public Composite {
   Options options_;
 };
 
-class ConvLayer : public Composite {
+class ConvLayer : public LinearLayer {
  public:
   struct Options {
     int64_t outputs = 0;
@@ -64,7 +89,9 @@ class PoolLayer : public Composite {
   Options options_;
 };
 
-// Element-wise activation: "relu", "sigmoid" or "tanh".
+// Element-wise activation: "relu", "sigmoid" or "tanh". On a blob joined from slices at several
+// locations (Graph::join_later) it works on each slice where it is, and its top is joined in
+// turn (so does PoolLayer).
 class ActivationLayer : public Composite {
  public:
   ActivationLayer(Graph& graph, const std::string& name, std::string type);

@@ -12,19 +12,7 @@ Composite::Composite(Graph& graph, const std::string& local_name)
       location_(graph.current_location()),
       thread_(graph.current_thread()),
       nested_(graph.setups_running_ > 0) {
-  // The longest placement rule naming this composite, if any.
-  size_t longest = 0;
-  for (const auto& [name, location] : graph.placements_) {
-    const bool matches =
-        full_name_ == name ||
-        (full_name_.size() > name.size() + 2 &&
-         full_name_.compare(full_name_.size() - name.size(), name.size(), name) == 0 &&
-         full_name_.compare(full_name_.size() - name.size() - 2, 2, "::") == 0);
-    if (matches && name.size() > longest) {
-      longest = name.size();
-      location_ = location;
-    }
-  }
+  if (const Location* placed = graph.placement_of(full_name_)) location_ = *placed;
 }
 
 const std::vector<Blob*>& Composite::top() {
@@ -78,6 +66,25 @@ std::vector<Blob*> Composite::make_top_op(const std::string& local_name, const s
   return make_op(local_name, type, attrs, inputs, outputs);
 }
 
+bool Composite::make_top_op_on_slices(const std::string& type, const Attrs& attrs) {
+  const Slices* slices = bottom_.size() == 1 ? graph_.slices_of(bottom_[0]) : nullptr;
+  if (!slices || slices->axis > 1) return false;
+  Slices tops = *slices;
+  tops.location = graph_.current_location();
+  tops.thread = graph_.current_thread();
+  int64_t extent = 0;  // of the joined top along the axis
+  for (size_t k = 0; k < tops.blobs.size(); ++k) {
+    Graph::Scope part(graph_, "part" + std::to_string(k));
+    Graph::Placement at(graph_, tops.blobs[k]->location());
+    tops.blobs[k] = make_op(type, type, attrs, {tops.blobs[k]})[0];
+    extent += tops.blobs[k]->shape()[tops.axis];
+  }
+  std::vector<int64_t> dims = tops.blobs[0]->shape().dims();
+  dims[tops.axis] = extent;
+  graph_.join_later(top_or_new(0, "top", Shape(dims)), std::move(tops));
+  return true;
+}
+
 void Composite::require_bottoms(size_t count) const {
   require(bottom_.size() == count, "composite '", full_name_, "': expected ", count, " bottom blob",
           count == 1 ? "" : "s", ", got ", bottom_.size(),
@@ -93,6 +100,21 @@ Blob* Composite::make_parameter(const std::string& local_name, Shape shape,
   Blob* b = graph_.add_blob(local_name, shape);
   filler_attrs.set("shape", shape.dims());
   graph_.add_parameter({b, filler, std::move(filler_attrs), decay_mult});
+  return b;
+}
+
+Blob* Composite::make_parameter_piece(const std::string& local_name, const Shape& whole_shape,
+                                      int part, Shape shape, int64_t offset, int64_t row_stride,
+                                      const std::string& filler, Attrs filler_attrs,
+                                      double decay_mult) {
+  Blob* b = graph_.add_blob("part" + std::to_string(part) + "::" + local_name, shape);
+  filler_attrs.set("shape", shape.dims());
+  Parameter p{b, filler, std::move(filler_attrs), decay_mult};
+  p.whole = graph_.full_name(local_name);
+  p.whole_shape = whole_shape;
+  p.offset = offset;
+  p.row_stride = row_stride;
+  graph_.add_parameter(std::move(p));
   return b;
 }
 

@@ -78,6 +78,7 @@ void Graph::set_inputs(Op* op, const std::vector<Blob*>& inputs) {
   std::vector<Blob*> connected;
   for (Blob* b : inputs) {
     require(b != nullptr, "op '", op->name(), "': null input blob");
+    if (joins_pending_.count(b)) make_join(b);
     if (auto_copy_ && b->location() != op->location() && !op->kernel().traits().bridges_locations)
       b = copy_to(b, op->location(), op->thread());
     b->readers_.push_back(op);
@@ -232,6 +233,18 @@ int Graph::prune(const std::vector<Blob*>& keep) {
   states_.erase(std::remove_if(states_.begin(), states_.end(),
                                [&](const Parameter& p) { return !live_blobs.count(p.blob); }),
                 states_.end());
+  for (auto it = slices_.begin(); it != slices_.end();) {
+    const auto& slices = it->second.blobs;
+    const bool dead = !live_blobs.count(it->first) ||
+                      std::any_of(slices.begin(), slices.end(),
+                                  [&](const Blob* b) { return !live_blobs.count(b); });
+    if (!dead) {
+      ++it;
+      continue;
+    }
+    joins_pending_.erase(it->first);
+    it = slices_.erase(it);
+  }
   return removed;
 }
 
@@ -393,9 +406,74 @@ const std::vector<Parameter>& Graph::states() const {
   return states_;
 }
 
+bool rule_names(const std::string& rule, const std::string& full_name) {
+  return full_name == rule ||
+         (full_name.size() > rule.size() + 2 &&
+          full_name.compare(full_name.size() - rule.size(), rule.size(), rule) == 0 &&
+          full_name.compare(full_name.size() - rule.size() - 2, 2, "::") == 0);
+}
+
+namespace {
+
+// The rule of the longest name that names `full_name`.
+template <typename Rule>
+const Rule* longest_match(const std::map<std::string, Rule>& rules, const std::string& full_name) {
+  const Rule* found = nullptr;
+  size_t longest = 0;
+  for (const auto& [name, rule] : rules) {
+    if (rule_names(name, full_name) && name.size() > longest) {
+      longest = name.size();
+      found = &rule;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
 void Graph::place(const std::string& name, Location location) {
   require(!name.empty(), "Graph::place: empty composite name");
   placements_[name] = location;
+}
+
+const Location* Graph::placement_of(const std::string& full_name) const {
+  return longest_match(placements_, full_name);
+}
+
+void Graph::split(const std::string& name, LayerSplit split) {
+  require(!name.empty(), "Graph::split: empty layer name");
+  require(!split.locations.empty(), "Graph::split: layer '", name, "' split over no locations");
+  require(std::set<Location>(split.locations.begin(), split.locations.end()).size() ==
+              split.locations.size(),
+          "Graph::split: layer '", name, "': a location is listed twice");
+  splits_[name] = std::move(split);
+}
+
+const LayerSplit* Graph::split_of(const std::string& full_name) const {
+  return longest_match(splits_, full_name);
+}
+
+void Graph::join_later(Blob* joined, Slices slices) {
+  require(joined->writers().empty() && joined->readers().empty(), "Graph::join_later: blob '",
+          joined->name(), "' is already connected");
+  require(!slices.blobs.empty(), "Graph::join_later: blob '", joined->name(), "' has no slices");
+  slices_[joined] = std::move(slices);
+  joins_pending_.insert(joined);
+}
+
+const Slices* Graph::slices_of(const Blob* joined) const {
+  auto it = slices_.find(joined);
+  return it == slices_.end() ? nullptr : &it->second;
+}
+
+void Graph::make_join(Blob* joined) {
+  joins_pending_.erase(joined);
+  const Slices& slices = slices_.at(joined);
+  Scope scope(*this, joined->name(), true);
+  Placement placement(*this, slices.location, slices.thread);
+  Op* op = add_op("join", "concat", Attrs().set("axis", slices.axis));
+  set_inputs(op, slices.blobs);
+  set_outputs(op, {joined});
 }
 
 std::vector<std::string> Graph::layer_names() const {

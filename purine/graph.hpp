@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
@@ -103,9 +104,38 @@ struct Parameter {
   std::string filler = "fill_constant";  // an operator type with no inputs
   Attrs filler_attrs;
   double decay_mult = 1.0;  // scales the optimizer's weight decay (0 for biases)
+  // A piece of a larger tensor (a layer split by Graph::split): the tensor's name and shape,
+  // and where the blob's elements lie in it, flattened: the blob seen as [dims[0], rest] has
+  // row r at `offset + r * row_stride` (row_stride 0: all of it contiguous from `offset`).
+  // Checkpoints and initialization deal in the whole tensor. Empty `whole`: the blob is whole.
+  std::string whole{};
+  Shape whole_shape{};
+  int64_t offset = 0;
+  int64_t row_stride = 0;
+};
+
+// Model parallelism within a layer (Graph::split): the layer's weight is cut along its output
+// features or channels (each location computes a slice of the output; the slices are joined),
+// or along its input features or channels (each location computes a partial result from a
+// slice of the input; the partial results are summed at the layer's location).
+enum class SplitAxis { kOutputs, kInputs };
+struct LayerSplit {
+  std::vector<Location> locations;
+  SplitAxis axis = SplitAxis::kOutputs;
+};
+// A blob made of slices held at several locations (see Graph::join_later).
+struct Slices {
+  std::vector<Blob*> blobs;
+  int64_t axis = 1;
+  Location location;  // where the joined blob is
+  std::string thread;
 };
 
 class Composite;
+
+// Whether a placement or split rule for `rule` (Graph::place, Graph::split) names the composite
+// `full_name`: it is that name, or ends it after "::".
+bool rule_names(const std::string& rule, const std::string& full_name);
 
 class Graph {
  public:
@@ -179,6 +209,20 @@ class Graph {
   // location current when it is created. The longest matching name wins. Composites created
   // inside a placed one follow it.
   void place(const std::string& name, Location location);
+  // The location placed for a composite's full name; nullptr when no rule matches.
+  const Location* placement_of(const std::string& full_name) const;
+  // Model-parallel rule, matched like place(): a layer that can be split (an inner product, a
+  // convolution) named `name` is built split over `split.locations` (graphs/layers.hpp).
+  void split(const std::string& name, LayerSplit split);
+  // The rule for a composite's full name; nullptr when none matches.
+  const LayerSplit* split_of(const std::string& full_name) const;
+  // A deferred join: `joined` is the concatenation of `slices.blobs` along `slices.axis`, made by
+  // a concat op at `slices.location` the first time an op reads `joined`. A reader able to use
+  // the slices where they are (slices_of) leaves them unmoved: a split layer's output feeding
+  // an element-wise layer and then a layer split by inputs crosses no location (the Megatron
+  // pattern). A join no op reads is never made, and `joined` then holds no values.
+  void join_later(Blob* joined, Slices slices);
+  const Slices* slices_of(const Blob* joined) const;
   // The layers: the full names of the composites created outside any composite's setup (the
   // blocks a model chains), in creation order.
   std::vector<std::string> layer_names() const;
@@ -242,6 +286,7 @@ class Graph {
   void own(std::unique_ptr<Composite> composite);
   void set_up_connected_composites();
   void require_no_pending_composite(const char* what) const;
+  void make_join(Blob* joined);
 
   std::string name_;
   std::vector<std::unique_ptr<Blob>> blobs_;
@@ -259,6 +304,9 @@ class Graph {
   bool auto_copy_ = true;
   std::map<std::pair<const Blob*, Location>, Blob*> copies_;
   std::map<std::string, Location> placements_;  // place()
+  std::map<std::string, LayerSplit> splits_;     // split()
+  std::map<const Blob*, Slices> slices_;          // join_later()
+  std::set<const Blob*> joins_pending_;
   int setups_running_ = 0;                      // composites in setup() now (nesting)
 };
 
@@ -295,6 +343,12 @@ class Composite {
   // A parameter blob initialized by `filler` with `filler_attrs` (its "shape" is filled in).
   Blob* make_parameter(const std::string& local_name, Shape shape, const std::string& filler,
                        Attrs filler_attrs = {}, double decay_mult = 1.0);
+  // Piece `part` of the parameter `local_name` of shape `whole_shape` (Parameter::whole), named
+  // "part<part>::<local_name>", at `offset` / `row_stride` in it, created at the current location.
+  Blob* make_parameter_piece(const std::string& local_name, const Shape& whole_shape, int part,
+                             Shape shape, int64_t offset, int64_t row_stride,
+                             const std::string& filler, Attrs filler_attrs = {},
+                             double decay_mult = 1.0);
   // A state blob (not trained) initialized to `value`.
   Blob* make_state(const std::string& local_name, Shape shape, double value);
   // An op reading `inputs` and writing `outputs` (created from inferred shapes when empty).
@@ -310,6 +364,11 @@ class Composite {
   // An op whose outputs are the composite's tops (given ones, or new blobs "top", "top1", ...).
   std::vector<Blob*> make_top_op(const std::string& local_name, const std::string& type,
                                  const Attrs& attrs, const std::vector<Blob*>& inputs);
+  // For an op that treats every index of axes 0 and 1 alike (element-wise, pooling): when the
+  // one bottom is joined from slices along one of those axes (Graph::join_later), applies the op
+  // to each slice at the slice's location and joins the results as the top, and returns true;
+  // returns false, building nothing, when the bottom has no slices.
+  bool make_top_op_on_slices(const std::string& type, const Attrs& attrs);
   // Checks the number of bottoms, naming the composite.
   void require_bottoms(size_t count) const;
 

@@ -159,17 +159,41 @@ Shape shape_of(const proto::TensorProto& t) {
 
 }  // namespace
 
+std::vector<float> gather_piece(const float* values, int64_t count, const TensorPiece& piece,
+                                const std::string& name) {
+  std::vector<float> out(piece.blob->shape().count());
+  for_each_run(piece, [&](int64_t at, int64_t from, int64_t n) {
+    require(at >= 0 && at + n <= count, "a piece of tensor '", name, "' held by '",
+            piece.blob->name(), "' lies outside its ", count, " elements");
+    std::copy(values + at, values + at + n, out.begin() + from);
+  });
+  return out;
+}
+
+TensorPiece piece_of(const Parameter& parameter) {
+  return {parameter.blob, parameter.offset, parameter.row_stride};
+}
+
+void add_piece(CheckpointMap& map, const std::string& name, const Shape& shape,
+               const TensorPiece& piece, bool saved) {
+  auto it = std::find_if(map.begin(), map.end(),
+                         [&](const StoredTensor& t) { return t.name == name; });
+  if (it == map.end()) {
+    map.push_back({name, shape, {}, {}});
+    it = map.end() - 1;
+  }
+  require(it->shape == shape, "checkpoint map: pieces of tensor '", name, "' disagree on its shape (",
+          it->shape, " and ", shape, ")");
+  if (saved) it->saved_from.push_back(piece);
+  it->loaded_into.push_back(piece);
+}
+
 CheckpointMap whole_blobs(const Graph& graph) {
   CheckpointMap map;
   for (const auto* list : {&graph.parameters(), &graph.states()})
-    for (const Parameter& p : *list) {
-      StoredTensor t;
-      t.name = p.blob->name();
-      t.shape = p.blob->shape();
-      t.saved_from = {{p.blob, 0}};
-      t.loaded_into = {{p.blob, 0}};
-      map.push_back(std::move(t));
-    }
+    for (const Parameter& p : *list)
+      add_piece(map, p.whole.empty() ? p.blob->name() : p.whole,
+                p.whole.empty() ? p.blob->shape() : p.whole_shape, piece_of(p), true);
   return map;
 }
 
@@ -179,11 +203,13 @@ void save_checkpoint(const CheckpointMap& map, const std::string& path, const Ch
   for (size_t i = 0; i < map.size(); ++i)
     for (const TensorPiece& piece : map[i].saved_from) {
       if (!on_this_rank(piece.blob, ranks)) continue;
-      auto* out = part.add_pieces();
-      out->set_tensor(static_cast<int>(i));
-      out->set_offset(piece.offset);
       const std::vector<float> values = piece.blob->tensor().values();  // from any location
-      out->mutable_data()->Add(values.begin(), values.end());
+      for_each_run(piece, [&](int64_t at, int64_t from, int64_t count) {
+        auto* out = part.add_pieces();
+        out->set_tensor(static_cast<int>(i));
+        out->set_offset(at);
+        out->mutable_data()->Add(values.begin() + from, values.begin() + from + count);
+      });
     }
   part.mutable_rng_states()->insert(info.rng_states.begin(), info.rng_states.end());
   std::string mine;
@@ -321,10 +347,7 @@ CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path
     const float* values = held[t.name]->data().data();
     for (const TensorPiece& piece : t.loaded_into) {
       if (!on_this_rank(piece.blob, ranks)) continue;
-      Tensor& tensor = piece.blob->tensor();
-      CHECK_LE(piece.offset + tensor.count(), t.shape.count()) << t.name;
-      tensor.set_values(std::vector<float>(values + piece.offset,
-                                           values + piece.offset + tensor.count()));
+      piece.blob->tensor().set_values(gather_piece(values, t.shape.count(), piece, t.name));
     }
   }
   CheckpointInfo info;

@@ -35,11 +35,27 @@ struct CheckpointInfo {
   std::map<std::string, std::string> rng_states;  // of every rank, by location
 };
 
-// Elements [offset, offset + blob's count) of a stored tensor, flattened, held by `blob`.
+// Elements of a stored tensor, flattened, held by `blob`: [offset, offset + blob's count), or,
+// with row_stride > 0, the blob seen as [dims[0], rest] has row r at offset + r * row_stride (a
+// block of columns: a weight split by its inputs, Parameter::whole).
 struct TensorPiece {
   Blob* blob = nullptr;
   int64_t offset = 0;
+  int64_t row_stride = 0;
 };
+// Calls run(at, from, count) for each contiguous run of `piece`: `count` elements of the blob
+// from its element `from` lie at element `at` of the stored tensor.
+template <typename Run>
+void for_each_run(const TensorPiece& piece, Run run) {
+  const Shape& shape = piece.blob->shape();
+  const int64_t count = shape.count();
+  if (piece.row_stride == 0 || shape.ndim() == 0) {
+    run(piece.offset, int64_t{0}, count);
+    return;
+  }
+  const int64_t row = shape.count_from(1);
+  for (int64_t r = 0; r < shape[0]; ++r) run(piece.offset + r * piece.row_stride, r * row, row);
+}
 // One tensor of a checkpoint and where a graph keeps it.
 struct StoredTensor {
   std::string name;                      // single-device name
@@ -48,8 +64,19 @@ struct StoredTensor {
   std::vector<TensorPiece> loaded_into;  // every piece held anywhere (saved_from included)
 };
 using CheckpointMap = std::vector<StoredTensor>;
-// Every parameter and state of a graph, whole, by blob name.
+// The values of `piece` taken from its stored tensor's `values` (`count` elements). Throws
+// purine::Error naming tensor `name` when the piece lies outside it.
+std::vector<float> gather_piece(const float* values, int64_t count, const TensorPiece& piece,
+                                const std::string& name);
+// Every parameter and state of a graph by blob name, or by the name of the tensor it is a piece
+// of (Parameter::whole).
 CheckpointMap whole_blobs(const Graph& graph);
+// The piece a parameter or state is of its tensor.
+TensorPiece piece_of(const Parameter& parameter);
+// Adds `piece` of tensor `name` of `shape` to the map: to its entry if it has one (`saved`: the
+// piece is also saved from), else to a new one.
+void add_piece(CheckpointMap& map, const std::string& name, const Shape& shape,
+               const TensorPiece& piece, bool saved);
 
 // Who takes part. With ranks > 1 every rank of MPI_COMM_WORLD must call (between runs): saving
 // gathers the pieces to rank 0, which writes one file and tells every rank whether that worked;

@@ -32,7 +32,8 @@ constexpr Choice<LrPolicy> kLrPolicies[] = {{LrPolicy::kFixed, "fixed"},
                                             {LrPolicy::kCosine, "cosine"}};
 constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "none"},
                                                        {ParallelLayout::kData, "data"},
-                                                       {ParallelLayout::kPipeline, "pipeline"}};
+                                                       {ParallelLayout::kPipeline, "pipeline"},
+                                                       {ParallelLayout::kModel, "model"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
                                                  {dispatch::Mode::kSerial, "serial"}};
 
@@ -116,8 +117,22 @@ bool parse_synthetic_data(const std::string& data, SyntheticData* spec) {
 }
 
 int replicas_per_rank(const TrainOptions& o) {
-  if (o.parallel == ParallelLayout::kPipeline) return 1;  // one pipeline, its stages placed
+  // One pipeline, its stages placed; one model, its split layers placed.
+  if (o.parallel == ParallelLayout::kPipeline || o.parallel == ParallelLayout::kModel) return 1;
   return o.devices.empty() ? o.locations : static_cast<int>(o.devices.size());
+}
+
+std::vector<std::string> parse_name_list(const std::string& text, const char* flag) {
+  std::vector<std::string> names;
+  if (text.empty()) return names;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    names.push_back(text.substr(start, comma == std::string::npos ? comma : comma - start));
+    require(!names.back().empty(), flag, "=", text, ": an empty name; separate names by commas");
+    if (comma == std::string::npos) return names;
+    start = comma + 1;
+  }
 }
 
 std::vector<int> parse_device_list(const std::string& text, const char* flag) {
@@ -202,9 +217,12 @@ void validate_options(const TrainOptions& o) {
   require(o.reduce != Reduction::kNccl || !o.devices.empty(),
           "--reduce=nccl reduces between GPUs: train with --device=N");
   require(replicas == 1 || o.parallel == ParallelLayout::kData, replica_flag,
-          " needs --parallel=data");
+          " needs --parallel=data or model");
   require(o.parallel != ParallelLayout::kNone || o.ranks == 1, "running on ", o.ranks,
-          " MPI ranks needs --parallel=data or --parallel=pipeline");
+          " MPI ranks needs --parallel=data, pipeline or model");
+  require(o.split.empty() == (o.parallel != ParallelLayout::kModel),
+          o.split.empty() ? "--parallel=model needs the layers to split: give --split=LAYERS"
+                          : "--split needs --parallel=model");
   require(o.stages == 1 || o.parallel == ParallelLayout::kPipeline, "--stages=", o.stages,
           " needs --parallel=pipeline");
   if (o.parallel == ParallelLayout::kPipeline) {

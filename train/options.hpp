@@ -19,9 +19,11 @@
 namespace purine {
 
 // How the training is laid out: one process with one location (kNone), data parallel over
-// the MPI ranks and the `locations` of each (kData), or a pipeline of `stages` (kPipeline,
-// graphs/pipeline.hpp): one stage per CPU location of the process, per listed GPU, or per rank.
-enum class ParallelLayout { kNone, kData, kPipeline };
+// the MPI ranks and the `locations` of each (kData), a pipeline of `stages` (kPipeline,
+// graphs/pipeline.hpp): one stage per CPU location of the process, per listed GPU, or per rank,
+// or the `split` layers split over every location of every rank (kModel, graphs/
+// model_parallel.hpp).
+enum class ParallelLayout { kNone, kData, kPipeline, kModel };
 
 struct TrainOptions {
   std::string model = "convnet_bn";
@@ -65,6 +67,11 @@ struct TrainOptions {
   // through all of them per iteration. One rank: stage s at rank0:cpu<s>, or at the s-th of
   // `devices`; several ranks: as many as stages, stage s at rank s (its CPU, or devices[0]).
   int stages = 1;
+  // Model parallelism (layout kModel): these layers (names as the model gives them, e.g. fc1)
+  // split alternately by outputs and by inputs over the `locations` (or `devices`) of every
+  // rank, rank by rank, `batch` images through all of them per iteration; every other layer
+  // runs at the first location.
+  std::vector<std::string> split;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
@@ -113,6 +120,8 @@ dispatch::Mode parse_executor(const std::string& name);         // --executor: p
 std::vector<double> parse_number_list(const std::string& text, const char* flag);
 // "0,1" -> {0, 1}: GPU ordinals (--devices); throws purine::Error naming `flag` and the piece
 // that is not a non-negative integer.
+// Names separated by commas ("fc1,fc2"); an empty name is an error naming `flag`.
+std::vector<std::string> parse_name_list(const std::string& text, const char* flag);
 std::vector<int> parse_device_list(const std::string& text, const char* flag);
 // Synthetic data instead of a data set: --data=synthetic:CxHxW:CLASSES (e.g. 3x224x224:1000).
 struct SyntheticData {

@@ -12,6 +12,7 @@
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
+#include "graphs/model_parallel.hpp"
 #include "graphs/pipeline.hpp"
 #include "models/models.hpp"
 #include "operators/data_source.hpp"
@@ -40,10 +41,21 @@ std::vector<Location> stage_locations(const TrainOptions& o) {
   return at;
 }
 
+// --parallel=model: where the split layers are split, rank by rank (train/options.hpp).
+std::vector<Location> split_locations(const TrainOptions& o) {
+  std::vector<Location> at;
+  const int per_rank = o.devices.empty() ? o.locations : static_cast<int>(o.devices.size());
+  for (int r = 0; r < o.ranks; ++r)
+    for (int k = 0; k < per_rank; ++k)
+      at.push_back(o.devices.empty() ? Location::cpu(r, k) : Location::gpu(o.devices[k], r));
+  return at;
+}
+
 // The location of the data, the loss and the optimizer's scalars: the only replica's, or the
-// first stage's.
+// first stage's or split location's.
 std::vector<Location> replica_locations(const TrainOptions& o) {
   if (o.parallel == ParallelLayout::kPipeline) return {stage_locations(o)[0]};
+  if (o.parallel == ParallelLayout::kModel) return {split_locations(o)[0]};
   // A rank's locations next to each other, so that ring hops within a rank are memory copies
   // (or device-to-device copies between its GPUs).
   std::vector<Location> locations;
@@ -63,6 +75,27 @@ void place_pipeline(Graph& g, const TrainOptions& o, const Shape& images, int64_
     find_model(o.model)(scratch, scratch.add_blob("images", images), spec);
   });
   place_stages(g, layers, assign_stages(layers, o.stages, o.model), stage_locations(o));
+}
+
+// Splits the --split layers (graphs/model_parallel.hpp), after checking that each names a
+// layer with parameters of the model, built once in a scratch graph on `images`' shape.
+void split_layers(Graph& g, const TrainOptions& o, const Shape& images, int64_t classes) {
+  ModelSpec spec;
+  spec.classes = classes;
+  const std::vector<ModelLayer> layers = model_layers([&](Graph& scratch) {
+    find_model(o.model)(scratch, scratch.add_blob("images", images), spec);
+  });
+  std::string names;
+  for (const ModelLayer& layer : layers)
+    if (layer.parameters > 0) names += str(names.empty() ? "" : ", ", layer.name);
+  for (const std::string& name : o.split) {
+    const bool found = std::any_of(layers.begin(), layers.end(), [&](const ModelLayer& layer) {
+      return layer.parameters > 0 && rule_names(name, layer.name);
+    });
+    require(found, "--split: model '", o.model, "' has no layer with parameters named '", name,
+            "'; it has ", names);
+  }
+  model_parallel(g, o.split, split_locations(o));
 }
 
 // The single-device network: data source (on its own thread) -> model -> softmax loss and
@@ -109,6 +142,7 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   spec.training = training;
   spec.classes = (*source)->classes();
   if (o.parallel == ParallelLayout::kPipeline) place_pipeline(g, o, data[0]->shape(), spec.classes);
+  if (o.parallel == ParallelLayout::kModel) split_layers(g, o, data[0]->shape(), spec.classes);
   Blob* logits = find_model(o.model)(g, data[0], spec);
   auto& loss = g.add<SoftmaxLossLayer>("loss");
   B{logits, data[1]} >> loss;
@@ -231,9 +265,10 @@ class Trainer::Impl {
       tracer_ = std::make_unique<dispatch::Tracer>();
       train_run_->add_observer(tracer_.get());
     }
-    // A pipeline over ranks evaluates on all of them, as it trains.
-    const bool evaluating_ranks =
-        options_.parallel == ParallelLayout::kPipeline && options_.ranks > 1;
+    // A pipeline or a split model over ranks evaluates on all of them, as it trains.
+    const bool evaluating_ranks = (options_.parallel == ParallelLayout::kPipeline ||
+                                   options_.parallel == ParallelLayout::kModel) &&
+                                  options_.ranks > 1;
     if (options_.evaluate && (options_.rank == 0 || evaluating_ranks)) {
       // Rank 0 evaluates with a single-device graph reading replica 0's tensors, where they are.
       Graph::Scope scope(test_, "replica0");
@@ -357,6 +392,9 @@ class Trainer::Impl {
       layout += str(i ? "," : " devices=", options_.devices[i]);
     if (options_.ranks * replicas_per_rank(options_) > 1)
       layout += str(" reduce=", name_of(options_.reduce), " bucket_kb=", options_.bucket_kb);
+    if (options_.parallel == ParallelLayout::kPipeline) layout += str(" stages=", options_.stages);
+    for (size_t i = 0; i < options_.split.size(); ++i)
+      layout += str(i ? "," : " split=", options_.split[i]);
     return layout;
   }
   CheckpointRanks ranks() const { return {options_.rank, options_.ranks}; }
@@ -433,6 +471,7 @@ class Trainer::Impl {
     load(options_.checkpoint_path);
     return options_.checkpoint_path;
   }
+  const CheckpointMap& checkpoint_map() const { return dp_.checkpoint; }
   const Graph& graph() const { return train_; }
 
   double evaluate() {
@@ -478,6 +517,7 @@ void Trainer::load_checkpoint(const std::string& path) { impl_->load(path); }
 std::string Trainer::resume_newest() { return impl_->resume_newest(); }
 std::string Trainer::resume() { return impl_->resume(); }
 const Graph& Trainer::training_graph() const { return impl_->graph(); }
+const CheckpointMap& Trainer::checkpoint_map() const { return impl_->checkpoint_map(); }
 int64_t Trainer::iterations_per_epoch() const { return impl_->iterations_per_epoch(); }
 
 }  // namespace purine

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "purine/serialize.hpp"
 #include "train/options.hpp"
 
 namespace purine {
@@ -75,6 +76,9 @@ class Trainer {
   std::string resume();
   // The training graph (forward, backward and SGD), e.g. to export it.
   const Graph& training_graph() const;
+  // Where the training graph keeps every parameter and state, by single-device name (what its
+  // checkpoints hold, whatever the layout).
+  const CheckpointMap& checkpoint_map() const;
   int64_t iterations_per_epoch() const;
 
  private:

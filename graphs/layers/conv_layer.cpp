@@ -4,7 +4,7 @@
 namespace purine {
 
 ConvLayer::ConvLayer(Graph& graph, const std::string& name, Options options)
-    : Composite(graph, name), options_(std::move(options)) {
+    : LinearLayer(graph, name), options_(std::move(options)) {
   require(options_.outputs > 0 && options_.kernel > 0 && options_.stride > 0 && options_.pad >= 0,
           "conv layer '", this->name(), "': outputs, kernel and stride must be positive and pad ",
           "non-negative; got outputs=", options_.outputs, " kernel=", options_.kernel,
@@ -17,18 +17,10 @@ void ConvLayer::setup() {
   require(x->shape().ndim() == 4, "conv layer '", name(), "': input '", x->name(), "' has shape ",
           x->shape(), "; expected [N, C, H, W]");
   const int64_t k = options_.kernel;
-  Blob* w =
-      make_parameter("weight", {options_.outputs, x->shape()[1], k, k}, options_.weight_filler);
   Attrs attrs;
   attrs.set("stride", options_.stride).set("pad", options_.pad);
-  if (!options_.bias) {
-    make_top_op("conv", "conv", attrs, {x, w});
-    return;
-  }
-  Blob* y = make_op("conv", "conv", attrs, {x, w})[0];
-  Blob* b =
-      make_parameter("bias", {options_.outputs}, "fill_constant", Attrs().set("value", 0.0), 0.0);
-  make_top_op("add_bias", "bias", {}, {y, b});
+  build_linear("conv", attrs, {options_.outputs, x->shape()[1], k, k}, options_.weight_filler,
+               options_.bias);
 }
 
 }  // namespace purine

@@ -18,7 +18,7 @@ void PoolLayer::setup() {
       .set("kernel", options_.kernel)
       .set("stride", options_.stride)
       .set("pad", options_.pad);
-  make_top_op("pool", "pool", attrs, bottom_);
+  if (!make_top_op_on_slices("pool", attrs)) make_top_op("pool", "pool", attrs, bottom_);
 }
 
 ActivationLayer::ActivationLayer(Graph& graph, const std::string& name, std::string type)
@@ -29,7 +29,7 @@ ActivationLayer::ActivationLayer(Graph& graph, const std::string& name, std::str
 
 void ActivationLayer::setup() {
   require_bottoms(1);
-  make_top_op(type_, type_, {}, bottom_);
+  if (!make_top_op_on_slices(type_, {})) make_top_op(type_, type_, {}, bottom_);
 }
 
 DropoutLayer::DropoutLayer(Graph& graph, const std::string& name, double ratio, bool training)

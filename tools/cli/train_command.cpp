@@ -69,13 +69,19 @@ DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate 
 DEFINE_string(parallel, "none",
               "none: one process; data: data parallel over the MPI ranks (launch with mpirun) "
               "and the --locations of each; pipeline: the model's layers cut into --stages "
-              "stages, one per CPU location, per --devices GPU, or per MPI rank");
+              "stages, one per CPU location, per --devices GPU, or per MPI rank; model: the "
+              "--split layers split over the --locations (or --devices) of every MPI rank");
 DEFINE_int32(stages, 1,
              "pipeline: stages (consecutive layers, cut evenly by layers with parameters); with "
              "several MPI ranks, one per rank");
+DEFINE_string(split, "",
+              "model parallel: the layers to split, comma-separated (e.g. fc1,fc2), alternately "
+              "by outputs and by inputs: two in a row with an activation between them exchange "
+              "one sum per pass");
 DEFINE_int32(locations, 1,
              "data parallel: replicas in each process, each at its own CPU location with its own "
-             "threads (--threads is shared among them)");
+             "threads (--threads is shared among them); model parallel: the CPU locations of "
+             "each process the --split layers are split over");
 DEFINE_int32(device, -1, "train on this GPU (`purine devices` lists them); -1: on the CPU");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
@@ -144,6 +150,7 @@ TrainOptions options_from_flags() {
   o.bucket_kb = FLAGS_bucket_kb;
   o.locations = FLAGS_locations;
   o.stages = FLAGS_stages;
+  o.split = parse_name_list(FLAGS_split, "--split");
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
   o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}
                                 : parse_device_list(FLAGS_devices, "--devices");
@@ -180,14 +187,20 @@ int run_train() {
   // under mpirun progress comes as whole lines.
   const bool terminal = isatty(fileno(stdout)) && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
   if (leader) {
-    if (options.parallel == ParallelLayout::kPipeline)
+    if (options.parallel == ParallelLayout::kModel)
+      std::printf("training %s: batch %d with %s split over %d location%s of %d rank%s",
+                  options.model.c_str(), options.batch, FLAGS_split.c_str(),
+                  options.locations, options.locations == 1 ? "" : "s", options.ranks,
+                  options.ranks == 1 ? "" : "s");
+    else if (options.parallel == ParallelLayout::kPipeline)
       std::printf("training %s: batch %d through a pipeline of %d stages over %d rank%s",
                   options.model.c_str(), options.batch, options.stages, options.ranks,
                   options.ranks == 1 ? "" : "s");
     else
       std::printf("training %s: batch %d x %d rank%s", options.model.c_str(), options.batch,
                   options.ranks, options.ranks == 1 ? "" : "s");
-    if (options.locations > 1) std::printf(" (%d locations each)", options.locations);
+    if (options.locations > 1 && options.parallel != ParallelLayout::kModel)
+      std::printf(" (%d locations each)", options.locations);
     for (size_t i = 0; i < options.devices.size(); ++i)
       std::printf("%s%d", i == 0 ? " on GPU " : ",", options.devices[i]);
     std::printf(", %d thread%s, %lld iterations per epoch\n", options.threads,

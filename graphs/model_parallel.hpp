@@ -1,0 +1,28 @@
+// Model (intra-layer) parallelism as a rule on the graph, like placement: the layers named are
+// built split over several locations (graphs/layers.hpp, LinearLayer), without changing the
+// model's code. Inner products and convolutions can be split, by outputs or by inputs; an
+// element-wise layer between two split layers works on the slices where they are. Their
+// parameters keep their single-device names in checkpoints, so a checkpoint moves between
+// split and unsplit layouts, and initialization gives every layout the same weights.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/location.hpp"
+#include "purine/graph.hpp"
+
+namespace purine {
+
+// Splits the layers named (matched as Graph::place matches names) over `locations`, their
+// axes alternating in list order: the first by outputs, the second by inputs, the third by
+// outputs, ... For two consecutive layers with an activation between them (an MLP block) this
+// is the Megatron pattern: the input is sent to every location, each computes its slice of
+// the hidden layer and a partial output, and one sum per pass (of the partial outputs forward,
+// of the input's gradients backward) joins them. Throws purine::Error on an empty list of
+// layers or of locations, or a location listed twice; a layer with fewer outputs or inputs
+// than locations is refused, naming it, when it is built.
+void model_parallel(Graph& graph, const std::vector<std::string>& layers,
+                    const std::vector<Location>& locations);
+
+}  // namespace purine
