@@ -64,10 +64,11 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
     Parameter chunk = dp.parameters[r][i];
     {
       Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
-      Graph::Placement placement(g, dp.locations[r], Graph::kCommThread);
+      Graph::Placement placement(g, chunk.blob->location(), Graph::kCommThread);
       chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
     }
-    updated[r] = add_sgd_update(g, chunk, shards.owned[r], dp.sgd.learning_rate(g, dp.locations[r]),
+    updated[r] = add_sgd_update(g, chunk, shards.owned[r],
+                                dp.sgd.learning_rate(g, chunk.blob->location()),
                                 options.sgd);
     // Each location's history covers its chunk, at the chunk's place in the whole.
     Parameter piece = dp.parameters[r][i];
@@ -84,8 +85,10 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
 void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads,
                      const std::vector<int>& members, int server,
                      const DataParallelOptions& options) {
-  const std::vector<Location>& locations = dp.locations;
-  const int n = static_cast<int>(locations.size());
+  // Where replica r keeps the members (a layer split over locations keeps its pieces apart;
+  // buckets only join members kept together).
+  auto at = [&](int r) { return dp.parameters[r][members[0]].blob->location(); };
+  const int n = static_cast<int>(dp.locations.size());
   const bool fused = members.size() > 1;
   const std::string name =
       dp.parameters[0][members[0]].blob->name() + (fused ? "::bucket" : "::reduce");
@@ -95,14 +98,14 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
   for (int r = 0; r < n; ++r) {
     std::vector<Blob*> local;
     for (int i : members) local.push_back(grads[r].of(dp.parameters[r][i].blob));
-    Graph::Placement placement(g, locations[r], Graph::kCommThread);
+    Graph::Placement placement(g, at(r), Graph::kCommThread);
     parts.push_back(fused ? fuse(g, name + "::fuse" + std::to_string(r), local) : local[0]);
   }
   // Every replica that updates, with the sum at its location.
   std::vector<std::pair<int, Blob*>> sums;
   if (options.reduction == Reduction::kParameterServer) {
-    Graph::Placement placement(g, locations[server], Graph::kCommThread);
-    sums.emplace_back(server, (parts >> g.add<Aggregate>(name, locations[server])).top(0));
+    Graph::Placement placement(g, at(server), Graph::kCommThread);
+    sums.emplace_back(server, (parts >> g.add<Aggregate>(name, at(server))).top(0));
   } else {
     std::vector<Blob*> all = options.reduction == Reduction::kRing  ? ring_allreduce(g, name, parts)
                              : options.reduction == Reduction::kMpi ? mpi_allreduce(g, name, parts)
@@ -114,21 +117,23 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
   for (const auto& [r, sum] : sums) {
     std::vector<Blob*> pieces = {sum};
     if (fused) {
-      Graph::Placement placement(g, locations[r], Graph::kCommThread);
+      Graph::Placement placement(g, at(r), Graph::kCommThread);
       pieces = unfuse(g, name + "::unfuse" + std::to_string(r), sum, shapes);
     }
     for (size_t k = 0; k < members.size(); ++k) {
       const Parameter& p = dp.parameters[r][members[k]];
       Blob* updated =
-          add_sgd_update(g, p, pieces[k], dp.sgd.learning_rate(g, locations[r]), options.sgd);
+          add_sgd_update(g, p, pieces[k], dp.sgd.learning_rate(g, at(r)), options.sgd);
       histories[k].emplace_back(r, history_of(g, p.blob));
       if (options.reduction != Reduction::kParameterServer) {
         g.add_swap(p.blob, updated);
         continue;
       }
-      Graph::Placement placement(g, locations[r], Graph::kCommThread);
+      std::vector<Location> holders;
+      for (int q = 0; q < n; ++q) holders.push_back(at(q));
+      Graph::Placement placement(g, at(r), Graph::kCommThread);
       const B copies =
-          (B{updated} >> g.add<Distribute>(p.blob->name() + "::distribute", locations)).top();
+          (B{updated} >> g.add<Distribute>(p.blob->name() + "::distribute", holders)).top();
       for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][members[k]].blob, copies[q]);
     }
   }
@@ -214,10 +219,19 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
     bytes.push_back(dp.parameters[0][i].blob->shape().count() *
                     static_cast<int64_t>(sizeof(float)));
   }
-  // One replica has nothing to reduce: fusing would only add ops.
-  for (const std::vector<int>& bucket : plan_buckets(bytes, n > 1 ? options.bucket_bytes : 0)) {
-    std::vector<int> members;
-    for (int k : bucket) members.push_back(order[k]);
+  // One replica has nothing to reduce: fusing would only add ops. Buckets join neighbours kept
+  // at one location only: each run of such neighbours is planned alone.
+  std::vector<std::vector<int>> buckets;
+  for (size_t start = 0, end = 0; start < order.size(); start = end) {
+    const Location where = dp.parameters[0][order[start]].blob->location();
+    while (end < order.size() && dp.parameters[0][order[end]].blob->location() == where) ++end;
+    const std::vector<int64_t> run(bytes.begin() + start, bytes.begin() + end);
+    for (std::vector<int> bucket : plan_buckets(run, n > 1 ? options.bucket_bytes : 0)) {
+      for (int& k : bucket) k = order[start + k];
+      buckets.push_back(std::move(bucket));
+    }
+  }
+  for (const std::vector<int>& members : buckets) {
     // A piece of columns (a layer split by inputs) has no contiguous chunks to shard.
     if (members.size() == 1 && options.reduction == Reduction::kRing && n > 1 &&
         dp.parameters[0][members[0]].row_stride == 0)

@@ -13,6 +13,7 @@ Composite::Composite(Graph& graph, const std::string& local_name)
       thread_(graph.current_thread()),
       nested_(graph.setups_running_ > 0) {
   if (const Location* placed = graph.placement_of(full_name_)) location_ = *placed;
+  if (const LayerSplit* split = graph.split_of(full_name_)) split_ = *split;
 }
 
 const std::vector<Blob*>& Composite::top() {

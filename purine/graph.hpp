@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -211,8 +212,10 @@ class Graph {
   void place(const std::string& name, Location location);
   // The location placed for a composite's full name; nullptr when no rule matches.
   const Location* placement_of(const std::string& full_name) const;
-  // Model-parallel rule, matched like place(): a layer that can be split (an inner product, a
-  // convolution) named `name` is built split over `split.locations` (graphs/layers.hpp).
+  // Model-parallel rule, matched like place() when a composite is created: a layer that can be
+  // split (an inner product, a convolution) named `name` is built split over
+  // `split.locations` (graphs/layers.hpp). A later rule for the same name replaces it for
+  // composites created after it (data-parallel replicas, each split over its own locations).
   void split(const std::string& name, LayerSplit split);
   // The rule for a composite's full name; nullptr when none matches.
   const LayerSplit* split_of(const std::string& full_name) const;
@@ -332,6 +335,8 @@ class Composite {
   bool is_setup() const { return setup_done_; }
   // Whether it was created inside another composite's setup() (a part, not a layer).
   bool nested() const { return nested_; }
+  // The Graph::split rule that named it when it was created; nullptr when none did.
+  const LayerSplit* split_rule() const { return split_ ? &*split_ : nullptr; }
   void ensure_setup();
 
  protected:
@@ -383,6 +388,7 @@ class Composite {
   Location location_;
   std::string thread_;
   bool nested_;  // created inside another composite's setup()
+  std::optional<LayerSplit> split_;
   bool setup_done_ = false;
   bool in_setup_ = false;
 };

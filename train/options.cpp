@@ -33,7 +33,8 @@ constexpr Choice<LrPolicy> kLrPolicies[] = {{LrPolicy::kFixed, "fixed"},
 constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "none"},
                                                        {ParallelLayout::kData, "data"},
                                                        {ParallelLayout::kPipeline, "pipeline"},
-                                                       {ParallelLayout::kModel, "model"}};
+                                                       {ParallelLayout::kModel, "model"},
+                                                       {ParallelLayout::kHybrid, "hybrid"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
                                                  {dispatch::Mode::kSerial, "serial"}};
 
@@ -117,8 +118,10 @@ bool parse_synthetic_data(const std::string& data, SyntheticData* spec) {
 }
 
 int replicas_per_rank(const TrainOptions& o) {
-  // One pipeline, its stages placed; one model, its split layers placed.
-  if (o.parallel == ParallelLayout::kPipeline || o.parallel == ParallelLayout::kModel) return 1;
+  // One pipeline or split model per rank, or in all.
+  if (o.parallel == ParallelLayout::kPipeline || o.parallel == ParallelLayout::kModel ||
+      o.parallel == ParallelLayout::kHybrid)
+    return 1;
   return o.devices.empty() ? o.locations : static_cast<int>(o.devices.size());
 }
 
@@ -217,19 +220,24 @@ void validate_options(const TrainOptions& o) {
   require(o.reduce != Reduction::kNccl || !o.devices.empty(),
           "--reduce=nccl reduces between GPUs: train with --device=N");
   require(replicas == 1 || o.parallel == ParallelLayout::kData, replica_flag,
-          " needs --parallel=data or model");
+          " needs --parallel=data, model or hybrid");
   require(o.parallel != ParallelLayout::kNone || o.ranks == 1, "running on ", o.ranks,
-          " MPI ranks needs --parallel=data, pipeline or model");
-  require(o.split.empty() == (o.parallel != ParallelLayout::kModel),
-          o.split.empty() ? "--parallel=model needs the layers to split: give --split=LAYERS"
-                          : "--split needs --parallel=model");
-  require(o.stages == 1 || o.parallel == ParallelLayout::kPipeline, "--stages=", o.stages,
-          " needs --parallel=pipeline");
-  if (o.parallel == ParallelLayout::kPipeline) {
+          " MPI ranks needs --parallel=data, pipeline, model or hybrid");
+  const bool hybrid = o.parallel == ParallelLayout::kHybrid;
+  require(!o.split.empty() || o.parallel != ParallelLayout::kModel,
+          "--parallel=model needs the layers to split: give --split=LAYERS");
+  require(o.split.empty() || o.parallel == ParallelLayout::kModel || hybrid,
+          "--split needs --parallel=model or hybrid");
+  require(!hybrid || o.split.empty() != (o.stages == 1),
+          "--parallel=hybrid lays out each rank's replica by --split=LAYERS or by --stages=S: "
+          "give one of them");
+  require(o.stages == 1 || o.parallel == ParallelLayout::kPipeline || hybrid, "--stages=",
+          o.stages, " needs --parallel=pipeline or hybrid");
+  if (o.parallel == ParallelLayout::kPipeline || (hybrid && o.split.empty())) {
     require(o.stages >= 1, "--stages must be at least 1, got ", o.stages);
-    require(o.locations == 1,
-            "--parallel=pipeline places its stages itself; drop --locations=", o.locations);
-    if (o.ranks == 1) {
+    require(o.locations == 1, "--parallel=", name_of(o.parallel),
+            " places its stages itself; drop --locations=", o.locations);
+    if (o.ranks == 1 || hybrid) {
       require(o.devices.empty() || static_cast<int>(o.devices.size()) == o.stages,
               "--stages=", o.stages, " on GPUs needs as many --devices, got ", o.devices.size());
     } else {

@@ -21,9 +21,10 @@ namespace purine {
 // How the training is laid out: one process with one location (kNone), data parallel over
 // the MPI ranks and the `locations` of each (kData), a pipeline of `stages` (kPipeline,
 // graphs/pipeline.hpp): one stage per CPU location of the process, per listed GPU, or per rank,
-// or the `split` layers split over every location of every rank (kModel, graphs/
-// model_parallel.hpp).
-enum class ParallelLayout { kNone, kData, kPipeline, kModel };
+// the `split` layers split over every location of every rank (kModel, graphs/
+// model_parallel.hpp), or data parallel over the ranks with each rank's replica laid out over
+// its own locations, as a pipeline of `stages` or with the `split` layers split (kHybrid).
+enum class ParallelLayout { kNone, kData, kPipeline, kModel, kHybrid };
 
 struct TrainOptions {
   std::string model = "convnet_bn";
@@ -70,7 +71,9 @@ struct TrainOptions {
   // Model parallelism (layout kModel): these layers (names as the model gives them, e.g. fc1)
   // split alternately by outputs and by inputs over the `locations` (or `devices`) of every
   // rank, rank by rank, `batch` images through all of them per iteration; every other layer
-  // runs at the first location.
+  // runs at the first location. Hybrid (kHybrid): one replica per rank, `batch` images each,
+  // gradients reduced by `reduce` as with kData; each replica either split so over its rank's
+  // locations, or cut into `stages` stages at them.
   std::vector<std::string> split;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once

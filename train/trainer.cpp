@@ -29,57 +29,64 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// --parallel=pipeline: where each stage runs (train/options.hpp).
-std::vector<Location> stage_locations(const TrainOptions& o) {
+// --locations, or the number of --devices.
+int locations_per_rank(const TrainOptions& o) {
+  return o.devices.empty() ? o.locations : static_cast<int>(o.devices.size());
+}
+
+// The first `count` locations of rank r: its CPU locations, or its --devices.
+std::vector<Location> rank_locations(const TrainOptions& o, int rank, int count) {
   std::vector<Location> at;
-  for (int s = 0; s < o.stages; ++s) {
-    if (o.ranks == 1)
-      at.push_back(o.devices.empty() ? Location::cpu(0, s) : Location::gpu(o.devices[s]));
-    else
-      at.push_back(o.devices.empty() ? Location::cpu(s) : Location::gpu(o.devices[0], s));
+  for (int k = 0; k < count; ++k)
+    at.push_back(o.devices.empty() ? Location::cpu(rank, k) : Location::gpu(o.devices[k], rank));
+  return at;
+}
+
+// The locations a model is laid out over (train/options.hpp): a pipeline's stages or a split
+// model's locations, over one rank or over all of them; with kHybrid, replica r's within rank r.
+std::vector<Location> layout_locations(const TrainOptions& o, int replica) {
+  if (o.parallel == ParallelLayout::kHybrid)
+    return rank_locations(o, replica, o.stages > 1 ? o.stages : locations_per_rank(o));
+  if (o.parallel == ParallelLayout::kPipeline && o.ranks > 1) {
+    std::vector<Location> at;  // stage s at rank s
+    for (int s = 0; s < o.stages; ++s) at.push_back(rank_locations(o, s, 1)[0]);
+    return at;
   }
-  return at;
-}
-
-// --parallel=model: where the split layers are split, rank by rank (train/options.hpp).
-std::vector<Location> split_locations(const TrainOptions& o) {
-  std::vector<Location> at;
-  const int per_rank = o.devices.empty() ? o.locations : static_cast<int>(o.devices.size());
+  if (o.parallel == ParallelLayout::kPipeline) return rank_locations(o, 0, o.stages);
+  std::vector<Location> at;  // kModel: every location of every rank, rank by rank
   for (int r = 0; r < o.ranks; ++r)
-    for (int k = 0; k < per_rank; ++k)
-      at.push_back(o.devices.empty() ? Location::cpu(r, k) : Location::gpu(o.devices[k], r));
+    for (const Location& l : rank_locations(o, r, locations_per_rank(o))) at.push_back(l);
   return at;
 }
 
-// The location of the data, the loss and the optimizer's scalars: the only replica's, or the
-// first stage's or split location's.
+// Where each replica keeps its data, loss and the optimizer's scalars: a rank's replicas next
+// to each other, so that ring hops within a rank are memory copies (or device-to-device copies
+// between its GPUs). A laid-out model's are at its first location.
 std::vector<Location> replica_locations(const TrainOptions& o) {
-  if (o.parallel == ParallelLayout::kPipeline) return {stage_locations(o)[0]};
-  if (o.parallel == ParallelLayout::kModel) return {split_locations(o)[0]};
-  // A rank's locations next to each other, so that ring hops within a rank are memory copies
-  // (or device-to-device copies between its GPUs).
+  if (o.parallel == ParallelLayout::kPipeline || o.parallel == ParallelLayout::kModel)
+    return {layout_locations(o, 0)[0]};
   std::vector<Location> locations;
-  const int replicas = replicas_per_rank(o);
   for (int r = 0; r < o.ranks; ++r)
-    for (int k = 0; k < replicas; ++k)
-      locations.push_back(o.devices.empty() ? Location::cpu(r, k) : Location::gpu(o.devices[k], r));
+    for (const Location& l : rank_locations(o, r, replicas_per_rank(o))) locations.push_back(l);
   return locations;
 }
 
 // Places the model's layers at their stages (graphs/pipeline.hpp), found by building the model
 // once in a scratch graph on an image batch of `images`' shape.
-void place_pipeline(Graph& g, const TrainOptions& o, const Shape& images, int64_t classes) {
+void place_pipeline(Graph& g, const TrainOptions& o, const Shape& images, int64_t classes,
+                    const std::vector<Location>& stages) {
   ModelSpec spec;
   spec.classes = classes;
   const std::vector<ModelLayer> layers = model_layers([&](Graph& scratch) {
     find_model(o.model)(scratch, scratch.add_blob("images", images), spec);
   });
-  place_stages(g, layers, assign_stages(layers, o.stages, o.model), stage_locations(o));
+  place_stages(g, layers, assign_stages(layers, o.stages, o.model), stages);
 }
 
 // Splits the --split layers (graphs/model_parallel.hpp), after checking that each names a
 // layer with parameters of the model, built once in a scratch graph on `images`' shape.
-void split_layers(Graph& g, const TrainOptions& o, const Shape& images, int64_t classes) {
+void split_layers(Graph& g, const TrainOptions& o, const Shape& images, int64_t classes,
+                  const std::vector<Location>& locations) {
   ModelSpec spec;
   spec.classes = classes;
   const std::vector<ModelLayer> layers = model_layers([&](Graph& scratch) {
@@ -95,7 +102,7 @@ void split_layers(Graph& g, const TrainOptions& o, const Shape& images, int64_t 
     require(found, "--split: model '", o.model, "' has no layer with parameters named '", name,
             "'; it has ", names);
   }
-  model_parallel(g, o.split, split_locations(o));
+  model_parallel(g, o.split, locations);
 }
 
 // The single-device network: data source (on its own thread) -> model -> softmax loss and
@@ -141,8 +148,10 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   ModelSpec spec;
   spec.training = training;
   spec.classes = (*source)->classes();
-  if (o.parallel == ParallelLayout::kPipeline) place_pipeline(g, o, data[0]->shape(), spec.classes);
-  if (o.parallel == ParallelLayout::kModel) split_layers(g, o, data[0]->shape(), spec.classes);
+  if (o.stages > 1)
+    place_pipeline(g, o, data[0]->shape(), spec.classes, layout_locations(o, replica));
+  if (!o.split.empty())
+    split_layers(g, o, data[0]->shape(), spec.classes, layout_locations(o, replica));
   Blob* logits = find_model(o.model)(g, data[0], spec);
   auto& loss = g.add<SoftmaxLossLayer>("loss");
   B{logits, data[1]} >> loss;
@@ -319,7 +328,9 @@ class Trainer::Impl {
     const int64_t warmup = std::min<int64_t>(10, total / 2);
     const double images_per_iteration =
         static_cast<double>(options_.batch) *
-        (options_.parallel == ParallelLayout::kData ? options_.ranks : 1);
+        (options_.parallel == ParallelLayout::kData || options_.parallel == ParallelLayout::kHybrid
+             ? options_.ranks
+             : 1);
     const bool leader = options_.rank == 0;
     if (tracer_) tracer_->begin_file(trace_file(options_), options_.rank);
     for (int64_t it = 0; it < total; ++it) {

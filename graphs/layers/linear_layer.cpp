@@ -21,7 +21,7 @@ std::string part_scope(size_t k) { return "part" + std::to_string(k); }
 void LinearLayer::build_linear(const std::string& op_type, const Attrs& attrs,
                                const Shape& weight_shape, const std::string& weight_filler,
                                bool bias) {
-  const LayerSplit* split = graph().split_of(name());
+  const LayerSplit* split = split_rule();
   if (split && split->locations.size() > 1) {
     const int64_t extent =
         split->axis == SplitAxis::kOutputs ? weight_shape[0] : bottom_[0]->shape()[1];

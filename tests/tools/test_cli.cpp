@@ -135,7 +135,13 @@ TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]"
            Case{"train --lr-milestones=0.5,x",
                 "error: --lr-milestones takes comma-separated numbers; 'x' is not one (in "
                 "'0.5,x')\n"},
-           Case{"train --locations=2", "error: --locations=2 needs --parallel=data\n"},
+           Case{"train --locations=2",
+                "error: --locations=2 needs --parallel=data, model or hybrid\n"},
+           Case{"train --parallel=model",
+                "error: --parallel=model needs the layers to split: give --split=LAYERS\n"},
+           Case{"train --split=fc1", "error: --split needs --parallel=model or hybrid\n"},
+           Case{"train --parallel=model --split=fc1,,fc2",
+                "error: --split=fc1,,fc2: an empty name; separate names by commas\n"},
        }) {
     INFO(c.args);
     Result r = run_purine(c.args);
@@ -178,6 +184,25 @@ TEST_CASE(
   CHECK(lines(bad.output) == 1);
   CHECK_THAT(bad.output,
              Contains("error: pipeline of model 'mlp': 5 stages") && Contains("use at most 3"));
+}
+
+TEST_CASE("train with split layers runs in one process and refuses a layer the model lacks",
+          "[cli][model_parallel]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  Result r = run_purine(
+      "train --model=mlp --parallel=model --split=fc1,fc2 --locations=2 --max-iters=5 "
+      "--noevaluate --threads=1");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Contains("batch 64 with fc1,fc2 split over 2 locations of 1 rank"));
+  Result bad =
+      run_purine("train --model=mlp --parallel=model --split=fc4 --locations=2 --max-iters=1");
+  CHECK(bad.status != 0);
+  CHECK(lines(bad.output) == 1);
+  CHECK_THAT(bad.output, Contains("error: --split: model 'mlp' has no layer with parameters "
+                                  "named 'fc4'; it has mlp::fc1, mlp::fc2, mlp::fc3"));
 }
 
 TEST_CASE("more threads than the cores the process may use gives a warning", "[cli]") {

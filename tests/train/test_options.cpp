@@ -17,7 +17,8 @@ TEST_CASE("every choice parses from its name and back", "[options]") {
   for (LrPolicy p : {LrPolicy::kFixed, LrPolicy::kStep, LrPolicy::kMultistep, LrPolicy::kPoly,
                      LrPolicy::kCosine})
     CHECK(parse_lr_policy(name_of(p)) == p);
-  for (ParallelLayout l : {ParallelLayout::kNone, ParallelLayout::kData})
+  for (ParallelLayout l : {ParallelLayout::kNone, ParallelLayout::kData, ParallelLayout::kPipeline,
+                           ParallelLayout::kModel, ParallelLayout::kHybrid})
     CHECK(parse_parallel_layout(name_of(l)) == l);
   for (dispatch::Mode m : {dispatch::Mode::kParallel, dispatch::Mode::kSerial})
     CHECK(parse_executor(name_of(m)) == m);
@@ -32,8 +33,9 @@ TEST_CASE("an unknown name is refused, naming the flag and listing the valid nam
                       "unknown learning-rate policy 'exp' for --lr-policy; choose fixed, step, "
                       "multistep, poly or cosine");
   REQUIRE_THROWS_WITH(
-      parse_parallel_layout("model"),
-      "unknown parallel layout 'model' for --parallel; choose none, data or pipeline");
+      parse_parallel_layout("tensor"),
+      "unknown parallel layout 'tensor' for --parallel; choose none, data, pipeline, model or "
+      "hybrid");
   REQUIRE_THROWS_WITH(parse_executor("magic"),
                       "unknown executor 'magic' for --executor; choose parallel or serial");
   // Names are matched exactly.
@@ -112,9 +114,44 @@ TEST_CASE("validate_options checks the layout", "[options][locations]") {
   CHECK(rejection([](TrainOptions& o) {
           o.ranks = 3;
           o.rank = 1;
-        }) == "running on 3 MPI ranks needs --parallel=data or --parallel=pipeline");
+        }) == "running on 3 MPI ranks needs --parallel=data, pipeline, model or hybrid");
   CHECK(rejection([](TrainOptions& o) { o.locations = 2; }) ==
-        "--locations=2 needs --parallel=data");
+        "--locations=2 needs --parallel=data, model or hybrid");
+  // Model parallelism and the hybrid layouts.
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kModel;
+          o.ranks = 2;
+          o.locations = 2;
+          o.split = {"fc1", "fc2"};
+        }) == "(accepted)");
+  CHECK(rejection([](TrainOptions& o) { o.parallel = ParallelLayout::kModel; }) ==
+        "--parallel=model needs the layers to split: give --split=LAYERS");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kData;
+          o.split = {"fc1"};
+        }) == "--split needs --parallel=model or hybrid");
+  for (int stages : {1, 2})
+    CHECK(rejection([&](TrainOptions& o) {
+            o.parallel = ParallelLayout::kHybrid;
+            o.ranks = 2;
+            o.stages = stages;
+            if (stages > 1) o.split = {"fc1"};
+          }) == "--parallel=hybrid lays out each rank's replica by --split=LAYERS or by "
+                "--stages=S: give one of them");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kHybrid;
+          o.ranks = 2;
+          o.stages = 3;
+        }) == "(accepted)");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kHybrid;
+          o.stages = 2;
+          o.locations = 2;
+        }) == "--parallel=hybrid places its stages itself; drop --locations=2");
+  CHECK(parse_name_list("fc1,fc2", "--split") == std::vector<std::string>{"fc1", "fc2"});
+  CHECK(parse_name_list("", "--split").empty());
+  CHECK_THROWS_WITH(parse_name_list("fc1,,fc2", "--split"),
+                    "--split=fc1,,fc2: an empty name; separate names by commas");
   CHECK(rejection([](TrainOptions& o) {
           o.parallel = ParallelLayout::kData;
           o.ranks = 3;
@@ -144,7 +181,7 @@ TEST_CASE("validate_options checks the GPU list", "[options][devices]") {
   CHECK(rejection([](TrainOptions& o) { o.devices = {0}; }) == "(accepted)");
   CHECK(rejection([](TrainOptions& o) {
           o.devices = {0, 1};
-        }) == "--devices=0,1 needs --parallel=data");
+        }) == "--devices=0,1 needs --parallel=data, model or hybrid");
   CHECK(rejection([](TrainOptions& o) {
           o.parallel = ParallelLayout::kData;
           o.devices = {1, 0};

@@ -70,7 +70,9 @@ DEFINE_string(parallel, "none",
               "none: one process; data: data parallel over the MPI ranks (launch with mpirun) "
               "and the --locations of each; pipeline: the model's layers cut into --stages "
               "stages, one per CPU location, per --devices GPU, or per MPI rank; model: the "
-              "--split layers split over the --locations (or --devices) of every MPI rank");
+              "--split layers split over the --locations (or --devices) of every MPI rank; hybrid: "
+              "data parallel over the MPI ranks, each rank's replica split by --split over its "
+              "--locations, or cut into --stages stages at them");
 DEFINE_int32(stages, 1,
              "pipeline: stages (consecutive layers, cut evenly by layers with parameters); with "
              "several MPI ranks, one per rank");
@@ -187,7 +189,14 @@ int run_train() {
   // under mpirun progress comes as whole lines.
   const bool terminal = isatty(fileno(stdout)) && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
   if (leader) {
-    if (options.parallel == ParallelLayout::kModel)
+    if (options.parallel == ParallelLayout::kHybrid)
+      std::printf("training %s: batch %d x %d rank%s, each rank's replica %s %s over %d "
+                  "locations",
+                  options.model.c_str(), options.batch, options.ranks,
+                  options.ranks == 1 ? "" : "s", options.split.empty() ? "cut into" : "with",
+                  options.split.empty() ? "stages" : FLAGS_split.c_str(),
+                  options.split.empty() ? options.stages : options.locations);
+    else if (options.parallel == ParallelLayout::kModel)
       std::printf("training %s: batch %d with %s split over %d location%s of %d rank%s",
                   options.model.c_str(), options.batch, FLAGS_split.c_str(),
                   options.locations, options.locations == 1 ? "" : "s", options.ranks,
@@ -199,7 +208,7 @@ int run_train() {
     else
       std::printf("training %s: batch %d x %d rank%s", options.model.c_str(), options.batch,
                   options.ranks, options.ranks == 1 ? "" : "s");
-    if (options.locations > 1 && options.parallel != ParallelLayout::kModel)
+    if (options.locations > 1 && options.parallel == ParallelLayout::kData)
       std::printf(" (%d locations each)", options.locations);
     for (size_t i = 0; i < options.devices.size(); ++i)
       std::printf("%s%d", i == 0 ? " on GPU " : ",", options.devices[i]);

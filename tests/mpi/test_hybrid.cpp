@@ -1,0 +1,97 @@
+// Data parallelism over the ranks composed with model or pipeline parallelism within each rank
+// (--parallel=hybrid through the Trainer), built from the same single-device model: every rank's
+// replica with its fully connected layers split over its two CPU locations follows the pure
+// data-parallel run closely (the split layers' sums add in another order), a replica cut into
+// stages over its locations follows it bit for bit, and reruns are bit-identical.
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fashion_mnist.hpp"
+#include "mpi_test.hpp"
+#include "train/trainer.hpp"
+
+using namespace purine;
+using namespace purine::mpitest;
+
+namespace {
+
+TrainOptions data_parallel(int ranks, int rank) {
+  TrainOptions o;
+  o.model = "mlp";
+  o.data_dir = purine::testing::kFashionMnistDir;
+  o.max_iters = 20;
+  o.batch = 16;  // per rank
+  o.lr = 0.02;
+  o.threads = 1;  // several ranks share two cores
+  o.seed = 7;
+  o.ranks = ranks;
+  o.rank = rank;
+  o.parallel = ParallelLayout::kData;
+  o.test_samples = 200;
+  o.stall_timeout = kStallTimeout;
+  return o;
+}
+
+struct Run {
+  std::string error;
+  std::vector<double> losses;  // rank 0's
+  double accuracy = 0;
+  size_t locations_here = 0;  // where this rank keeps parameters
+};
+
+Run train(const TrainOptions& o) {
+  Run run;
+  run.error = run_and_catch([&] {
+    Trainer trainer(o);
+    run.accuracy =
+        trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); }).test_accuracy;
+    std::set<Location> here;
+    for (const Parameter& p : trainer.training_graph().parameters())
+      if (p.blob->location().rank == o.rank) here.insert(p.blob->location());
+    run.locations_here = here.size();
+  });
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("hybrid layouts follow pure data parallelism over the same ranks", "[hybrid]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  INFO("rank " << rank() << " of " << size());
+  const Run reference = train(data_parallel(size(), rank()));
+  TrainOptions split = data_parallel(size(), rank());
+  split.parallel = ParallelLayout::kHybrid;
+  split.split = {"fc1", "fc2"};
+  split.locations = 2;
+  const Run split_run = train(split);
+  const Run split_rerun = train(split);
+  TrainOptions staged = data_parallel(size(), rank());
+  staged.parallel = ParallelLayout::kHybrid;
+  staged.stages = 3;
+  const Run staged_run = train(staged);
+  barrier();
+  for (const Run* run : {&reference, &split_run, &split_rerun, &staged_run})
+    CHECK(run->error == "");
+  CHECK(reference.locations_here == 1);
+  CHECK(split_run.locations_here == 2);
+  CHECK(staged_run.locations_here == 3);
+  if (rank() != 0) return;
+  REQUIRE(reference.losses.size() == 20);
+  CHECK(reference.losses.back() < reference.losses.front());
+  REQUIRE(split_run.losses.size() == 20);
+  for (size_t i = 0; i < reference.losses.size(); ++i) {
+    INFO("iteration " << i + 1);
+    CHECK(std::fabs(split_run.losses[i] - reference.losses[i]) <=
+          1e-5 * std::fabs(reference.losses[i]));
+  }
+  CHECK(split_rerun.losses == split_run.losses);
+  CHECK(staged_run.losses == reference.losses);
+  CHECK(staged_run.accuracy == reference.accuracy);
+}
