@@ -209,6 +209,9 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
     for (const Parameter& p : dp.parameters[r]) weights.push_back(p.blob);
     grads.push_back(backward(g, dp.replicas[r].loss, weights, 1.0 / n));
   }
+  // What follows moves gradients and scalars between replicas (the updates inside are the
+  // optimizer's).
+  Graph::RoleScope role(g, OpRole::kCommunication);
   // Last parameters first: the backward pass produces their gradients first, and creation
   // order is the tie-break that orders collectives (mpi_allreduce) on every rank.
   std::vector<int> order;

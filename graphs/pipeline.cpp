@@ -1,5 +1,8 @@
 #include "graphs/pipeline.hpp"
 
+#include <cctype>
+#include <map>
+
 #include "base/error.hpp"
 
 namespace purine {
@@ -55,6 +58,63 @@ void place_stages(Graph& graph, const std::vector<ModelLayer>& layers,
             "place_stages: layer '", layers[i].name, "' is in stage ", stage_of[i], " of ",
             locations.size());
     graph.place(layers[i].name, locations[stage_of[i]]);
+  }
+}
+
+int micro_batch_of(const Op& op) {
+  const std::string& name = op.name();
+  const std::string scope = "micro";
+  for (size_t at = name.find(scope); at != std::string::npos; at = name.find(scope, at + 1)) {
+    if (at != 0 && name.compare(at - 2, 2, "::") != 0) continue;
+    size_t end = at + scope.size();
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    if (end > at + scope.size() && name.compare(end, 2, "::") == 0)
+      return std::stoi(name.substr(at + scope.size(), end - at - scope.size()));
+  }
+  return -1;
+}
+
+std::vector<std::pair<bool, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
+                                                 int micro_batches) {
+  std::vector<std::pair<bool, int>> order;
+  if (schedule == PipelineSchedule::kGPipe) {
+    for (int m = 0; m < micro_batches; ++m) order.emplace_back(true, m);
+    for (int m = 0; m < micro_batches; ++m) order.emplace_back(false, m);
+    return order;
+  }
+  const int warmup = std::min(stages - 1 - stage, micro_batches);
+  for (int m = 0; m < warmup; ++m) order.emplace_back(true, m);
+  for (int m = 0; m < micro_batches; ++m) {
+    if (warmup + m < micro_batches) order.emplace_back(true, warmup + m);
+    order.emplace_back(false, m);
+  }
+  return order;
+}
+
+void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
+                       PipelineSchedule schedule) {
+  const int n = static_cast<int>(stages.size());
+  for (int s = 0; s < n; ++s) {
+    // The ops of each (pass, micro-batch) on this stage's main thread, in graph order.
+    std::map<std::pair<bool, int>, std::vector<Op*>> passes;
+    for (Op* op : graph.topological_order()) {
+      if (op->location() != stages[s] || op->thread() != Graph::kMainThread) continue;
+      const bool forward = op->role() == OpRole::kForward;
+      if (!forward && op->role() != OpRole::kBackward) continue;
+      const int m = micro_batch_of(*op);
+      if (m >= 0) passes[{forward, m}].push_back(op);
+    }
+    Op* last = nullptr;
+    for (const auto& pass : schedule_order(schedule, s, n, micro_batches)) {
+      auto it = passes.find(pass);
+      require(it != passes.end(), "pipeline schedule: stage ", s, " at ", stages[s],
+              " has no ", pass.first ? "forward" : "backward", " op of micro-batch ", pass.second,
+              " on its main thread");
+      for (Op* op : it->second) {
+        if (last) graph.add_order(last, op);
+        last = op;
+      }
+    }
   }
 }
 

@@ -6,6 +6,17 @@
 // backward pass of the whole batch through the stages; the weights stay at their stage, where
 // the optimizer updates them.
 //
+// With micro-batches (M copies of the network sharing their weights, each on a slice of the
+// batch, "micro<m>" in their names: train/), the stages overlap: stage s works on micro-batch m
+// while stage s+1 works on m-1. The order of each stage's forward and backward work is a
+// schedule, fixed by orders between ops (Graph::add_order), so that every run is the same:
+//   kGPipe: all forwards, then all backwards (M micro-batches' activations held at once);
+//   k1F1B:  S-1-s forwards, then one forward and one backward in turn, then the remaining
+//           backwards (at most S-s micro-batches' activations held at stage s).
+// Both leave the bubble (S-1)/(M+S-1) of each iteration idle when every stage takes the same
+// time. Every rank builds the whole graph, so validate() proves before the first run that the
+// orders of all ranks together cannot wait in a circle.
+//
 // Stages are cut by layers with parameters: with P of them and S stages, the k-th parametric
 // layer goes to stage floor(k*S/P), and every layer without parameters (an activation, a
 // pooling) goes with the layer before it.
@@ -39,5 +50,23 @@ std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages
 // under that name, in any scope, are built there).
 void place_stages(Graph& graph, const std::vector<ModelLayer>& layers,
                   const std::vector<int>& stage_of, const std::vector<Location>& locations);
+
+enum class PipelineSchedule { kGPipe, k1F1B };
+
+// The micro-batch an op works on: m when its name has the scope "micro<m>"; -1 when none (the
+// sums of weight gradients over micro-batches, the updates).
+int micro_batch_of(const Op& op);
+
+// For `stage` of `stages` and `micro_batches`, the order of its forward (true) and backward
+// (false) passes over the micro-batches, as (forward, micro-batch) pairs.
+std::vector<std::pair<bool, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
+                                                 int micro_batches);
+
+// Orders the forward and backward ops of every micro-batch on the main thread of each stage's
+// location by `schedule` (ops of one pass in graph order). Call after backward(), before
+// running. Throws purine::Error when a stage has no op of some micro-batch's pass (the graph
+// is not a pipeline of `micro_batches` over `stages`).
+void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
+                       PipelineSchedule schedule);
 
 }  // namespace purine

@@ -31,6 +31,7 @@ void check_sgd_options(const SgdOptions& options) {
 Blob* add_sgd_update(Graph& graph, const Parameter& parameter, Blob* grad, Blob* lr,
                      const SgdOptions& options) {
   Blob* w = parameter.blob;
+  Graph::RoleScope role(graph, OpRole::kOptimizer);
   const Op* grad_writer = grad->writers().empty() ? nullptr : grad->writers()[0];
   Graph::Scope scope(graph, w->name(), true);
   Graph::Placement placement(graph, w->location(),

@@ -200,6 +200,7 @@ Gradients backward(Graph& graph, Blob* loss, const std::vector<Blob*>& wrt, doub
     if (to_loss.count(b)) needs_grad.insert(b);
 
   std::vector<Op*> order = graph.topological_order();
+  Graph::RoleScope role(graph, OpRole::kBackward);
   Builder builder(graph);
   const Op* loss_writer = loss->writers().empty() ? nullptr : loss->writers()[0];
   builder.contribute(

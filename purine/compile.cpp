@@ -222,7 +222,8 @@ CompiledGraph compile(Graph& graph, const CompileOptions& options) {
       plan.use_resource(id, res->second);
     }
   }
-  // Dependencies: every writer of an input before the reader; the writers of an accumulating
+  // Dependencies: every writer of an input before the reader, and every order (Graph::add_order);
+  // the writers of an accumulating
   // blob one after another, in creation order. Writers on other ranks are reached through the
   // receive task of the copy that brings their value here.
   for (const auto& [op, id] : out.tasks) {
@@ -231,6 +232,10 @@ CompiledGraph compile(Graph& graph, const CompileOptions& options) {
         auto it = out.tasks.find(w);
         if (it != out.tasks.end()) plan.add_dependency(it->second, id);
       }
+    for (const Op* before : op->ordered_after()) {
+      auto it = out.tasks.find(before);
+      if (it != out.tasks.end()) plan.add_dependency(it->second, id);
+    }
   }
   for (const auto& b : graph.blobs()) {
     const auto& writers = b->writers();

@@ -98,7 +98,11 @@ Blob* Composite::make_blob(const std::string& local_name, Shape shape) {
 
 Blob* Composite::make_parameter(const std::string& local_name, Shape shape,
                                 const std::string& filler, Attrs filler_attrs, double decay_mult) {
-  Blob* b = graph_.add_blob(local_name, shape);
+  std::string name;
+  if (Blob* shared = graph_.shared_parameter(graph_.full_name(local_name), shape, &name))
+    return shared;
+  Graph::Scope root(graph_, "", true);
+  Blob* b = graph_.add_blob(name, shape);
   filler_attrs.set("shape", shape.dims());
   graph_.add_parameter({b, filler, std::move(filler_attrs), decay_mult});
   return b;
@@ -108,10 +112,16 @@ Blob* Composite::make_parameter_piece(const std::string& local_name, const Shape
                                       int part, Shape shape, int64_t offset, int64_t row_stride,
                                       const std::string& filler, Attrs filler_attrs,
                                       double decay_mult) {
-  Blob* b = graph_.add_blob("part" + std::to_string(part) + "::" + local_name, shape);
+  std::string name, whole;
+  if (Blob* shared = graph_.shared_parameter(
+          graph_.full_name("part" + std::to_string(part) + "::" + local_name), shape, &name))
+    return shared;
+  graph_.shared_parameter(graph_.full_name(local_name), whole_shape, &whole);
+  Graph::Scope root(graph_, "", true);
+  Blob* b = graph_.add_blob(name, shape);
   filler_attrs.set("shape", shape.dims());
   Parameter p{b, filler, std::move(filler_attrs), decay_mult};
-  p.whole = graph_.full_name(local_name);
+  p.whole = whole;
   p.whole_shape = whole_shape;
   p.offset = offset;
   p.row_stride = row_stride;

@@ -69,6 +69,7 @@ Op* Graph::add_op(const std::string& local_name, const std::string& type, const 
   }
   ops_.emplace_back(new Op(this, full, std::move(kernel), location_, thread_, next_op_index_++));
   Op* op = ops_.back().get();
+  op->role_ = role_;
   op_by_name_[full] = op;
   return op;
 }
@@ -214,6 +215,10 @@ int Graph::prune(const std::vector<Blob*>& keep) {
     ++removed;
   }
   auto dead_op = [&](Op* op) { return live_ops.count(op) == 0; };
+  for (const auto& op : ops_)
+    op->ordered_after_.erase(
+        std::remove_if(op->ordered_after_.begin(), op->ordered_after_.end(), dead_op),
+        op->ordered_after_.end());
   for (auto it = blobs_.begin(); it != blobs_.end();) {
     Blob* b = it->get();
     if (!live_blobs.count(b)) {
@@ -254,6 +259,11 @@ void Graph::add_parameter(Parameter parameter) {
 }
 
 void Graph::add_state(Parameter state) {
+  for (const auto& [scope, with] : shared_)
+    require(state.blob->name().compare(0, scope.size() + 2, scope + "::") != 0, "state '",
+            state.blob->name(), "' is under scope '", scope,
+            "', whose parameters are shared: copies of a model sharing weights cannot all "
+            "update one running statistic (use a model without batch norm)");
   CHECK(state.blob != nullptr);
   states_.push_back(std::move(state));
 }
@@ -265,42 +275,73 @@ void Graph::add_swap(Blob* a, Blob* b) {
   swaps_.emplace_back(a, b);
 }
 
+void Graph::add_order(Op* before, Op* after) {
+  require(before && after && before != after, "Graph::add_order: two different ops are needed");
+  require(before->location().rank == after->location().rank, "Graph::add_order: op '",
+          before->name(), "' (", before->location(), ") and op '", after->name(), "' (",
+          after->location(), ") are on different ranks; an order holds within one rank");
+  after->ordered_after_.push_back(before);
+}
+
+namespace {
+
+// An op and where it runs, for messages.
+std::string describe(const Op* op) {
+  return str("'", op->name(), "' (", op->location(), ", thread ", op->thread(), ")");
+}
+
+}  // namespace
+
 std::vector<Op*> Graph::topological_order() const {
-  // Kahn's algorithm on op -> op edges (writer of an input -> reader), smallest index first.
-  std::map<const Op*, int> pending;
+  // Kahn's algorithm on op -> op edges (writer of an input -> reader, and orders), smallest
+  // index first.
+  std::map<const Op*, std::set<const Op*>> preds;
+  std::map<const Op*, std::set<Op*>> succs;
   for (const auto& op : ops_) {
-    std::set<const Op*> preds;
+    std::set<const Op*>& mine = preds[op.get()];
     for (const Blob* in : op->inputs())
-      for (const Op* w : in->writers()) preds.insert(w);
-    pending[op.get()] = static_cast<int>(preds.size());
+      for (const Op* w : in->writers()) mine.insert(w);
+    for (const Op* before : op->ordered_after()) mine.insert(before);
+    for (const Op* p : mine) succs[p].insert(op.get());
   }
+  std::map<const Op*, int> pending;
   auto later = [](const Op* a, const Op* b) { return a->index() > b->index(); };
   std::priority_queue<Op*, std::vector<Op*>, decltype(later)> ready(later);
-  for (const auto& op : ops_)
+  for (const auto& op : ops_) {
+    pending[op.get()] = static_cast<int>(preds[op.get()].size());
     if (pending[op.get()] == 0) ready.push(op.get());
+  }
   std::vector<Op*> order;
   while (!ready.empty()) {
     Op* op = ready.top();
     ready.pop();
     order.push_back(op);
-    std::set<Op*> succs;
-    for (const Blob* out : op->outputs())
-      for (Op* r : out->readers()) succs.insert(r);
-    for (Op* s : succs)
+    for (Op* s : succs[op])
       if (--pending[s] == 0) ready.push(s);
   }
-  if (order.size() != ops_.size()) {
-    std::string names;
-    int listed = 0;
-    for (const auto& op : ops_) {
-      if (pending[op.get()] > 0 && listed++ < 8)
-        names += (names.empty() ? "'" : ", '") + op->name() + "'";
-    }
-    throw Error(str("graph '", name_, "' has a cycle through ops ", names,
-                    "; an op's output must not feed back into its inputs within one run "
-                    "(use a swap between runs instead)"));
+  if (order.size() == ops_.size()) return order;
+  // Walk back through ops still waiting until one repeats: that is a cycle.
+  const Op* at = nullptr;
+  for (const auto& op : ops_)
+    if (pending[op.get()] > 0) at = op.get();
+  std::vector<const Op*> walk;
+  std::map<const Op*, size_t> seen;
+  while (!seen.count(at)) {
+    seen[at] = walk.size();
+    walk.push_back(at);
+    for (const Op* p : preds[at])
+      if (pending[p] > 0) {
+        at = p;
+        break;
+      }
   }
-  return order;
+  // The walk went from each op to one it waits for, and `at` waits for the walk's last op.
+  std::string cycle = describe(at);
+  for (size_t i = walk.size(); i-- > seen[at];) cycle += " -> " + describe(walk[i]);
+  throw Error(str("graph '", name_, "' has a cycle: ", cycle,
+                  "; each waits for the one before (an output feeding back into its inputs "
+                  "within one run, or an order of ops that waits in a circle, which would hang "
+                  "the ranks); use a swap between runs, or order the ops otherwise"));
 }
 
 void Graph::validate() {
@@ -431,6 +472,31 @@ const Rule* longest_match(const std::map<std::string, Rule>& rules, const std::s
 
 }  // namespace
 
+void Graph::share_parameters(const std::string& scope, const std::string& with) {
+  require(!scope.empty(), "Graph::share_parameters: empty scope");
+  shared_[scope] = with;
+}
+
+Blob* Graph::shared_parameter(const std::string& full_name, const Shape& shape,
+                              std::string* name) {
+  *name = full_name;
+  for (const auto& [scope, with] : shared_) {
+    if (full_name.compare(0, scope.size() + 2, scope + "::") != 0) continue;
+    *name = (with.empty() ? "" : with + "::") + full_name.substr(scope.size() + 2);
+    break;
+  }
+  if (*name == full_name) return nullptr;
+  Blob* existing = find_blob(*name);
+  if (!existing) return nullptr;
+  const bool is_parameter = std::any_of(parameters_.begin(), parameters_.end(),
+                                        [&](const Parameter& p) { return p.blob == existing; });
+  require(is_parameter, "parameter '", full_name, "' would share '", *name,
+          "', which is not a parameter");
+  require(existing->shape() == shape, "parameter '", full_name, "' of shape ", shape,
+          " would share '", *name, "' of shape ", existing->shape());
+  return existing;
+}
+
 void Graph::place(const std::string& name, Location location) {
   require(!name.empty(), "Graph::place: empty composite name");
   placements_[name] = location;
@@ -489,6 +555,11 @@ void Graph::own(std::unique_ptr<Composite> composite) {
             "' is added twice; give each composite a name of its own in its scope");
   composites_.push_back(std::move(composite));
 }
+
+Graph::RoleScope::RoleScope(Graph& graph, OpRole role) : graph_(graph), saved_(graph.role_) {
+  graph_.role_ = role;
+}
+Graph::RoleScope::~RoleScope() { graph_.role_ = saved_; }
 
 Graph::Scope::Scope(Graph& graph, const std::string& name, bool absolute)
     : graph_(graph), saved_(graph.prefix_) {

@@ -65,6 +65,10 @@ class Blob {
   std::shared_ptr<Tensor> tensor_;
 };
 
+// What an op is for (set by the code that builds it, Graph::RoleScope): pipeline schedules
+// order forward and backward ops, graph pictures colour by it.
+enum class OpRole { kForward, kBackward, kOptimizer, kCommunication };
+
 class Op {
  public:
   const std::string& name() const { return name_; }
@@ -78,6 +82,10 @@ class Op {
   // Creation index in the graph: the deterministic tie-breaker for ordering.
   int index() const { return index_; }
   Graph& graph() const { return *graph_; }
+  OpRole role() const { return role_; }
+  // The ops that must finish before this one starts besides its inputs' writers
+  // (Graph::add_order).
+  const std::vector<Op*>& ordered_after() const { return ordered_after_; }
 
  private:
   friend class Graph;
@@ -95,8 +103,10 @@ class Op {
   Location location_;
   std::string thread_;
   int index_;
+  OpRole role_ = OpRole::kForward;
   std::vector<Blob*> inputs_;
   std::vector<Blob*> outputs_;
+  std::vector<Op*> ordered_after_;
 };
 
 // A trainable tensor and how to initialize it.
@@ -180,6 +190,12 @@ class Graph {
   const std::vector<std::unique_ptr<Blob>>& blobs() const { return blobs_; }
   const std::vector<std::unique_ptr<Op>>& ops() const { return ops_; }
 
+  // An order between two ops of one rank that no data imposes: `after` starts only once
+  // `before` has finished (a schedule of a thread's ops, e.g. a pipeline's 1F1B). Every rank
+  // builds the whole graph, so validate() sees every order of every rank with the data edges
+  // and copies between them, and refuses orders that would wait in a circle (a hang).
+  void add_order(Op* before, Op* after);
+
   // Blobs no op writes (inputs to the graph) and blobs no op reads (its results).
   std::vector<Blob*> sources() const;
   std::vector<Blob*> sinks() const;
@@ -203,6 +219,13 @@ class Graph {
   // weights of the next run).
   void add_swap(Blob* a, Blob* b);
   const std::vector<std::pair<Blob*, Blob*>>& swaps() const { return swaps_; }
+
+  // Weight sharing, for several copies of one model (the micro-batches of a pipeline): the
+  // parameters that composites under the scope `scope` (a full prefix) create are named under
+  // `with` instead ("<scope>::fc1::weight" becomes "<with>::fc1::weight"), and one that exists
+  // already is reused, so every copy reads the same weights and autodiff sums their gradients.
+  // A state (running statistics, which every copy would write) under `scope` is an error.
+  void share_parameters(const std::string& scope, const std::string& with);
 
   // Layer placement, to lay out a model written for one location without changing its code: a
   // composite whose full name is `name`, or ends with "::" + `name`, is built at `location` (its
@@ -234,11 +257,25 @@ class Graph {
   // shape of inputs/outputs, an op reading a blob at another location, a blob with two writers
   // that is not accumulating. Sets up composites not yet set up.
   void validate();
-  // Ops in a deterministic topological order (ties by creation index). Throws on a cycle.
+  // Ops in a deterministic topological order (ties by creation index; orders count as edges).
+  // Throws on a cycle, naming its ops with their locations and threads.
   std::vector<Op*> topological_order() const;
 
   // GraphViz text of the bi-graph: blobs as ellipses, ops as boxes, clustered by location.
   std::string to_dot() const;
+
+  // Ops created while it lives get `role` (the default is kForward).
+  class RoleScope {
+   public:
+    RoleScope(Graph& graph, OpRole role);
+    ~RoleScope();
+    RoleScope(const RoleScope&) = delete;
+    RoleScope& operator=(const RoleScope&) = delete;
+
+   private:
+    Graph& graph_;
+    OpRole saved_;
+  };
 
   // Naming scope: vertices created while it lives get "name::" prefixed.
   class Scope {
@@ -290,6 +327,9 @@ class Graph {
   void set_up_connected_composites();
   void require_no_pending_composite(const char* what) const;
   void make_join(Blob* joined);
+  // The parameter blob named `full_name` (or its name under share_parameters()): an existing
+  // parameter reused, or nullptr with `*name` set to the name to create it under.
+  Blob* shared_parameter(const std::string& full_name, const Shape& shape, std::string* name);
 
   std::string name_;
   std::vector<std::unique_ptr<Blob>> blobs_;
@@ -304,10 +344,12 @@ class Graph {
   Location location_ = Location::cpu();
   std::string thread_ = kMainThread;
   int next_op_index_ = 0;
+  OpRole role_ = OpRole::kForward;
   bool auto_copy_ = true;
   std::map<std::pair<const Blob*, Location>, Blob*> copies_;
   std::map<std::string, Location> placements_;  // place()
   std::map<std::string, LayerSplit> splits_;     // split()
+  std::map<std::string, std::string> shared_;    // share_parameters(): scope -> with
   std::map<const Blob*, Slices> slices_;          // join_later()
   std::set<const Blob*> joins_pending_;
   int setups_running_ = 0;                      // composites in setup() now (nesting)

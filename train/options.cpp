@@ -35,6 +35,8 @@ constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "
                                                        {ParallelLayout::kPipeline, "pipeline"},
                                                        {ParallelLayout::kModel, "model"},
                                                        {ParallelLayout::kHybrid, "hybrid"}};
+constexpr Choice<PipelineSchedule> kSchedules[] = {{PipelineSchedule::kGPipe, "gpipe"},
+                                                   {PipelineSchedule::k1F1B, "1f1b"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
                                                  {dispatch::Mode::kSerial, "serial"}};
 
@@ -76,6 +78,9 @@ LrPolicy parse_lr_policy(const std::string& name) {
 }
 ParallelLayout parse_parallel_layout(const std::string& name) {
   return parse(kParallelLayouts, name, "parallel layout", "--parallel");
+}
+PipelineSchedule parse_schedule(const std::string& name) {
+  return parse(kSchedules, name, "pipeline schedule", "--schedule");
 }
 dispatch::Mode parse_executor(const std::string& name) {
   return parse(kExecutors, name, "executor", "--executor");
@@ -152,6 +157,7 @@ const char* name_of(Reduction reduction) { return name_in(kReductions, reduction
 const char* name_of(LrPolicy policy) { return name_in(kLrPolicies, policy); }
 const char* name_of(ParallelLayout layout) { return name_in(kParallelLayouts, layout); }
 const char* name_of(dispatch::Mode mode) { return name_in(kExecutors, mode); }
+const char* name_of(PipelineSchedule schedule) { return name_in(kSchedules, schedule); }
 
 void validate_options(const TrainOptions& o) {
   // Numbers that would train nothing, or crash.
@@ -214,6 +220,10 @@ void validate_options(const TrainOptions& o) {
   }
   require(o.batch % replicas == 0, "--batch ", o.batch, " does not split evenly over ", replicas,
           o.devices.empty() ? " locations" : " devices");
+  require(o.micro_batches >= 1, "--micro-batches must be at least 1, got ", o.micro_batches);
+  require(o.batch / replicas % o.micro_batches == 0, "--micro-batches=", o.micro_batches,
+          " does not divide the batch of ", o.batch / replicas, " images",
+          replicas > 1 ? " per replica" : "");
   require(replicas == 1 || (o.reduce != Reduction::kMpi && o.reduce != Reduction::kNccl),
           "--reduce=", name_of(o.reduce), " joins one replica per rank; with ", replica_flag,
           " use ring or ps");

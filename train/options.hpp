@@ -14,6 +14,7 @@
 #include "dispatcher/engine.hpp"
 #include "graphs/allreduce.hpp"
 #include "graphs/lr_schedule.hpp"
+#include "graphs/pipeline.hpp"
 #include "purine/mpi.hpp"
 
 namespace purine {
@@ -75,6 +76,12 @@ struct TrainOptions {
   // gradients reduced by `reduce` as with kData; each replica either split so over its rank's
   // locations, or cut into `stages` stages at them.
   std::vector<std::string> split;
+  // Each replica's batch in this many micro-batches, run as copies of the network sharing its
+  // weights; their gradients accumulate before one update (any layout; a pipeline overlaps
+  // them, stage by stage). Models with batch norm cannot share their running statistics.
+  int micro_batches = 1;
+  // The order of a pipeline's forward and backward passes over its micro-batches.
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
@@ -118,6 +125,7 @@ LrPolicy parse_lr_policy(
     const std::string& name);  // --lr-policy: fixed, step, multistep, poly, cosine
 ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: none, data, pipeline
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
+PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);
@@ -140,5 +148,6 @@ const char* name_of(Reduction reduction);
 const char* name_of(LrPolicy policy);
 const char* name_of(ParallelLayout layout);
 const char* name_of(dispatch::Mode mode);
+const char* name_of(PipelineSchedule schedule);
 
 }  // namespace purine

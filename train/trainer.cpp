@@ -12,6 +12,7 @@
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
+#include "graphs/copies.hpp"
 #include "graphs/model_parallel.hpp"
 #include "graphs/pipeline.hpp"
 #include "models/models.hpp"
@@ -108,8 +109,9 @@ void split_layers(Graph& g, const TrainOptions& o, const Shape& images, int64_t 
 // The single-device network: data source (on its own thread) -> model -> softmax loss and
 // accuracy. Replica r of n reads the r-th slice of every global batch. `*source` is set to the
 // data op's data set.
-ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string& split, int batch,
-                             bool training, int replica, int replicas, DataSource** source) {
+ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::string& split,
+                                   int batch, bool training, int slice, int slices, int replica,
+                                   DataSource** source) {
   std::vector<Blob*> data;
   {
     // Files are read on the host: a replica on a GPU reads from its rank's CPU (the builder
@@ -120,8 +122,8 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
     attrs.set("split", split)
         .set("batch", batch)
         .set("seed", static_cast<int64_t>(o.seed))
-        .set("rank", replica)
-        .set("ranks", replicas);
+        .set("rank", slice)
+        .set("ranks", slices);
     SyntheticData synthetic;
     if (parse_synthetic_data(o.data_dir, &synthetic)) {
       attrs.set("channels", synthetic.channels)
@@ -153,11 +155,52 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   if (!o.split.empty())
     split_layers(g, o, data[0]->shape(), spec.classes, layout_locations(o, replica));
   Blob* logits = find_model(o.model)(g, data[0], spec);
+  // A pipeline's loss is computed at its last stage, so that no stage waits for the others
+  // within a micro-batch's forward pass.
+  Graph::Placement at_loss(g, o.stages > 1 ? layout_locations(o, replica).back()
+                                           : g.current_location());
   auto& loss = g.add<SoftmaxLossLayer>("loss");
   B{logits, data[1]} >> loss;
   ReplicaOutputs out;
   out.loss = loss.top(0);
   out.accuracy = g.apply("top1", "accuracy", {}, {loss.top(1), data[1]}, {"accuracy"})[0];
+  return out;
+}
+
+// The single-device network of replica r of n, reading the r-th slice of every global batch,
+// or, with --micro-batches=M in training, M copies of it sharing their parameters
+// (Graph::share_parameters), copy m reading slice r*M+m of n*M: one run accumulates the
+// micro-batches' weight gradients (autodiff sums them) before the one update. The replica's
+// loss and accuracy are the micro-batches' means. Adds the data ops' sources to `*sources`.
+ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string& split, int batch,
+                             bool training, int replica, int replicas,
+                             std::vector<DataSource*>* sources) {
+  const int micro = training ? o.micro_batches : 1;
+  DataSource* source = nullptr;
+  if (micro == 1) {
+    ReplicaOutputs out =
+        build_micro_network(g, o, split, batch, training, replica, replicas, replica, &source);
+    sources->push_back(source);
+    return out;
+  }
+  std::vector<Blob*> losses, accuracies;
+  const std::string outer = g.scope_prefix();
+  for (int m = 0; m < micro; ++m) {
+    Graph::Scope scope(g, "micro" + std::to_string(m));
+    g.share_parameters(g.scope_prefix(), outer);
+    const ReplicaOutputs out = build_micro_network(g, o, split, batch / micro, training,
+                                                   replica * micro + m, replicas * micro,
+                                                   replica, &source);
+    sources->push_back(source);
+    losses.push_back(out.loss);
+    accuracies.push_back(out.accuracy);
+  }
+  const Location here = g.current_location();
+  ReplicaOutputs out;
+  out.loss = (B(losses) >> g.add<Aggregate>("micro_loss", here, Aggregate::Mode::kAverage)).top(0);
+  out.accuracy =
+      (B(accuracies) >> g.add<Aggregate>("micro_accuracy", here, Aggregate::Mode::kAverage))
+          .top(0);
   return out;
 }
 
@@ -236,16 +279,21 @@ class Trainer::Impl {
     dp_ = build_data_parallel(
         train_, locations,
         [&](Graph& g, int r, int n) {
-          DataSource* data = nullptr;
+          std::vector<DataSource*> data;
           ReplicaOutputs out =
               build_network(g, options_, "train", options_.batch / replicas, true, r, n, &data);
           // This process's own data sources; every rank knows the first one's epoch.
-          if (locations[r].rank == options_.rank) train_data_.push_back(data);
-          if (r == 0) epoch_data_ = data;
+          if (locations[r].rank == options_.rank)
+            train_data_.insert(train_data_.end(), data.begin(), data.end());
+          if (r == 0) epoch_data_ = data[0];
           return out;
         },
         dp_options);
     initialize_parameters(dp_.checkpoint, train_, options_.seed, options_.rank);
+    if (options_.stages > 1 && options_.micro_batches > 1)
+      for (int r = 0; r < static_cast<int>(locations.size()); ++r)
+        schedule_pipeline(train_, layout_locations(options_, r), options_.micro_batches,
+                          options_.schedule);
 
     LrScheduleOptions lr;
     lr.policy = options_.lr_policy;
@@ -282,8 +330,10 @@ class Trainer::Impl {
       // Rank 0 evaluates with a single-device graph reading replica 0's tensors, where they are.
       Graph::Scope scope(test_, "replica0");
       Graph::Placement at(test_, locations[0]);
+      std::vector<DataSource*> test_data;
       test_outputs_ =
-          build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data_);
+          build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data);
+      test_data_ = test_data[0];
       const DataSource& train_data = *epoch_data_;
       require(test_data_->rows() == train_data.rows() && test_data_->cols() == train_data.cols(),
               "the test split in '", options_.data_dir, "' has ", test_data_->rows(), "x",
@@ -403,7 +453,8 @@ class Trainer::Impl {
       layout += str(i ? "," : " devices=", options_.devices[i]);
     if (options_.ranks * replicas_per_rank(options_) > 1)
       layout += str(" reduce=", name_of(options_.reduce), " bucket_kb=", options_.bucket_kb);
-    if (options_.parallel == ParallelLayout::kPipeline) layout += str(" stages=", options_.stages);
+    if (options_.stages > 1) layout += str(" stages=", options_.stages);
+    if (options_.micro_batches > 1) layout += str(" micro_batches=", options_.micro_batches);
     for (size_t i = 0; i < options_.split.size(); ++i)
       layout += str(i ? "," : " split=", options_.split[i]);
     return layout;
@@ -483,6 +534,7 @@ class Trainer::Impl {
     return options_.checkpoint_path;
   }
   const CheckpointMap& checkpoint_map() const { return dp_.checkpoint; }
+  void add_observer(dispatch::Observer* observer) { train_run_->add_observer(observer); }
   const Graph& graph() const { return train_; }
 
   double evaluate() {
@@ -529,6 +581,7 @@ std::string Trainer::resume_newest() { return impl_->resume_newest(); }
 std::string Trainer::resume() { return impl_->resume(); }
 const Graph& Trainer::training_graph() const { return impl_->graph(); }
 const CheckpointMap& Trainer::checkpoint_map() const { return impl_->checkpoint_map(); }
+void Trainer::add_observer(dispatch::Observer* observer) { impl_->add_observer(observer); }
 int64_t Trainer::iterations_per_epoch() const { return impl_->iterations_per_epoch(); }
 
 }  // namespace purine

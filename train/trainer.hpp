@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "dispatcher/observer.hpp"
 #include "purine/serialize.hpp"
 #include "train/options.hpp"
 
@@ -80,6 +81,9 @@ class Trainer {
   // checkpoints hold, whatever the layout).
   const CheckpointMap& checkpoint_map() const;
   int64_t iterations_per_epoch() const;
+  // Sees every task of the training runs (e.g. to measure a pipeline's bubble); must outlive
+  // the trainer's runs.
+  void add_observer(dispatch::Observer* observer);
 
  private:
   class Impl;

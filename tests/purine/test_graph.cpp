@@ -210,3 +210,46 @@ TEST_CASE("place() builds the named composites at their locations; layer_names()
   CHECK(g.layer_names() == std::vector<std::string>{"net::a", "net::b", "net::c"});
   CHECK_THROWS_WITH(g.place("", Location::cpu()), Catch::Contains("empty composite name"));
 }
+
+TEST_CASE("orders between ops are edges: a circle of waits across ranks is refused, named",
+          "[graph][order]") {
+  // Rank 0 computes a0 and sends it to rank 1; rank 1 computes b1 and sends it to rank 0. Each
+  // rank's order makes it wait for the other's message before sending its own: run, both ranks
+  // would wait forever. Every rank builds this whole graph, so the builder sees the circle.
+  Graph g;
+  Op *a0, *a1, *b0, *b1;
+  {
+    Graph::Placement at(g, Location::cpu(0));
+    a0 = g.add_op("a0", "relu");
+    g.set_inputs(a0, {g.add_blob("x0", {4})});
+    g.set_outputs(a0, {g.add_blob("y0", {4})});
+  }
+  {
+    Graph::Placement at(g, Location::cpu(1));
+    b1 = g.add_op("b1", "relu");
+    g.set_inputs(b1, {g.add_blob("x1", {4})});
+    g.set_outputs(b1, {g.add_blob("y1", {4})});
+    a1 = g.add_op("a1", "relu");
+    g.set_inputs(a1, {g.blob("y0")});  // a copy from rank 0 is inserted
+    g.set_outputs(a1, {g.add_blob("z1", {4})});
+  }
+  {
+    Graph::Placement at(g, Location::cpu(0));
+    b0 = g.add_op("b0", "relu");
+    g.set_inputs(b0, {g.blob("y1")});  // a copy from rank 1
+    g.set_outputs(b0, {g.add_blob("z0", {4})});
+  }
+  g.validate();  // without orders: fine
+  g.add_order(b0, a0);  // rank 0: receive b1's value before sending a0's
+  g.validate();         // one order alone waits in no circle
+  g.add_order(a1, b1);  // rank 1: receive a0's value before sending b1's
+  REQUIRE_THROWS_WITH(
+      g.validate(),
+      Catch::Contains("has a cycle: ") && Catch::Contains("'a0' (rank0:cpu, thread main)") &&
+          Catch::Contains("'a1' (rank1:cpu, thread main)") &&
+          Catch::Contains("'b1' (rank1:cpu, thread main)") &&
+          Catch::Contains("'b0' (rank0:cpu, thread main)") && Catch::Contains("would hang"));
+  CHECK_THROWS_WITH(g.add_order(a0, a1),
+                    Catch::Contains("op 'a0' (rank0:cpu) and op 'a1' (rank1:cpu) are on "
+                                    "different ranks; an order holds within one rank"));
+}

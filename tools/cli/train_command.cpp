@@ -80,6 +80,12 @@ DEFINE_string(split, "",
               "model parallel: the layers to split, comma-separated (e.g. fc1,fc2), alternately "
               "by outputs and by inputs: two in a row with an activation between them exchange "
               "one sum per pass");
+DEFINE_int32(micro_batches, 1,
+             "cut each replica's batch into this many micro-batches, their gradients summed "
+             "before one update (a pipeline overlaps them stage by stage)");
+DEFINE_string(schedule, "1f1b",
+              "pipeline with --micro-batches: gpipe (all forwards, then all backwards) or 1f1b "
+              "(one forward, one backward in turn: at most --stages micro-batches in flight)");
 DEFINE_int32(locations, 1,
              "data parallel: replicas in each process, each at its own CPU location with its own "
              "threads (--threads is shared among them); model parallel: the CPU locations of "
@@ -152,6 +158,8 @@ TrainOptions options_from_flags() {
   o.bucket_kb = FLAGS_bucket_kb;
   o.locations = FLAGS_locations;
   o.stages = FLAGS_stages;
+  o.micro_batches = FLAGS_micro_batches;
+  o.schedule = parse_schedule(FLAGS_schedule);
   o.split = parse_name_list(FLAGS_split, "--split");
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
   o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}

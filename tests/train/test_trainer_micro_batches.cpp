@@ -1,0 +1,165 @@
+// Micro-batches through the Trainer (--micro-batches, --schedule): gradient accumulation in any
+// layout, and a pipeline's schedule, checked from the order the dispatcher ran the tasks in.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "fashion_mnist.hpp"
+#include "graphs/pipeline.hpp"
+#include "purine/graph.hpp"
+#include "train/trainer.hpp"
+
+using namespace purine;
+using testing::have_fashion_mnist;
+using testing::kFashionMnistDir;
+
+namespace {
+
+TrainOptions pipeline_run(int micro_batches, PipelineSchedule schedule) {
+  TrainOptions o;
+  o.model = "mlp";
+  o.data_dir = kFashionMnistDir;
+  o.max_iters = 20;
+  o.batch = 32;
+  o.lr = 0.05;
+  o.threads = 2;
+  o.seed = 3;
+  o.test_samples = 200;
+  o.parallel = ParallelLayout::kPipeline;
+  o.stages = 3;
+  o.micro_batches = micro_batches;
+  o.schedule = schedule;
+  return o;
+}
+
+struct Run {
+  std::vector<double> losses;
+  double accuracy = 0;
+};
+
+Run train(const TrainOptions& o, dispatch::Observer* observer = nullptr) {
+  Trainer trainer(o);
+  if (observer) trainer.add_observer(observer);
+  Run run;
+  run.accuracy =
+      trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); }).test_accuracy;
+  return run;
+}
+
+// The passes (forward?, micro-batch) each stage's main thread started, in order, in the first
+// iteration.
+class PassRecorder : public dispatch::Observer {
+ public:
+  explicit PassRecorder(int stages) : passes_(stages) {}
+  void set_graph(const Graph* graph) { graph_ = graph; }
+  void on_task_start(const dispatch::TaskEvent& e) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Op* op = graph_->find_op(*e.task_name);
+    if (!op || op->thread() != Graph::kMainThread || op->location().cpu_index >= 3) return;
+    const bool forward = op->role() == OpRole::kForward;
+    const int m = micro_batch_of(*op);
+    if ((!forward && op->role() != OpRole::kBackward) || m < 0) return;
+    auto& mine = passes_[op->location().cpu_index];
+    // The first iteration only: passes end when micro-batch 0's forward comes again.
+    if (done_) return;
+    if (!mine.empty() && mine.back() == std::make_pair(forward, m)) return;
+    if (forward && m == 0 && !mine.empty()) {
+      done_ = true;
+      return;
+    }
+    mine.emplace_back(forward, m);
+  }
+  void on_task_end(const dispatch::TaskEvent&) override {}
+  const std::vector<std::vector<std::pair<bool, int>>>& passes() const { return passes_; }
+
+ private:
+  const Graph* graph_ = nullptr;
+  std::mutex mutex_;
+  bool done_ = false;
+  std::vector<std::vector<std::pair<bool, int>>> passes_;
+};
+
+}  // namespace
+
+TEST_CASE("schedules order each stage's passes: GPipe all forwards first, 1F1B in turn",
+          "[pipeline]") {
+  using P = std::vector<std::pair<bool, int>>;
+  const bool F = true, B = false;
+  for (int s = 0; s < 3; ++s)
+    CHECK(schedule_order(PipelineSchedule::kGPipe, s, 3, 3) ==
+          P{{F, 0}, {F, 1}, {F, 2}, {B, 0}, {B, 1}, {B, 2}});
+  // Three stages, four micro-batches: stage s runs 2 - s forwards before its first backward.
+  CHECK(schedule_order(PipelineSchedule::k1F1B, 0, 3, 4) ==
+        P{{F, 0}, {F, 1}, {F, 2}, {B, 0}, {F, 3}, {B, 1}, {B, 2}, {B, 3}});
+  CHECK(schedule_order(PipelineSchedule::k1F1B, 1, 3, 4) ==
+        P{{F, 0}, {F, 1}, {B, 0}, {F, 2}, {B, 1}, {F, 3}, {B, 2}, {B, 3}});
+  CHECK(schedule_order(PipelineSchedule::k1F1B, 2, 3, 4) ==
+        P{{F, 0}, {B, 0}, {F, 1}, {B, 1}, {F, 2}, {B, 2}, {F, 3}, {B, 3}});
+  // Fewer micro-batches than the warm-up wants.
+  CHECK(schedule_order(PipelineSchedule::k1F1B, 0, 4, 2) == P{{F, 0}, {F, 1}, {B, 0}, {B, 1}});
+}
+
+TEST_CASE("micro-batches follow the whole batch; the schedule changes the order, not the result",
+          "[trainer][e2e][pipeline][determinism]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  const Run whole = train(pipeline_run(1, PipelineSchedule::k1F1B));
+  const Run gpipe = train(pipeline_run(4, PipelineSchedule::kGPipe));
+  const Run one_f_one_b = train(pipeline_run(4, PipelineSchedule::k1F1B));
+  REQUIRE(whole.losses.size() == 20);
+  CHECK(whole.losses.back() < whole.losses.front());
+  // Four micro-batches' gradients summed differ from one batch's in rounding only.
+  for (size_t i = 0; i < whole.losses.size(); ++i) {
+    INFO("iteration " << i + 1);
+    CHECK(std::fabs(gpipe.losses[i] - whole.losses[i]) <= 1e-5 * std::fabs(whole.losses[i]));
+  }
+  CHECK(one_f_one_b.losses == gpipe.losses);  // the same ops and sums, in another order
+  CHECK(one_f_one_b.accuracy == gpipe.accuracy);
+  CHECK(train(pipeline_run(4, PipelineSchedule::k1F1B)).losses == one_f_one_b.losses);
+  // Gradient accumulation without a pipeline: the same sums.
+  TrainOptions accumulate = pipeline_run(4, PipelineSchedule::k1F1B);
+  accumulate.parallel = ParallelLayout::kNone;
+  accumulate.stages = 1;
+  CHECK(train(accumulate).losses == gpipe.losses);
+}
+
+TEST_CASE("each stage runs its passes in the schedule's order", "[trainer][e2e][pipeline]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+    INFO(name_of(schedule));
+    TrainOptions o = pipeline_run(4, schedule);
+    o.max_iters = 2;
+    o.evaluate = false;
+    Trainer trainer(o);
+    PassRecorder recorder(3);
+    recorder.set_graph(&trainer.training_graph());
+    trainer.add_observer(&recorder);
+    trainer.train([](const TrainProgress&) {});
+    for (int s = 0; s < 3; ++s) {
+      INFO("stage " << s);
+      CHECK(recorder.passes()[s] == schedule_order(schedule, s, 3, 4));
+    }
+  }
+}
+
+TEST_CASE("bad micro-batch counts and models that cannot share weights are refused",
+          "[trainer][pipeline]") {
+  TrainOptions o = pipeline_run(3, PipelineSchedule::k1F1B);
+  REQUIRE_THROWS_WITH(Trainer(o),
+                      Catch::Contains("--micro-batches=3 does not divide the batch of 32 images"));
+  o.micro_batches = 0;
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--micro-batches must be at least 1, got 0"));
+  if (!have_fashion_mnist()) return;
+  o.model = "convnet_bn";
+  o.micro_batches = 2;
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("running_mean") &&
+                                      Catch::Contains("use a model without batch norm"));
+}

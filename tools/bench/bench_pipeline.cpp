@@ -1,0 +1,238 @@
+// Pipeline bubble and throughput: a model cut into --stages stages (graphs/pipeline.hpp) trained
+// with M micro-batches per iteration under the GPipe and 1F1B schedules. From the tasks the
+// dispatcher ran (an observer), for every measured iteration: the bubble, the share of the
+// iteration during which the busiest stage's main thread was idle (1 - its busy time / the span
+// from the first task start to the last task end; with stages of unequal work the others idle
+// longer), next to the theory (S-1)/(M+S-1) for equal stages; the stages' balance (least busy
+// / most busy); the most micro-batches in flight at one stage (forward started, backward not
+// finished: the activations a stage must hold); images per second against the same model at
+// one location in the same run (with the same threads: a pipeline on one machine gains
+// nothing from more locations, it shows the schedule's cost).
+// The default model, "pipeline_mlp" (registered here), has two stages of equal work, as the
+// theory assumes: 784-1024-1024 | 1792-10 fully connected, 1.85 M multiply-adds per image
+// each side of the cut.
+//   bench_pipeline [--model=pipeline_mlp] [--stages=2] [--batch=512] [--iters=40] [--threads=2]
+#include <gflags/gflags.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "graphs/layers.hpp"
+#include "graphs/pipeline.hpp"
+#include "models/models.hpp"
+#include "purine/dsl.hpp"
+#include "purine/graph.hpp"
+#include "train/trainer.hpp"
+
+DEFINE_string(model, "pipeline_mlp", "model to train");
+DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "IDX data directory");
+DEFINE_int32(stages, 2, "pipeline stages (CPU locations of this process)");
+DEFINE_int32(batch, 512, "images per iteration (divisible by 8)");
+DEFINE_int32(iters, 40, "iterations per configuration; the first 5 are not measured");
+DEFINE_int32(threads, 2, "compute threads, shared by the stages");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using purine::Location;
+using purine::Op;
+
+purine::Blob* pipeline_mlp(purine::Graph& g, purine::Blob* images, const purine::ModelSpec& spec) {
+  using purine::InnerProductLayer;
+  auto fc = [&](const std::string& name, int64_t outputs) -> purine::Composite& {
+    return g.add<InnerProductLayer>(name, InnerProductLayer::Options{outputs});
+  };
+  auto relu = [&](const std::string& name) -> purine::Composite& {
+    return g.add<purine::ActivationLayer>(name, "relu");
+  };
+  purine::Graph::Scope scope(g, "pipeline_mlp");
+  return (purine::B{images} >> fc("fc1", 1024) >> relu("relu1") >> fc("fc2", 1024) >>
+          relu("relu2") >> fc("fc3", 1792) >> relu("relu3") >> fc("fc4", spec.classes))
+      .top(0);
+}
+PURINE_REGISTER_MODEL("pipeline_mlp", pipeline_mlp);
+
+// Per iteration: the stages' busy time, span and micro-batches in flight.
+class StageObserver : public purine::dispatch::Observer {
+ public:
+  StageObserver(const purine::Graph& graph, std::vector<Location> stages, int micro_batches)
+      : graph_(graph), stages_(std::move(stages)), micro_batches_(micro_batches) {}
+
+  void on_task_start(const purine::dispatch::TaskEvent& e) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    started_[e.task_name] = e.time;
+  }
+  void on_task_end(const purine::dispatch::TaskEvent& e) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Task& task = task_of(e.task_name);
+    if (task.stage < 0) return;
+    records_.push_back({task, started_[e.task_name], e.time});
+  }
+
+  struct Iteration {
+    double bubble = 0;
+    double balance = 0;
+    int in_flight = 0;  // the most at one stage
+  };
+  // Measures the tasks recorded since the last call, and forgets them.
+  Iteration finish_iteration() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Iteration it;
+    if (records_.empty()) return it;
+    Clock::time_point first = records_[0].start, last = records_[0].end;
+    std::vector<double> busy(stages_.size(), 0);
+    // Per stage and micro-batch: the first forward start and the last backward end.
+    std::map<std::pair<int, int>, std::pair<Clock::time_point, Clock::time_point>> life;
+    for (const Record& r : records_) {
+      first = std::min(first, r.start);
+      last = std::max(last, r.end);
+      busy[r.task.stage] += std::chrono::duration<double>(r.end - r.start).count();
+      if (r.task.micro < 0) continue;
+      auto [entry, fresh] = life.try_emplace({r.task.stage, r.task.micro}, r.start, r.end);
+      if (r.task.forward) entry->second.first = std::min(entry->second.first, r.start);
+      if (!r.task.forward) entry->second.second = std::max(entry->second.second, r.end);
+      if (fresh && !r.task.forward) entry->second.first = r.start;
+    }
+    const double span = std::chrono::duration<double>(last - first).count();
+    const double most = *std::max_element(busy.begin(), busy.end());
+    it.bubble = span > 0 ? 1.0 - most / span : 0;
+    it.balance = most > 0 ? *std::min_element(busy.begin(), busy.end()) / most : 0;
+    for (int s = 0; s < static_cast<int>(stages_.size()); ++s) {
+      std::vector<std::pair<Clock::time_point, int>> edges;
+      for (const auto& [key, times] : life)
+        if (key.first == s) {
+          edges.emplace_back(times.first, +1);
+          edges.emplace_back(times.second, -1);
+        }
+      std::sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first < b.first : a.second < b.second;  // leave first
+      });
+      int now = 0;
+      for (const auto& edge : edges) it.in_flight = std::max(it.in_flight, now += edge.second);
+    }
+    records_.clear();
+    started_.clear();
+    return it;
+  }
+
+ private:
+  struct Task {
+    int stage = -1;  // -1: not a stage's main-thread forward or backward op
+    int micro = -1;
+    bool forward = true;
+  };
+  struct Record {
+    Task task;
+    Clock::time_point start, end;
+  };
+  const Task& task_of(const std::string* name) {
+    auto it = tasks_.find(name);
+    if (it != tasks_.end()) return it->second;
+    Task task;
+    if (const Op* op = graph_.find_op(*name);
+        op && op->thread() == purine::Graph::kMainThread &&
+        (op->role() == purine::OpRole::kForward || op->role() == purine::OpRole::kBackward)) {
+      auto at = std::find(stages_.begin(), stages_.end(), op->location());
+      if (at != stages_.end()) {
+        task.stage = static_cast<int>(at - stages_.begin());
+        // One micro-batch has no "micro<m>" scope: the whole batch is micro-batch 0.
+        task.micro = micro_batches_ == 1 ? 0 : purine::micro_batch_of(*op);
+        task.forward = op->role() == purine::OpRole::kForward;
+      }
+    }
+    return tasks_[name] = task;
+  }
+
+  const purine::Graph& graph_;
+  std::vector<Location> stages_;
+  int micro_batches_;
+  std::mutex mutex_;
+  std::map<const std::string*, Task> tasks_;
+  std::map<const std::string*, Clock::time_point> started_;
+  std::vector<Record> records_;
+};
+
+struct Result {
+  double bubble = 0;
+  double balance = 0;
+  double in_flight = 0;  // the mean over iterations of the most at one stage
+  double images_per_sec = 0;
+};
+
+constexpr int kWarmup = 5;
+
+Result measure(purine::ParallelLayout layout, int micro_batches,
+               purine::PipelineSchedule schedule) {
+  purine::TrainOptions o;
+  o.model = FLAGS_model;
+  o.data_dir = FLAGS_data;
+  o.batch = FLAGS_batch;
+  o.max_iters = FLAGS_iters;
+  o.threads = FLAGS_threads;
+  o.evaluate = false;
+  o.lr = 0.001;
+  o.parallel = layout;
+  if (layout == purine::ParallelLayout::kPipeline) o.stages = FLAGS_stages;
+  o.micro_batches = micro_batches;
+  o.schedule = schedule;
+  purine::Trainer trainer(o);
+  std::vector<Location> stages;
+  for (int s = 0; s < o.stages; ++s) stages.push_back(Location::cpu(0, s));
+  StageObserver observer(trainer.training_graph(), stages, micro_batches);
+  trainer.add_observer(&observer);
+  Result result;
+  int measured = 0;
+  Clock::time_point start;
+  trainer.train([&](const purine::TrainProgress& p) {
+    const StageObserver::Iteration it = observer.finish_iteration();
+    if (p.iteration == kWarmup) start = Clock::now();
+    if (p.iteration <= kWarmup) return;
+    result.bubble += it.bubble;
+    result.balance += it.balance;
+    result.in_flight += it.in_flight;
+    ++measured;
+  });
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.bubble /= measured;
+  result.balance /= measured;
+  result.in_flight /= measured;
+  result.images_per_sec = measured * static_cast<double>(FLAGS_batch) / seconds;
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("pipeline bubble and throughput per schedule and micro-batch count");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_iters <= kWarmup) {
+    std::fprintf(stderr, "error: --iters must exceed %d\n", kWarmup);
+    return 1;
+  }
+  try {
+    const int s = FLAGS_stages;
+    std::printf("pipeline of %s: %d stages at rank0:cpu0..%d, batch %d, %d threads, %d "
+                "iterations (first %d not measured)\n",
+                FLAGS_model.c_str(), s, s - 1, FLAGS_batch, FLAGS_threads, FLAGS_iters, kWarmup);
+    const Result single =
+        measure(purine::ParallelLayout::kNone, 1, purine::PipelineSchedule::k1F1B);
+    std::printf("one location: %.0f img/s\n\n", single.images_per_sec);
+    std::printf("%-8s %3s %8s %8s %8s %10s %9s %8s\n", "schedule", "M", "theory", "bubble",
+                "balance", "in flight", "img/s", "vs one");
+    for (auto schedule : {purine::PipelineSchedule::kGPipe, purine::PipelineSchedule::k1F1B})
+      for (int m : {1, 2, 4, 8}) {
+        const Result r = measure(purine::ParallelLayout::kPipeline, m, schedule);
+        std::printf("%-8s %3d %8.3f %8.3f %8.2f %10.1f %9.0f %8.2f\n",
+                    purine::name_of(schedule), m, (s - 1.0) / (m + s - 1.0), r.bubble, r.balance,
+                    r.in_flight, r.images_per_sec, r.images_per_sec / single.images_per_sec);
+      }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
