@@ -156,14 +156,18 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
     split_layers(g, o, data[0]->shape(), spec.classes, layout_locations(o, replica));
   Blob* logits = find_model(o.model)(g, data[0], spec);
   // A pipeline's loss is computed at its last stage, so that no stage waits for the others
-  // within a micro-batch's forward pass.
-  Graph::Placement at_loss(g, o.stages > 1 ? layout_locations(o, replica).back()
-                                           : g.current_location());
-  auto& loss = g.add<SoftmaxLossLayer>("loss");
-  B{logits, data[1]} >> loss;
+  // within a micro-batch's forward pass; its values come back to the network's location.
+  const Location here = g.current_location();
   ReplicaOutputs out;
-  out.loss = loss.top(0);
-  out.accuracy = g.apply("top1", "accuracy", {}, {loss.top(1), data[1]}, {"accuracy"})[0];
+  {
+    Graph::Placement at_loss(g, o.stages > 1 ? layout_locations(o, replica).back() : here);
+    auto& loss = g.add<SoftmaxLossLayer>("loss");
+    B{logits, data[1]} >> loss;
+    out.loss = loss.top(0);
+    out.accuracy = g.apply("top1", "accuracy", {}, {loss.top(1), data[1]}, {"accuracy"})[0];
+  }
+  for (Blob** b : {&out.loss, &out.accuracy})
+    if ((*b)->location() != here) *b = g.copy_to(*b, here, Graph::kMainThread);
   return out;
 }
 

@@ -31,6 +31,10 @@ TrainOptions data_parallel(int ranks, int rank) {
   o.ranks = ranks;
   o.rank = rank;
   o.parallel = ParallelLayout::kData;
+  // Every gradient reduced alone: buckets join only weights at one location, so with a
+  // pipeline in each replica they would differ, and with 3 ranks or more a sum cut into other
+  // chunks adds in another order.
+  o.bucket_kb = 0;
   o.test_samples = 200;
   o.stall_timeout = kStallTimeout;
   return o;
