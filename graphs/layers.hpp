@@ -19,7 +19,10 @@ namespace purine {
 // location, by a deferred join that a following element-wise layer and a layer split by inputs
 // take apart without moving anything), or by inputs (x is cut along axis 1, each location
 // holds the matching columns of W and computes a partial y; the partial results are summed at
-// the layer's location, in location order, and b is added there). Parameters keep their
+// the layer's location, in location order, and b is added there), or by batch (x is cut along
+// axis 0, every location computes its images' output with W and b sent from the layer's
+// location; autodiff sums their gradients there; the output is joined later like a split by
+// outputs, along axis 0). Parameters keep their
 // single-device names in checkpoints (Parameter::whole): "<layer>::part<k>::weight" is a piece
 // of "<layer>::weight".
 class LinearLayer : public Composite {
@@ -35,6 +38,13 @@ class LinearLayer : public Composite {
   void build_split_by_inputs(const std::string& op_type, const Attrs& attrs,
                              const Shape& weight_shape, const std::string& weight_filler,
                              bool bias, const std::vector<Location>& locations);
+  void build_split_by_batch(const std::string& op_type, const Attrs& attrs,
+                            const Shape& weight_shape, const std::string& weight_filler,
+                            bool bias, const std::vector<Location>& locations);
+  // The input's slices along `axis` at `locations` of `sizes`: those a split layer left
+  // (Graph::slices_of) when they match, else cut here.
+  std::vector<Blob*> input_slices(int64_t axis, const std::vector<int64_t>& sizes,
+                                  const std::vector<Location>& locations);
 };
 
 class InnerProductLayer : public LinearLayer {

@@ -14,15 +14,21 @@
 
 namespace purine {
 
-// Splits the layers named (matched as Graph::place matches names) over `locations`, their
-// axes alternating in list order: the first by outputs, the second by inputs, the third by
-// outputs, ... For two consecutive layers with an activation between them (an MLP block) this
-// is the Megatron pattern: the input is sent to every location, each computes its slice of
-// the hidden layer and a partial output, and one sum per pass (of the partial outputs forward,
-// of the input's gradients backward) joins them. Throws purine::Error on an empty list of
-// layers or of locations, or a location listed twice; a layer with fewer outputs or inputs
-// than locations is refused, naming it, when it is built.
+// Splits the layers named (matched as Graph::place matches names) over `locations`. An entry
+// may give its axis, "conv1:batch", "fc1:outputs" or "fc2:inputs"; the axes of the others
+// alternate in list order, the first by outputs, the next by inputs, ... For two consecutive
+// layers with an activation between them (an MLP block) this is the Megatron pattern: the input
+// is sent to every location, each computes its slice of the hidden layer and a partial output,
+// and one sum per pass (of the partial outputs forward, of the input's gradients backward)
+// joins them. Convolutions by batch and fully connected layers by outputs and inputs is the
+// "one weird trick" hybrid (Krizhevsky, 2014): the convolutions' weights travel, the large
+// fully connected weights stay, their inputs travel instead. Throws purine::Error on an empty
+// list of layers or of locations, a location listed twice or an unknown axis; a layer with
+// fewer outputs, inputs or images than locations is refused, naming it, when it is built.
 void model_parallel(Graph& graph, const std::vector<std::string>& layers,
                     const std::vector<Location>& locations);
+
+// The layer an entry of model_parallel's list names ("conv1" for "conv1:batch").
+std::string split_layer_name(const std::string& entry);
 
 }  // namespace purine

@@ -4,6 +4,7 @@
 // it to the operators through OpContext.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 namespace purine {
@@ -13,5 +14,10 @@ class Communicator;
 // A duplicate of MPI_COMM_WORLD, so that the graph's messages never match anyone else's.
 // Collective over MPI_COMM_WORLD: every rank calls it, in the same order.
 std::shared_ptr<Communicator> duplicate_world_communicator();
+
+// The bytes this process has sent to other ranks so far by point-to-point messages (the copies
+// between ranks, ring reductions), counted as they are sent; collectives, whose traffic the MPI
+// library decides, are not in it. For benchmarks.
+int64_t mpi_bytes_sent();
 
 }  // namespace purine

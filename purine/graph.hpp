@@ -125,11 +125,13 @@ struct Parameter {
   int64_t row_stride = 0;
 };
 
-// Model parallelism within a layer (Graph::split): the layer's weight is cut along its output
+// Parallelism within a layer (Graph::split): the layer's weight is cut along its output
 // features or channels (each location computes a slice of the output; the slices are joined),
 // or along its input features or channels (each location computes a partial result from a
-// slice of the input; the partial results are summed at the layer's location).
-enum class SplitAxis { kOutputs, kInputs };
+// slice of the input; the partial results are summed at the layer's location); or the batch is
+// cut (data parallelism of one layer: each location computes the output of its images with
+// the weight sent from the layer's location, where the weight gradients are summed).
+enum class SplitAxis { kOutputs, kInputs, kBatch };
 struct LayerSplit {
   std::vector<Location> locations;
   SplitAxis axis = SplitAxis::kOutputs;

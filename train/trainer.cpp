@@ -96,7 +96,8 @@ void split_layers(Graph& g, const TrainOptions& o, const Shape& images, int64_t 
   std::string names;
   for (const ModelLayer& layer : layers)
     if (layer.parameters > 0) names += str(names.empty() ? "" : ", ", layer.name);
-  for (const std::string& name : o.split) {
+  for (const std::string& entry : o.split) {
+    const std::string name = split_layer_name(entry);
     const bool found = std::any_of(layers.begin(), layers.end(), [&](const ModelLayer& layer) {
       return layer.parameters > 0 && rule_names(name, layer.name);
     });

@@ -1,11 +1,16 @@
 #include "operators/mpi/transfer.hpp"
 
+#include <atomic>
+
 #include "base/error.hpp"
+#include "operators/communicator.hpp"
 #include "base/hash.hpp"
 
 namespace purine {
 
 namespace {
+std::atomic<int64_t> bytes_sent{0};
+
 void check(int code, const char* what) {
   if (code == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
@@ -47,6 +52,7 @@ void MpiTransfer::start_send(const Tensor& tensor, int peer, int tag) {
   kind_ = Kind::kSend;
   check(MPI_Isend(tensor.data(), count_of(tensor), MPI_FLOAT, peer, tag, comm_, &request_),
         "MPI_Isend");
+  bytes_sent += tensor.count() * static_cast<int64_t>(sizeof(float));
 }
 
 void MpiTransfer::start_recv(Tensor& tensor, int peer, int tag) {
@@ -71,6 +77,8 @@ bool MpiTransfer::done() {
   check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
   return flag != 0;
 }
+
+int64_t mpi_bytes_sent() { return bytes_sent.load(); }
 
 int stable_tag(const std::string& name, int upper_bound) {
   return static_cast<int>(fnv1a64(name) % static_cast<uint64_t>(upper_bound));

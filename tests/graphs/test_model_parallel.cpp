@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
@@ -153,6 +154,31 @@ TEST_CASE("convolutions split by output and input channels follow the unsplit ne
     g.split("conv2", {kTwo, SplitAxis::kOutputs});
     g.split("fc", {kTwo, SplitAxis::kInputs});  // by the channels of conv2's joined output
   });
+}
+
+TEST_CASE("layers split by batch, and the one-weird-trick hybrid, follow the unsplit net",
+          "[model_parallel]") {
+  check_follows_unsplit(mlp, {5, 7}, [](Graph& g) {
+    model_parallel(g, {"fc1:batch", "fc2:batch"}, kThree);
+  });
+  const auto trick = [](Graph& g) {
+    model_parallel(g, {"conv1:batch", "conv2:batch", "fc:outputs"}, kTwo);
+  };
+  check_follows_unsplit(convnet, {4, 3, 6, 6}, trick);
+  // The convolutions' weights travel to the second location (their gradients come back); the
+  // fully connected layer's weight pieces stay where they are, its input travels instead.
+  Net net(convnet, {4, 3, 6, 6}, trick);
+  std::set<std::string> moved;
+  for (const auto& op : net.g.ops())
+    if (op->type() == "copy") moved.insert(op->inputs()[0]->name());
+  CHECK(moved.count("conv1::weight"));
+  CHECK(moved.count("conv2::weight"));
+  for (const std::string& name : moved) {
+    INFO(name);
+    CHECK_FALSE((name.rfind("fc::", 0) == 0 && name.find("weight") != std::string::npos));
+  }
+  CHECK_THROWS_WITH(model_parallel(net.g, {"fc:rows"}, kTwo),
+                    Catch::Contains("'fc:rows': the axis must be outputs, inputs or batch"));
 }
 
 TEST_CASE("layers between split ones work on the slices where they are", "[model_parallel]") {

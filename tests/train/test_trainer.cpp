@@ -759,7 +759,10 @@ TEST_CASE("a model with split layers follows the one-location run",
   for (const Case& c : {Case{"mlp", {"fc1", "fc2"}, 2, 1e-5, 1e-5},
                         Case{"mlp", {"fc2", "fc3"}, 3, 1e-5, 1e-5},
                         Case{"lenet", {"fc1", "fc2"}, 2, 1e-5, 1e-5},
-                        Case{"lenet", {"conv1", "conv2"}, 2, 1e-4, 1e-2}}) {
+                        Case{"lenet", {"conv1", "conv2"}, 2, 1e-4, 1e-2},
+                        // "One weird trick": convolutions by batch, fully connected by features.
+                        Case{"lenet", {"conv1:batch", "conv2:batch", "fc1", "fc2"}, 2, 1e-4,
+                             1e-2}}) {
     INFO(c.model << " with " << c.split[0] << "," << c.split[1] << " split over "
                  << c.locations << " locations");
     const PipelineRun reference = train_pipeline(c.model, ParallelLayout::kNone, 1);

@@ -77,9 +77,10 @@ DEFINE_int32(stages, 1,
              "pipeline: stages (consecutive layers, cut evenly by layers with parameters); with "
              "several MPI ranks, one per rank");
 DEFINE_string(split, "",
-              "model parallel: the layers to split, comma-separated (e.g. fc1,fc2), alternately "
-              "by outputs and by inputs: two in a row with an activation between them exchange "
-              "one sum per pass");
+              "model parallel: the layers to split, comma-separated, each optionally with its "
+              "axis (conv1:batch, fc1:outputs, fc2:inputs); the others alternately by outputs "
+              "and by inputs: two in a row with an activation between them exchange one sum "
+              "per pass");
 DEFINE_int32(micro_batches, 1,
              "cut each replica's batch into this many micro-batches, their gradients summed "
              "before one update (a pipeline overlaps them stage by stage)");
