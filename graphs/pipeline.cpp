@@ -74,20 +74,35 @@ int micro_batch_of(const Op& op) {
   return -1;
 }
 
-std::vector<std::pair<bool, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
+Pass pass_of(const Op& op) {
+  if (op.role() == OpRole::kForward) return Pass::kForward;
+  const int m = micro_batch_of(op);
+  for (const Blob* out : op.outputs())
+    for (const Op* reader : out->readers())
+      if (micro_batch_of(*reader) == m) return Pass::kBackward;
+  return Pass::kWeight;
+}
+
+std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
                                                  int micro_batches) {
-  std::vector<std::pair<bool, int>> order;
+  std::vector<std::pair<Pass, int>> order;
   if (schedule == PipelineSchedule::kGPipe) {
-    for (int m = 0; m < micro_batches; ++m) order.emplace_back(true, m);
-    for (int m = 0; m < micro_batches; ++m) order.emplace_back(false, m);
+    for (int m = 0; m < micro_batches; ++m) order.emplace_back(Pass::kForward, m);
+    for (int m = 0; m < micro_batches; ++m) order.emplace_back(Pass::kBackward, m);
     return order;
   }
   const int warmup = std::min(stages - 1 - stage, micro_batches);
-  for (int m = 0; m < warmup; ++m) order.emplace_back(true, m);
+  const bool split = schedule == PipelineSchedule::kZBH1;
+  const int delay = stages - 1 - stage;  // ZB-H1: W(m) follows B(m + delay)
+  for (int m = 0; m < warmup; ++m) order.emplace_back(Pass::kForward, m);
   for (int m = 0; m < micro_batches; ++m) {
-    if (warmup + m < micro_batches) order.emplace_back(true, warmup + m);
-    order.emplace_back(false, m);
+    if (warmup + m < micro_batches) order.emplace_back(Pass::kForward, warmup + m);
+    order.emplace_back(Pass::kBackward, m);
+    if (split && m >= delay) order.emplace_back(Pass::kWeight, m - delay);
   }
+  if (split)
+    for (int m = std::max(0, micro_batches - delay); m < micro_batches; ++m)
+      order.emplace_back(Pass::kWeight, m);
   return order;
 }
 
@@ -95,21 +110,24 @@ void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int mi
                        PipelineSchedule schedule) {
   const int n = static_cast<int>(stages.size());
   for (int s = 0; s < n; ++s) {
-    // The ops of each (pass, micro-batch) on this stage's main thread, in graph order.
-    std::map<std::pair<bool, int>, std::vector<Op*>> passes;
+    // The ops of each pass of each micro-batch on this stage's main thread, in graph order.
+    std::map<std::pair<Pass, int>, std::vector<Op*>> passes;
     for (Op* op : graph.topological_order()) {
       if (op->location() != stages[s] || op->thread() != Graph::kMainThread) continue;
-      const bool forward = op->role() == OpRole::kForward;
-      if (!forward && op->role() != OpRole::kBackward) continue;
+      if (op->role() != OpRole::kForward && op->role() != OpRole::kBackward) continue;
       const int m = micro_batch_of(*op);
-      if (m >= 0) passes[{forward, m}].push_back(op);
+      if (m < 0) continue;
+      Pass pass = pass_of(*op);
+      if (pass == Pass::kWeight && schedule != PipelineSchedule::kZBH1) pass = Pass::kBackward;
+      passes[{pass, m}].push_back(op);
     }
     Op* last = nullptr;
     for (const auto& pass : schedule_order(schedule, s, n, micro_batches)) {
       auto it = passes.find(pass);
-      require(it != passes.end(), "pipeline schedule: stage ", s, " at ", stages[s],
-              " has no ", pass.first ? "forward" : "backward", " op of micro-batch ", pass.second,
-              " on its main thread");
+      if (it == passes.end() && pass.first == Pass::kWeight) continue;  // a stage without weights
+      require(it != passes.end(), "pipeline schedule: stage ", s, " at ", stages[s], " has no ",
+              pass.first == Pass::kForward ? "forward" : "backward", " op of micro-batch ",
+              pass.second, " on its main thread");
       for (Op* op : it->second) {
         if (last) graph.add_order(last, op);
         last = op;

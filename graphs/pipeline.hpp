@@ -12,9 +12,13 @@
 // schedule, fixed by orders between ops (Graph::add_order), so that every run is the same:
 //   kGPipe: all forwards, then all backwards (M micro-batches' activations held at once);
 //   k1F1B:  S-1-s forwards, then one forward and one backward in turn, then the remaining
-//           backwards (at most S-s micro-batches' activations held at stage s).
-// Both leave the bubble (S-1)/(M+S-1) of each iteration idle when every stage takes the same
-// time. Every rank builds the whole graph, so validate() proves before the first run that the
+//           backwards (at most S-s micro-batches' activations held at stage s);
+//   kZBH1:  1F1B with each backward cut in two (zero bubble, Qi et al. 2023, the H1 form): the
+//           input gradients (B), which the stage before waits for, and the weight gradients (W),
+//           which nobody waits for; stage s runs W(m) after B(m + S-1-s), so that the Ws fill
+//           the cool-down where 1F1B idles.
+// GPipe and 1F1B leave the bubble (S-1)/(M+S-1) of each iteration idle when every stage takes
+// the same time; ZB-H1 about a third of it. Every rank builds the whole graph, so validate() proves before the first run that the
 // orders of all ranks together cannot wait in a circle.
 //
 // Stages are cut by layers with parameters: with P of them and S stages, the k-th parametric
@@ -51,15 +55,22 @@ std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages
 void place_stages(Graph& graph, const std::vector<ModelLayer>& layers,
                   const std::vector<int>& stage_of, const std::vector<Location>& locations);
 
-enum class PipelineSchedule { kGPipe, k1F1B };
+enum class PipelineSchedule { kGPipe, k1F1B, kZBH1 };
 
 // The micro-batch an op works on: m when its name has the scope "micro<m>"; -1 when none (the
 // sums of weight gradients over micro-batches, the updates).
 int micro_batch_of(const Op& op);
 
-// For `stage` of `stages` and `micro_batches`, the order of its forward (true) and backward
-// (false) passes over the micro-batches, as (forward, micro-batch) pairs.
-std::vector<std::pair<bool, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
+// A pass of one micro-batch through one stage: its forward ops, its backward ops that compute
+// gradients of activations, and those that compute only weight gradients (no op of the
+// micro-batch reads their outputs: the sums over micro-batches and the updates do).
+enum class Pass { kForward, kBackward, kWeight };
+// The pass of a forward or backward op of a micro-batch (see above).
+Pass pass_of(const Op& op);
+
+// For `stage` of `stages` and `micro_batches`, the order of its passes over the micro-batches.
+// GPipe and 1F1B have no kWeight passes (a backward pass includes its weight gradients).
+std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
                                                  int micro_batches);
 
 // Orders the forward and backward ops of every micro-batch on the main thread of each stage's

@@ -36,7 +36,8 @@ constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "
                                                        {ParallelLayout::kModel, "model"},
                                                        {ParallelLayout::kHybrid, "hybrid"}};
 constexpr Choice<PipelineSchedule> kSchedules[] = {{PipelineSchedule::kGPipe, "gpipe"},
-                                                   {PipelineSchedule::k1F1B, "1f1b"}};
+                                                   {PipelineSchedule::k1F1B, "1f1b"},
+                                                   {PipelineSchedule::kZBH1, "zbh1"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
                                                  {dispatch::Mode::kSerial, "serial"}};
 

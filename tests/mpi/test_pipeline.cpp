@@ -94,6 +94,36 @@ TEST_CASE("a pipeline with one stage per rank follows the one-process run bit fo
   }
 }
 
+TEST_CASE("micro-batches through a pipeline over ranks follow the one-process pipeline",
+          "[pipeline]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  // The same stages in one process (CPU locations) and over the ranks, each 1F1B with 4
+  // micro-batches: the same ops in the same order on each stage, bit for bit.
+  INFO("rank " << rank() << " of " << size());
+  auto with_micro_batches = [](TrainOptions o) {
+    o.parallel = ParallelLayout::kPipeline;
+    o.stages = size();
+    o.micro_batches = 4;
+    o.schedule = PipelineSchedule::k1F1B;
+    return o;
+  };
+  PipelineRun reference;
+  if (rank() == 0) reference = train(with_micro_batches(pipeline_options("mlp", 1, 0)));
+  barrier();
+  const PipelineRun run = train(with_micro_batches(pipeline_options("mlp", size(), rank())));
+  barrier();
+  CHECK(run.error == "");
+  if (rank() == 0) {
+    CHECK(reference.error == "");
+    REQUIRE(reference.losses.size() == 20);
+    CHECK(run.losses == reference.losses);
+    CHECK(run.accuracy == reference.accuracy);
+  }
+}
+
 TEST_CASE("a pipeline over ranks needs one stage per rank", "[pipeline]") {
   TrainOptions o = pipeline_options("mlp", size(), rank());
   o.stages = size() + 1;

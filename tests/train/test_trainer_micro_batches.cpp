@@ -49,45 +49,49 @@ Run train(const TrainOptions& o, dispatch::Observer* observer = nullptr) {
   return run;
 }
 
-// The passes (forward?, micro-batch) each stage's main thread started, in order, in the first
-// iteration.
+// The passes each stage's main thread started, in order, in the first iteration (consecutive
+// tasks of one pass counted once; weight-gradient ops count as their backward pass unless the
+// schedule splits them).
 class PassRecorder : public dispatch::Observer {
  public:
-  explicit PassRecorder(int stages) : passes_(stages) {}
-  void set_graph(const Graph* graph) { graph_ = graph; }
+  PassRecorder(const Graph& graph, int stages, bool split_weights)
+      : graph_(graph), split_weights_(split_weights), passes_(stages) {}
   void on_task_start(const dispatch::TaskEvent& e) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    const Op* op = graph_->find_op(*e.task_name);
-    if (!op || op->thread() != Graph::kMainThread || op->location().cpu_index >= 3) return;
-    const bool forward = op->role() == OpRole::kForward;
+    const Op* op = graph_.find_op(*e.task_name);
+    if (done_ || !op || op->thread() != Graph::kMainThread) return;
+    if (op->role() != OpRole::kForward && op->role() != OpRole::kBackward) return;
     const int m = micro_batch_of(*op);
-    if ((!forward && op->role() != OpRole::kBackward) || m < 0) return;
-    auto& mine = passes_[op->location().cpu_index];
-    // The first iteration only: passes end when micro-batch 0's forward comes again.
-    if (done_) return;
-    if (!mine.empty() && mine.back() == std::make_pair(forward, m)) return;
-    if (forward && m == 0 && !mine.empty()) {
+    if (m < 0) return;
+    Pass pass = pass_of(*op);
+    if (pass == Pass::kWeight && !split_weights_) pass = Pass::kBackward;
+    auto& mine = passes_.at(op->location().cpu_index);
+    if (!mine.empty() && mine.back() == std::make_pair(pass, m)) return;
+    // The first iteration ends when micro-batch 0's forward comes again.
+    if (pass == Pass::kForward && m == 0 && !mine.empty()) {
       done_ = true;
       return;
     }
-    mine.emplace_back(forward, m);
+    mine.emplace_back(pass, m);
   }
   void on_task_end(const dispatch::TaskEvent&) override {}
-  const std::vector<std::vector<std::pair<bool, int>>>& passes() const { return passes_; }
+  const std::vector<std::vector<std::pair<Pass, int>>>& passes() const { return passes_; }
 
  private:
-  const Graph* graph_ = nullptr;
+  const Graph& graph_;
+  const bool split_weights_;
   std::mutex mutex_;
   bool done_ = false;
-  std::vector<std::vector<std::pair<bool, int>>> passes_;
+  std::vector<std::vector<std::pair<Pass, int>>> passes_;
 };
 
 }  // namespace
 
-TEST_CASE("schedules order each stage's passes: GPipe all forwards first, 1F1B in turn",
+TEST_CASE("schedules order each stage's passes: GPipe all forwards first, 1F1B in turn, ZB-H1 "
+          "with weight gradients delayed",
           "[pipeline]") {
-  using P = std::vector<std::pair<bool, int>>;
-  const bool F = true, B = false;
+  using P = std::vector<std::pair<Pass, int>>;
+  const Pass F = Pass::kForward, B = Pass::kBackward, W = Pass::kWeight;
   for (int s = 0; s < 3; ++s)
     CHECK(schedule_order(PipelineSchedule::kGPipe, s, 3, 3) ==
           P{{F, 0}, {F, 1}, {F, 2}, {B, 0}, {B, 1}, {B, 2}});
@@ -100,6 +104,12 @@ TEST_CASE("schedules order each stage's passes: GPipe all forwards first, 1F1B i
         P{{F, 0}, {B, 0}, {F, 1}, {B, 1}, {F, 2}, {B, 2}, {F, 3}, {B, 3}});
   // Fewer micro-batches than the warm-up wants.
   CHECK(schedule_order(PipelineSchedule::k1F1B, 0, 4, 2) == P{{F, 0}, {F, 1}, {B, 0}, {B, 1}});
+  // ZB-H1: the last stage computes each W right after its B; stage s delays it by 2 - s Bs.
+  CHECK(schedule_order(PipelineSchedule::kZBH1, 2, 3, 3) ==
+        P{{F, 0}, {B, 0}, {W, 0}, {F, 1}, {B, 1}, {W, 1}, {F, 2}, {B, 2}, {W, 2}});
+  CHECK(schedule_order(PipelineSchedule::kZBH1, 0, 3, 4) ==
+        P{{F, 0}, {F, 1}, {F, 2}, {B, 0}, {F, 3}, {B, 1}, {B, 2}, {W, 0}, {B, 3}, {W, 1}, {W, 2},
+          {W, 3}});
 }
 
 TEST_CASE("micro-batches follow the whole batch; the schedule changes the order, not the result",
@@ -120,6 +130,7 @@ TEST_CASE("micro-batches follow the whole batch; the schedule changes the order,
   }
   CHECK(one_f_one_b.losses == gpipe.losses);  // the same ops and sums, in another order
   CHECK(one_f_one_b.accuracy == gpipe.accuracy);
+  CHECK(train(pipeline_run(4, PipelineSchedule::kZBH1)).losses == gpipe.losses);
   CHECK(train(pipeline_run(4, PipelineSchedule::k1F1B)).losses == one_f_one_b.losses);
   // Gradient accumulation without a pipeline: the same sums.
   TrainOptions accumulate = pipeline_run(4, PipelineSchedule::k1F1B);
@@ -133,14 +144,14 @@ TEST_CASE("each stage runs its passes in the schedule's order", "[trainer][e2e][
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
-  for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B, PipelineSchedule::kZBH1}) {
     INFO(name_of(schedule));
     TrainOptions o = pipeline_run(4, schedule);
     o.max_iters = 2;
     o.evaluate = false;
     Trainer trainer(o);
-    PassRecorder recorder(3);
-    recorder.set_graph(&trainer.training_graph());
+    PassRecorder recorder(trainer.training_graph(), 3, schedule == PipelineSchedule::kZBH1);
     trainer.add_observer(&recorder);
     trainer.train([](const TrainProgress&) {});
     for (int s = 0; s < 3; ++s) {

@@ -1,9 +1,10 @@
 // Pipeline bubble and throughput: a model cut into --stages stages (graphs/pipeline.hpp) trained
-// with M micro-batches per iteration under the GPipe and 1F1B schedules. From the tasks the
+// with M micro-batches per iteration under the GPipe, 1F1B and ZB-H1 schedules. From the tasks the
 // dispatcher ran (an observer), for every measured iteration: the bubble, the share of the
 // iteration during which the busiest stage's main thread was idle (1 - its busy time / the span
 // from the first task start to the last task end; with stages of unequal work the others idle
-// longer), next to the theory (S-1)/(M+S-1) for equal stages; the stages' balance (least busy
+// longer), next to the theory for equal stages ((S-1)/(M+S-1); ZB-H1 with equal forward,
+// backward and weight-gradient times: (S-1)/(3M)); the stages' balance (least busy
 // / most busy); the most micro-batches in flight at one stage (forward started, backward not
 // finished: the activations a stage must hold); images per second against the same model at
 // one location in the same run (with the same threads: a pipeline on one machine gains
@@ -223,11 +224,16 @@ int main(int argc, char** argv) {
     std::printf("one location: %.0f img/s\n\n", single.images_per_sec);
     std::printf("%-8s %3s %8s %8s %8s %10s %9s %8s\n", "schedule", "M", "theory", "bubble",
                 "balance", "in flight", "img/s", "vs one");
-    for (auto schedule : {purine::PipelineSchedule::kGPipe, purine::PipelineSchedule::k1F1B})
+    for (auto schedule : {purine::PipelineSchedule::kGPipe, purine::PipelineSchedule::k1F1B,
+                          purine::PipelineSchedule::kZBH1})
       for (int m : {1, 2, 4, 8}) {
+        if (schedule == purine::PipelineSchedule::kZBH1 && m == 1) continue;  // that is 1F1B
         const Result r = measure(purine::ParallelLayout::kPipeline, m, schedule);
         std::printf("%-8s %3d %8.3f %8.3f %8.2f %10.1f %9.0f %8.2f\n",
-                    purine::name_of(schedule), m, (s - 1.0) / (m + s - 1.0), r.bubble, r.balance,
+                    purine::name_of(schedule), m,
+                    schedule == purine::PipelineSchedule::kZBH1 ? (s - 1.0) / (3.0 * m)
+                                                                : (s - 1.0) / (m + s - 1.0),
+                    r.bubble, r.balance,
                     r.in_flight, r.images_per_sec, r.images_per_sec / single.images_per_sec);
       }
   } catch (const std::exception& e) {
