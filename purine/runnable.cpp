@@ -1,5 +1,7 @@
 #include "purine/runnable.hpp"
 
+#include <algorithm>
+
 #include <mpi.h>
 
 #include "base/error.hpp"
@@ -69,7 +71,25 @@ Runnable::~Runnable() {
   engine_.reset();  // its transfers use the communicator
 }
 
-void Runnable::run_async() { engine_->run_async(); }
+void Runnable::run_async() {
+  if (!parameters_checked_) check_parameters_initialized();
+  parameters_checked_ = true;
+  engine_->run_async();
+}
+
+void Runnable::check_parameters_initialized() const {
+  for (const Parameter& p : graph_.parameters()) {
+    if (p.blob->location().rank != options_.rank) continue;
+    // A parameter whose filler starts it at zero may well be all zeros.
+    if (p.filler == "fill_constant" && p.filler_attrs.get_float("value", 0.0) == 0.0) continue;
+    const std::vector<float> values = p.blob->tensor().values();  // from any location
+    if (std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; })) continue;
+    throw Error(str("parameter '", p.blob->name(), "' of graph '", graph_.name(),
+                    "' is all zeros, but its filler is ", p.filler,
+                    ": it was never initialized; call initialize_parameters() (graphs/"
+                    "initialize.hpp) or load a checkpoint before the first run"));
+  }
+}
 
 void Runnable::sync() {
   engine_->sync();

@@ -45,6 +45,8 @@ class Runnable {
   Runnable(const Runnable&) = delete;
   Runnable& operator=(const Runnable&) = delete;
 
+  // The first run throws purine::Error naming a parameter of this rank that is all zeros while
+  // its filler would not make it so: one never initialized (graphs/initialize.hpp).
   void run_async();
   // Waits for the run; rethrows an op's failure as purine::Error naming the op. Then applies
   // the graph's swaps (only after a successful run).
@@ -74,6 +76,10 @@ class Runnable {
   // Released (not freed: see operators/mpi/communicator.hpp) after the engine.
   std::shared_ptr<Communicator> comm_;
   std::unique_ptr<dispatch::Engine> engine_;
+  // The first run checks that every parameter of this rank was initialized (a forgotten
+  // initialize_parameters() would otherwise train from zeros without a word).
+  void check_parameters_initialized() const;
+  bool parameters_checked_ = false;
 };
 
 }  // namespace purine

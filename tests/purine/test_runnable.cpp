@@ -13,6 +13,8 @@
 #include "operators/registry.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
+#include "graphs/initialize.hpp"
+#include "graphs/layers.hpp"
 
 using namespace purine;
 using Catch::Contains;
@@ -382,4 +384,22 @@ TEST_CASE("a graph spanning ranks in a process without MPI says MPI was never in
                     Catch::Contains("graph 'forgot_mpi' spans 2 ranks, but MPI was never "
                                     "initialized in this process") &&
                         Catch::Contains("purine::MpiContext") && Catch::Contains("mpirun -np 2"));
+}
+
+TEST_CASE("a parameter never initialized is an error at the first run, naming it", "[runnable]") {
+  Graph g("forgetful");
+  Blob* x = g.add_blob("x", {2, 3});
+  x->tensor().fill(1.0f);
+  auto& fc = g.add<InnerProductLayer>("fc", InnerProductLayer::Options{4});
+  B{x} >> fc;
+  fc.top();
+  Runnable run(g);
+  REQUIRE_THROWS_WITH(run.run(), Catch::Contains("parameter 'fc::weight' of graph 'forgetful' is "
+                                                 "all zeros, but its filler is fill_xavier: it "
+                                                 "was never initialized") &&
+                                     Catch::Contains("initialize_parameters()"));
+  // The bias starts at zero by its filler: not an error once the weight is set.
+  initialize_parameters(g, 1, 0);
+  run.run();
+  CHECK(g.blob("fc::top")->tensor().values() != std::vector<float>(8, 0.0f));
 }
