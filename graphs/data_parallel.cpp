@@ -43,9 +43,13 @@ void map_piece(CheckpointMap& map, const Parameter& p, int replica, Blob* holder
             whole ? p.blob->shape() : p.whole_shape, piece, saved);
 }
 
-// The momentum history add_sgd_update made for `weight`.
-Blob* history_of(const Graph& g, const Blob* weight) {
-  return g.blob(weight->name() + "::history");
+// The optimizer states add_sgd_update made for `weight`, with their names.
+std::vector<std::pair<std::string, Blob*>> states_of(const Graph& g, const Blob* weight,
+                                                    const SgdOptions& options) {
+  std::vector<std::pair<std::string, Blob*>> states;
+  for (const std::string& name : optimizer_states(options))
+    states.emplace_back("::" + name, g.blob(weight->name() + "::" + name));
+  return states;
 }
 
 // Parameter i alone with kRing: reduce-scatter its gradient, update on each rank the chunk of
@@ -68,12 +72,13 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
       chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
     }
     updated[r] = add_sgd_update(g, chunk, shards.owned[r],
-                                dp.sgd.learning_rate(g, chunk.blob->location()),
-                                options.sgd);
+                                dp.sgd.learning_rate(g, chunk.blob->location()), options.sgd,
+                                &dp.sgd);
     // Each location's history covers its chunk, at the chunk's place in the whole.
     Parameter piece = dp.parameters[r][i];
     for (int c = 0; c < shards.chunk_of(r); ++c) piece.offset += shards.sizes[c];
-    map_piece(dp.checkpoint, piece, r, history_of(g, chunk.blob), "::history", true);
+    for (const auto& [suffix, state] : states_of(g, chunk.blob, options.sgd))
+      map_piece(dp.checkpoint, piece, r, state, suffix, true);
   }
   const std::vector<Blob*> weights = ring_all_gather(g, name + "::gather", shards, updated);
   for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
@@ -112,8 +117,9 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
                                                                     : nccl_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);
   }
-  // Histories: every updater holds one; the first's is saved.
+  // Optimizer states: every updater holds them; the first's are saved.
   std::vector<std::vector<std::pair<int, Blob*>>> histories(members.size());
+  std::vector<std::string> suffixes;
   for (const auto& [r, sum] : sums) {
     std::vector<Blob*> pieces = {sum};
     if (fused) {
@@ -123,8 +129,12 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
     for (size_t k = 0; k < members.size(); ++k) {
       const Parameter& p = dp.parameters[r][members[k]];
       Blob* updated =
-          add_sgd_update(g, p, pieces[k], dp.sgd.learning_rate(g, at(r)), options.sgd);
-      histories[k].emplace_back(r, history_of(g, p.blob));
+          add_sgd_update(g, p, pieces[k], dp.sgd.learning_rate(g, at(r)), options.sgd, &dp.sgd);
+      suffixes.clear();
+      for (const auto& [suffix, state] : states_of(g, p.blob, options.sgd)) {
+        histories[k].emplace_back(r, state);
+        suffixes.push_back(suffix);
+      }
       if (options.reduction != Reduction::kParameterServer) {
         g.add_swap(p.blob, updated);
         continue;
@@ -137,10 +147,14 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
       for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][members[k]].blob, copies[q]);
     }
   }
+  // Per member, each updater's states in the order of `suffixes`; the first updater's saved.
+  const size_t n_states = suffixes.size();
   for (size_t k = 0; k < members.size(); ++k)
-    for (const auto& [r, history] : histories[k])
-      map_piece(dp.checkpoint, dp.parameters[r][members[k]], r, history, "::history",
-                history == histories[k][0].second);
+    for (size_t i = 0; i < histories[k].size(); ++i) {
+      const auto& [r, state] = histories[k][i];
+      map_piece(dp.checkpoint, dp.parameters[r][members[k]], r, state, suffixes[i % n_states],
+                i < n_states);
+    }
 
 }
 

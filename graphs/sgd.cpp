@@ -9,6 +9,26 @@ void SgdGraph::set_learning_rate(double lr, int rank) {
     if (location.rank == rank) blob->tensor().fill(static_cast<float>(lr));  // host or GPU
 }
 
+void SgdGraph::set_step(int64_t step, int rank) {
+  for (auto& [location, blob] : step_)
+    if (location.rank == rank) blob->tensor().fill(static_cast<float>(step));
+}
+
+Blob* SgdGraph::step(Graph& graph, Location location) {
+  Blob*& step = step_[location];
+  if (!step) {
+    Graph::Scope root(graph, "sgd", true);
+    Graph::Placement placement(graph, location);
+    step = graph.add_blob("step@" + location.to_string(), Shape{});
+  }
+  return step;
+}
+
+std::vector<std::string> optimizer_states(const SgdOptions& options) {
+  if (options.optimizer == Optimizer::kSgd) return {"history"};
+  return {"adam_m", "adam_v"};
+}
+
 Blob* SgdGraph::learning_rate(Graph& graph, Location location) {
   Blob*& lr = lr_[location];
   if (!lr) lr = add_learning_rate(graph, location);
@@ -26,26 +46,48 @@ void check_sgd_options(const SgdOptions& options) {
           options.momentum);
   require(options.weight_decay >= 0, "sgd: weight decay must be non-negative, got ",
           options.weight_decay);
+  require(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
+          "adam: beta1 and beta2 must be in [0, 1), got ", options.beta1, " and ",
+          options.beta2);
+  require(options.eps > 0, "adam: eps must be positive, got ", options.eps);
 }
 
 Blob* add_sgd_update(Graph& graph, const Parameter& parameter, Blob* grad, Blob* lr,
-                     const SgdOptions& options) {
+                     const SgdOptions& options, SgdGraph* sgd) {
   Blob* w = parameter.blob;
   Graph::RoleScope role(graph, OpRole::kOptimizer);
   const Op* grad_writer = grad->writers().empty() ? nullptr : grad->writers()[0];
+  const bool adam = options.optimizer != Optimizer::kSgd;
+  require(!adam || sgd, "add_sgd_update: Adam needs the SgdGraph that holds its step blobs");
+  Blob* step = adam ? sgd->step(graph, w->location()) : nullptr;
   Graph::Scope scope(graph, w->name(), true);
   Graph::Placement placement(graph, w->location(),
                              grad_writer ? grad_writer->thread() : Graph::kMainThread);
-  Blob* history = graph.add_blob("history", w->shape());
-  Attrs zeros;
-  zeros.set("shape", w->shape().dims()).set("value", 0.0);
-  graph.add_state({history, "fill_constant", zeros, 0.0});
-  Attrs attrs;
-  attrs.set("momentum", options.momentum)
-      .set("weight_decay", options.weight_decay * parameter.decay_mult);
-  std::vector<Blob*> updated = graph.apply("update", "sgd_update", attrs, {w, grad, history, lr},
-                                           {"updated", "updated_history"});
-  graph.add_swap(history, updated[1]);
+  std::vector<Blob*> states;
+  for (const std::string& name : optimizer_states(options)) {
+    states.push_back(graph.add_blob(name, w->shape()));
+    Attrs zeros;
+    zeros.set("shape", w->shape().dims()).set("value", 0.0);
+    graph.add_state({states.back(), "fill_constant", zeros, 0.0});
+  }
+  const double decay = options.weight_decay * parameter.decay_mult;
+  std::vector<Blob*> updated;
+  if (!adam) {
+    Attrs attrs;
+    attrs.set("momentum", options.momentum).set("weight_decay", decay);
+    updated = graph.apply("update", "sgd_update", attrs, {w, grad, states[0], lr},
+                          {"updated", "updated_history"});
+  } else {
+    Attrs attrs;
+    attrs.set("beta1", options.beta1)
+        .set("beta2", options.beta2)
+        .set("eps", options.eps)
+        .set("weight_decay", decay)
+        .set("decoupled", static_cast<int64_t>(options.optimizer == Optimizer::kAdamW));
+    updated = graph.apply("update", "adam_update", attrs, {w, grad, states[0], states[1], lr, step},
+                          {"updated", "updated_adam_m", "updated_adam_v"});
+  }
+  for (size_t i = 0; i < states.size(); ++i) graph.add_swap(states[i], updated[i + 1]);
   return updated[0];
 }
 
@@ -57,7 +99,7 @@ SgdGraph add_sgd(Graph& graph, const Gradients& gradients, const SgdOptions& opt
   for (const Parameter& p : parameters) {
     if (!gradients.has(p.blob)) continue;
     Blob* lr = sgd.learning_rate(graph, p.blob->location());
-    graph.add_swap(p.blob, add_sgd_update(graph, p, gradients.of(p.blob), lr, options));
+    graph.add_swap(p.blob, add_sgd_update(graph, p, gradients.of(p.blob), lr, options, &sgd));
   }
   return sgd;
 }

@@ -38,6 +38,8 @@ constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "
 constexpr Choice<PipelineSchedule> kSchedules[] = {{PipelineSchedule::kGPipe, "gpipe"},
                                                    {PipelineSchedule::k1F1B, "1f1b"},
                                                    {PipelineSchedule::kZBH1, "zbh1"}};
+constexpr Choice<Optimizer> kOptimizers[] = {
+    {Optimizer::kSgd, "sgd"}, {Optimizer::kAdam, "adam"}, {Optimizer::kAdamW, "adamw"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
                                                  {dispatch::Mode::kSerial, "serial"}};
 
@@ -82,6 +84,9 @@ ParallelLayout parse_parallel_layout(const std::string& name) {
 }
 PipelineSchedule parse_schedule(const std::string& name) {
   return parse(kSchedules, name, "pipeline schedule", "--schedule");
+}
+Optimizer parse_optimizer(const std::string& name) {
+  return parse(kOptimizers, name, "optimizer", "--optimizer");
 }
 dispatch::Mode parse_executor(const std::string& name) {
   return parse(kExecutors, name, "executor", "--executor");
@@ -159,6 +164,7 @@ const char* name_of(LrPolicy policy) { return name_in(kLrPolicies, policy); }
 const char* name_of(ParallelLayout layout) { return name_in(kParallelLayouts, layout); }
 const char* name_of(dispatch::Mode mode) { return name_in(kExecutors, mode); }
 const char* name_of(PipelineSchedule schedule) { return name_in(kSchedules, schedule); }
+const char* name_of(Optimizer optimizer) { return name_in(kOptimizers, optimizer); }
 
 void validate_options(const TrainOptions& o) {
   // Numbers that would train nothing, or crash.
@@ -170,6 +176,10 @@ void validate_options(const TrainOptions& o) {
           "--weight-decay must be non-negative and finite, got ", o.weight_decay);
   require(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1,
           "--momentum must be in [0, 1), got ", o.momentum);
+  require(std::isfinite(o.beta1) && o.beta1 >= 0 && o.beta1 < 1 && std::isfinite(o.beta2) &&
+              o.beta2 >= 0 && o.beta2 < 1,
+          "--beta1 and --beta2 must be in [0, 1), got ", o.beta1, " and ", o.beta2);
+  require(std::isfinite(o.eps) && o.eps > 0, "--eps must be positive, got ", o.eps);
   require(std::isfinite(o.lr_gamma) && o.lr_gamma > 0,
           "--lr-gamma must be positive and finite, got ", o.lr_gamma);
   require(std::isfinite(o.lr_power) && o.lr_power > 0,

@@ -15,6 +15,7 @@
 #include "graphs/allreduce.hpp"
 #include "graphs/lr_schedule.hpp"
 #include "graphs/pipeline.hpp"
+#include "graphs/sgd.hpp"
 #include "purine/mpi.hpp"
 
 namespace purine {
@@ -44,7 +45,14 @@ struct TrainOptions {
   std::vector<double> lr_milestones = {0.6, 0.85};
   int64_t lr_warmup = 0;         // iterations of linear warmup (any policy); 0: none
   double lr_warmup_start = 0.1;  // the warmup's first factor, in (0, 1]
+  // The optimizer (graphs/sgd.hpp): SGD with `momentum`, or Adam / AdamW with `beta1`,
+  // `beta2` and `eps`; `weight_decay` is L2 through the gradient for SGD and Adam, decoupled
+  // (on the weight) for AdamW.
+  Optimizer optimizer = Optimizer::kSgd;
   double momentum = 0.9;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
   double weight_decay = 5e-4;
   int threads = 2;   // compute threads (OpenMP, BLAS, oneDNN), at most kMaxThreads
   int classes = 10;  // the model's outputs; a label outside [0, classes) is an error
@@ -126,6 +134,7 @@ LrPolicy parse_lr_policy(
 ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: none, data, pipeline
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
 PipelineSchedule parse_schedule(const std::string& name);  // --schedule: gpipe, 1f1b, zbh1
+Optimizer parse_optimizer(const std::string& name);        // --optimizer: sgd, adam, adamw
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);
@@ -149,5 +158,6 @@ const char* name_of(LrPolicy policy);
 const char* name_of(ParallelLayout layout);
 const char* name_of(dispatch::Mode mode);
 const char* name_of(PipelineSchedule schedule);
+const char* name_of(Optimizer optimizer);
 
 }  // namespace purine

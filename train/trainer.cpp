@@ -279,7 +279,11 @@ class Trainer::Impl {
     DataParallelOptions dp_options;
     dp_options.reduction = options_.reduce;
     dp_options.bucket_bytes = options_.bucket_kb * 1024;
+    dp_options.sgd.optimizer = options_.optimizer;
     dp_options.sgd.momentum = options_.momentum;
+    dp_options.sgd.beta1 = options_.beta1;
+    dp_options.sgd.beta2 = options_.beta2;
+    dp_options.sgd.eps = options_.eps;
     dp_options.sgd.weight_decay = options_.weight_decay;
     dp_ = build_data_parallel(
         train_, locations,
@@ -392,6 +396,7 @@ class Trainer::Impl {
       const int64_t global_it = iterations_done_;
       const double learning_rate = schedule_->at(global_it);
       dp_.sgd.set_learning_rate(learning_rate, options_.rank);
+      dp_.sgd.set_step(global_it + 1, options_.rank);  // Adam's bias correction
       train_run_->run();
       if (tracer_) tracer_->flush_to_file();  // the trace's memory stays one iteration's
       ++iterations_done_;

@@ -34,7 +34,13 @@ DEFINE_string(lr_milestones, "0.6,0.85",
               "fractions of the training");
 DEFINE_int64(lr_warmup, 0, "iterations of linear learning-rate warmup (0: none)");
 DEFINE_double(lr_warmup_start, 0.1, "the warmup's first learning-rate factor, in (0, 1]");
+DEFINE_string(optimizer, "sgd",
+              "sgd (with --momentum), adam or adamw (with --beta1, --beta2, --eps); "
+              "--weight-decay is decoupled for adamw");
 DEFINE_double(momentum, 0.9, "SGD momentum");
+DEFINE_double(beta1, 0.9, "Adam: decay of the first moment");
+DEFINE_double(beta2, 0.999, "Adam: decay of the second moment");
+DEFINE_double(eps, 1e-8, "Adam: added to the second moment's root");
 DEFINE_double(weight_decay, 5e-4, "L2 weight decay");
 DEFINE_int32(threads, 2, "compute threads (bounds BLAS and oneDNN too), 1 to 1024");
 DEFINE_int32(classes, 10,
@@ -145,7 +151,11 @@ TrainOptions options_from_flags() {
   o.lr_milestones = parse_number_list(FLAGS_lr_milestones, "--lr-milestones");
   o.lr_warmup = FLAGS_lr_warmup;
   o.lr_warmup_start = FLAGS_lr_warmup_start;
+  o.optimizer = parse_optimizer(FLAGS_optimizer);
   o.momentum = FLAGS_momentum;
+  o.beta1 = FLAGS_beta1;
+  o.beta2 = FLAGS_beta2;
+  o.eps = FLAGS_eps;
   o.weight_decay = FLAGS_weight_decay;
   o.threads = FLAGS_threads;
   o.classes = FLAGS_classes;

@@ -99,6 +99,24 @@ TEST_CASE("the GPU SGD update matches the CPU", "[cuda][gpu]") {
                       random_tensor(shape, gen), lr}) <= 1e-6);
 }
 
+TEST_CASE("the GPU Adam and AdamW updates match the CPU", "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(3);
+  const Shape shape{1000, 33};
+  Tensor lr(Shape{}), step(Shape{});
+  lr.fill(0.001f);
+  step.fill(7.0f);
+  Tensor v = random_tensor(shape, gen);
+  for (int64_t i = 0; i < v.count(); ++i) v.mutable_data()[i] *= v.data()[i];  // v >= 0
+  for (int64_t decoupled : {0, 1}) {
+    INFO("decoupled " << decoupled);
+    CHECK(parity_error("adam_update",
+                       Attrs().set("weight_decay", 0.01).set("decoupled", decoupled),
+                       {random_tensor(shape, gen), random_tensor(shape, gen),
+                        random_tensor(shape, gen), v, lr, step}) <= 1e-5);
+  }
+}
+
 TEST_CASE("GPU fills give the CPU's values for the same generator", "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();
   const std::vector<int64_t> shape{64, 3, 5, 5};

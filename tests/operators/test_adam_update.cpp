@@ -1,0 +1,68 @@
+// adam_update against PyTorch's Adam and AdamW formulas (operators/adam_update.hpp): three steps
+// on fixed numbers, the expected values computed once from the formulas in double precision.
+#include <catch2/catch.hpp>
+
+#include "operators/registry.hpp"
+#include "tests/operators/gradient_test.hpp"
+
+using namespace purine;
+using namespace purine::testing;
+
+namespace {
+
+// Three updates of w = (0.5, -1, 2) from zero moments with lr 0.01, weight decay 0.1 and the
+// default betas and eps; returns (w, m, v).
+std::vector<Tensor> three_steps(int64_t decoupled) {
+  Attrs attrs;
+  attrs.set("weight_decay", 0.1).set("decoupled", decoupled);
+  Tensor w = tensor_of({3}, {0.5f, -1.0f, 2.0f}), m({3}), v({3});
+  const std::vector<std::vector<float>> grads = {
+      {0.1f, -0.2f, 0.3f}, {-0.05f, 0.4f, 0.1f}, {0.2f, 0.0f, -0.3f}};
+  for (int t = 1; t <= 3; ++t) {
+    std::vector<Tensor> out =
+        run_forward("adam_update", attrs,
+                    {w, tensor_of({3}, grads[t - 1]), m, v, tensor_of({}, {0.01f}),
+                     tensor_of({}, {static_cast<float>(t)})});
+    w = out[0];
+    m = out[1];
+    v = out[2];
+  }
+  return {w, m, v};
+}
+
+void check_values(const Tensor& t, const std::vector<double>& expected) {
+  REQUIRE(t.count() == static_cast<int64_t>(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("element " << i);
+    CHECK(t.data()[i] == Approx(expected[i]).epsilon(1e-5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("adam_update follows torch.optim.Adam over three steps", "[adam_update]") {
+  const std::vector<Tensor> out = three_steps(0);
+  check_values(out[0], {0.475223551, -0.98950055, 1.97424446});
+  check_values(out[1], {0.036893492, -0.00711542954, 0.0572142942});
+  check_values(out[2], {8.4126254e-05, 0.000190142242, 0.000349207091});
+}
+
+TEST_CASE("adam_update with decoupled decay follows torch.optim.AdamW", "[adam_update]") {
+  const std::vector<Tensor> out = three_steps(1);
+  check_values(out[0], {0.479279668, -0.993510354, 1.97484019});
+  check_values(out[1], {0.0236, 0.0198, 0.0033});
+  check_values(out[2], {5.247751e-05, 0.00019976004, 0.00018981009});
+}
+
+TEST_CASE("adam_update refuses bad hyper-parameters and a step before the first",
+          "[adam_update]") {
+  CHECK_THROWS_WITH(OperatorRegistry::create("adam_update", Attrs().set("beta1", 1.0)),
+                    Catch::Contains("beta1 and beta2 must be in [0, 1), got 1 and 0.999"));
+  CHECK_THROWS_WITH(OperatorRegistry::create("adam_update", Attrs().set("eps", 0.0)),
+                    Catch::Contains("eps must be positive"));
+  Tensor w = tensor_of({1}, {1.0f});
+  CHECK_THROWS_WITH(run_forward("adam_update", {},
+                                {w, w, Tensor({1}), Tensor({1}), tensor_of({}, {0.1f}),
+                                 tensor_of({}, {0.0f})}),
+                    Catch::Contains("step must be at least 1"));
+}
