@@ -296,7 +296,9 @@ CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path
   std::string bytes, error;
   if (ranks.rank == 0) {
     try {
-      bytes = read_file_bounded(path, checkpoint_size_limit(map), "checkpoint");
+      // A training checkpoint holds up to two optimizer states per weight besides it.
+      const int64_t limit = checkpoint_size_limit(map) * (expected.map_only ? 4 : 1);
+      bytes = read_file_bounded(path, limit, "checkpoint");
     } catch (const Error& e) {
       error = e.what();
     }
@@ -320,6 +322,7 @@ CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path
   std::map<std::string, const proto::TensorProto*> held;
   for (const proto::NamedTensor& t : c.tensors()) {
     auto it = wanted.find(t.name());
+    if (it == wanted.end() && expected.map_only) continue;
     require(it != wanted.end(), file, " holds tensor '", t.name(), "', which ",
             expected.model.empty() ? "this graph" : "model '" + expected.model + "'",
             " does not have");

@@ -101,6 +101,9 @@ struct CheckpointExpectation {
   std::string layout;
   std::vector<std::string> generators;
   CheckpointRanks ranks;
+  // The map's tensors only: the file may hold others (a training checkpoint's optimizer states,
+  // read by an inference graph), which are skipped.
+  bool map_only = false;
 };
 
 // The largest file a checkpoint of `map` may be: its values, names and a margin.
@@ -116,8 +119,8 @@ std::string checkpoint_file_bytes(const std::string& payload);
 proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path);
 
 // Loads every piece of `map` on this rank from the file and returns the file's info. Refuses,
-// before any tensor changes, a file of another model, with a tensor the map lacks or lacking one
-// it has, of another shape, at an iteration outside [0, iteration_below), or without the
+// before any tensor changes, a file of another model, with a tensor the map lacks (unless
+// `expected.map_only`) or lacking one it has, of another shape, at an iteration outside [0, iteration_below), or without the
 // generator states `expected` asks for.
 CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path,
                                const CheckpointExpectation& expected);

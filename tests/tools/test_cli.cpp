@@ -205,6 +205,51 @@ TEST_CASE("train with split layers runs in one process and refuses a layer the m
                                   "named 'fc4'; it has mlp::fc1, mlp::fc2, mlp::fc3"));
 }
 
+TEST_CASE("predict and export use a trained checkpoint; bad input is one error line",
+          "[cli][predictor]") {
+  for (const char* args :
+       {"predict --model=mlp", "export --model=mlp --checkpoint=x.ckpt --output=w",
+        "export --model=mlp --checkpoint=x.ckpt --weights-only",
+        "predict --model=mlp --checkpoint=/nonexistent.ckpt --image=/nonexistent.pgm"}) {
+    INFO(args);
+    Result r = run_purine(args);
+    CHECK(r.status != 0);
+    CHECK(lines(r.output) == 1);
+    CHECK_THAT(r.output, Contains("error: "));
+  }
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  purine::testing::TempDir dir;
+  const std::string ckpt = dir.file("mlp.ckpt");
+  REQUIRE(run_purine("train --model=mlp --max-iters=30 --noevaluate --threads=1 --checkpoint=" +
+                     ckpt)
+              .status == 0);
+  Result eval = run_purine("predict --model=mlp --test-samples=500 --checkpoint=" + ckpt);
+  CHECK(eval.status == 0);
+  CHECK_THAT(eval.output, Contains("mlp on 500 test images of") && Contains("accuracy 0.") &&
+                              Contains("confusion matrix (rows: true class"));
+  Result exported = run_purine("export --model=mlp --weights-only --checkpoint=" + ckpt +
+                               " --output=" + dir.file("mlp.weights"));
+  CHECK(exported.status == 0);
+  // A 28x28 PGM, and one that is not a PGM.
+  {
+    std::ofstream pgm(dir.file("x.pgm"), std::ios::binary);
+    pgm << "P5\n# a comment\n28 28\n255\n" << std::string(28 * 28, '\x40');
+    std::ofstream bad(dir.file("bad.pgm"));
+    bad << "P2 28 28 255";
+  }
+  Result one = run_purine("predict --model=mlp --top=3 --image=" + dir.file("x.pgm") +
+                          " --checkpoint=" + dir.file("mlp.weights"));
+  CHECK(one.status == 0);
+  CHECK(std::regex_search(one.output, std::regex(R"(x\.pgm:( class \d \(0\.\d{3}\)){3}\n)")));
+  Result bad = run_purine("predict --model=mlp --image=" + dir.file("bad.pgm") +
+                          " --checkpoint=" + ckpt);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.output, Contains("not a binary 8-bit PGM"));
+}
+
 TEST_CASE("more threads than the cores the process may use gives a warning", "[cli]") {
   // Bound to one core, as mpirun binds its ranks; the missing data then ends the run early.
   Result r = run_purine_bound("taskset -c 0", "train --threads=2 --data=/nonexistent/dir");

@@ -19,6 +19,7 @@
 #include "base/error.hpp"
 #include "models/models.hpp"
 #include "purine/mpi.hpp"
+#include "tools/cli/predict_command.hpp"
 #include "tools/cli/train_command.hpp"
 
 namespace {
@@ -27,6 +28,8 @@ const char kUsage[] =
     "usage: purine <command> [flags]\n"
     "commands:\n"
     "  train    train a model (purine train --help for its flags)\n"
+    "  predict  classify an image, or evaluate on a test split, with a trained checkpoint\n"
+    "  export   write a checkpoint's weights alone (--weights-only)\n"
     "  models   list the registered models\n"
     "  devices  list the GPUs this process can use\n";
 
@@ -60,14 +63,17 @@ int list_devices() {
   return 0;
 }
 
-// `purine train --help`: Purine's own flags, as users spell them (--max-iters), without the
-// ~100 flags of glog and gflags (those stay under --helpfull).
-void print_train_help() {
+// `purine <command> --help`: Purine's own flags for the command (`only`: these, else all of
+// tools/cli/), as users spell them (--max-iters), without the ~100 flags of glog and gflags
+// (those stay under --helpfull).
+void print_help(const std::string& command, const std::vector<std::string>& only = {}) {
   std::vector<gflags::CommandLineFlagInfo> flags;
   gflags::GetAllFlags(&flags);
-  std::cout << "usage: purine train [flags]   (flags may be written --max-iters or --max_iters)\n";
+  std::cout << "usage: purine " << command
+            << " [flags]   (flags may be written --max-iters or --max_iters)\n";
   for (const gflags::CommandLineFlagInfo& f : flags) {
     if (f.filename.find("tools/cli/") == std::string::npos) continue;
+    if (!only.empty() && std::find(only.begin(), only.end(), f.name) == only.end()) continue;
     std::string name = f.name;
     std::replace(name.begin(), name.end(), '_', '-');
     std::cout << "  --" << name << " (" << f.type << ", default "
@@ -110,7 +116,10 @@ int main(int argc, char** argv) {
   };
   try {
     mpi = std::make_unique<purine::MpiContext>(&argc, &argv);
-    if (command == "train") {
+    const bool wants_help = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+      return a == "--help" || a == "-help" || a == "-h";
+    });
+    if (command == "train" || command == "predict" || command == "export") {
       // Earlier versions took --resume=FILE; --resume is a switch now.
       for (const std::string& a : args)
         if (a.rfind("--resume=", 0) == 0 && a != "--resume=true" && a != "--resume=false")
@@ -118,13 +127,17 @@ int main(int argc, char** argv) {
               purine::str("--resume takes no file (it continues from the newest "
                           "checkpoint in --checkpoint-dir); for a file use ",
                           "--resume-from=", a.substr(9)));
-      for (const std::string& a : args)
-        if (a == "--help" || a == "-help" || a == "-h") {
-          print_train_help();
-          return 0;
-        }
+      const std::vector<std::string> only = command == "predict" ? purine::cli::predict_flags()
+                                            : command == "export" ? purine::cli::export_flags()
+                                                                  : std::vector<std::string>{};
+      if (wants_help) {
+        print_help(command, only);
+        return 0;
+      }
       gflags::ParseCommandLineFlags(&cargc, &cargv, true);
       if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
+      if (command == "predict") return purine::cli::run_predict();
+      if (command == "export") return purine::cli::run_export();
       return purine::cli::run_train();
     }
     if (command == "models") {
