@@ -250,6 +250,39 @@ TEST_CASE("predict and export use a trained checkpoint; bad input is one error l
   CHECK_THAT(bad.output, Contains("not a binary 8-bit PGM"));
 }
 
+TEST_CASE("train --config reads a TrainConfig; flags override it; --print-config shows the result",
+          "[cli][config]") {
+  purine::testing::TempDir dir;
+  {
+    std::ofstream(dir.file("c.pbtxt")) << "model: \"mlp\"\n# a comment\nmax_iters: 3\n"
+                                       << "lr: 0.02\nparallel: \"pipeline\"\nstages: 3\n";
+    std::ofstream(dir.file("unknown.pbtxt")) << "model: \"mlp\"\nlrr: 3\n";
+    std::ofstream(dir.file("typo.pbtxt")) << "batch: \"many\"\n";
+  }
+  Result printed = run_purine("train --config=" + dir.file("c.pbtxt") + " --lr=0.5 --print-config");
+  REQUIRE(printed.status == 0);
+  CHECK_THAT(printed.output, Contains("model: \"mlp\"\n") && Contains("max_iters: 3\n") &&
+                                 Contains("lr: 0.5\n") && Contains("parallel: \"pipeline\"\n") &&
+                                 Contains("stages: 3\n") && Contains("optimizer: \"sgd\"\n"));
+  CHECK(lines(printed.output) == 44);  // every field of TrainConfig, each from its flag
+  Result unknown = run_purine("train --config=" + dir.file("unknown.pbtxt"));
+  CHECK(unknown.status != 0);
+  CHECK(unknown.output == "error: --config=" + dir.file("unknown.pbtxt") +
+                              ":2:4: Message type \"purine.proto.TrainConfig\" has no field named "
+                              "\"lrr\".\n");
+  Result typo = run_purine("train --config=" + dir.file("typo.pbtxt"));
+  CHECK(typo.status != 0);
+  CHECK_THAT(typo.output, Contains("typo.pbtxt:1:8: Expected integer"));
+  Result missing = run_purine("train --config=" + dir.file("none.pbtxt"));
+  CHECK_THAT(missing.output, Contains("none.pbtxt: cannot open it"));
+  if (!purine::testing::have_fashion_mnist()) return;
+  Result trained =
+      run_purine("train --config=" + dir.file("c.pbtxt") + " --noevaluate --threads=1");
+  CHECK(trained.status == 0);
+  CHECK_THAT(trained.output, Contains("training mlp: batch 64 through a pipeline of 3 stages") &&
+                                 Contains("(3 iterations"));
+}
+
 TEST_CASE("more threads than the cores the process may use gives a warning", "[cli]") {
   // Bound to one core, as mpirun binds its ranks; the missing data then ends the run early.
   Result r = run_purine_bound("taskset -c 0", "train --threads=2 --data=/nonexistent/dir");

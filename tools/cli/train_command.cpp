@@ -12,10 +12,15 @@
 #include "base/error.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/serialize.hpp"
+#include "tools/cli/config.hpp"
 #include "tools/cli/summary.hpp"
 #include "train/options.hpp"
 #include "train/trainer.hpp"
 
+DEFINE_string(config, "",
+              "read the configuration from this protobuf text file (TrainConfig: fields named as "
+              "these flags, e.g. max_iters: 100); flags on the command line override it");
+DEFINE_bool(print_config, false, "print the effective configuration as protobuf text and exit");
 DEFINE_string(model, "convnet_bn", "model to train (purine models lists them)");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist",
               "directory with the IDX files, or synthetic:CxHxW:CLASSES for random images drawn "
@@ -193,6 +198,11 @@ TrainOptions options_from_flags() {
 }  // namespace
 
 int run_train() {
+  if (!FLAGS_config.empty()) apply_config_file(FLAGS_config);
+  if (FLAGS_print_config) {
+    std::fputs(effective_config().c_str(), stdout);
+    return 0;
+  }
   TrainOptions options = options_from_flags();
   warn_if_threads_exceed_cores(options);
   const bool leader = options.rank == 0;
