@@ -16,6 +16,8 @@ namespace purine {
 class AccuracyOp : public TypedOperator<AccuracyOp> {
  public:
   static constexpr char kType[] = "accuracy";
+  static constexpr char kSignature[] =
+      "(scores [N, C], labels [N]) -> accuracy {}; attrs: top_k (int, 1)";
   explicit AccuracyOp(Attrs attrs);
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }

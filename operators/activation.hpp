@@ -40,6 +40,7 @@ class ActivationGradOp : public SameShapeOp {
 class ReluOp : public TypedOperator<ReluOp, ActivationOp> {
  public:
   static constexpr char kType[] = "relu";
+  static constexpr char kSignature[] = "x -> y = max(x, 0)";
   using TypedOperator::TypedOperator;
 
  protected:
@@ -51,6 +52,7 @@ class ReluOp : public TypedOperator<ReluOp, ActivationOp> {
 class SigmoidOp : public TypedOperator<SigmoidOp, ActivationOp> {
  public:
   static constexpr char kType[] = "sigmoid";
+  static constexpr char kSignature[] = "x -> y = 1 / (1 + e^-x)";
   using TypedOperator::TypedOperator;
 
  protected:
@@ -62,6 +64,7 @@ class SigmoidOp : public TypedOperator<SigmoidOp, ActivationOp> {
 class TanhOp : public TypedOperator<TanhOp, ActivationOp> {
  public:
   static constexpr char kType[] = "tanh";
+  static constexpr char kSignature[] = "x -> y = tanh(x)";
   using TypedOperator::TypedOperator;
 
  protected:
@@ -73,6 +76,7 @@ class TanhOp : public TypedOperator<TanhOp, ActivationOp> {
 class ReluGradOp : public TypedOperator<ReluGradOp, ActivationGradOp> {
  public:
   static constexpr char kType[] = "relu_grad";
+  static constexpr char kSignature[] = "(y, dy) -> dx";
   using TypedOperator::TypedOperator;
 
  protected:
@@ -83,6 +87,7 @@ class ReluGradOp : public TypedOperator<ReluGradOp, ActivationGradOp> {
 class SigmoidGradOp : public TypedOperator<SigmoidGradOp, ActivationGradOp> {
  public:
   static constexpr char kType[] = "sigmoid_grad";
+  static constexpr char kSignature[] = "(y, dy) -> dx";
   using TypedOperator::TypedOperator;
 
  protected:
@@ -93,6 +98,7 @@ class SigmoidGradOp : public TypedOperator<SigmoidGradOp, ActivationGradOp> {
 class TanhGradOp : public TypedOperator<TanhGradOp, ActivationGradOp> {
  public:
   static constexpr char kType[] = "tanh_grad";
+  static constexpr char kSignature[] = "(y, dy) -> dx";
   using TypedOperator::TypedOperator;
 
  protected:

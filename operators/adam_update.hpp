@@ -22,6 +22,9 @@ namespace purine {
 class AdamUpdateOp : public TypedOperator<AdamUpdateOp> {
  public:
   static constexpr char kType[] = "adam_update";
+  static constexpr char kSignature[] =
+      "(weight, grad, m, v, lr {}, step {}) -> (new_weight, new_m, new_v); attrs: beta1 (float, "
+      "0.9), beta2 (float, 0.999), eps (float, 1e-8), weight_decay (float, 0), decoupled (int, 0)";
   explicit AdamUpdateOp(Attrs attrs);
   int num_inputs() const override { return 6; }
   int num_outputs() const override { return 3; }

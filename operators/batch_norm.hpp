@@ -29,6 +29,10 @@ namespace purine {
 class BatchNormOp : public TypedOperator<BatchNormOp> {
  public:
   static constexpr char kType[] = "batch_norm";
+  static constexpr char kSignature[] =
+      "(x [N, C, ...], gamma [C], beta [C], running_mean [C], running_var [C]) -> (y, saved_mean, "
+      "saved_inv_std, new_running_mean, new_running_var); attrs: eps (float, 1e-5), momentum "
+      "(float, 0.9), mode (string, train|test)";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 5; }
   int num_outputs() const override { return 5; }
@@ -44,6 +48,8 @@ class BatchNormOp : public TypedOperator<BatchNormOp> {
 class BatchNormGradOp : public TypedOperator<BatchNormGradOp> {
  public:
   static constexpr char kType[] = "batch_norm_grad";
+  static constexpr char kSignature[] =
+      "(x, gamma, saved_mean, saved_inv_std, dy) -> (dx, dgamma, dbeta); attrs: as batch_norm";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 5; }
   int num_outputs() const override { return 3; }

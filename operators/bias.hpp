@@ -15,6 +15,7 @@ namespace purine {
 class BiasOp : public TypedOperator<BiasOp> {
  public:
   static constexpr char kType[] = "bias";
+  static constexpr char kSignature[] = "(x [N, C, ...], b [C]) -> y = x + b along axis 1";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
@@ -30,6 +31,7 @@ class BiasOp : public TypedOperator<BiasOp> {
 class BiasGradOp : public TypedOperator<BiasGradOp> {
  public:
   static constexpr char kType[] = "bias_grad";
+  static constexpr char kSignature[] = "dy [N, C, ...] -> db [C]";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }

@@ -22,6 +22,7 @@ namespace purine {
 class ConcatOp : public TypedOperator<ConcatOp> {
  public:
   static constexpr char kType[] = "concat";
+  static constexpr char kSignature[] = "(x_0, ..., x_n-1) -> y; attrs: axis (int, 1)";
   explicit ConcatOp(Attrs attrs);
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return 1; }
@@ -43,6 +44,8 @@ class ConcatOp : public TypedOperator<ConcatOp> {
 class SplitOp : public TypedOperator<SplitOp> {
  public:
   static constexpr char kType[] = "split";
+  static constexpr char kSignature[] =
+      "x -> (y_0, ..., y_n-1); attrs: axis (int, 1), sizes (ints, required)";
   explicit SplitOp(Attrs attrs);
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return static_cast<int>(sizes_.size()); }

@@ -70,6 +70,9 @@ class ConvOpBase : public Operator {
 class ConvOp : public TypedOperator<ConvOp, ConvOpBase> {
  public:
   static constexpr char kType[] = "conv";
+  static constexpr char kSignature[] =
+      "(x [N, C, H, W], w [O, C, kh, kw]) -> y [N, O, Ho, Wo]; attrs: stride (int, 1) or "
+      "stride_h/stride_w, pad (int, 0) or pad_h/pad_w, engine (string, auto|onednn|im2col)";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
@@ -85,6 +88,7 @@ class ConvOp : public TypedOperator<ConvOp, ConvOpBase> {
 class ConvGradDataOp : public TypedOperator<ConvGradDataOp, ConvOpBase> {
  public:
   static constexpr char kType[] = "conv_grad_data";
+  static constexpr char kSignature[] = "(dy, w, x) -> dx; attrs: as conv";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
@@ -98,6 +102,7 @@ class ConvGradDataOp : public TypedOperator<ConvGradDataOp, ConvOpBase> {
 class ConvGradWeightOp : public TypedOperator<ConvGradWeightOp, ConvOpBase> {
  public:
   static constexpr char kType[] = "conv_grad_weight";
+  static constexpr char kSignature[] = "(dy, x, w) -> dw; attrs: as conv, deterministic (int, 1)";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }

@@ -15,6 +15,7 @@ namespace purine {
 class CopyOp : public TypedOperator<CopyOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "copy";
+  static constexpr char kSignature[] = "x -> y (between locations: host, GPU, rank)";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   bool differentiable() const override { return true; }

@@ -21,6 +21,8 @@ namespace purine {
 class DropoutOp : public TypedOperator<DropoutOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "dropout";
+  static constexpr char kSignature[] =
+      "x -> (y, mask); attrs: ratio (float, 0.5), mode (string, train|test)";
   explicit DropoutOp(Attrs attrs);
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 2; }
@@ -40,6 +42,7 @@ class DropoutOp : public TypedOperator<DropoutOp, SameShapeOp> {
 class DropoutGradOp : public TypedOperator<DropoutGradOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "dropout_grad";
+  static constexpr char kSignature[] = "(mask, dy) -> dx";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
 

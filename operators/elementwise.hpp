@@ -17,6 +17,7 @@ namespace purine {
 class SumOp : public TypedOperator<SumOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "sum";
+  static constexpr char kSignature[] = "(x_0, ..., x_n-1) -> y = x_0 + ... + x_n-1";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return kVariadic; }
   bool differentiable() const override { return true; }
@@ -33,6 +34,7 @@ class SumOp : public TypedOperator<SumOp, SameShapeOp> {
 class MulOp : public TypedOperator<MulOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "mul";
+  static constexpr char kSignature[] = "(a, b) -> y = a * b";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   bool differentiable() const override { return true; }
@@ -46,6 +48,7 @@ class MulOp : public TypedOperator<MulOp, SameShapeOp> {
 class ScaleOp : public TypedOperator<ScaleOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "scale";
+  static constexpr char kSignature[] = "x -> y = alpha * x; attrs: alpha (float, 1)";
   explicit ScaleOp(Attrs attrs);
   int num_inputs() const override { return 1; }
   bool differentiable() const override { return true; }

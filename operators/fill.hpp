@@ -37,6 +37,7 @@ class FillOp : public Operator {
 class FillConstantOp : public TypedOperator<FillConstantOp, FillOp> {
  public:
   static constexpr char kType[] = "fill_constant";
+  static constexpr char kSignature[] = "() -> y; attrs: shape (ints, required), value (float, 0)";
   explicit FillConstantOp(Attrs attrs);
 
  protected:
@@ -50,6 +51,8 @@ class FillConstantOp : public TypedOperator<FillConstantOp, FillOp> {
 class FillUniformOp : public TypedOperator<FillUniformOp, FillOp> {
  public:
   static constexpr char kType[] = "fill_uniform";
+  static constexpr char kSignature[] =
+      "() -> y; attrs: shape (ints, required), low (float, 0), high (float, 1)";
   explicit FillUniformOp(Attrs attrs);
   bool uses_rng() const override { return true; }
 
@@ -64,6 +67,8 @@ class FillUniformOp : public TypedOperator<FillUniformOp, FillOp> {
 class FillGaussianOp : public TypedOperator<FillGaussianOp, FillOp> {
  public:
   static constexpr char kType[] = "fill_gaussian";
+  static constexpr char kSignature[] =
+      "() -> y; attrs: shape (ints, required), mean (float, 0), std (float, 1)";
   explicit FillGaussianOp(Attrs attrs);
   bool uses_rng() const override { return true; }
 
@@ -78,6 +83,7 @@ class FillGaussianOp : public TypedOperator<FillGaussianOp, FillOp> {
 class FillXavierOp : public TypedOperator<FillXavierOp, FillOp> {
  public:
   static constexpr char kType[] = "fill_xavier";
+  static constexpr char kSignature[] = "() -> y; attrs: shape (ints, required)";
   explicit FillXavierOp(Attrs attrs);
   bool uses_rng() const override { return true; }
 
@@ -89,6 +95,7 @@ class FillXavierOp : public TypedOperator<FillXavierOp, FillOp> {
 class FillKaimingOp : public TypedOperator<FillKaimingOp, FillOp> {
  public:
   static constexpr char kType[] = "fill_kaiming";
+  static constexpr char kSignature[] = "() -> y; attrs: shape (ints, required)";
   explicit FillKaimingOp(Attrs attrs);
   bool uses_rng() const override { return true; }
 

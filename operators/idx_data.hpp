@@ -65,6 +65,9 @@ int64_t idx_sample_count(const std::string& dir, const std::string& split);
 class IdxDataOp : public TypedOperator<IdxDataOp>, public DataSource {
  public:
   static constexpr char kType[] = "idx_data";
+  static constexpr char kSignature[] =
+      "() -> (images [batch, 1, rows, cols], labels [batch]); attrs: dir, split (train|test), "
+      "batch (required), shuffle, seed, rank, ranks, drop_last, mirror, scale, mean, classes";
   explicit IdxDataOp(Attrs attrs);
   // Stops and joins the prefetch thread; waits at most for a file load in progress.
   ~IdxDataOp() override;

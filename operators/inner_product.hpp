@@ -19,6 +19,7 @@ namespace purine {
 class InnerProductOp : public TypedOperator<InnerProductOp> {
  public:
   static constexpr char kType[] = "inner_product";
+  static constexpr char kSignature[] = "(x [N, ...], w [O, K]) -> y [N, O] = x w^T";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
@@ -34,6 +35,7 @@ class InnerProductOp : public TypedOperator<InnerProductOp> {
 class InnerProductGradDataOp : public TypedOperator<InnerProductGradDataOp> {
  public:
   static constexpr char kType[] = "inner_product_grad_data";
+  static constexpr char kSignature[] = "(dy [N, O], w [O, K], x) -> dx";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
@@ -47,6 +49,7 @@ class InnerProductGradDataOp : public TypedOperator<InnerProductGradDataOp> {
 class InnerProductGradWeightOp : public TypedOperator<InnerProductGradWeightOp> {
  public:
   static constexpr char kType[] = "inner_product_grad_weight";
+  static constexpr char kSignature[] = "(dy [N, O], x [N, ...]) -> dw [O, K]";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }

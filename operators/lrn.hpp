@@ -39,6 +39,9 @@ class LrnOpBase : public SameShapeOp {
 class LrnOp : public TypedOperator<LrnOp, LrnOpBase> {
  public:
   static constexpr char kType[] = "lrn";
+  static constexpr char kSignature[] =
+      "x [N, C, ...] -> y; attrs: size (int, 5), alpha (float, 1e-4), beta (float, 0.75), k "
+      "(float, 1)";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -53,6 +56,7 @@ class LrnOp : public TypedOperator<LrnOp, LrnOpBase> {
 class LrnGradOp : public TypedOperator<LrnGradOp, LrnOpBase> {
  public:
   static constexpr char kType[] = "lrn_grad";
+  static constexpr char kSignature[] = "(x, y, dy) -> dx; attrs: as lrn";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -13,6 +13,7 @@ namespace purine {
 class MpiAllreduceOp : public TypedOperator<MpiAllreduceOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "mpi_allreduce";
+  static constexpr char kSignature[] = "x -> y = the sum of x over every MPI rank";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   OperatorTraits traits() const override {

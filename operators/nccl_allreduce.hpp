@@ -14,6 +14,7 @@ namespace purine {
 class NcclAllreduceOp : public TypedOperator<NcclAllreduceOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "nccl_allreduce";
+  static constexpr char kSignature[] = "x -> y = the sum of x over every rank's GPU";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   OperatorTraits traits() const override {

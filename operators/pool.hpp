@@ -39,6 +39,10 @@ class PoolOpBase : public Operator {
 class PoolOp : public TypedOperator<PoolOp, PoolOpBase> {
  public:
   static constexpr char kType[] = "pool";
+  static constexpr char kSignature[] =
+      "x [N, C, H, W] -> y [N, C, Ho, Wo]; attrs: mode (string, max|avg), kernel (int, required) "
+      "or kernel_h/kernel_w, stride (int, kernel) or stride_h/stride_w, pad (int, 0) or "
+      "pad_h/pad_w";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
@@ -54,6 +58,7 @@ class PoolOp : public TypedOperator<PoolOp, PoolOpBase> {
 class PoolGradOp : public TypedOperator<PoolGradOp, PoolOpBase> {
  public:
   static constexpr char kType[] = "pool_grad";
+  static constexpr char kSignature[] = "(x, y, dy) -> dx; attrs: as pool";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }

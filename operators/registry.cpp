@@ -13,12 +13,24 @@ std::map<std::string, OperatorFactory>& factories() {
   static std::map<std::string, OperatorFactory> table;
   return table;
 }
+std::map<std::string, std::string>& signatures() {
+  static std::map<std::string, std::string> table;
+  return table;
+}
 }  // namespace
 
-bool OperatorRegistry::add(const std::string& type, OperatorFactory factory) {
+bool OperatorRegistry::add(const std::string& type, OperatorFactory factory,
+                           const std::string& signature) {
   CHECK(factories().emplace(type, std::move(factory)).second)
       << "operator type '" << type << "' registered twice";
+  signatures()[type] = signature;
   return true;
+}
+
+std::string OperatorRegistry::signature(const std::string& type) {
+  auto it = signatures().find(type);
+  require(it != signatures().end(), "unknown operator type '", type, "'");
+  return it->second;
 }
 
 bool OperatorRegistry::has(const std::string& type) { return factories().count(type) > 0; }

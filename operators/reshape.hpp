@@ -9,6 +9,7 @@ namespace purine {
 class ReshapeOp : public TypedOperator<ReshapeOp> {
  public:
   static constexpr char kType[] = "reshape";
+  static constexpr char kSignature[] = "x -> y; attrs: shape (ints, required; one entry may be -1)";
   explicit ReshapeOp(Attrs attrs);
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }

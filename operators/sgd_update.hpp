@@ -18,6 +18,9 @@ namespace purine {
 class SgdUpdateOp : public TypedOperator<SgdUpdateOp> {
  public:
   static constexpr char kType[] = "sgd_update";
+  static constexpr char kSignature[] =
+      "(weight, grad, history, lr {}) -> (new_weight, new_history); attrs: momentum (float, 0), "
+      "weight_decay (float, 0)";
   explicit SgdUpdateOp(Attrs attrs);
   int num_inputs() const override { return 4; }
   int num_outputs() const override { return 2; }

@@ -16,6 +16,7 @@ namespace purine {
 class SoftmaxOp : public TypedOperator<SoftmaxOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "softmax";
+  static constexpr char kSignature[] = "x [N, C, ...] -> y; attrs: axis (int, 1)";
   explicit SoftmaxOp(Attrs attrs);
   int num_inputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -33,6 +34,7 @@ class SoftmaxOp : public TypedOperator<SoftmaxOp, SameShapeOp> {
 class SoftmaxGradOp : public TypedOperator<SoftmaxGradOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "softmax_grad";
+  static constexpr char kSignature[] = "(y, dy) -> dx; attrs: axis (int, 1)";
   explicit SoftmaxGradOp(Attrs attrs);
   int num_inputs() const override { return 2; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

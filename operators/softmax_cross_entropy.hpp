@@ -20,6 +20,7 @@ namespace purine {
 class SoftmaxCrossEntropyOp : public TypedOperator<SoftmaxCrossEntropyOp> {
  public:
   static constexpr char kType[] = "softmax_cross_entropy";
+  static constexpr char kSignature[] = "(logits [N, C], labels [N]) -> (loss {}, probs [N, C])";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 2; }
@@ -35,6 +36,7 @@ class SoftmaxCrossEntropyOp : public TypedOperator<SoftmaxCrossEntropyOp> {
 class SoftmaxCrossEntropyGradOp : public TypedOperator<SoftmaxCrossEntropyGradOp> {
  public:
   static constexpr char kType[] = "softmax_cross_entropy_grad";
+  static constexpr char kSignature[] = "(probs, labels, dloss {}) -> dlogits";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }

@@ -28,6 +28,9 @@ namespace purine {
 class SyntheticDataOp : public TypedOperator<SyntheticDataOp>, public DataSource {
  public:
   static constexpr char kType[] = "synthetic_data";
+  static constexpr char kSignature[] =
+      "() -> (images [batch, channels, rows, cols], labels [batch]); attrs: channels, rows, cols, "
+      "classes, batch (ints, required), samples, seed, split, rank, ranks";
   explicit SyntheticDataOp(Attrs attrs);
 
   int num_inputs() const override { return 0; }

@@ -150,6 +150,15 @@ TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]"
   }
 }
 
+TEST_CASE("purine ops lists every operator with its signature", "[cli]") {
+  Result r = run_purine("ops");
+  REQUIRE(r.status == 0);
+  CHECK(lines(r.output) >= 45);
+  CHECK_THAT(r.output, Contains("\nconv: (x [N, C, H, W], w [O, C, kh, kw]) -> y [N, O, Ho, Wo]; "
+                                "attrs: stride") &&
+                           Contains("\nadam_update: (weight, grad, m, v, lr {}, step {})"));
+}
+
 TEST_CASE("unknown command prints usage", "[cli]") {
   Result r = run_purine("fly");
   REQUIRE(r.status != 0);

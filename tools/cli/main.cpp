@@ -19,6 +19,7 @@
 #include "base/error.hpp"
 #include "models/models.hpp"
 #include "purine/mpi.hpp"
+#include "operators/registry.hpp"
 #include "tools/cli/predict_command.hpp"
 #include "tools/cli/train_command.hpp"
 
@@ -31,6 +32,7 @@ const char kUsage[] =
     "  predict  classify an image, or evaluate on a test split, with a trained checkpoint\n"
     "  export   write a checkpoint's weights alone (--weights-only)\n"
     "  models   list the registered models\n"
+    "  ops      list the operators with their inputs, outputs and attributes\n"
     "  devices  list the GPUs this process can use\n";
 
 // gflags spells flags with underscores; accept the dashed spelling too (--max-iters).
@@ -139,6 +141,11 @@ int main(int argc, char** argv) {
       if (command == "predict") return purine::cli::run_predict();
       if (command == "export") return purine::cli::run_export();
       return purine::cli::run_train();
+    }
+    if (command == "ops") {
+      for (const auto& name : purine::OperatorRegistry::names())
+        std::cout << name << ": " << purine::OperatorRegistry::signature(name) << "\n";
+      return 0;
     }
     if (command == "models") {
       for (const auto& name : purine::model_names()) std::cout << name << "\n";
