@@ -391,31 +391,6 @@ void Graph::validate() {
   topological_order();
 }
 
-std::string Graph::to_dot() const {
-  std::ostringstream out;
-  out << "digraph \"" << name_ << "\" {\n  rankdir=TB;\n";
-  std::map<Location, std::vector<std::string>> clusters;
-  for (const auto& b : blobs_)
-    clusters[b->location()].push_back("\"" + b->name() + "\" [shape=ellipse, label=\"" + b->name() +
-                                      "\\n" + b->shape().to_string() + "\"];");
-  for (const auto& op : ops_)
-    clusters[op->location()].push_back("\"" + op->name() + "\" [shape=box, label=\"" + op->name() +
-                                       "\\n" + op->type() + " @" + op->thread() + "\"];");
-  int cluster = 0;
-  for (const auto& [location, lines] : clusters) {
-    out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << location << "\";\n";
-    for (const auto& line : lines) out << "    " << line << "\n";
-    out << "  }\n";
-  }
-  for (const auto& op : ops_) {
-    for (const Blob* b : op->inputs())
-      out << "  \"" << b->name() << "\" -> \"" << op->name() << "\";\n";
-    for (const Blob* b : op->outputs())
-      out << "  \"" << op->name() << "\" -> \"" << b->name() << "\";\n";
-  }
-  out << "}\n";
-  return out.str();
-}
 
 void Graph::set_up_connected_composites() {
   // Setting one up may add more (a composite's own sub-composites): index, not iterators.

@@ -263,8 +263,19 @@ class Graph {
   // Throws on a cycle, naming its ops with their locations and threads.
   std::vector<Op*> topological_order() const;
 
-  // GraphViz text of the bi-graph: blobs as ellipses, ops as boxes, clustered by location.
-  std::string to_dot() const;
+  // GraphViz text of the bi-graph drawn as in the Purine paper (purine/graph_dot.cpp): tensors
+  // as boxes, operators as circles coloured by role (forward, backward, optimizer,
+  // communication: the copies), one cluster per location, an op's thread in its label when it
+  // is not "main", and each swap as a dashed edge from the new tensor to the one it replaces.
+  // `collapse`: the ops of one layer (a composite outside any other) with one role at one
+  // location are one circle, and tensors inside such a circle are not drawn. `forward_only`:
+  // the forward ops and their tensors alone.
+  struct DotOptions {
+    bool collapse = false;
+    bool forward_only = false;
+  };
+  std::string to_dot(const DotOptions& options) const;
+  std::string to_dot() const { return to_dot(DotOptions{}); }
 
   // Ops created while it lives get `role` (the default is kForward).
   class RoleScope {

@@ -14,6 +14,7 @@ packages=(
   libtbb-dev
   zlib1g-dev
   dataset-fashion-mnist
+  graphviz  # purine graph --format=svg|png
   clang libclang-rt-14-dev libomp-14-dev  # tools/check_threads.sh: -Wthread-safety, TSan
 )
 # The PyTorch peer is only needed by the CPU benchmark: PURINE_SETUP_BENCH=1 adds it.

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "base/error.hpp"
+#include "graphs/layers.hpp"
 #include "purine/dsl.hpp"
 #include "purine/graph.hpp"
 
@@ -90,6 +91,59 @@ TEST_CASE("the GraphViz dump shows every vertex and edge", "[graph]") {
   REQUIRE(dot.find("\"x\" -> \"act\"") != std::string::npos);
   REQUIRE(dot.find("\"act\" -> \"y\"") != std::string::npos);
   REQUIRE(dot.find("rank0:cpu") != std::string::npos);
+}
+
+TEST_CASE("the picture draws tensors as boxes and ops as circles by role, swaps, and layers "
+          "collapsed",
+          "[graph]") {
+  // fc1 -> relu on cpu0, fc2 on cpu1; backward of fc1's weight; an "update" swapped in.
+  Graph g("pic");
+  g.place("fc2", Location::cpu(0, 1));
+  Blob* x = g.add_blob("x", {2, 3});
+  auto& fc2 = g.add<InnerProductLayer>("fc2", InnerProductLayer::Options{2});
+  B{x} >> g.add<InnerProductLayer>("fc1", InnerProductLayer::Options{4}) >>
+      g.add<ActivationLayer>("relu", "relu") >> fc2;
+  Blob* w = g.blob("fc1::weight");
+  Blob* grad;
+  {
+    Graph::RoleScope backward(g, OpRole::kBackward);
+    grad = g.apply("dw", "scale", {}, {w}, {"dw_out"})[0];
+  }
+  {
+    Graph::RoleScope optimizer(g, OpRole::kOptimizer);
+    g.add_swap(w, g.apply("update", "sum", {}, {w, grad}, {"new_w"})[0]);
+  }
+  g.validate();  // sets fc2 up
+  const std::string expanded = g.to_dot();
+  CHECK(expanded.find("\"fc1::weight\" [shape=box") != std::string::npos);
+  CHECK(expanded.find("\"fc1::inner_product\" [shape=circle, style=filled, fillcolor=\"#cfe2f3\"") !=
+        std::string::npos);
+  CHECK(expanded.find("\"dw\" [shape=circle, style=filled, fillcolor=\"#fce5cd\"") !=
+        std::string::npos);
+  CHECK(expanded.find("\"update\" [shape=circle, style=filled, fillcolor=\"#d9ead3\"") !=
+        std::string::npos);
+  CHECK(expanded.find("fillcolor=\"#e4d7f5\", label=\"copy\"") != std::string::npos);
+  CHECK(expanded.find("\"new_w\" -> \"fc1::weight\" [style=dashed, label=\"swap\"") !=
+        std::string::npos);
+  CHECK(expanded.find("label=\"rank0:cpu1\"") != std::string::npos);  // fc2's cluster
+  // Collapsed: fc1's ops are one forward circle, its weight inside it is not drawn.
+  Graph::DotOptions collapse;
+  collapse.collapse = true;
+  const std::string collapsed = g.to_dot(collapse);
+  CHECK(collapsed.find("\"fc1|forward|rank0:cpu\" [shape=circle") != std::string::npos);
+  CHECK(collapsed.find("\"fc1::inner_product\"") == std::string::npos);
+  CHECK(collapsed.find("\"fc1::top\" [shape=box") != std::string::npos);  // between layers
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count(collapsed, "shape=circle") < count(expanded, "shape=circle"));
+  Graph::DotOptions forward;
+  forward.forward_only = true;
+  const std::string forward_dot = g.to_dot(forward);
+  CHECK(forward_dot.find("#fce5cd") == std::string::npos);
+  CHECK(forward_dot.find("#d9ead3") == std::string::npos);
 }
 
 TEST_CASE("topological order is deterministic and respects edges", "[graph]") {

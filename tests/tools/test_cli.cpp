@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -148,6 +149,48 @@ TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]"
     CHECK(r.status != 0);
     CHECK(r.output == c.line);
   }
+}
+
+TEST_CASE("purine graph draws a layout's training graph; GoogLeNet collapsed stays small",
+          "[cli][graph]") {
+  Result bad = run_purine("graph --model=mlp --format=gif");
+  CHECK(bad.status != 0);
+  CHECK(bad.output == "error: --format must be dot, svg or png, got 'gif'\n");
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  purine::testing::TempDir dir;
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  Result r = run_purine("graph --model=mlp --parallel=pipeline --stages=3 --expand --format=dot "
+                        "--output=" + dir.file("mlp.dot"));
+  REQUIRE(r.status == 0);
+  const std::string dot = read(dir.file("mlp.dot"));
+  CHECK_THAT(dot, Contains("label=\"rank0:cpu2\"") && Contains("shape=circle") &&
+                      Contains("style=dashed, label=\"swap\""));
+  REQUIRE(run_purine("graph --model=googlenet --format=dot --output=" + dir.file("g.dot")).status ==
+          0);
+  const std::string googlenet = read(dir.file("g.dot"));
+  CHECK(count(googlenet, "shape=circle") < 100);
+  CHECK(count(googlenet, "shape=box") < 100);
+  REQUIRE(run_purine("graph --model=googlenet --expand --format=dot --output=" +
+                     dir.file("gx.dot"))
+              .status == 0);
+  CHECK(count(read(dir.file("gx.dot")), "shape=circle") > 500);
+  if (std::system("command -v dot > /dev/null") != 0) {
+    WARN("Graphviz's dot is not installed (tools/setup.sh installs it): SVG not checked");
+    return;
+  }
+  REQUIRE(run_purine("graph --model=mlp --output=" + dir.file("mlp.svg")).status == 0);
+  CHECK_THAT(read(dir.file("mlp.svg")), Contains("<svg"));
 }
 
 TEST_CASE("purine ops lists every operator with its signature", "[cli]") {

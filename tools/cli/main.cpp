@@ -31,6 +31,7 @@ const char kUsage[] =
     "  train    train a model (purine train --help for its flags)\n"
     "  predict  classify an image, or evaluate on a test split, with a trained checkpoint\n"
     "  export   write a checkpoint's weights alone (--weights-only)\n"
+    "  graph    draw the training graph a layout builds (purine graph --help)\n"
     "  models   list the registered models\n"
     "  ops      list the operators with their inputs, outputs and attributes\n"
     "  devices  list the GPUs this process can use\n";
@@ -121,7 +122,8 @@ int main(int argc, char** argv) {
     const bool wants_help = std::any_of(args.begin(), args.end(), [](const std::string& a) {
       return a == "--help" || a == "-help" || a == "-h";
     });
-    if (command == "train" || command == "predict" || command == "export") {
+    if (command == "train" || command == "predict" || command == "export" ||
+        command == "graph") {
       // Earlier versions took --resume=FILE; --resume is a switch now.
       for (const std::string& a : args)
         if (a.rfind("--resume=", 0) == 0 && a != "--resume=true" && a != "--resume=false")
@@ -140,6 +142,7 @@ int main(int argc, char** argv) {
       if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
       if (command == "predict") return purine::cli::run_predict();
       if (command == "export") return purine::cli::run_export();
+      if (command == "graph") return purine::cli::run_graph();
       return purine::cli::run_train();
     }
     if (command == "ops") {

@@ -25,7 +25,7 @@ DEFINE_int32(predict_batch, 100, "predict: images per batch on the test split");
 DEFINE_bool(weights_only, false,
             "export: write the checkpoint's parameters and states without its optimizer "
             "states (the only export so far)");
-DEFINE_string(output, "", "export: the file to write");
+DEFINE_string(output, "", "export, graph: the file to write (graph: MODEL.FORMAT by default)");
 
 namespace purine::cli {
 

@@ -21,6 +21,10 @@ DEFINE_string(config, "",
               "read the configuration from this protobuf text file (TrainConfig: fields named as "
               "these flags, e.g. max_iters: 100); flags on the command line override it");
 DEFINE_bool(print_config, false, "print the effective configuration as protobuf text and exit");
+DEFINE_string(format, "svg", "graph: dot (GraphViz text), svg or png (drawn by Graphviz's dot)");
+DEFINE_bool(expand, false, "graph: draw every op of every layer (default: one circle per layer)");
+DEFINE_bool(forward_only, false, "graph: draw the forward ops only");
+DECLARE_string(output);
 DEFINE_string(model, "convnet_bn", "model to train (purine models lists them)");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist",
               "directory with the IDX files, or synthetic:CxHxW:CLASSES for random images drawn "
@@ -264,6 +268,36 @@ int run_train() {
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);
   if (!FLAGS_summary.empty()) write_summary(FLAGS_summary, options, result);
+  return 0;
+}
+
+int run_graph() {
+  if (!FLAGS_config.empty()) apply_config_file(FLAGS_config);
+  require(FLAGS_format == "dot" || FLAGS_format == "svg" || FLAGS_format == "png",
+          "--format must be dot, svg or png, got '", FLAGS_format, "'");
+  TrainOptions options = options_from_flags();
+  options.evaluate = false;
+  options.max_iters = 1;
+  Trainer trainer(options);
+  Graph::DotOptions dot_options;
+  dot_options.collapse = !FLAGS_expand;
+  dot_options.forward_only = FLAGS_forward_only;
+  const std::string dot = trainer.training_graph().to_dot(dot_options);
+  const std::string path =
+      FLAGS_output.empty() ? options.model + "." + FLAGS_format : FLAGS_output;
+  if (FLAGS_format == "dot") {
+    write_file_durably(path, dot);
+  } else {
+    // Graphviz draws it; its errors go to our stderr.
+    const std::string command = "dot -T" + FLAGS_format + " -o '" + path + "'";
+    FILE* pipe = popen(command.c_str(), "w");
+    require(pipe != nullptr, "cannot run Graphviz's dot");
+    std::fwrite(dot.data(), 1, dot.size(), pipe);
+    const int status = pclose(pipe);
+    require(status == 0, "Graphviz's dot failed (exit status ", status,
+            "); is it installed? (apt-get install graphviz, or --format=dot)");
+  }
+  std::printf("wrote %s\n", path.c_str());
   return 0;
 }
 

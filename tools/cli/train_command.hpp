@@ -6,5 +6,8 @@ namespace purine::cli {
 
 // Returns the process exit code. Throws purine::Error on bad flags or data.
 int run_train();
+// `purine graph`: the training graph the same flags build, drawn (purine/graph.hpp, to_dot) as
+// GraphViz text or, through Graphviz's dot, SVG or PNG.
+int run_graph();
 
 }  // namespace purine::cli
