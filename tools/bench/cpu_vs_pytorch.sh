@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU training throughput, Purine against PyTorch (Debian python3-torch with OpenBLAS) in the
 # same run: same networks, data, batch, optimizer and thread count. Prints images/s and the
-# ratio per model. Usage: tools/bench/cpu_vs_pytorch.sh [iterations] [threads] [batch]
+# ratio per model, then the machine's FMA peak and the models' share of it. Usage:
+# tools/bench/cpu_vs_pytorch.sh [iterations] [threads] [batch]
 # Needs a build (tools/build.sh) and PURINE_SETUP_BENCH=1 bash tools/setup.sh for the peer.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,3 +34,8 @@ for model in mlp convnet; do
   printf "%-8s %6d %7d %14.0f %14.0f %7s\n" "$model" "$batch" "$threads" "$best_purine" \
     "$best_torch" "${ratio}x"
 done
+
+# The same machine's measured FMA peak, and convnet's and GoogLeNet's training FLOP/s as a share
+# of it (tools/bench/bench_peak_share.cpp).
+echo
+build/tools/bench_peak_share --models=convnet,googlenet --batch="$batch" --threads="$threads"
