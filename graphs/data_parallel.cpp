@@ -3,6 +3,9 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "base/error.hpp"
@@ -52,36 +55,115 @@ std::vector<std::pair<std::string, Blob*>> states_of(const Graph& g, const Blob*
   return states;
 }
 
+// An update to build: `parameter` (a weight, or a chunk of one) from its reduced gradient
+// `grad`; `finish` takes the new weight (swaps it in or sends it on, maps the optimizer's
+// states). `counted`: `grad` covers its elements once among all the pending updates (the global
+// norm sums every element once).
+struct PendingUpdate {
+  Parameter parameter;
+  Blob* grad = nullptr;
+  bool counted = false;
+  std::function<void(Blob* updated)> finish;
+};
+
+// The updates of the reductions, built at once, or with gradient clipping once every gradient
+// is reduced (clip_updates).
+class Updates {
+ public:
+  Updates(Graph& g, DataParallelGraph& dp, const DataParallelOptions& options)
+      : g_(g), dp_(dp), options_(options) {}
+
+  void add(PendingUpdate update) {
+    if (options_.clip_norm > 0)
+      pending_.push_back(std::move(update));
+    else
+      build(update, nullptr);
+  }
+
+  // Gradient clipping by global norm: every counted gradient's sum of squares, at its location;
+  // at each updater's location, the scale from all of them (in one order); every gradient
+  // scaled before its update.
+  void build_clipped() {
+    if (pending_.empty()) return;
+    std::vector<Blob*> squares;
+    for (const PendingUpdate& u : pending_) {
+      if (!u.counted) continue;
+      Graph::Placement placement(g_, u.grad->location(), Graph::kCommThread);
+      squares.push_back(g_.apply(u.grad->name() + "::sum_squares", "sum_squares", {}, {u.grad},
+                                 {u.grad->name() + "::squares"})[0]);
+    }
+    std::map<Location, Blob*> scales;
+    for (const PendingUpdate& u : pending_) {
+      const Location at = u.parameter.blob->location();
+      Blob*& scale = scales[at];
+      if (!scale) {
+        Graph::Scope root(g_, "clip", true);
+        Graph::Placement placement(g_, at, Graph::kCommThread);
+        scale = g_.apply("scale@" + at.to_string(), "clip_scale",
+                         Attrs().set("max_norm", options_.clip_norm), squares,
+                         {"factor@" + at.to_string()})[0];
+      }
+      build(u, scale);
+    }
+    pending_.clear();
+  }
+
+ private:
+  void build(const PendingUpdate& u, Blob* scale) {
+    Blob* grad = u.grad;
+    if (scale) {
+      Graph::Placement placement(g_, grad->location(), Graph::kCommThread);
+      grad = g_.apply(grad->name() + "::clip", "scale_by", {}, {grad, scale},
+                      {grad->name() + "::clipped"})[0];
+    }
+    const Location at = u.parameter.blob->location();
+    u.finish(add_sgd_update(g_, u.parameter, grad, dp_.sgd.learning_rate(g_, at), options_.sgd,
+                            &dp_.sgd));
+  }
+
+  Graph& g_;
+  DataParallelGraph& dp_;
+  const DataParallelOptions& options_;
+  std::vector<PendingUpdate> pending_;
+};
+
 // Parameter i alone with kRing: reduce-scatter its gradient, update on each rank the chunk of
 // the weights whose gradient it summed (its momentum covers that chunk only), all-gather the
 // new weights: the same traffic as an allreduce of the gradient, 1/N of the update work per rank.
 void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads, int i,
-                    const DataParallelOptions& options) {
+                    const DataParallelOptions& options, Updates& updates) {
   const int n = static_cast<int>(dp.locations.size());
   std::vector<Blob*> parts;
   for (int r = 0; r < n; ++r) parts.push_back(grads[r].of(dp.parameters[r][i].blob));
   const std::string name = dp.parameters[0][i].blob->name();
-  const RingShards shards = ring_reduce_scatter(g, name + "::reduce", parts);
-  std::vector<Blob*> updated(n, nullptr);
+  const auto shards =
+      std::make_shared<RingShards>(ring_reduce_scatter(g, name + "::reduce", parts));
+  // The new chunks, gathered into every replica's weights once all are built.
+  const auto updated = std::make_shared<std::vector<Blob*>>(n, nullptr);
+  const auto left = std::make_shared<int>(0);
+  for (int r = 0; r < n; ++r) *left += shards->owned[r] != nullptr;
   for (int r = 0; r < n; ++r) {
-    if (!shards.owned[r]) continue;
+    if (!shards->owned[r]) continue;
     Parameter chunk = dp.parameters[r][i];
     {
       Graph::Scope scope(g, chunk.blob->name() + "::shard", true);
       Graph::Placement placement(g, chunk.blob->location(), Graph::kCommThread);
-      chunk.blob = flat_chunks(g, "weight", chunk.blob, shards)[shards.chunk_of(r)];
+      chunk.blob = flat_chunks(g, "weight", chunk.blob, *shards)[shards->chunk_of(r)];
     }
-    updated[r] = add_sgd_update(g, chunk, shards.owned[r],
-                                dp.sgd.learning_rate(g, chunk.blob->location()), options.sgd,
-                                &dp.sgd);
-    // Each location's history covers its chunk, at the chunk's place in the whole.
-    Parameter piece = dp.parameters[r][i];
-    for (int c = 0; c < shards.chunk_of(r); ++c) piece.offset += shards.sizes[c];
-    for (const auto& [suffix, state] : states_of(g, chunk.blob, options.sgd))
-      map_piece(dp.checkpoint, piece, r, state, suffix, true);
+    auto finish = [&g, &dp, &options, shards, updated, left, i, r, name, chunk](Blob* weights) {
+      (*updated)[r] = weights;
+      // Each location's states cover its chunk, at the chunk's place in the whole.
+      Parameter piece = dp.parameters[r][i];
+      for (int c = 0; c < shards->chunk_of(r); ++c) piece.offset += shards->sizes[c];
+      for (const auto& [suffix, state] : states_of(g, chunk.blob, options.sgd))
+        map_piece(dp.checkpoint, piece, r, state, suffix, true);
+      if (--*left > 0) return;
+      const std::vector<Blob*> gathered = ring_all_gather(g, name + "::gather", *shards, *updated);
+      for (size_t q = 0; q < gathered.size(); ++q)
+        g.add_swap(dp.parameters[q][i].blob, gathered[q]);
+    };
+    updates.add({chunk, shards->owned[r], true, finish});
   }
-  const std::vector<Blob*> weights = ring_all_gather(g, name + "::gather", shards, updated);
-  for (int r = 0; r < n; ++r) g.add_swap(dp.parameters[r][i].blob, weights[r]);
 }
 
 // The gradients of the parameters `members` reduced together (several: fused into one flat blob
@@ -89,10 +171,10 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
 // parameter server there, its new weights then sent to every replica.
 void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads,
                      const std::vector<int>& members, int server,
-                     const DataParallelOptions& options) {
+                     const DataParallelOptions& options, Updates& updates) {
   // Where replica r keeps the members (a layer split over locations keeps its pieces apart;
   // buckets only join members kept together).
-  auto at = [&](int r) { return dp.parameters[r][members[0]].blob->location(); };
+  auto at = [&dp, members](int r) { return dp.parameters[r][members[0]].blob->location(); };
   const int n = static_cast<int>(dp.locations.size());
   const bool fused = members.size() > 1;
   const std::string name =
@@ -117,9 +199,8 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
                                                                     : nccl_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);
   }
-  // Optimizer states: every updater holds them; the first's are saved.
-  std::vector<std::vector<std::pair<int, Blob*>>> histories(members.size());
-  std::vector<std::string> suffixes;
+  // Every updater holds optimizer states; the first updater's are saved.
+  const int first = sums[0].first;
   for (const auto& [r, sum] : sums) {
     std::vector<Blob*> pieces = {sum};
     if (fused) {
@@ -127,35 +208,26 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
       pieces = unfuse(g, name + "::unfuse" + std::to_string(r), sum, shapes);
     }
     for (size_t k = 0; k < members.size(); ++k) {
-      const Parameter& p = dp.parameters[r][members[k]];
-      Blob* updated =
-          add_sgd_update(g, p, pieces[k], dp.sgd.learning_rate(g, at(r)), options.sgd, &dp.sgd);
-      suffixes.clear();
-      for (const auto& [suffix, state] : states_of(g, p.blob, options.sgd)) {
-        histories[k].emplace_back(r, state);
-        suffixes.push_back(suffix);
-      }
-      if (options.reduction != Reduction::kParameterServer) {
-        g.add_swap(p.blob, updated);
-        continue;
-      }
-      std::vector<Location> holders;
-      for (int q = 0; q < n; ++q) holders.push_back(at(q));
-      Graph::Placement placement(g, at(r), Graph::kCommThread);
-      const B copies =
-          (B{updated} >> g.add<Distribute>(p.blob->name() + "::distribute", holders)).top();
-      for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][members[k]].blob, copies[q]);
+      const int i = members[k];
+      const int updater = r;
+      auto finish = [&g, &dp, &options, at, i, updater, first, n](Blob* updated) {
+        const Parameter& p = dp.parameters[updater][i];
+        for (const auto& [suffix, state] : states_of(g, p.blob, options.sgd))
+          map_piece(dp.checkpoint, p, updater, state, suffix, updater == first);
+        if (options.reduction != Reduction::kParameterServer) {
+          g.add_swap(p.blob, updated);
+          return;
+        }
+        std::vector<Location> holders;
+        for (int q = 0; q < n; ++q) holders.push_back(at(q));
+        Graph::Placement placement(g, at(updater), Graph::kCommThread);
+        const B copies =
+            (B{updated} >> g.add<Distribute>(p.blob->name() + "::distribute", holders)).top();
+        for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][i].blob, copies[q]);
+      };
+      updates.add({dp.parameters[r][i], pieces[k], r == first, finish});
     }
   }
-  // Per member, each updater's states in the order of `suffixes`; the first updater's saved.
-  const size_t n_states = suffixes.size();
-  for (size_t k = 0; k < members.size(); ++k)
-    for (size_t i = 0; i < histories[k].size(); ++i) {
-      const auto& [r, state] = histories[k][i];
-      map_piece(dp.checkpoint, dp.parameters[r][members[k]], r, state, suffixes[i % n_states],
-                i < n_states);
-    }
-
 }
 
 // Every parameter and state of the graph is in the map (an internal invariant).
@@ -177,6 +249,8 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   require(std::set<Location>(locations.begin(), locations.end()).size() == locations.size(),
           "data parallel: a location is listed twice; give one location per replica");
   check_sgd_options(options.sgd);
+  require(options.clip_norm >= 0, "data parallel: clip_norm must be non-negative, got ",
+          options.clip_norm);
   const int n = static_cast<int>(locations.size());
   int server = 0;
   if (options.reduction == Reduction::kParameterServer) {
@@ -248,14 +322,16 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
       buckets.push_back(std::move(bucket));
     }
   }
+  Updates updates(g, dp, options);
   for (const std::vector<int>& members : buckets) {
     // A piece of columns (a layer split by inputs) has no contiguous chunks to shard.
     if (members.size() == 1 && options.reduction == Reduction::kRing && n > 1 &&
         dp.parameters[0][members[0]].row_stride == 0)
-      reduce_sharded(g, dp, grads, members[0], options);
+      reduce_sharded(g, dp, grads, members[0], options, updates);
     else
-      reduce_together(g, dp, grads, members, server, options);
+      reduce_together(g, dp, grads, members, server, options, updates);
   }
+  updates.build_clipped();
   std::vector<Blob*> losses, accuracies;
   for (const ReplicaOutputs& out : dp.replicas) {
     losses.push_back(out.loss);

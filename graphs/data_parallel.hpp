@@ -50,6 +50,11 @@ struct DataParallelOptions {
   Location server = Location::cpu(0);  // kParameterServer: one of the replicas' locations
   SgdOptions sgd;
   int64_t bucket_bytes = 256 << 10;  // 0: every gradient reduced alone
+  // > 0: gradients clipped by their global norm before the updates, as PyTorch's
+  // clip_grad_norm_: scaled by min(1, clip_norm / (norm + 1e-6)), the norm of the reduced
+  // (averaged) gradients of all parameters together. Every update then waits for every
+  // reduction.
+  double clip_norm = 0;
 };
 
 struct DataParallelGraph {

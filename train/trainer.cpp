@@ -284,6 +284,7 @@ class Trainer::Impl {
     dp_options.sgd.beta1 = options_.beta1;
     dp_options.sgd.beta2 = options_.beta2;
     dp_options.sgd.eps = options_.eps;
+    dp_options.clip_norm = options_.clip_norm;
     dp_options.sgd.weight_decay = options_.weight_decay;
     dp_ = build_data_parallel(
         train_, locations,

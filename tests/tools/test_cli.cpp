@@ -316,7 +316,7 @@ TEST_CASE("train --config reads a TrainConfig; flags override it; --print-config
   CHECK_THAT(printed.output, Contains("model: \"mlp\"\n") && Contains("max_iters: 3\n") &&
                                  Contains("lr: 0.5\n") && Contains("parallel: \"pipeline\"\n") &&
                                  Contains("stages: 3\n") && Contains("optimizer: \"sgd\"\n"));
-  CHECK(lines(printed.output) == 44);  // every field of TrainConfig, each from its flag
+  CHECK(lines(printed.output) == 45);  // every field of TrainConfig, each from its flag
   Result unknown = run_purine("train --config=" + dir.file("unknown.pbtxt"));
   CHECK(unknown.status != 0);
   CHECK(unknown.output == "error: --config=" + dir.file("unknown.pbtxt") +

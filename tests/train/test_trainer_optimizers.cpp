@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -118,4 +119,73 @@ TEST_CASE("bad Adam settings are refused before training", "[trainer][optimizer]
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--eps must be positive, got 0"));
   REQUIRE_THROWS_WITH(parse_optimizer("lion"),
                       "unknown optimizer 'lion' for --optimizer; choose sgd, adam or adamw");
+}
+
+namespace {
+
+// The weights of a trainer's graph by single-device name (histories and moments left out).
+std::map<std::string, std::vector<float>> weights_of(const Trainer& trainer) {
+  std::map<std::string, std::vector<float>> weights;
+  for (const StoredTensor& t : trainer.checkpoint_map()) {
+    if (t.name.find("::history") != std::string::npos) continue;
+    std::vector<float>& whole = weights[t.name];
+    whole.assign(t.shape.count(), 0.0f);
+    for (const TensorPiece& piece : t.saved_from) {
+      const std::vector<float> values = piece.blob->tensor().values();
+      for_each_run(piece, [&](int64_t at, int64_t from, int64_t count) {
+        std::copy(values.begin() + from, values.begin() + from + count, whole.begin() + at);
+      });
+    }
+  }
+  return weights;
+}
+
+// The global norm of one plain SGD step (lr 1, no momentum or decay) with --clip-norm=0.01.
+double clipped_step_norm(ParallelLayout layout, int locations) {
+  TrainOptions o = adam_run(Optimizer::kSgd, 1);
+  o.lr = 1;
+  o.momentum = 0;
+  o.weight_decay = 0;
+  o.clip_norm = 0.01;
+  o.parallel = layout;
+  o.locations = locations;
+  if (layout == ParallelLayout::kModel) o.split = {"fc1", "fc2"};
+  Trainer trainer(o);
+  const auto before = weights_of(trainer);
+  trainer.train();
+  const auto after = weights_of(trainer);
+  double squares = 0;
+  for (const auto& [name, values] : before)
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double d = after.at(name)[i] - values[i];
+      squares += d * d;
+    }
+  return std::sqrt(squares);
+}
+
+}  // namespace
+
+TEST_CASE("gradients clipped by global norm, as clip_grad_norm_, in any layout",
+          "[trainer][e2e][optimizer]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  // A step of lr 1 moves the weights by exactly the clipped gradient: its norm is max_norm
+  // (the gradient's own norm is far above 0.01), the norm of the replicas' average gradient
+  // when two locations share the batch.
+  CHECK(clipped_step_norm(ParallelLayout::kNone, 1) == Approx(0.01).epsilon(1e-4));
+  CHECK(clipped_step_norm(ParallelLayout::kData, 2) == Approx(0.01).epsilon(1e-4));
+  CHECK(clipped_step_norm(ParallelLayout::kModel, 2) == Approx(0.01).epsilon(1e-4));
+  // A norm never reached scales by exactly 1: the run is the unclipped one, bit for bit.
+  TrainOptions loose = adam_run(Optimizer::kAdam, 10);
+  const std::vector<double> plain = [&] {
+    Trainer t(loose);
+    return losses_of(t);
+  }();
+  loose.clip_norm = 1e9;
+  Trainer clipped(loose);
+  CHECK(losses_of(clipped) == plain);
+  loose.clip_norm = -1;
+  CHECK_THROWS_WITH(Trainer(loose), Catch::Contains("--clip-norm must be non-negative"));
 }

@@ -50,6 +50,9 @@ DEFINE_double(momentum, 0.9, "SGD momentum");
 DEFINE_double(beta1, 0.9, "Adam: decay of the first moment");
 DEFINE_double(beta2, 0.999, "Adam: decay of the second moment");
 DEFINE_double(eps, 1e-8, "Adam: added to the second moment's root");
+DEFINE_double(clip_norm, 0,
+              "clip the gradients to this global norm before each update, as PyTorch's "
+              "clip_grad_norm_ (0: no clipping)");
 DEFINE_double(weight_decay, 5e-4, "L2 weight decay");
 DEFINE_int32(threads, 2, "compute threads (bounds BLAS and oneDNN too), 1 to 1024");
 DEFINE_int32(classes, 10,
@@ -165,6 +168,7 @@ TrainOptions options_from_flags() {
   o.beta1 = FLAGS_beta1;
   o.beta2 = FLAGS_beta2;
   o.eps = FLAGS_eps;
+  o.clip_norm = FLAGS_clip_norm;
   o.weight_decay = FLAGS_weight_decay;
   o.threads = FLAGS_threads;
   o.classes = FLAGS_classes;
