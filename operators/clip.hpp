@@ -5,7 +5,7 @@
 //   scale_by:    (x, c {}) -> y = c * x.
 // The sums of squares of every gradient (one op each, where the gradient is) meet at every
 // updater, which scales its gradients by c before its update (graphs/data_parallel.hpp). None
-// is differentiable. CPU kernels; contiguous tensors.
+// is differentiable. CPU and GPU kernels (operators/cuda/clip.cu); contiguous tensors.
 #pragma once
 
 #include <vector>

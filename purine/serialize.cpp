@@ -62,6 +62,79 @@ proto::GraphProto graph_to_proto(const Graph& graph) {
   return g;
 }
 
+namespace {
+
+Location location_of(const proto::LocationProto& l) {
+  Location out = l.device() < 0 ? Location::cpu(l.rank(), l.cpu_index())
+                                : Location::gpu(l.device(), l.rank());
+  return out;
+}
+
+Attrs attrs_of(const proto::OpProto& op) {
+  Attrs attrs;
+  for (const proto::AttrProto& a : op.attrs()) {
+    switch (a.value_case()) {
+      case proto::AttrProto::kI: attrs.set(a.name(), static_cast<int64_t>(a.i())); break;
+      case proto::AttrProto::kF: attrs.set(a.name(), a.f()); break;
+      case proto::AttrProto::kS: attrs.set(a.name(), a.s()); break;
+      default:
+        attrs.set(a.name(), std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    }
+  }
+  return attrs;
+}
+
+}  // namespace
+
+std::unique_ptr<Graph> import_graph(const std::string& path, int64_t max_bytes) {
+  const std::string bytes = read_file_bounded(path, max_bytes, "graph");
+  proto::GraphProto g;
+  const bool parsed = ends_with(path, ".pbtxt")
+                          ? google::protobuf::TextFormat::ParseFromString(bytes, &g)
+                          : g.ParseFromString(bytes);
+  require(parsed, "graph file '", path, "' does not parse as a ",
+          ends_with(path, ".pbtxt") ? "protobuf text" : "binary protobuf", " GraphProto");
+  auto graph = std::make_unique<Graph>(g.name());
+  graph->set_auto_copy(false);  // the file holds every copy
+  const std::string file = str("graph file '", path, "'");
+  try {
+    Graph::Scope root(*graph, "", true);
+    for (const proto::BlobProto& b : g.blobs()) {
+      for (int64_t d : b.shape()) require(d >= 0, "blob '", b.name(), "' has a negative extent");
+      Graph::Placement at(*graph, location_of(b.location()));
+      Blob* blob = graph->add_blob(b.name(), Shape(std::vector<int64_t>(b.shape().begin(),
+                                                                        b.shape().end())));
+      if (b.accumulating()) blob->set_accumulating(true);
+    }
+    for (const proto::OpProto& o : g.ops()) {
+      Graph::Placement at(*graph, location_of(o.location()), o.thread());
+      Op* op = graph->add_op(o.name(), o.type(), attrs_of(o));
+      std::vector<Blob*> inputs, outputs;
+      for (const std::string& name : o.inputs()) inputs.push_back(graph->blob(name));
+      for (const std::string& name : o.outputs()) outputs.push_back(graph->blob(name));
+      graph->set_inputs(op, inputs);
+      graph->set_outputs(op, outputs);
+    }
+    graph->validate();
+  } catch (const Error& e) {
+    throw Error(str(file, ": ", e.what()));
+  }
+  return graph;
+}
+
+int load_tensors_by_name(Graph& graph, const std::string& path) {
+  const proto::Checkpoint c = read_checkpoint(path, int64_t{8} << 30);
+  CheckpointMap map;
+  for (const proto::NamedTensor& t : c.tensors())
+    if (Blob* b = graph.find_blob(t.name()))
+      map.push_back({t.name(), b->shape(), {{b, 0}}, {{b, 0}}});
+  require(!map.empty(), "no tensor of '", path, "' names a blob of graph '", graph.name(), "'");
+  CheckpointExpectation expected;
+  expected.map_only = true;
+  load_checkpoint(map, path, expected);
+  return static_cast<int>(map.size());
+}
+
 void export_graph(const Graph& graph, const std::string& path) {
   if (ends_with(path, ".dot")) return write_file_durably(path, graph.to_dot());
   proto::GraphProto g = graph_to_proto(graph);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,18 @@ proto::GraphProto graph_to_proto(const Graph& graph);
 // Writes the graph as binary protobuf, or as GraphViz text when `path` ends in ".dot", or as
 // protobuf text when it ends in ".pbtxt".
 void export_graph(const Graph& graph, const std::string& path);
+
+// The graph an export_graph file (.pb or .pbtxt, at most `max_bytes`) describes, rebuilt vertex
+// by vertex (every copy is in the file, so none is inserted): runnable once its inputs and
+// weights are set (load_tensors_by_name). Throws purine::Error naming the file and the vertex:
+// a bad file, an unknown operator type, a name used twice, an op reading a blob the file lacks,
+// or shapes the operators refuse (validate()).
+std::unique_ptr<Graph> import_graph(const std::string& path, int64_t max_bytes = 1 << 30);
+
+// Sets every blob of `graph` named as a tensor of the checkpoint or weights file at `path` to
+// that tensor (other tensors of the file are skipped); returns how many. Throws purine::Error
+// naming the tensor when its shape differs from the blob's, changing nothing.
+int load_tensors_by_name(Graph& graph, const std::string& path);
 
 // What a checkpoint records besides the tensors.
 struct CheckpointInfo {

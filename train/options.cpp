@@ -182,8 +182,6 @@ void validate_options(const TrainOptions& o) {
   require(std::isfinite(o.eps) && o.eps > 0, "--eps must be positive, got ", o.eps);
   require(std::isfinite(o.clip_norm) && o.clip_norm >= 0,
           "--clip-norm must be non-negative (0: no clipping), got ", o.clip_norm);
-  require(o.clip_norm == 0 || o.devices.empty(),
-          "--clip-norm runs on CPUs only so far; drop it or train without --devices");
   require(std::isfinite(o.lr_gamma) && o.lr_gamma > 0,
           "--lr-gamma must be positive and finite, got ", o.lr_gamma);
   require(std::isfinite(o.lr_power) && o.lr_power > 0,

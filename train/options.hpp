@@ -54,7 +54,7 @@ struct TrainOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   // > 0: gradients clipped to this global norm before each update (PyTorch's clip_grad_norm_,
-  // graphs/data_parallel.hpp); 0: no clipping. CPU only so far.
+  // graphs/data_parallel.hpp); 0: no clipping.
   double clip_norm = 0;
   double weight_decay = 5e-4;
   int threads = 2;   // compute threads (OpenMP, BLAS, oneDNN), at most kMaxThreads

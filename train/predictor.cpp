@@ -163,6 +163,14 @@ void export_weights(const PredictorOptions& o, const std::string& path) {
   save_checkpoint(whole_blobs(g), path, out);
 }
 
+void export_forward_graph(const PredictorOptions& o, const std::string& path) {
+  check_options(o);
+  Graph g(o.model);
+  build_forward(g, o, g.add_blob("images", o.images));
+  g.validate();
+  export_graph(g, path);
+}
+
 Shape test_image_shape(const std::string& data_dir) {
   Attrs attrs;
   attrs.set("dir", data_dir).set("split", "test").set("batch", 1);

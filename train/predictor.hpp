@@ -65,6 +65,11 @@ Evaluation evaluate_test_split(const PredictorOptions& options, const std::strin
 // Predictor loads like a checkpoint.
 void export_weights(const PredictorOptions& options, const std::string& path);
 
+// Writes the model's forward graph for options.images (a blob "images" in, "probabilities" out;
+// weights not included) with export_graph (.pb or .pbtxt). import_graph rebuilds it anywhere;
+// load_tensors_by_name then sets its weights from a checkpoint (purine/serialize.hpp).
+void export_forward_graph(const PredictorOptions& options, const std::string& path);
+
 // The size [C, H, W] of the images of an IDX data set's test split (reads its header).
 Shape test_image_shape(const std::string& data_dir);
 

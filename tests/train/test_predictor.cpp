@@ -4,9 +4,12 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "fashion_mnist.hpp"
 #include "temp_dir.hpp"
+#include "purine/runnable.hpp"
+#include "purine/serialize.hpp"
 #include "train/predictor.hpp"
 #include "train/trainer.hpp"
 
@@ -101,6 +104,28 @@ TEST_CASE("a checkpoint of any layout predicts at any batch size and evaluates a
         std::filesystem::file_size(dir.file("mlp.ckpt")) * 6 / 10);
   Predictor exported(mlp_predictor(dir.file("mlp.weights"), 1));
   CHECK(exported.probabilities(one).values() == p1);
+
+  // The forward graph exported, imported as a graph of its own, its weights set by name: the
+  // same probabilities.
+  for (const char* name : {"mlp.pbtxt", "mlp.pb"}) {
+    INFO(name);
+    export_forward_graph(mlp_predictor(dir.file("mlp.ckpt"), 1), dir.file(name));
+    std::unique_ptr<Graph> imported = import_graph(dir.file(name));
+    CHECK(load_tensors_by_name(*imported, dir.file("mlp.ckpt")) == 6);  // 3 weights, 3 biases
+    imported->blob("images")->tensor().set_values(one.values());
+    Runnable run(*imported, RunOptions{});
+    run.run();
+    CHECK(imported->blob("probabilities")->tensor().values() == p1);
+  }
+  {
+    std::ofstream(dir.file("bad.pbtxt")) << "name: \"x\"\nops { name: \"a\" type: \"warp\" }\n";
+    std::ofstream(dir.file("garbage.pbtxt")) << "this is not a graph";
+  }
+  CHECK_THROWS_WITH(import_graph(dir.file("bad.pbtxt")),
+                    Catch::Contains("bad.pbtxt'") && Catch::Contains("op 'a'") &&
+                        Catch::Contains("unknown operator type 'warp'"));
+  CHECK_THROWS_WITH(import_graph(dir.file("garbage.pbtxt")),
+                    Catch::Contains("does not parse as a protobuf text GraphProto"));
 
   // Bad files are refused, naming them.
   PredictorOptions wrong = mlp_predictor(dir.file("mlp.ckpt"), 1);

@@ -26,6 +26,9 @@ DEFINE_bool(weights_only, false,
             "export: write the checkpoint's parameters and states without its optimizer "
             "states (the only export so far)");
 DEFINE_string(output, "", "export, graph: the file to write (graph: MODEL.FORMAT by default)");
+DEFINE_string(forward_graph, "",
+              "export: write the model's forward graph (images in, probabilities out; no "
+              "weights) here, .pb or .pbtxt, for import_graph (purine/serialize.hpp)");
 
 namespace purine::cli {
 
@@ -88,7 +91,8 @@ std::vector<std::string> predict_flags() {
           "classes", "input_mean", "input_std", "threads"};
 }
 std::vector<std::string> export_flags() {
-  return {"model", "checkpoint", "weights_only", "output", "data", "classes"};
+  return {"model", "checkpoint", "weights_only", "output", "forward_graph", "predict_batch",
+          "data", "classes"};
 }
 
 int run_predict() {
@@ -126,8 +130,20 @@ int run_predict() {
 }
 
 int run_export() {
-  require(FLAGS_weights_only, "purine export writes weights only so far: give --weights-only "
-          "(the training graph is exported by purine train --export-graph=FILE)");
+  if (!FLAGS_forward_graph.empty()) {
+    const Shape image = test_image_shape(FLAGS_data);
+    PredictorOptions o;
+    o.model = FLAGS_model;
+    o.classes = FLAGS_classes;
+    o.images = {FLAGS_predict_batch, image[0], image[1], image[2]};
+    export_forward_graph(o, FLAGS_forward_graph);
+    std::printf("wrote the forward graph of %s for batches of %d to %s\n", FLAGS_model.c_str(),
+                FLAGS_predict_batch, FLAGS_forward_graph.c_str());
+    if (!FLAGS_weights_only) return 0;
+  }
+  require(FLAGS_weights_only, "give what to export: --weights-only (with --checkpoint and "
+          "--output) or --forward-graph=FILE (the training graph is exported by purine train "
+          "--export-graph=FILE)");
   require(!FLAGS_output.empty(), "give the file to write: --output=FILE");
   const Shape image = test_image_shape(FLAGS_data);
   export_weights(predictor_options({1, image[0], image[1], image[2]}), FLAGS_output);

@@ -117,6 +117,18 @@ TEST_CASE("the GPU Adam and AdamW updates match the CPU", "[cuda][gpu]") {
   }
 }
 
+TEST_CASE("the GPU clipping ops match the CPU", "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(4);
+  const Tensor x = random_tensor(Shape{1000, 37}, gen);
+  CHECK(parity_error("sum_squares", {}, {x}) <= 1e-6);
+  Tensor s0(Shape{}), s1(Shape{});
+  s0.fill(30.0f);
+  s1.fill(70.0f);
+  CHECK(parity_error("clip_scale", Attrs().set("max_norm", 2.0), {s0, s1}) <= 1e-6);
+  CHECK(parity_error("scale_by", {}, {x, s0}) <= 1e-6);
+}
+
 TEST_CASE("GPU fills give the CPU's values for the same generator", "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();
   const std::vector<int64_t> shape{64, 3, 5, 5};
