@@ -48,7 +48,7 @@ void map_piece(CheckpointMap& map, const Parameter& p, int replica, Blob* holder
 
 // The optimizer states add_sgd_update made for `weight`, with their names.
 std::vector<std::pair<std::string, Blob*>> states_of(const Graph& g, const Blob* weight,
-                                                    const SgdOptions& options) {
+                                                     const SgdOptions& options) {
   std::vector<std::pair<std::string, Blob*>> states;
   for (const std::string& name : optimizer_states(options))
     states.emplace_back("::" + name, g.blob(weight->name() + "::" + name));
@@ -194,9 +194,10 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
     Graph::Placement placement(g, at(server), Graph::kCommThread);
     sums.emplace_back(server, (parts >> g.add<Aggregate>(name, at(server))).top(0));
   } else {
-    std::vector<Blob*> all = options.reduction == Reduction::kRing  ? ring_allreduce(g, name, parts)
-                             : options.reduction == Reduction::kMpi ? mpi_allreduce(g, name, parts)
-                                                                    : nccl_allreduce(g, name, parts);
+    std::vector<Blob*> all = options.reduction == Reduction::kRing ? ring_allreduce(g, name, parts)
+                             : options.reduction == Reduction::kMpi
+                                 ? mpi_allreduce(g, name, parts)
+                                 : nccl_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);
   }
   // Every updater holds optimizer states; the first updater's are saved.

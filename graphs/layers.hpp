@@ -36,11 +36,11 @@ class LinearLayer : public Composite {
                               const Shape& weight_shape, const std::string& weight_filler,
                               bool bias, const std::vector<Location>& locations);
   void build_split_by_inputs(const std::string& op_type, const Attrs& attrs,
-                             const Shape& weight_shape, const std::string& weight_filler,
-                             bool bias, const std::vector<Location>& locations);
+                             const Shape& weight_shape, const std::string& weight_filler, bool bias,
+                             const std::vector<Location>& locations);
   void build_split_by_batch(const std::string& op_type, const Attrs& attrs,
-                            const Shape& weight_shape, const std::string& weight_filler,
-                            bool bias, const std::vector<Location>& locations);
+                            const Shape& weight_shape, const std::string& weight_filler, bool bias,
+                            const std::vector<Location>& locations);
   // The input's slices along `axis` at `locations` of `sizes`: those a split layer left
   // (Graph::slices_of) when they match, else cut here.
   std::vector<Blob*> input_slices(int64_t axis, const std::vector<int64_t>& sizes,

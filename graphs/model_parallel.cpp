@@ -4,9 +4,7 @@
 
 namespace purine {
 
-std::string split_layer_name(const std::string& entry) {
-  return entry.substr(0, entry.find(':'));
-}
+std::string split_layer_name(const std::string& entry) { return entry.substr(0, entry.find(':')); }
 
 void model_parallel(Graph& graph, const std::vector<std::string>& layers,
                     const std::vector<Location>& locations) {
@@ -19,8 +17,8 @@ void model_parallel(Graph& graph, const std::vector<std::string>& layers,
       ++alternating;
     } else {
       const std::string name = entry.substr(colon + 1);
-      require(name == "outputs" || name == "inputs" || name == "batch", "model parallel: '",
-              entry, "': the axis must be outputs, inputs or batch");
+      require(name == "outputs" || name == "inputs" || name == "batch", "model parallel: '", entry,
+              "': the axis must be outputs, inputs or batch");
       axis = name == "outputs"  ? SplitAxis::kOutputs
              : name == "inputs" ? SplitAxis::kInputs
                                 : SplitAxis::kBatch;

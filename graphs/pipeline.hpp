@@ -18,8 +18,8 @@
 //           which nobody waits for; stage s runs W(m) after B(m + S-1-s), so that the Ws fill
 //           the cool-down where 1F1B idles.
 // GPipe and 1F1B leave the bubble (S-1)/(M+S-1) of each iteration idle when every stage takes
-// the same time; ZB-H1 about a third of it. Every rank builds the whole graph, so validate() proves before the first run that the
-// orders of all ranks together cannot wait in a circle.
+// the same time; ZB-H1 about a third of it. Every rank builds the whole graph, so validate() proves
+// before the first run that the orders of all ranks together cannot wait in a circle.
 //
 // Stages are cut by layers with parameters: with P of them and S stages, the k-th parametric
 // layer goes to stage floor(k*S/P), and every layer without parameters (an activation, a

@@ -47,8 +47,7 @@ void check_sgd_options(const SgdOptions& options) {
   require(options.weight_decay >= 0, "sgd: weight decay must be non-negative, got ",
           options.weight_decay);
   require(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1,
-          "adam: beta1 and beta2 must be in [0, 1), got ", options.beta1, " and ",
-          options.beta2);
+          "adam: beta1 and beta2 must be in [0, 1), got ", options.beta1, " and ", options.beta2);
   require(options.eps > 0, "adam: eps must be positive, got ", options.eps);
 }
 

@@ -194,7 +194,7 @@ class Operator {
 //   class MulOp : public TypedOperator<MulOp, SameShapeOp> {
 //    public:
 //     static constexpr char kType[] = "mul";
-     static constexpr char kSignature[] = "(a, b) -> y = a * b";
+static constexpr char kSignature[] = "(a, b) -> y = a * b";
 //     using TypedOperator::TypedOperator;
 //     int num_inputs() const override { return 2; }
 //     ...

@@ -3,9 +3,9 @@
 //   PURINE_REGISTER_OPERATOR(ReluOp);
 // in its cpu/ source file, under the name the class declares as ReluOp::kType (see
 // TypedOperator in operator.hpp), with the summary of its inputs, outputs and attributes it
-// declares as ReluOp::kSignature (`purine ops` lists them). The class needs a constructor from Attrs. create() on an unknown
-// name throws purine::Error listing the known names. Registration happens during static
-// initialization; lookups are thread-safe after that.
+// declares as ReluOp::kSignature (`purine ops` lists them). The class needs a constructor from
+// Attrs. create() on an unknown name throws purine::Error listing the known names. Registration
+// happens during static initialization; lookups are thread-safe after that.
 #pragma once
 
 #include <functional>
@@ -44,10 +44,10 @@ struct SignatureOf<Class, std::void_t<decltype(Class::kSignature)>> {
 
 }  // namespace purine
 
-#define PURINE_REGISTER_OPERATOR(Class)                                                       \
-  static const bool purine_registered_##Class = ::purine::OperatorRegistry::add(              \
-      Class::kType,                                                                           \
-      [](const ::purine::Attrs& attrs) -> std::unique_ptr<::purine::Operator> {               \
-        return std::make_unique<Class>(attrs);                                                \
-      },                                                                                      \
+#define PURINE_REGISTER_OPERATOR(Class)                                          \
+  static const bool purine_registered_##Class = ::purine::OperatorRegistry::add( \
+      Class::kType,                                                              \
+      [](const ::purine::Attrs& attrs) -> std::unique_ptr<::purine::Operator> {  \
+        return std::make_unique<Class>(attrs);                                   \
+      },                                                                         \
       ::purine::SignatureOf<Class>::value)

@@ -391,7 +391,6 @@ void Graph::validate() {
   topological_order();
 }
 
-
 void Graph::set_up_connected_composites() {
   // Setting one up may add more (a composite's own sub-composites): index, not iterators.
   for (size_t i = 0; i < composites_.size(); ++i)
@@ -452,8 +451,7 @@ void Graph::share_parameters(const std::string& scope, const std::string& with) 
   shared_[scope] = with;
 }
 
-Blob* Graph::shared_parameter(const std::string& full_name, const Shape& shape,
-                              std::string* name) {
+Blob* Graph::shared_parameter(const std::string& full_name, const Shape& shape, std::string* name) {
   *name = full_name;
   for (const auto& [scope, with] : shared_) {
     if (full_name.compare(0, scope.size() + 2, scope + "::") != 0) continue;

@@ -11,9 +11,9 @@
 #pragma once
 
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -361,11 +361,11 @@ class Graph {
   bool auto_copy_ = true;
   std::map<std::pair<const Blob*, Location>, Blob*> copies_;
   std::map<std::string, Location> placements_;  // place()
-  std::map<std::string, LayerSplit> splits_;     // split()
-  std::map<std::string, std::string> shared_;    // share_parameters(): scope -> with
-  std::map<const Blob*, Slices> slices_;          // join_later()
+  std::map<std::string, LayerSplit> splits_;    // split()
+  std::map<std::string, std::string> shared_;   // share_parameters(): scope -> with
+  std::map<const Blob*, Slices> slices_;        // join_later()
   std::set<const Blob*> joins_pending_;
-  int setups_running_ = 0;                      // composites in setup() now (nesting)
+  int setups_running_ = 0;  // composites in setup() now (nesting)
 };
 
 // A sub-graph with bottom and top blobs: a layer, an inception module, an optimizer. Subclasses

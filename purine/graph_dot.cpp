@@ -12,10 +12,14 @@ namespace {
 
 const char* role_name(OpRole role) {
   switch (role) {
-    case OpRole::kForward: return "forward";
-    case OpRole::kBackward: return "backward";
-    case OpRole::kOptimizer: return "optimizer";
-    case OpRole::kCommunication: return "communication";
+    case OpRole::kForward:
+      return "forward";
+    case OpRole::kBackward:
+      return "backward";
+    case OpRole::kOptimizer:
+      return "optimizer";
+    case OpRole::kCommunication:
+      return "communication";
   }
   return "";
 }
@@ -23,10 +27,14 @@ const char* role_name(OpRole role) {
 // Fill colours by role: light blue, orange, green, violet.
 const char* role_colour(OpRole role) {
   switch (role) {
-    case OpRole::kForward: return "#cfe2f3";
-    case OpRole::kBackward: return "#fce5cd";
-    case OpRole::kOptimizer: return "#d9ead3";
-    case OpRole::kCommunication: return "#e4d7f5";
+    case OpRole::kForward:
+      return "#cfe2f3";
+    case OpRole::kBackward:
+      return "#fce5cd";
+    case OpRole::kOptimizer:
+      return "#d9ead3";
+    case OpRole::kCommunication:
+      return "#e4d7f5";
   }
   return "white";
 }
@@ -71,7 +79,8 @@ std::string Graph::to_dot(const DotOptions& options) const {
     std::string layer;
     if (options.collapse)
       for (const std::string& l : layers)
-        if (op->name().compare(0, l.size() + 2, l + "::") == 0 && l.size() > layer.size()) layer = l;
+        if (op->name().compare(0, l.size() + 2, l + "::") == 0 && l.size() > layer.size())
+          layer = l;
     std::string id = op->name(), label = op->type();
     if (!layer.empty() && role != OpRole::kCommunication) {
       id = str(layer, "|", role_name(role), "|", op->location());
@@ -98,8 +107,7 @@ std::string Graph::to_dot(const DotOptions& options) const {
       if (node_of.count(op)) touching.insert(node_of[op]);
     std::set<std::string> groups;
     for (const std::string& id : touching) groups.insert(layer_and_location(id));
-    const bool inside_one =
-        groups.size() == 1 && touching.begin()->find('|') != std::string::npos;
+    const bool inside_one = groups.size() == 1 && touching.begin()->find('|') != std::string::npos;
     if (!touching.empty() && !inside_one) drawn.insert(b.get());
   }
 
@@ -108,14 +116,14 @@ std::string Graph::to_dot(const DotOptions& options) const {
   std::map<Location, std::vector<std::string>> clusters;
   for (const auto& b : blobs_)
     if (drawn.count(b.get()))
-      clusters[b->location()].push_back(str(
-          quoted(b->name()), " [shape=box, label=", quoted(short_name(b->name()) + "\\n" +
-                                                           b->shape().to_string()),
-          ", tooltip=", quoted(b->name()), "];"));
+      clusters[b->location()].push_back(
+          str(quoted(b->name()),
+              " [shape=box, label=", quoted(short_name(b->name()) + "\\n" + b->shape().to_string()),
+              ", tooltip=", quoted(b->name()), "];"));
   for (const auto& [id, node] : nodes)
-    clusters[node.location].push_back(str(quoted(id), " [shape=circle, style=filled, fillcolor=",
-                                          quoted(role_colour(node.role)), ", label=",
-                                          quoted(node.label), ", tooltip=", quoted(id), "];"));
+    clusters[node.location].push_back(
+        str(quoted(id), " [shape=circle, style=filled, fillcolor=", quoted(role_colour(node.role)),
+            ", label=", quoted(node.label), ", tooltip=", quoted(id), "];"));
   int cluster = 0;
   for (const auto& [location, lines] : clusters) {
     out << "  subgraph cluster_" << cluster++ << " {\n    label=" << quoted(location.to_string())

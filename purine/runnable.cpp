@@ -1,8 +1,8 @@
 #include "purine/runnable.hpp"
 
-#include <algorithm>
-
 #include <mpi.h>
+
+#include <algorithm>
 
 #include "base/error.hpp"
 #include "operators/communicator.hpp"

@@ -65,8 +65,8 @@ proto::GraphProto graph_to_proto(const Graph& graph) {
 namespace {
 
 Location location_of(const proto::LocationProto& l) {
-  Location out = l.device() < 0 ? Location::cpu(l.rank(), l.cpu_index())
-                                : Location::gpu(l.device(), l.rank());
+  Location out =
+      l.device() < 0 ? Location::cpu(l.rank(), l.cpu_index()) : Location::gpu(l.device(), l.rank());
   return out;
 }
 
@@ -74,9 +74,15 @@ Attrs attrs_of(const proto::OpProto& op) {
   Attrs attrs;
   for (const proto::AttrProto& a : op.attrs()) {
     switch (a.value_case()) {
-      case proto::AttrProto::kI: attrs.set(a.name(), static_cast<int64_t>(a.i())); break;
-      case proto::AttrProto::kF: attrs.set(a.name(), a.f()); break;
-      case proto::AttrProto::kS: attrs.set(a.name(), a.s()); break;
+      case proto::AttrProto::kI:
+        attrs.set(a.name(), static_cast<int64_t>(a.i()));
+        break;
+      case proto::AttrProto::kF:
+        attrs.set(a.name(), a.f());
+        break;
+      case proto::AttrProto::kS:
+        attrs.set(a.name(), a.s());
+        break;
       default:
         attrs.set(a.name(), std::vector<int64_t>(a.ints().begin(), a.ints().end()));
     }
@@ -102,8 +108,8 @@ std::unique_ptr<Graph> import_graph(const std::string& path, int64_t max_bytes) 
     for (const proto::BlobProto& b : g.blobs()) {
       for (int64_t d : b.shape()) require(d >= 0, "blob '", b.name(), "' has a negative extent");
       Graph::Placement at(*graph, location_of(b.location()));
-      Blob* blob = graph->add_blob(b.name(), Shape(std::vector<int64_t>(b.shape().begin(),
-                                                                        b.shape().end())));
+      Blob* blob = graph->add_blob(b.name(),
+                                   Shape(std::vector<int64_t>(b.shape().begin(), b.shape().end())));
       if (b.accumulating()) blob->set_accumulating(true);
     }
     for (const proto::OpProto& o : g.ops()) {
@@ -249,14 +255,14 @@ TensorPiece piece_of(const Parameter& parameter) {
 
 void add_piece(CheckpointMap& map, const std::string& name, const Shape& shape,
                const TensorPiece& piece, bool saved) {
-  auto it = std::find_if(map.begin(), map.end(),
-                         [&](const StoredTensor& t) { return t.name == name; });
+  auto it =
+      std::find_if(map.begin(), map.end(), [&](const StoredTensor& t) { return t.name == name; });
   if (it == map.end()) {
     map.push_back({name, shape, {}, {}});
     it = map.end() - 1;
   }
-  require(it->shape == shape, "checkpoint map: pieces of tensor '", name, "' disagree on its shape (",
-          it->shape, " and ", shape, ")");
+  require(it->shape == shape, "checkpoint map: pieces of tensor '", name,
+          "' disagree on its shape (", it->shape, " and ", shape, ")");
   if (saved) it->saved_from.push_back(piece);
   it->loaded_into.push_back(piece);
 }

@@ -133,8 +133,8 @@ proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& 
 
 // Loads every piece of `map` on this rank from the file and returns the file's info. Refuses,
 // before any tensor changes, a file of another model, with a tensor the map lacks (unless
-// `expected.map_only`) or lacking one it has, of another shape, at an iteration outside [0, iteration_below), or without the
-// generator states `expected` asks for.
+// `expected.map_only`) or lacking one it has, of another shape, at an iteration outside [0,
+// iteration_below), or without the generator states `expected` asks for.
 CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path,
                                const CheckpointExpectation& expected);
 // A single-location graph's parameters and states (whole_blobs) by name; `expected.model` is

@@ -254,8 +254,8 @@ void validate_options(const TrainOptions& o) {
   require(!hybrid || o.split.empty() != (o.stages == 1),
           "--parallel=hybrid lays out each rank's replica by --split=LAYERS or by --stages=S: "
           "give one of them");
-  require(o.stages == 1 || o.parallel == ParallelLayout::kPipeline || hybrid, "--stages=",
-          o.stages, " needs --parallel=pipeline or hybrid");
+  require(o.stages == 1 || o.parallel == ParallelLayout::kPipeline || hybrid, "--stages=", o.stages,
+          " needs --parallel=pipeline or hybrid");
   if (o.parallel == ParallelLayout::kPipeline || (hybrid && o.split.empty())) {
     require(o.stages >= 1, "--stages must be at least 1, got ", o.stages);
     require(o.locations == 1, "--parallel=", name_of(o.parallel),

@@ -136,8 +136,8 @@ LrPolicy parse_lr_policy(
     const std::string& name);  // --lr-policy: fixed, step, multistep, poly, cosine
 ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: none, data, pipeline
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
-PipelineSchedule parse_schedule(const std::string& name);  // --schedule: gpipe, 1f1b, zbh1
-Optimizer parse_optimizer(const std::string& name);        // --optimizer: sgd, adam, adamw
+PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b, zbh1
+Optimizer parse_optimizer(const std::string& name);             // --optimizer: sgd, adam, adamw
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);

@@ -107,8 +107,8 @@ std::vector<std::vector<int64_t>> top_k(const Tensor& probabilities, int k) {
   return best;
 }
 
-Evaluation evaluate_test_split(const PredictorOptions& o, const std::string& data_dir,
-                               double mean, double std, int64_t samples) {
+Evaluation evaluate_test_split(const PredictorOptions& o, const std::string& data_dir, double mean,
+                               double std, int64_t samples) {
   check_options(o);
   Graph g("evaluate");
   const int64_t batch = o.images[0];

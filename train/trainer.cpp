@@ -8,11 +8,11 @@
 
 #include "base/error.hpp"
 #include "dispatcher/tracer.hpp"
+#include "graphs/copies.hpp"
 #include "graphs/data_parallel.hpp"
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
-#include "graphs/copies.hpp"
 #include "graphs/model_parallel.hpp"
 #include "graphs/pipeline.hpp"
 #include "models/models.hpp"
@@ -193,9 +193,9 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   for (int m = 0; m < micro; ++m) {
     Graph::Scope scope(g, "micro" + std::to_string(m));
     g.share_parameters(g.scope_prefix(), outer);
-    const ReplicaOutputs out = build_micro_network(g, o, split, batch / micro, training,
-                                                   replica * micro + m, replicas * micro,
-                                                   replica, &source);
+    const ReplicaOutputs out =
+        build_micro_network(g, o, split, batch / micro, training, replica * micro + m,
+                            replicas * micro, replica, &source);
     sources->push_back(source);
     losses.push_back(out.loss);
     accuracies.push_back(out.accuracy);
@@ -204,8 +204,7 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   ReplicaOutputs out;
   out.loss = (B(losses) >> g.add<Aggregate>("micro_loss", here, Aggregate::Mode::kAverage)).top(0);
   out.accuracy =
-      (B(accuracies) >> g.add<Aggregate>("micro_accuracy", here, Aggregate::Mode::kAverage))
-          .top(0);
+      (B(accuracies) >> g.add<Aggregate>("micro_accuracy", here, Aggregate::Mode::kAverage)).top(0);
   return out;
 }
 

@@ -35,12 +35,10 @@ void LinearLayer::build_linear(const std::string& op_type, const Attrs& attrs,
             "; split it over at most ", extent);
     switch (split->axis) {
       case SplitAxis::kOutputs:
-        build_split_by_outputs(op_type, attrs, weight_shape, weight_filler, bias,
-                               split->locations);
+        build_split_by_outputs(op_type, attrs, weight_shape, weight_filler, bias, split->locations);
         break;
       case SplitAxis::kInputs:
-        build_split_by_inputs(op_type, attrs, weight_shape, weight_filler, bias,
-                              split->locations);
+        build_split_by_inputs(op_type, attrs, weight_shape, weight_filler, bias, split->locations);
         break;
       case SplitAxis::kBatch:
         build_split_by_batch(op_type, attrs, weight_shape, weight_filler, bias, split->locations);
@@ -93,9 +91,8 @@ void LinearLayer::build_split_by_outputs(const std::string& op_type, const Attrs
 }
 
 void LinearLayer::build_split_by_inputs(const std::string& op_type, const Attrs& attrs,
-                                        const Shape& weight_shape,
-                                        const std::string& weight_filler, bool bias,
-                                        const std::vector<Location>& locations) {
+                                        const Shape& weight_shape, const std::string& weight_filler,
+                                        bool bias, const std::vector<Location>& locations) {
   Blob* x = bottom_[0];
   const int64_t channels = x->shape()[1];
   const int64_t row = weight_shape.count_from(1);
@@ -140,9 +137,8 @@ std::vector<Blob*> LinearLayer::input_slices(int64_t axis, const std::vector<int
 }
 
 void LinearLayer::build_split_by_batch(const std::string& op_type, const Attrs& attrs,
-                                       const Shape& weight_shape,
-                                       const std::string& weight_filler, bool bias,
-                                       const std::vector<Location>& locations) {
+                                       const Shape& weight_shape, const std::string& weight_filler,
+                                       bool bias, const std::vector<Location>& locations) {
   const std::vector<int64_t> sizes = part_sizes(bottom_[0]->shape()[0], locations.size());
   const std::vector<Blob*> inputs = input_slices(0, sizes, locations);
   Blob* w = make_parameter("weight", weight_shape, weight_filler);

@@ -9,9 +9,9 @@ namespace purine::cuda {
 
 namespace {
 
-__global__ void adam_step(int64_t n, const float* w, const float* g, const float* m,
-                          const float* v, const float* lr, const float* step,
-                          AdamUpdateOp::Hyper h, float* new_w, float* new_m, float* new_v) {
+__global__ void adam_step(int64_t n, const float* w, const float* g, const float* m, const float* v,
+                          const float* lr, const float* step, AdamUpdateOp::Hyper h, float* new_w,
+                          float* new_m, float* new_v) {
   const float rate = *lr;
   const double t = *step;
   const float step_size = static_cast<float>(rate / (1.0 - pow(double(h.beta1), t)));

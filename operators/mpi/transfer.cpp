@@ -3,8 +3,8 @@
 #include <atomic>
 
 #include "base/error.hpp"
-#include "operators/communicator.hpp"
 #include "base/hash.hpp"
+#include "operators/communicator.hpp"
 
 namespace purine {
 

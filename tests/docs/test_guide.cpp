@@ -1,7 +1,6 @@
 // docs/GUIDE.md's code, compiled from the guide itself (tests/CMakeLists.txt extracts its C++
 // blocks into guide_snippets.cpp) and run here: each snippet does what the guide says.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <string>
 #include <utility>

@@ -1,7 +1,6 @@
 // Layers split over locations (graphs/model_parallel.hpp, LinearLayer in graphs/layers.hpp).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -134,12 +133,9 @@ const std::vector<Location> kThree = {Location::cpu(0, 1), Location::cpu(0, 2),
 TEST_CASE("an MLP split column-then-row follows the unsplit MLP", "[model_parallel]") {
   check_follows_unsplit(mlp, {5, 7}, [](Graph& g) { model_parallel(g, {"fc1", "fc2"}, kTwo); });
   // Three locations, none of them the layers' own; 9 and 4 do not divide by 3.
-  check_follows_unsplit(mlp, {5, 7},
-                        [](Graph& g) { model_parallel(g, {"fc1", "fc2"}, kThree); });
+  check_follows_unsplit(mlp, {5, 7}, [](Graph& g) { model_parallel(g, {"fc1", "fc2"}, kThree); });
   // Each axis alone: the joins and cuts then happen at the layers' location.
-  check_follows_unsplit(mlp, {5, 7}, [](Graph& g) {
-    g.split("fc2", {kTwo, SplitAxis::kOutputs});
-  });
+  check_follows_unsplit(mlp, {5, 7}, [](Graph& g) { g.split("fc2", {kTwo, SplitAxis::kOutputs}); });
   check_follows_unsplit(mlp, {5, 7}, [](Graph& g) {
     g.split("fc1", {kThree, SplitAxis::kInputs});
   });
@@ -147,8 +143,9 @@ TEST_CASE("an MLP split column-then-row follows the unsplit MLP", "[model_parall
 
 TEST_CASE("convolutions split by output and input channels follow the unsplit net",
           "[model_parallel]") {
-  check_follows_unsplit(convnet, {2, 3, 6, 6},
-                        [](Graph& g) { model_parallel(g, {"conv1", "conv2"}, kThree); });
+  check_follows_unsplit(convnet, {2, 3, 6, 6}, [](Graph& g) {
+    model_parallel(g, {"conv1", "conv2"}, kThree);
+  });
   check_follows_unsplit(convnet, {2, 3, 6, 6}, [](Graph& g) {
     g.split("conv1", {kTwo, SplitAxis::kInputs});
     g.split("conv2", {kTwo, SplitAxis::kOutputs});
@@ -215,29 +212,40 @@ TEST_CASE("the Megatron pattern: the hidden slices never move, one sum per pass"
 TEST_CASE("checkpoints of a split model hold single-device tensors", "[model_parallel]") {
   TempDir dir;
   const std::string path = dir.file("split.ckpt");
-  Net split(mlp, {5, 7}, [](Graph& g) { model_parallel(g, {"fc1", "fc2"}, kThree); }, 11);
+  Net split(
+      mlp, {5, 7},
+      [](Graph& g) {
+        model_parallel(g, {"fc1", "fc2"}, kThree);
+      },
+      11);
   save_checkpoint(split.g, path, {});
   Net whole(mlp, {5, 7}, no_split, 12);
   CHECK(whole.tensors(false) != split.tensors(false));
   load_checkpoint(whole.g, path);
   CHECK(whole.tensors(false) == split.tensors(false));
   // And back: a split model loads an unsplit checkpoint.
-  Net other(mlp, {5, 7}, [](Graph& g) { model_parallel(g, {"fc1", "fc2"}, kTwo); }, 13);
+  Net other(
+      mlp, {5, 7},
+      [](Graph& g) {
+        model_parallel(g, {"fc1", "fc2"}, kTwo);
+      },
+      13);
   save_checkpoint(whole.g, path, {});
   load_checkpoint(other.g, path);
   CHECK(other.tensors(false) == split.tensors(false));
 }
 
 TEST_CASE("a split larger than the layer is refused, naming the layer", "[model_parallel]") {
-  const std::vector<Location> five = {Location::cpu(0, 0), Location::cpu(0, 1),
-                                      Location::cpu(0, 2), Location::cpu(0, 3),
-                                      Location::cpu(0, 4)};
+  const std::vector<Location> five = {Location::cpu(0, 0), Location::cpu(0, 1), Location::cpu(0, 2),
+                                      Location::cpu(0, 3), Location::cpu(0, 4)};
   REQUIRE_THROWS_WITH(Net(mlp, {5, 7}, [&](Graph& g) { model_parallel(g, {"fc2"}, five); }),
                       Catch::Contains("layer 'fc2': split over 5 locations, but it has 4 "
                                       "outputs; split it over at most 4"));
-  REQUIRE_THROWS_WITH(
-      Net(mlp, {5, 3}, [&](Graph& g) { g.split("fc1", {five, SplitAxis::kInputs}); }),
-      Catch::Contains("layer 'fc1': split over 5 locations, but it has 3 inputs"));
+  REQUIRE_THROWS_WITH(Net(mlp, {5, 3},
+                          [&](Graph& g) {
+                            g.split("fc1", {five, SplitAxis::kInputs});
+                          }),
+                      Catch::Contains("layer 'fc1': split over 5 locations, but it has 3 inputs"));
   Graph g;
   CHECK_THROWS_WITH(model_parallel(g, {}, kTwo), Catch::Contains("no layers to split"));
   CHECK_THROWS_WITH(model_parallel(g, {"fc1"}, {kHome, kHome}),

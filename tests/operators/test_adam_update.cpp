@@ -54,15 +54,14 @@ TEST_CASE("adam_update with decoupled decay follows torch.optim.AdamW", "[adam_u
   check_values(out[2], {5.247751e-05, 0.00019976004, 0.00018981009});
 }
 
-TEST_CASE("adam_update refuses bad hyper-parameters and a step before the first",
-          "[adam_update]") {
+TEST_CASE("adam_update refuses bad hyper-parameters and a step before the first", "[adam_update]") {
   CHECK_THROWS_WITH(OperatorRegistry::create("adam_update", Attrs().set("beta1", 1.0)),
                     Catch::Contains("beta1 and beta2 must be in [0, 1), got 1 and 0.999"));
   CHECK_THROWS_WITH(OperatorRegistry::create("adam_update", Attrs().set("eps", 0.0)),
                     Catch::Contains("eps must be positive"));
   Tensor w = tensor_of({1}, {1.0f});
-  CHECK_THROWS_WITH(run_forward("adam_update", {},
-                                {w, w, Tensor({1}), Tensor({1}), tensor_of({}, {0.1f}),
-                                 tensor_of({}, {0.0f})}),
-                    Catch::Contains("step must be at least 1"));
+  CHECK_THROWS_WITH(
+      run_forward("adam_update", {},
+                  {w, w, Tensor({1}), Tensor({1}), tensor_of({}, {0.1f}), tensor_of({}, {0.0f})}),
+      Catch::Contains("step must be at least 1"));
 }

@@ -1,6 +1,5 @@
 // The ops of gradient clipping by global norm (operators/clip.hpp).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "operators/registry.hpp"
@@ -9,10 +8,9 @@
 using namespace purine;
 using namespace purine::testing;
 
-TEST_CASE("sum_squares, clip_scale and scale_by compute clip_grad_norm_'s factor",
-          "[clip]") {
+TEST_CASE("sum_squares, clip_scale and scale_by compute clip_grad_norm_'s factor", "[clip]") {
   const Tensor a = tensor_of({2, 2}, {3.0f, 0.0f, 0.0f, 4.0f});  // squares 25
-  const Tensor b = tensor_of({1}, {12.0f});                       // 144: norm sqrt(169) = 13
+  const Tensor b = tensor_of({1}, {12.0f});                      // 144: norm sqrt(169) = 13
   const Tensor sa = run_forward("sum_squares", {}, {a})[0];
   const Tensor sb = run_forward("sum_squares", {}, {b})[0];
   CHECK(*sa.data() == 25.0f);

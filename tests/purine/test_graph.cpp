@@ -93,9 +93,10 @@ TEST_CASE("the GraphViz dump shows every vertex and edge", "[graph]") {
   REQUIRE(dot.find("rank0:cpu") != std::string::npos);
 }
 
-TEST_CASE("the picture draws tensors as boxes and ops as circles by role, swaps, and layers "
-          "collapsed",
-          "[graph]") {
+TEST_CASE(
+    "the picture draws tensors as boxes and ops as circles by role, swaps, and layers "
+    "collapsed",
+    "[graph]") {
   // fc1 -> relu on cpu0, fc2 on cpu1; backward of fc1's weight; an "update" swapped in.
   Graph g("pic");
   g.place("fc2", Location::cpu(0, 1));
@@ -116,8 +117,9 @@ TEST_CASE("the picture draws tensors as boxes and ops as circles by role, swaps,
   g.validate();  // sets fc2 up
   const std::string expanded = g.to_dot();
   CHECK(expanded.find("\"fc1::weight\" [shape=box") != std::string::npos);
-  CHECK(expanded.find("\"fc1::inner_product\" [shape=circle, style=filled, fillcolor=\"#cfe2f3\"") !=
-        std::string::npos);
+  CHECK(
+      expanded.find("\"fc1::inner_product\" [shape=circle, style=filled, fillcolor=\"#cfe2f3\"") !=
+      std::string::npos);
   CHECK(expanded.find("\"dw\" [shape=circle, style=filled, fillcolor=\"#fce5cd\"") !=
         std::string::npos);
   CHECK(expanded.find("\"update\" [shape=circle, style=filled, fillcolor=\"#d9ead3\"") !=
@@ -293,16 +295,16 @@ TEST_CASE("orders between ops are edges: a circle of waits across ranks is refus
     g.set_inputs(b0, {g.blob("y1")});  // a copy from rank 1
     g.set_outputs(b0, {g.add_blob("z0", {4})});
   }
-  g.validate();  // without orders: fine
+  g.validate();         // without orders: fine
   g.add_order(b0, a0);  // rank 0: receive b1's value before sending a0's
   g.validate();         // one order alone waits in no circle
   g.add_order(a1, b1);  // rank 1: receive a0's value before sending b1's
-  REQUIRE_THROWS_WITH(
-      g.validate(),
-      Catch::Contains("has a cycle: ") && Catch::Contains("'a0' (rank0:cpu, thread main)") &&
-          Catch::Contains("'a1' (rank1:cpu, thread main)") &&
-          Catch::Contains("'b1' (rank1:cpu, thread main)") &&
-          Catch::Contains("'b0' (rank0:cpu, thread main)") && Catch::Contains("would hang"));
+  REQUIRE_THROWS_WITH(g.validate(), Catch::Contains("has a cycle: ") &&
+                                        Catch::Contains("'a0' (rank0:cpu, thread main)") &&
+                                        Catch::Contains("'a1' (rank1:cpu, thread main)") &&
+                                        Catch::Contains("'b1' (rank1:cpu, thread main)") &&
+                                        Catch::Contains("'b0' (rank0:cpu, thread main)") &&
+                                        Catch::Contains("would hang"));
   CHECK_THROWS_WITH(g.add_order(a0, a1),
                     Catch::Contains("op 'a0' (rank0:cpu) and op 'a1' (rank1:cpu) are on "
                                     "different ranks; an order holds within one rank"));

@@ -9,12 +9,12 @@
 #include <mutex>
 #include <thread>
 
+#include "graphs/initialize.hpp"
+#include "graphs/layers.hpp"
 #include "operators/cuda/gpu_test.hpp"
 #include "operators/registry.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
-#include "graphs/initialize.hpp"
-#include "graphs/layers.hpp"
 
 using namespace purine;
 using Catch::Contains;

@@ -170,8 +170,10 @@ TEST_CASE("purine graph draws a layout's training graph; GoogLeNet collapsed sta
     for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
     return n;
   };
-  Result r = run_purine("graph --model=mlp --parallel=pipeline --stages=3 --expand --format=dot "
-                        "--output=" + dir.file("mlp.dot"));
+  Result r = run_purine(
+      "graph --model=mlp --parallel=pipeline --stages=3 --expand --format=dot "
+      "--output=" +
+      dir.file("mlp.dot"));
   REQUIRE(r.status == 0);
   const std::string dot = read(dir.file("mlp.dot"));
   CHECK_THAT(dot, Contains("label=\"rank0:cpu2\"") && Contains("shape=circle") &&
@@ -181,8 +183,7 @@ TEST_CASE("purine graph draws a layout's training graph; GoogLeNet collapsed sta
   const std::string googlenet = read(dir.file("g.dot"));
   CHECK(count(googlenet, "shape=circle") < 100);
   CHECK(count(googlenet, "shape=box") < 100);
-  REQUIRE(run_purine("graph --model=googlenet --expand --format=dot --output=" +
-                     dir.file("gx.dot"))
+  REQUIRE(run_purine("graph --model=googlenet --expand --format=dot --output=" + dir.file("gx.dot"))
               .status == 0);
   CHECK(count(read(dir.file("gx.dot")), "shape=circle") > 500);
   if (std::system("command -v dot > /dev/null") != 0) {
@@ -275,9 +276,9 @@ TEST_CASE("predict and export use a trained checkpoint; bad input is one error l
   }
   purine::testing::TempDir dir;
   const std::string ckpt = dir.file("mlp.ckpt");
-  REQUIRE(run_purine("train --model=mlp --max-iters=30 --noevaluate --threads=1 --checkpoint=" +
-                     ckpt)
-              .status == 0);
+  REQUIRE(
+      run_purine("train --model=mlp --max-iters=30 --noevaluate --threads=1 --checkpoint=" + ckpt)
+          .status == 0);
   Result eval = run_purine("predict --model=mlp --test-samples=500 --checkpoint=" + ckpt);
   CHECK(eval.status == 0);
   CHECK_THAT(eval.output, Contains("mlp on 500 test images of") && Contains("accuracy 0.") &&
@@ -296,8 +297,8 @@ TEST_CASE("predict and export use a trained checkpoint; bad input is one error l
                           " --checkpoint=" + dir.file("mlp.weights"));
   CHECK(one.status == 0);
   CHECK(std::regex_search(one.output, std::regex(R"(x\.pgm:( class \d \(0\.\d{3}\)){3}\n)")));
-  Result bad = run_purine("predict --model=mlp --image=" + dir.file("bad.pgm") +
-                          " --checkpoint=" + ckpt);
+  Result bad =
+      run_purine("predict --model=mlp --image=" + dir.file("bad.pgm") + " --checkpoint=" + ckpt);
   CHECK(bad.status != 0);
   CHECK_THAT(bad.output, Contains("not a binary 8-bit PGM"));
 }

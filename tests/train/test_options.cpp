@@ -136,8 +136,9 @@ TEST_CASE("validate_options checks the layout", "[options][locations]") {
             o.ranks = 2;
             o.stages = stages;
             if (stages > 1) o.split = {"fc1"};
-          }) == "--parallel=hybrid lays out each rank's replica by --split=LAYERS or by "
-                "--stages=S: give one of them");
+          }) ==
+          "--parallel=hybrid lays out each rank's replica by --split=LAYERS or by "
+          "--stages=S: give one of them");
   CHECK(rejection([](TrainOptions& o) {
           o.parallel = ParallelLayout::kHybrid;
           o.ranks = 2;

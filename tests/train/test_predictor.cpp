@@ -1,15 +1,14 @@
 // Inference with trained weights (train/predictor.hpp): any batch size, weights loaded by name
 // from a checkpoint of any layout or from an exported weights file, the test split evaluated.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "fashion_mnist.hpp"
-#include "temp_dir.hpp"
 #include "purine/runnable.hpp"
 #include "purine/serialize.hpp"
+#include "temp_dir.hpp"
 #include "train/predictor.hpp"
 #include "train/trainer.hpp"
 
@@ -83,7 +82,8 @@ TEST_CASE("a checkpoint of any layout predicts at any batch size and evaluates a
   three.set_values(pixels);
   Tensor one(Shape{1, 1, 28, 28});
   one.set_values(std::vector<float>(pixels.begin(), pixels.begin() + 784));
-  Predictor big(mlp_predictor(dir.file("mlp.ckpt"), 8)), small(mlp_predictor(dir.file("mlp.ckpt"), 1));
+  Predictor big(mlp_predictor(dir.file("mlp.ckpt"), 8)),
+      small(mlp_predictor(dir.file("mlp.ckpt"), 1));
   CHECK(big.info().model == "mlp");
   CHECK(big.info().iteration == 100);
   const std::vector<float> p3 = big.probabilities(three).values();

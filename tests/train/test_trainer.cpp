@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -715,8 +715,8 @@ double loss_difference(const PipelineRun& got, const PipelineRun& expected) {
   double worst = 0;
   REQUIRE(got.losses.size() == expected.losses.size());
   for (size_t i = 0; i < got.losses.size(); ++i)
-    worst = std::max(worst, std::fabs(got.losses[i] - expected.losses[i]) /
-                                std::fabs(expected.losses[i]));
+    worst = std::max(worst,
+                     std::fabs(got.losses[i] - expected.losses[i]) / std::fabs(expected.losses[i]));
   return worst;
 }
 
@@ -756,15 +756,14 @@ TEST_CASE("a model with split layers follows the one-location run",
     double loss_tolerance;
     double weight_tolerance;
   };
-  for (const Case& c : {Case{"mlp", {"fc1", "fc2"}, 2, 1e-5, 1e-5},
-                        Case{"mlp", {"fc2", "fc3"}, 3, 1e-5, 1e-5},
-                        Case{"lenet", {"fc1", "fc2"}, 2, 1e-5, 1e-5},
-                        Case{"lenet", {"conv1", "conv2"}, 2, 1e-4, 1e-2},
-                        // "One weird trick": convolutions by batch, fully connected by features.
-                        Case{"lenet", {"conv1:batch", "conv2:batch", "fc1", "fc2"}, 2, 1e-4,
-                             1e-2}}) {
-    INFO(c.model << " with " << c.split[0] << "," << c.split[1] << " split over "
-                 << c.locations << " locations");
+  for (const Case& c :
+       {Case{"mlp", {"fc1", "fc2"}, 2, 1e-5, 1e-5}, Case{"mlp", {"fc2", "fc3"}, 3, 1e-5, 1e-5},
+        Case{"lenet", {"fc1", "fc2"}, 2, 1e-5, 1e-5},
+        Case{"lenet", {"conv1", "conv2"}, 2, 1e-4, 1e-2},
+        // "One weird trick": convolutions by batch, fully connected by features.
+        Case{"lenet", {"conv1:batch", "conv2:batch", "fc1", "fc2"}, 2, 1e-4, 1e-2}}) {
+    INFO(c.model << " with " << c.split[0] << "," << c.split[1] << " split over " << c.locations
+                 << " locations");
     const PipelineRun reference = train_pipeline(c.model, ParallelLayout::kNone, 1);
     auto split = [&](TrainOptions& o) {
       o.parallel = ParallelLayout::kModel;

@@ -1,7 +1,6 @@
 // Micro-batches through the Trainer (--micro-batches, --schedule): gradient accumulation in any
 // layout, and a pipeline's schedule, checked from the order the dispatcher ran the tasks in.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -87,9 +86,10 @@ class PassRecorder : public dispatch::Observer {
 
 }  // namespace
 
-TEST_CASE("schedules order each stage's passes: GPipe all forwards first, 1F1B in turn, ZB-H1 "
-          "with weight gradients delayed",
-          "[pipeline]") {
+TEST_CASE(
+    "schedules order each stage's passes: GPipe all forwards first, 1F1B in turn, ZB-H1 "
+    "with weight gradients delayed",
+    "[pipeline]") {
   using P = std::vector<std::pair<Pass, int>>;
   const Pass F = Pass::kForward, B = Pass::kBackward, W = Pass::kWeight;
   for (int s = 0; s < 3; ++s)
@@ -107,9 +107,18 @@ TEST_CASE("schedules order each stage's passes: GPipe all forwards first, 1F1B i
   // ZB-H1: the last stage computes each W right after its B; stage s delays it by 2 - s Bs.
   CHECK(schedule_order(PipelineSchedule::kZBH1, 2, 3, 3) ==
         P{{F, 0}, {B, 0}, {W, 0}, {F, 1}, {B, 1}, {W, 1}, {F, 2}, {B, 2}, {W, 2}});
-  CHECK(schedule_order(PipelineSchedule::kZBH1, 0, 3, 4) ==
-        P{{F, 0}, {F, 1}, {F, 2}, {B, 0}, {F, 3}, {B, 1}, {B, 2}, {W, 0}, {B, 3}, {W, 1}, {W, 2},
-          {W, 3}});
+  CHECK(schedule_order(PipelineSchedule::kZBH1, 0, 3, 4) == P{{F, 0},
+                                                              {F, 1},
+                                                              {F, 2},
+                                                              {B, 0},
+                                                              {F, 3},
+                                                              {B, 1},
+                                                              {B, 2},
+                                                              {W, 0},
+                                                              {B, 3},
+                                                              {W, 1},
+                                                              {W, 2},
+                                                              {W, 3}});
 }
 
 TEST_CASE("micro-batches follow the whole batch; the schedule changes the order, not the result",

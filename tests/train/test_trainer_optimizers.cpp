@@ -1,9 +1,8 @@
 // Adam and AdamW through the Trainer (--optimizer): they train, their moments are checkpointed
 // by single-device name like SGD's history, and a resumed run continues bit for bit (the step
 // number comes from the iteration count).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <vector>

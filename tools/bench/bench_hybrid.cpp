@@ -102,17 +102,20 @@ int main(int argc, char** argv) {
   const bool leader = mpi.rank() == 0;
   if (mpi.size() < 2 || FLAGS_iters <= kWarmup || FLAGS_batch % mpi.size() != 0) {
     if (leader)
-      std::fprintf(stderr, "error: run on 2 or more ranks (mpirun -np 2), with --iters above %d "
-                   "and --batch divisible by the ranks\n", kWarmup);
+      std::fprintf(stderr,
+                   "error: run on 2 or more ranks (mpirun -np 2), with --iters above %d "
+                   "and --batch divisible by the ranks\n",
+                   kWarmup);
     return 1;
   }
   try {
     const Measured data = measure(false, mpi.size(), mpi.rank());
     const Measured hybrid = measure(true, mpi.size(), mpi.rank());
     if (leader) {
-      std::printf("fc_head on %d ranks, global batch %d, %d threads per rank, %d iterations "
-                  "(first %d not measured)\n",
-                  mpi.size(), FLAGS_batch, FLAGS_threads, FLAGS_iters, kWarmup);
+      std::printf(
+          "fc_head on %d ranks, global batch %d, %d threads per rank, %d iterations "
+          "(first %d not measured)\n",
+          mpi.size(), FLAGS_batch, FLAGS_threads, FLAGS_iters, kWarmup);
       std::printf("%-8s %16s %10s\n", "layout", "MB/iteration", "img/s");
       std::printf("%-8s %16.2f %10.0f\n", "data", data.bytes_per_iteration / 1e6,
                   data.images_per_sec);

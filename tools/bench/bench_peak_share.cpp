@@ -79,20 +79,20 @@ double training_flops(const purine::Graph& graph) {
     const std::string type = op->type();
     if (type == "conv" || type == "conv_grad_data" || type == "conv_grad_weight") {
       // y [N, O, Ho, Wo] (conv's output, the gradients' first input), w [O, C, kh, kw].
-      const purine::Shape& y = type == "conv" ? op->outputs()[0]->shape() : op->inputs()[0]->shape();
-      const purine::Shape& w =
-          type == "conv" ? op->inputs()[1]->shape()
-                         : op->inputs()[type == "conv_grad_data" ? 1 : 2]->shape();
+      const purine::Shape& y =
+          type == "conv" ? op->outputs()[0]->shape() : op->inputs()[0]->shape();
+      const purine::Shape& w = type == "conv"
+                                   ? op->inputs()[1]->shape()
+                                   : op->inputs()[type == "conv_grad_data" ? 1 : 2]->shape();
       flops += 2.0 * y.count() * w.count_from(1);
     } else if (type == "inner_product" || type == "inner_product_grad_data" ||
                type == "inner_product_grad_weight") {
       // y [N, O] times K inputs each.
       const purine::Shape& y =
           type == "inner_product" ? op->outputs()[0]->shape() : op->inputs()[0]->shape();
-      const purine::Shape& other = type == "inner_product" ? op->inputs()[1]->shape()
-                                   : type == "inner_product_grad_data"
-                                       ? op->inputs()[1]->shape()
-                                       : op->outputs()[0]->shape();
+      const purine::Shape& other = type == "inner_product"             ? op->inputs()[1]->shape()
+                                   : type == "inner_product_grad_data" ? op->inputs()[1]->shape()
+                                                                       : op->outputs()[0]->shape();
       flops += 2.0 * y.count() * other.count_from(1);
     }
   }

@@ -216,9 +216,10 @@ int main(int argc, char** argv) {
   }
   try {
     const int s = FLAGS_stages;
-    std::printf("pipeline of %s: %d stages at rank0:cpu0..%d, batch %d, %d threads, %d "
-                "iterations (first %d not measured)\n",
-                FLAGS_model.c_str(), s, s - 1, FLAGS_batch, FLAGS_threads, FLAGS_iters, kWarmup);
+    std::printf(
+        "pipeline of %s: %d stages at rank0:cpu0..%d, batch %d, %d threads, %d "
+        "iterations (first %d not measured)\n",
+        FLAGS_model.c_str(), s, s - 1, FLAGS_batch, FLAGS_threads, FLAGS_iters, kWarmup);
     const Result single =
         measure(purine::ParallelLayout::kNone, 1, purine::PipelineSchedule::k1F1B);
     std::printf("one location: %.0f img/s\n\n", single.images_per_sec);
@@ -229,12 +230,11 @@ int main(int argc, char** argv) {
       for (int m : {1, 2, 4, 8}) {
         if (schedule == purine::PipelineSchedule::kZBH1 && m == 1) continue;  // that is 1F1B
         const Result r = measure(purine::ParallelLayout::kPipeline, m, schedule);
-        std::printf("%-8s %3d %8.3f %8.3f %8.2f %10.1f %9.0f %8.2f\n",
-                    purine::name_of(schedule), m,
+        std::printf("%-8s %3d %8.3f %8.3f %8.2f %10.1f %9.0f %8.2f\n", purine::name_of(schedule), m,
                     schedule == purine::PipelineSchedule::kZBH1 ? (s - 1.0) / (3.0 * m)
                                                                 : (s - 1.0) / (m + s - 1.0),
-                    r.bubble, r.balance,
-                    r.in_flight, r.images_per_sec, r.images_per_sec / single.images_per_sec);
+                    r.bubble, r.balance, r.in_flight, r.images_per_sec,
+                    r.images_per_sec / single.images_per_sec);
       }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

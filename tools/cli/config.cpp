@@ -32,8 +32,8 @@ class FirstError : public google::protobuf::io::ErrorCollector {
 // The flag of a field, which every field must have.
 gflags::CommandLineFlagInfo flag_of(const FieldDescriptor& field) {
   gflags::CommandLineFlagInfo info;
-  require(gflags::GetCommandLineFlagInfo(field.name().c_str(), &info),
-          "TrainConfig field '", field.name(), "' has no purine train flag");
+  require(gflags::GetCommandLineFlagInfo(field.name().c_str(), &info), "TrainConfig field '",
+          field.name(), "' has no purine train flag");
   return info;
 }
 
@@ -41,17 +41,23 @@ gflags::CommandLineFlagInfo flag_of(const FieldDescriptor& field) {
 std::string value_text(const google::protobuf::Message& m, const FieldDescriptor& field) {
   const auto* r = m.GetReflection();
   switch (field.cpp_type()) {
-    case FieldDescriptor::CPPTYPE_STRING: return r->GetString(m, &field);
-    case FieldDescriptor::CPPTYPE_BOOL: return r->GetBool(m, &field) ? "true" : "false";
-    case FieldDescriptor::CPPTYPE_INT32: return std::to_string(r->GetInt32(m, &field));
-    case FieldDescriptor::CPPTYPE_INT64: return std::to_string(r->GetInt64(m, &field));
-    case FieldDescriptor::CPPTYPE_UINT64: return std::to_string(r->GetUInt64(m, &field));
+    case FieldDescriptor::CPPTYPE_STRING:
+      return r->GetString(m, &field);
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return r->GetBool(m, &field) ? "true" : "false";
+    case FieldDescriptor::CPPTYPE_INT32:
+      return std::to_string(r->GetInt32(m, &field));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return std::to_string(r->GetInt64(m, &field));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return std::to_string(r->GetUInt64(m, &field));
     case FieldDescriptor::CPPTYPE_DOUBLE: {
       char text[32];
       std::snprintf(text, sizeof text, "%.17g", r->GetDouble(m, &field));
       return text;
     }
-    default: throw Error(str("TrainConfig field '", field.name(), "' has an unsupported type"));
+    default:
+      throw Error(str("TrainConfig field '", field.name(), "' has an unsupported type"));
   }
 }
 
@@ -93,15 +99,26 @@ std::string effective_config() {
     const FieldDescriptor& field = *d->field(i);
     const std::string value = flag_of(field).current_value;
     switch (field.cpp_type()) {
-      case FieldDescriptor::CPPTYPE_STRING: r->SetString(&config, &field, value); break;
-      case FieldDescriptor::CPPTYPE_BOOL: r->SetBool(&config, &field, value == "true"); break;
-      case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(&config, &field, std::stoi(value)); break;
-      case FieldDescriptor::CPPTYPE_INT64: r->SetInt64(&config, &field, std::stoll(value)); break;
+      case FieldDescriptor::CPPTYPE_STRING:
+        r->SetString(&config, &field, value);
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        r->SetBool(&config, &field, value == "true");
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        r->SetInt32(&config, &field, std::stoi(value));
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        r->SetInt64(&config, &field, std::stoll(value));
+        break;
       case FieldDescriptor::CPPTYPE_UINT64:
         r->SetUInt64(&config, &field, std::stoull(value));
         break;
-      case FieldDescriptor::CPPTYPE_DOUBLE: r->SetDouble(&config, &field, std::stod(value)); break;
-      default: throw Error(str("TrainConfig field '", field.name(), "' has an unsupported type"));
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        r->SetDouble(&config, &field, std::stod(value));
+        break;
+      default:
+        throw Error(str("TrainConfig field '", field.name(), "' has an unsupported type"));
     }
   }
   std::string text;

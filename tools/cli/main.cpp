@@ -18,8 +18,8 @@
 #include "base/device_runtime.hpp"
 #include "base/error.hpp"
 #include "models/models.hpp"
-#include "purine/mpi.hpp"
 #include "operators/registry.hpp"
+#include "purine/mpi.hpp"
 #include "tools/cli/predict_command.hpp"
 #include "tools/cli/train_command.hpp"
 
@@ -122,8 +122,7 @@ int main(int argc, char** argv) {
     const bool wants_help = std::any_of(args.begin(), args.end(), [](const std::string& a) {
       return a == "--help" || a == "-help" || a == "-h";
     });
-    if (command == "train" || command == "predict" || command == "export" ||
-        command == "graph") {
+    if (command == "train" || command == "predict" || command == "export" || command == "graph") {
       // Earlier versions took --resume=FILE; --resume is a switch now.
       for (const std::string& a : args)
         if (a.rfind("--resume=", 0) == 0 && a != "--resume=true" && a != "--resume=false")
@@ -131,7 +130,7 @@ int main(int argc, char** argv) {
               purine::str("--resume takes no file (it continues from the newest "
                           "checkpoint in --checkpoint-dir); for a file use ",
                           "--resume-from=", a.substr(9)));
-      const std::vector<std::string> only = command == "predict" ? purine::cli::predict_flags()
+      const std::vector<std::string> only = command == "predict"  ? purine::cli::predict_flags()
                                             : command == "export" ? purine::cli::export_flags()
                                                                   : std::vector<std::string>{};
       if (wants_help) {

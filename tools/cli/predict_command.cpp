@@ -56,8 +56,8 @@ Tensor read_pgm(const std::string& path) {
     field(&height);
     field(&maxval);
   }
-  require(magic == "P5" && in.good() && width > 0 && height > 0 && maxval == 255, "--image=",
-          path, ": not a binary 8-bit PGM (P5 with maxval 255); convert it first, e.g. with "
+  require(magic == "P5" && in.good() && width > 0 && height > 0 && maxval == 255, "--image=", path,
+          ": not a binary 8-bit PGM (P5 with maxval 255); convert it first, e.g. with "
           "ImageMagick: convert IMAGE -colorspace gray -depth 8 FILE.pgm");
   in.get();  // the single white-space character before the pixels
   std::vector<unsigned char> pixels(static_cast<size_t>(width * height));
@@ -73,7 +73,8 @@ Tensor read_pgm(const std::string& path) {
 }
 
 PredictorOptions predictor_options(const Shape& image) {
-  require(!FLAGS_checkpoint.empty(), "give the trained weights: --checkpoint=FILE (a checkpoint "
+  require(!FLAGS_checkpoint.empty(),
+          "give the trained weights: --checkpoint=FILE (a checkpoint "
           "of purine train, or a file of purine export --weights-only)");
   PredictorOptions o;
   o.model = FLAGS_model;
@@ -87,12 +88,12 @@ PredictorOptions predictor_options(const Shape& image) {
 }  // namespace
 
 std::vector<std::string> predict_flags() {
-  return {"model", "checkpoint", "data", "image", "top", "predict_batch", "test_samples",
-          "classes", "input_mean", "input_std", "threads"};
+  return {"model",        "checkpoint", "data",       "image",     "top",    "predict_batch",
+          "test_samples", "classes",    "input_mean", "input_std", "threads"};
 }
 std::vector<std::string> export_flags() {
-  return {"model", "checkpoint", "weights_only", "output", "forward_graph", "predict_batch",
-          "data", "classes"};
+  return {"model",         "checkpoint",    "weights_only", "output",
+          "forward_graph", "predict_batch", "data",         "classes"};
 }
 
 int run_predict() {
@@ -104,16 +105,14 @@ int run_predict() {
     const std::vector<float> p = probabilities.values();
     std::printf("%s:", FLAGS_image.c_str());
     const std::vector<std::vector<int64_t>> best = top_k(probabilities, FLAGS_top);
-    for (int64_t c : best[0])
-      std::printf(" class %lld (%.3f)", static_cast<long long>(c), p[c]);
+    for (int64_t c : best[0]) std::printf(" class %lld (%.3f)", static_cast<long long>(c), p[c]);
     std::printf("\n");
     return 0;
   }
   require(FLAGS_predict_batch >= 1, "--predict-batch must be at least 1, got ",
           FLAGS_predict_batch);
   const Shape image = test_image_shape(FLAGS_data);
-  const PredictorOptions o =
-      predictor_options({FLAGS_predict_batch, image[0], image[1], image[2]});
+  const PredictorOptions o = predictor_options({FLAGS_predict_batch, image[0], image[1], image[2]});
   const Evaluation e =
       evaluate_test_split(o, FLAGS_data, FLAGS_input_mean, FLAGS_input_std, FLAGS_test_samples);
   std::printf("%s on %lld test images of %s: accuracy %.4f\n", FLAGS_model.c_str(),
@@ -141,7 +140,8 @@ int run_export() {
                 FLAGS_predict_batch, FLAGS_forward_graph.c_str());
     if (!FLAGS_weights_only) return 0;
   }
-  require(FLAGS_weights_only, "give what to export: --weights-only (with --checkpoint and "
+  require(FLAGS_weights_only,
+          "give what to export: --weights-only (with --checkpoint and "
           "--output) or --forward-graph=FILE (the training graph is exported by purine train "
           "--export-graph=FILE)");
   require(!FLAGS_output.empty(), "give the file to write: --output=FILE");

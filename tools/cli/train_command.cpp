@@ -228,17 +228,17 @@ int run_train() {
   const bool terminal = isatty(fileno(stdout)) && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
   if (leader) {
     if (options.parallel == ParallelLayout::kHybrid)
-      std::printf("training %s: batch %d x %d rank%s, each rank's replica %s %s over %d "
-                  "locations",
-                  options.model.c_str(), options.batch, options.ranks,
-                  options.ranks == 1 ? "" : "s", options.split.empty() ? "cut into" : "with",
-                  options.split.empty() ? "stages" : FLAGS_split.c_str(),
-                  options.split.empty() ? options.stages : options.locations);
+      std::printf(
+          "training %s: batch %d x %d rank%s, each rank's replica %s %s over %d "
+          "locations",
+          options.model.c_str(), options.batch, options.ranks, options.ranks == 1 ? "" : "s",
+          options.split.empty() ? "cut into" : "with",
+          options.split.empty() ? "stages" : FLAGS_split.c_str(),
+          options.split.empty() ? options.stages : options.locations);
     else if (options.parallel == ParallelLayout::kModel)
       std::printf("training %s: batch %d with %s split over %d location%s of %d rank%s",
-                  options.model.c_str(), options.batch, FLAGS_split.c_str(),
-                  options.locations, options.locations == 1 ? "" : "s", options.ranks,
-                  options.ranks == 1 ? "" : "s");
+                  options.model.c_str(), options.batch, FLAGS_split.c_str(), options.locations,
+                  options.locations == 1 ? "" : "s", options.ranks, options.ranks == 1 ? "" : "s");
     else if (options.parallel == ParallelLayout::kPipeline)
       std::printf("training %s: batch %d through a pipeline of %d stages over %d rank%s",
                   options.model.c_str(), options.batch, options.stages, options.ranks,
@@ -287,8 +287,7 @@ int run_graph() {
   dot_options.collapse = !FLAGS_expand;
   dot_options.forward_only = FLAGS_forward_only;
   const std::string dot = trainer.training_graph().to_dot(dot_options);
-  const std::string path =
-      FLAGS_output.empty() ? options.model + "." + FLAGS_format : FLAGS_output;
+  const std::string path = FLAGS_output.empty() ? options.model + "." + FLAGS_format : FLAGS_output;
   if (FLAGS_format == "dot") {
     write_file_durably(path, dot);
   } else {

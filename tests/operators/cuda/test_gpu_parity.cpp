@@ -110,8 +110,7 @@ TEST_CASE("the GPU Adam and AdamW updates match the CPU", "[cuda][gpu]") {
   for (int64_t i = 0; i < v.count(); ++i) v.mutable_data()[i] *= v.data()[i];  // v >= 0
   for (int64_t decoupled : {0, 1}) {
     INFO("decoupled " << decoupled);
-    CHECK(parity_error("adam_update",
-                       Attrs().set("weight_decay", 0.01).set("decoupled", decoupled),
+    CHECK(parity_error("adam_update", Attrs().set("weight_decay", 0.01).set("decoupled", decoupled),
                        {random_tensor(shape, gen), random_tensor(shape, gen),
                         random_tensor(shape, gen), v, lr, step}) <= 1e-5);
   }
