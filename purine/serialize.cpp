@@ -249,6 +249,17 @@ std::vector<float> gather_piece(const float* values, int64_t count, const Tensor
   return out;
 }
 
+std::vector<float> stored_values(const StoredTensor& tensor) {
+  std::vector<float> whole(tensor.shape.count(), 0.0f);
+  for (const TensorPiece& piece : tensor.saved_from) {
+    const std::vector<float> values = piece.blob->tensor().values();  // from any location
+    for_each_run(piece, [&](int64_t at, int64_t from, int64_t count) {
+      std::copy(values.begin() + from, values.begin() + from + count, whole.begin() + at);
+    });
+  }
+  return whole;
+}
+
 TensorPiece piece_of(const Parameter& parameter) {
   return {parameter.blob, parameter.offset, parameter.row_stride};
 }

@@ -81,6 +81,8 @@ using CheckpointMap = std::vector<StoredTensor>;
 // purine::Error naming tensor `name` when the piece lies outside it.
 std::vector<float> gather_piece(const float* values, int64_t count, const TensorPiece& piece,
                                 const std::string& name);
+// A stored tensor's values put together from its saved_from pieces, wherever they are.
+std::vector<float> stored_values(const StoredTensor& tensor);
 // Every parameter and state of a graph by blob name, or by the name of the tensor it is a piece
 // of (Parameter::whole).
 CheckpointMap whole_blobs(const Graph& graph);

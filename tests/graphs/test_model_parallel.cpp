@@ -73,16 +73,10 @@ struct Net {
   // Every parameter (or, with `gradient`, its gradient) as the single-device tensor, by name.
   std::map<std::string, std::vector<float>> tensors(bool gradient) const {
     std::map<std::string, std::vector<float>> out;
-    for (const StoredTensor& t : whole_blobs(g)) {
-      std::vector<float>& whole = out[t.name];
-      whole.assign(t.shape.count(), 0.0f);
-      for (const TensorPiece& piece : t.saved_from) {
-        const std::vector<float> values =
-            (gradient ? grads.of(piece.blob) : piece.blob)->tensor().values();
-        for_each_run(piece, [&](int64_t at, int64_t from, int64_t count) {
-          std::copy(values.begin() + from, values.begin() + from + count, whole.begin() + at);
-        });
-      }
+    for (StoredTensor t : whole_blobs(g)) {
+      if (gradient)
+        for (TensorPiece& piece : t.saved_from) piece.blob = grads.of(piece.blob);
+      out[t.name] = stored_values(t);
     }
     return out;
   }

@@ -610,16 +610,7 @@ struct PipelineRun {
 // The weights of a run by single-device name: a split layer's pieces put together.
 std::map<std::string, std::vector<float>> single_device_weights(const Trainer& trainer) {
   std::map<std::string, std::vector<float>> weights;
-  for (const StoredTensor& t : trainer.checkpoint_map()) {
-    std::vector<float>& whole = weights[t.name];
-    whole.assign(t.shape.count(), 0.0f);
-    for (const TensorPiece& piece : t.saved_from) {
-      const std::vector<float> values = piece.blob->tensor().values();
-      for_each_run(piece, [&](int64_t at, int64_t from, int64_t count) {
-        std::copy(values.begin() + from, values.begin() + from + count, whole.begin() + at);
-      });
-    }
-  }
+  for (const StoredTensor& t : trainer.checkpoint_map()) weights[t.name] = stored_values(t);
   return weights;
 }
 

@@ -127,14 +127,7 @@ std::map<std::string, std::vector<float>> weights_of(const Trainer& trainer) {
   std::map<std::string, std::vector<float>> weights;
   for (const StoredTensor& t : trainer.checkpoint_map()) {
     if (t.name.find("::history") != std::string::npos) continue;
-    std::vector<float>& whole = weights[t.name];
-    whole.assign(t.shape.count(), 0.0f);
-    for (const TensorPiece& piece : t.saved_from) {
-      const std::vector<float> values = piece.blob->tensor().values();
-      for_each_run(piece, [&](int64_t at, int64_t from, int64_t count) {
-        std::copy(values.begin() + from, values.begin() + from + count, whole.begin() + at);
-      });
-    }
+    weights[t.name] = stored_values(t);
   }
   return weights;
 }
