@@ -31,7 +31,9 @@ DEFINE_string(data, "/usr/share/datasets/fashion-mnist",
               "from --seed (benchmarks; e.g. synthetic:3x224x224:1000)");
 DEFINE_int32(epochs, 5, "passes over the training set");
 DEFINE_int64(max_iters, 0, "stop after this many iterations (0: no limit)");
-DEFINE_int32(batch, 64, "images per iteration and rank (split evenly over --locations)");
+DEFINE_int32(batch, 64,
+             "images per iteration: per rank with --parallel=data or hybrid (split evenly over "
+             "--locations), the whole batch through a pipeline or a split model");
 DEFINE_double(lr, 0.01, "base learning rate");
 DEFINE_string(lr_policy, "poly",
               "learning-rate schedule: fixed, step, multistep, poly (linear decay to 0) or cosine");
