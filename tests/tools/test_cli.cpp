@@ -216,6 +216,9 @@ TEST_CASE("train --help lists Purine's flags only; --helpfull lists every flag",
                            Contains("--parallel (string, default none)") &&
                            Contains("--stages (int32, default 1)") && Contains("--helpfull"));
   CHECK_THAT(r.output, !Contains("logtostderr") && !Contains("flagfile"));  // glog's, gflags'
+  CHECK_THAT(r.output, !Contains("--image") && !Contains("--expand"));  // predict's, graph's
+  CHECK_THAT(run_purine("graph --help").output, Contains("--expand") && Contains("--split"));
+  CHECK_THAT(run_purine("predict --help").output, Contains("--image") && !Contains("--lr "));
   CHECK(lines(r.output) < 120);
   Result full = run_purine("train --helpfull");
   CHECK_THAT(full.output, Contains("logtostderr") && Contains("max_iters"));

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -66,17 +67,16 @@ int list_devices() {
   return 0;
 }
 
-// `purine <command> --help`: Purine's own flags for the command (`only`: these, else all of
-// tools/cli/), as users spell them (--max-iters), without the ~100 flags of glog and gflags
-// (those stay under --helpfull).
-void print_help(const std::string& command, const std::vector<std::string>& only = {}) {
+// `purine <command> --help`: the command's own flags (those `wanted` picks), as users spell
+// them (--max-iters), without the ~100 flags of glog and gflags (those stay under --helpfull).
+void print_help(const std::string& command,
+                const std::function<bool(const gflags::CommandLineFlagInfo&)>& wanted) {
   std::vector<gflags::CommandLineFlagInfo> flags;
   gflags::GetAllFlags(&flags);
   std::cout << "usage: purine " << command
             << " [flags]   (flags may be written --max-iters or --max_iters)\n";
   for (const gflags::CommandLineFlagInfo& f : flags) {
-    if (f.filename.find("tools/cli/") == std::string::npos) continue;
-    if (!only.empty() && std::find(only.begin(), only.end(), f.name) == only.end()) continue;
+    if (f.filename.find("tools/cli/") == std::string::npos || !wanted(f)) continue;
     std::string name = f.name;
     std::replace(name.begin(), name.end(), '_', '-');
     std::cout << "  --" << name << " (" << f.type << ", default "
@@ -84,6 +84,19 @@ void print_help(const std::string& command, const std::vector<std::string>& only
               << f.description << "\n";
   }
   std::cout << "--helpfull lists every flag, glog's and gflags' included.\n";
+}
+
+// Which flags each command's --help lists: train's own (in train_command.cpp, less those of
+// graph alone), graph's (train's, which build the graph it draws, and its own), and the lists
+// predict_command.cpp gives for predict and export.
+bool flag_of_command(const std::string& command, const gflags::CommandLineFlagInfo& f) {
+  const bool train_file = f.filename.find("train_command.cpp") != std::string::npos;
+  const bool graph_only = f.name == "format" || f.name == "expand" || f.name == "forward_only";
+  if (command == "train") return train_file && !graph_only;
+  if (command == "graph") return train_file || f.name == "output";
+  const std::vector<std::string> listed =
+      command == "predict" ? purine::cli::predict_flags() : purine::cli::export_flags();
+  return std::find(listed.begin(), listed.end(), f.name) != listed.end();
 }
 
 }  // namespace
@@ -130,11 +143,10 @@ int main(int argc, char** argv) {
               purine::str("--resume takes no file (it continues from the newest "
                           "checkpoint in --checkpoint-dir); for a file use ",
                           "--resume-from=", a.substr(9)));
-      const std::vector<std::string> only = command == "predict"  ? purine::cli::predict_flags()
-                                            : command == "export" ? purine::cli::export_flags()
-                                                                  : std::vector<std::string>{};
       if (wants_help) {
-        print_help(command, only);
+        print_help(command, [&](const gflags::CommandLineFlagInfo& f) {
+          return flag_of_command(command, f);
+        });
         return 0;
       }
       gflags::ParseCommandLineFlags(&cargc, &cargv, true);
