@@ -72,27 +72,25 @@ std::vector<Location> replica_locations(const TrainOptions& o) {
   return locations;
 }
 
-// Places the model's layers at their stages (graphs/pipeline.hpp), found by building the model
-// once in a scratch graph on an image batch of `images`' shape.
-void place_pipeline(Graph& g, const TrainOptions& o, const Shape& images, int64_t classes,
-                    const std::vector<Location>& stages) {
+// The model's layers, found by building it once in a scratch graph on `images`' shape.
+std::vector<ModelLayer> layers_of(const TrainOptions& o, const Shape& images, int64_t classes) {
   ModelSpec spec;
   spec.classes = classes;
-  const std::vector<ModelLayer> layers = model_layers([&](Graph& scratch) {
+  return model_layers([&](Graph& scratch) {
     find_model(o.model)(scratch, scratch.add_blob("images", images), spec);
   });
+}
+
+// Places the model's layers at their stages (graphs/pipeline.hpp).
+void place_pipeline(Graph& g, const TrainOptions& o, const std::vector<ModelLayer>& layers,
+                    const std::vector<Location>& stages) {
   place_stages(g, layers, assign_stages(layers, o.stages, o.model), stages);
 }
 
 // Splits the --split layers (graphs/model_parallel.hpp), after checking that each names a
-// layer with parameters of the model, built once in a scratch graph on `images`' shape.
-void split_layers(Graph& g, const TrainOptions& o, const Shape& images, int64_t classes,
+// layer with parameters of the model.
+void split_layers(Graph& g, const TrainOptions& o, const std::vector<ModelLayer>& layers,
                   const std::vector<Location>& locations) {
-  ModelSpec spec;
-  spec.classes = classes;
-  const std::vector<ModelLayer> layers = model_layers([&](Graph& scratch) {
-    find_model(o.model)(scratch, scratch.add_blob("images", images), spec);
-  });
   std::string names;
   for (const ModelLayer& layer : layers)
     if (layer.parameters > 0) names += str(names.empty() ? "" : ", ", layer.name);
@@ -112,7 +110,7 @@ void split_layers(Graph& g, const TrainOptions& o, const Shape& images, int64_t 
 // data op's data set.
 ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::string& split,
                                    int batch, bool training, int slice, int slices, int replica,
-                                   DataSource** source) {
+                                   bool lay_out, DataSource** source) {
   std::vector<Blob*> data;
   {
     // Files are read on the host: a replica on a GPU reads from its rank's CPU (the builder
@@ -151,10 +149,13 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
   ModelSpec spec;
   spec.training = training;
   spec.classes = (*source)->classes();
-  if (o.stages > 1)
-    place_pipeline(g, o, data[0]->shape(), spec.classes, layout_locations(o, replica));
-  if (!o.split.empty())
-    split_layers(g, o, data[0]->shape(), spec.classes, layout_locations(o, replica));
+  // The layout rules apply to the composites created after them: the first micro-batch sets
+  // them for all.
+  if (lay_out && (o.stages > 1 || !o.split.empty())) {
+    const std::vector<ModelLayer> layers = layers_of(o, data[0]->shape(), spec.classes);
+    if (o.stages > 1) place_pipeline(g, o, layers, layout_locations(o, replica));
+    if (!o.split.empty()) split_layers(g, o, layers, layout_locations(o, replica));
+  }
   Blob* logits = find_model(o.model)(g, data[0], spec);
   // A pipeline's loss is computed at its last stage, so that no stage waits for the others
   // within a micro-batch's forward pass; its values come back to the network's location.
@@ -183,8 +184,8 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
   const int micro = training ? o.micro_batches : 1;
   DataSource* source = nullptr;
   if (micro == 1) {
-    ReplicaOutputs out =
-        build_micro_network(g, o, split, batch, training, replica, replicas, replica, &source);
+    ReplicaOutputs out = build_micro_network(g, o, split, batch, training, replica, replicas,
+                                             replica, true, &source);
     sources->push_back(source);
     return out;
   }
@@ -195,7 +196,7 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
     g.share_parameters(g.scope_prefix(), outer);
     const ReplicaOutputs out =
         build_micro_network(g, o, split, batch / micro, training, replica * micro + m,
-                            replicas * micro, replica, &source);
+                            replicas * micro, replica, m == 0, &source);
     sources->push_back(source);
     losses.push_back(out.loss);
     accuracies.push_back(out.accuracy);

@@ -6,11 +6,11 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "fashion_mnist.hpp"
+#include "layout_run.hpp"
 #include "mpi_test.hpp"
 #include "train/trainer.hpp"
 
@@ -40,27 +40,6 @@ TrainOptions data_parallel(int ranks, int rank) {
   return o;
 }
 
-struct Run {
-  std::string error;
-  std::vector<double> losses;  // rank 0's
-  double accuracy = 0;
-  size_t locations_here = 0;  // where this rank keeps parameters
-};
-
-Run train(const TrainOptions& o) {
-  Run run;
-  run.error = run_and_catch([&] {
-    Trainer trainer(o);
-    run.accuracy =
-        trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); }).test_accuracy;
-    std::set<Location> here;
-    for (const Parameter& p : trainer.training_graph().parameters())
-      if (p.blob->location().rank == o.rank) here.insert(p.blob->location());
-    run.locations_here = here.size();
-  });
-  return run;
-}
-
 }  // namespace
 
 TEST_CASE("hybrid layouts follow pure data parallelism over the same ranks", "[hybrid]") {
@@ -69,19 +48,19 @@ TEST_CASE("hybrid layouts follow pure data parallelism over the same ranks", "[h
     return;
   }
   INFO("rank " << rank() << " of " << size());
-  const Run reference = train(data_parallel(size(), rank()));
+  const LayoutRun reference = train_layout(data_parallel(size(), rank()));
   TrainOptions split = data_parallel(size(), rank());
   split.parallel = ParallelLayout::kHybrid;
   split.split = {"fc1", "fc2"};
   split.locations = 2;
-  const Run split_run = train(split);
-  const Run split_rerun = train(split);
+  const LayoutRun split_run = train_layout(split);
+  const LayoutRun split_rerun = train_layout(split);
   TrainOptions staged = data_parallel(size(), rank());
   staged.parallel = ParallelLayout::kHybrid;
   staged.stages = 3;
-  const Run staged_run = train(staged);
+  const LayoutRun staged_run = train_layout(staged);
   barrier();
-  for (const Run* run : {&reference, &split_run, &split_rerun, &staged_run})
+  for (const LayoutRun* run : {&reference, &split_run, &split_rerun, &staged_run})
     CHECK(run->error == "");
   CHECK(reference.locations_here == 1);
   CHECK(split_run.locations_here == 2);

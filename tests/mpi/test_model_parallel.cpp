@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fashion_mnist.hpp"
+#include "layout_run.hpp"
 #include "mpi_test.hpp"
 #include "purine/graph.hpp"
 #include "train/trainer.hpp"
@@ -37,32 +38,6 @@ TrainOptions split_options(int ranks, int rank, int locations) {
   return o;
 }
 
-struct SplitRun {
-  std::string error;
-  std::vector<double> losses;  // rank 0's
-  double accuracy = 0;         // rank 0's
-  std::vector<float> weights;  // this rank's parameters, in registration order
-  int ranks_holding_weights = 0;
-};
-
-SplitRun train(const TrainOptions& o) {
-  SplitRun run;
-  run.error = run_and_catch([&] {
-    Trainer trainer(o);
-    run.accuracy =
-        trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); }).test_accuracy;
-    std::vector<bool> holds(o.ranks, false);
-    for (const Parameter& p : trainer.training_graph().parameters()) {
-      holds[p.blob->location().rank] = true;
-      if (p.blob->location().rank != o.rank) continue;
-      const std::vector<float> v = values_of(p.blob->tensor());
-      run.weights.insert(run.weights.end(), v.begin(), v.end());
-    }
-    for (bool h : holds) run.ranks_holding_weights += h;
-  });
-  return run;
-}
-
 }  // namespace
 
 TEST_CASE("layers split over the ranks follow the same split in one process bit for bit",
@@ -72,11 +47,11 @@ TEST_CASE("layers split over the ranks follow the same split in one process bit 
     return;
   }
   INFO("rank " << rank() << " of " << size());
-  SplitRun reference;
-  if (rank() == 0) reference = train(split_options(1, 0, size()));
+  LayoutRun reference;
+  if (rank() == 0) reference = train_layout(split_options(1, 0, size()));
   barrier();
-  const SplitRun first = train(split_options(size(), rank(), 1));
-  const SplitRun second = train(split_options(size(), rank(), 1));
+  const LayoutRun first = train_layout(split_options(size(), rank(), 1));
+  const LayoutRun second = train_layout(split_options(size(), rank(), 1));
   const std::vector<uint64_t> first_hashes = allgather(hash_of(first.weights));
   const std::vector<uint64_t> second_hashes = allgather(hash_of(second.weights));
   barrier();  // the last collective of the test

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fashion_mnist.hpp"
+#include "layout_run.hpp"
 #include "mpi_test.hpp"
 #include "purine/graph.hpp"
 #include "train/trainer.hpp"
@@ -36,32 +37,6 @@ TrainOptions pipeline_options(const std::string& model, int ranks, int rank) {
   return o;
 }
 
-struct PipelineRun {
-  std::string error;
-  std::vector<double> losses;  // rank 0's
-  double accuracy = 0;         // rank 0's
-  std::vector<float> weights;  // this rank's parameters, in registration order
-  int ranks_holding_weights = 0;
-};
-
-PipelineRun train(const TrainOptions& o) {
-  PipelineRun run;
-  run.error = run_and_catch([&] {
-    Trainer trainer(o);
-    run.accuracy =
-        trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); }).test_accuracy;
-    std::vector<bool> holds(o.ranks, false);
-    for (const Parameter& p : trainer.training_graph().parameters()) {
-      holds[p.blob->location().rank] = true;
-      if (p.blob->location().rank != o.rank) continue;
-      const std::vector<float> v = values_of(p.blob->tensor());
-      run.weights.insert(run.weights.end(), v.begin(), v.end());
-    }
-    for (bool h : holds) run.ranks_holding_weights += h;
-  });
-  return run;
-}
-
 }  // namespace
 
 TEST_CASE("a pipeline with one stage per rank follows the one-process run bit for bit",
@@ -72,11 +47,11 @@ TEST_CASE("a pipeline with one stage per rank follows the one-process run bit fo
   }
   for (const std::string model : {"mlp", "lenet"}) {
     INFO("rank " << rank() << " of " << size() << ", " << model);
-    PipelineRun reference;
-    if (rank() == 0) reference = train(pipeline_options(model, 1, 0));
+    LayoutRun reference;
+    if (rank() == 0) reference = train_layout(pipeline_options(model, 1, 0));
     barrier();
-    const PipelineRun first = train(pipeline_options(model, size(), rank()));
-    const PipelineRun second = train(pipeline_options(model, size(), rank()));
+    const LayoutRun first = train_layout(pipeline_options(model, size(), rank()));
+    const LayoutRun second = train_layout(pipeline_options(model, size(), rank()));
     const std::vector<uint64_t> first_hashes = allgather(hash_of(first.weights));
     const std::vector<uint64_t> second_hashes = allgather(hash_of(second.weights));
     barrier();  // the last collective of the test
@@ -110,10 +85,10 @@ TEST_CASE("micro-batches through a pipeline over ranks follow the one-process pi
     o.schedule = PipelineSchedule::k1F1B;
     return o;
   };
-  PipelineRun reference;
-  if (rank() == 0) reference = train(with_micro_batches(pipeline_options("mlp", 1, 0)));
+  LayoutRun reference;
+  if (rank() == 0) reference = train_layout(with_micro_batches(pipeline_options("mlp", 1, 0)));
   barrier();
-  const PipelineRun run = train(with_micro_batches(pipeline_options("mlp", size(), rank())));
+  const LayoutRun run = train_layout(with_micro_batches(pipeline_options("mlp", size(), rank())));
   barrier();
   CHECK(run.error == "");
   if (rank() == 0) {
