@@ -19,8 +19,7 @@ size_t storage_bytes(int64_t count) {
 }
 }  // namespace
 
-Storage::Storage(int64_t count, Location location, bool pinned)
-    : count_(count), location_(location) {
+Buffer::Buffer(int64_t count, Location location, bool pinned) : count_(count), location_(location) {
   const size_t bytes = storage_bytes(count);
   if (!location.is_cpu()) {
     DeviceRuntime& device =
@@ -39,7 +38,7 @@ Storage::Storage(int64_t count, Location location, bool pinned)
   std::memset(ptr_, 0, bytes);
 }
 
-Storage::~Storage() {
+Buffer::~Buffer() {
   if (pinned_) {
     device_runtime()->release_pinned(ptr_);
   } else if (location_.is_cpu()) {
@@ -49,11 +48,43 @@ Storage::~Storage() {
   }
 }
 
+Storage::Storage(int64_t count, Location location, bool pinned)
+    : count_(count),
+      location_(location),
+      buffer_(std::make_shared<Buffer>(count, location, pinned)) {}
+
+std::shared_ptr<Storage> Storage::deferred(int64_t count, Location location) {
+  return std::shared_ptr<Storage>(new Storage(count, location, nullptr));
+}
+
+void Storage::bind(std::shared_ptr<Buffer> buffer) {
+  CHECK(!buffer_) << "binding memory to a storage that has some";
+  CHECK(buffer && buffer->count() >= count_ && buffer->location() == location_)
+      << "a storage of " << count_ << " floats at " << location_ << " bound to a buffer of "
+      << (buffer ? buffer->count() : 0) << " at " << (buffer ? buffer->location() : location_);
+  buffer_ = std::move(buffer);
+}
+
+void Storage::fail_unbound() const {
+  LOG(FATAL) << "a tensor of " << count_ << " floats at " << location_
+             << " was used before its memory was planned (a deferred storage never bound)";
+  std::abort();
+}
+
 Tensor::Tensor(Shape shape, Location location)
     : storage_(std::make_shared<Storage>(shape.count(), location)),
       shape_(std::move(shape)),
       strides_(shape_.contiguous_strides()),
       location_(location) {}
+
+Tensor Tensor::deferred(Shape shape, Location location) {
+  Tensor t;
+  t.storage_ = Storage::deferred(shape.count(), location);
+  t.shape_ = std::move(shape);
+  t.strides_ = t.shape_.contiguous_strides();
+  t.location_ = location;
+  return t;
+}
 
 Tensor Tensor::pinned(Shape shape, Location location) {
   CHECK(location.is_cpu()) << "pinned memory is host memory, not " << location;
@@ -114,7 +145,7 @@ bool Tensor::covers_storage() const {
 void Storage::swap_contents(Storage& other) {
   CHECK_EQ(count_, other.count_);
   CHECK(location_ == other.location_);
-  std::swap(ptr_, other.ptr_);
+  std::swap(buffer_, other.buffer_);
 }
 
 void Tensor::swap_memory(Tensor& other) {
@@ -162,8 +193,8 @@ void Tensor::copy_from(const Tensor& source) {
     // A GPU side: contiguous blocks only (the device runtime copies bytes).
     CHECK(is_contiguous() && source.is_contiguous()) << "strided copy to or from a GPU tensor";
     const int device = location_.is_cpu() ? source.location_.device : location_.device;
-    require_device(device, "copy from " + source.location_.to_string() + " to " +
-                               location_.to_string())
+    require_device(device,
+                   "copy from " + source.location_.to_string() + " to " + location_.to_string())
         .copy(mutable_data(), location_, source.data(), source.location_, count() * sizeof(float));
     return;
   }

@@ -1,7 +1,7 @@
-// Tensor: an N-dimensional float32 array at a Location (host or device memory). Storage is shared between a tensor and
-// its views (offset + shape + strides), so slices and concatenations need no copy. Copying a
-// Tensor object copies the handle, not the data; copy_from() copies data. Reads use data(),
-// writes mutable_data(). Not thread-safe: the dispatcher guarantees one writer per run.
+// Tensor: an N-dimensional float32 array at a Location (host or device memory). Storage is shared
+// between a tensor and its views (offset + shape + strides), so slices and concatenations need no
+// copy. Copying a Tensor object copies the handle, not the data; copy_from() copies data. Reads use
+// data(), writes mutable_data(). Not thread-safe: the dispatcher guarantees one writer per run.
 #pragma once
 
 #include <cstdint>
@@ -13,27 +13,61 @@
 
 namespace purine {
 
-// A block of device or host memory holding `count` floats. Owned by shared_ptr from tensors.
-// Host memory may be page-locked (`pinned`, by the device runtime) so that copies to and from a
-// GPU run asynchronously; where it cannot be (no runtime, no driver) it is ordinary memory.
-class Storage {
+// A block of device or host memory holding `count` floats, zero-filled when allocated. Host
+// memory may be page-locked (`pinned`, by the device runtime) so that copies to and from a GPU
+// run asynchronously; where it cannot be (no runtime, no driver) it is ordinary memory.
+class Buffer {
  public:
-  Storage(int64_t count, Location location, bool pinned = false);
-  ~Storage();
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
+  Buffer(int64_t count, Location location, bool pinned = false);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
   float* ptr() const { return ptr_; }
   int64_t count() const { return count_; }
   Location location() const { return location_; }
   bool pinned() const { return pinned_; }
-  // Exchanges the buffers of two storages of equal size and location.
-  void swap_contents(Storage& other);
 
  private:
   float* ptr_ = nullptr;
   int64_t count_ = 0;
   Location location_;
   bool pinned_ = false;
+};
+
+// The memory of a tensor and its views: `count` floats at the start of a Buffer. Usually the
+// buffer is its own; a deferred storage gets one later (bind()), possibly shared with storages
+// whose contents are never needed at the same time (the memory plan: purine/compile.hpp).
+// Owned by shared_ptr from tensors.
+class Storage {
+ public:
+  // Allocates a buffer of its own.
+  Storage(int64_t count, Location location, bool pinned = false);
+  // A storage without memory until bind(); reading or writing it before is a fatal error.
+  static std::shared_ptr<Storage> deferred(int64_t count, Location location);
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  float* ptr() const {
+    if (!buffer_) fail_unbound();
+    return buffer_->ptr();
+  }
+  int64_t count() const { return count_; }
+  Location location() const { return location_; }
+  bool pinned() const { return buffer_ && buffer_->pinned(); }
+  bool bound() const { return buffer_ != nullptr; }
+  // Gives a deferred storage its memory: a buffer at its location of at least count() floats.
+  void bind(std::shared_ptr<Buffer> buffer);
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  // Exchanges the buffers of two storages of equal size and location.
+  void swap_contents(Storage& other);
+
+ private:
+  Storage(int64_t count, Location location, std::shared_ptr<Buffer> buffer)
+      : count_(count), location_(location), buffer_(std::move(buffer)) {}
+  [[noreturn]] void fail_unbound() const;
+  int64_t count_ = 0;
+  Location location_;
+  std::shared_ptr<Buffer> buffer_;
 };
 
 class Tensor {
@@ -44,6 +78,8 @@ class Tensor {
   // The same in page-locked host memory where the device runtime can give it (for the host end
   // of copies to and from GPUs); ordinary memory otherwise. CPU locations only.
   static Tensor pinned(Shape shape, Location location);
+  // A contiguous tensor whose memory is given later (Storage::bind() on storage()).
+  static Tensor deferred(Shape shape, Location location);
 
   const Shape& shape() const { return shape_; }
   Location location() const { return location_; }
@@ -83,6 +119,8 @@ class Tensor {
   bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
   // Whether the memory is page-locked host memory (see pinned()).
   bool is_pinned() const { return storage_ && storage_->pinned(); }
+  // The storage this tensor and its views share (null when unallocated).
+  Storage* storage() const { return storage_.get(); }
 
   // Copies values from `source` (same shape; any strides between CPU tensors, contiguous ones to
   // or from a GPU).

@@ -9,6 +9,7 @@
 #include "base/error.hpp"
 #include "base/hash.hpp"
 #include "operators/compute_threads.hpp"
+#include "purine/internal/memory_plan.hpp"
 #include "purine/internal/views.hpp"
 
 namespace purine {
@@ -143,6 +144,8 @@ CompiledGraph compile(Graph& graph, const CompileOptions& options) {
   const std::map<const Op*, int> tags = assign_tags(graph, options.tag_upper_bound);
   const std::set<const Op*> views = alias_views(graph, me);
   pin_host_ends_of_gpu_copies(graph, me);
+  MemoryPlanResult memory = plan_memory(graph, me, options.reuse_memory, options.observed);
+  out.memory = std::move(memory.plan);
   std::map<Location, dispatch::ResourceId> generator_resources;
   int ordered = -1;  // the resource serializing ops every rank must start in one order
 
@@ -237,6 +240,8 @@ CompiledGraph compile(Graph& graph, const CompileOptions& options) {
       if (it != out.tasks.end()) plan.add_dependency(it->second, id);
     }
   }
+  for (const auto& [before, after] : memory.orders)
+    plan.add_dependency(out.tasks.at(before), out.tasks.at(after));
   for (const auto& b : graph.blobs()) {
     const auto& writers = b->writers();
     for (size_t i = 1; i < writers.size(); ++i) {

@@ -1,20 +1,22 @@
 // The compile step: a validated Graph and a rank in, what the dispatcher runs out. compile()
 // decides which ops this rank runs (its own, plus the send half of every copy leaving it), binds
 // each to its tensors (allocating this rank's blobs, after making zero-copy views where the
-// operators' aliasing traits allow: purine/internal/views.hpp), maps each op's (location, thread)
-// to an executor, gives cross-rank ops their MPI tags (from the graph's names, so all ranks agree),
-// gives each location with random ops a generator (a resource serializing its users), and adds
-// the dependencies: every writer of an input before its reader, the writers of an accumulating
-// blob in creation order. Operators are known only by their traits and their asynchronous form
-// (operators/operator.hpp): an op with an AsyncWork becomes a task that starts it and polls it.
-// Each bound op's prepare() runs here, in the graph's order. It starts no thread and, but for
-// what an op's prepare() does (an NCCL communicator's set-up on GPUs), makes no MPI call, so
-// tests can inspect any rank's plan.
+// operators' aliasing traits allow, purine/internal/views.hpp, and with reuse_memory sharing
+// memory between blobs never needed at once, purine/internal/memory_plan.hpp), maps each op's
+// (location, thread) to an executor, gives cross-rank ops their MPI tags (from the graph's names,
+// so all ranks agree), gives each location with random ops a generator (a resource serializing its
+// users), and adds the dependencies: every writer of an input before its reader, the writers of an
+// accumulating blob in creation order. Operators are known only by their traits and their
+// asynchronous form (operators/operator.hpp): an op with an AsyncWork becomes a task that starts it
+// and polls it. Each bound op's prepare() runs here, in the graph's order. It starts no thread and,
+// but for what an op's prepare() does (an NCCL communicator's set-up on GPUs), makes no MPI call,
+// so tests can inspect any rank's plan.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "base/rng.hpp"
 #include "dispatcher/plan.hpp"
@@ -34,6 +36,26 @@ struct CompileOptions {
   int tag_upper_bound = 32767;  // MPI_TAG_UB of the communicator
   // Handed to communicating ops (null: MPI_COMM_WORLD); must outlive the plan's runs.
   const Communicator* comm = nullptr;
+  // Lets blobs whose values are never needed at the same time share memory (the memory plan:
+  // purine/internal/memory_plan.hpp); off, every blob has memory of its own.
+  bool reuse_memory = false;
+  // Blobs the caller reads after a run (a loss): they keep memory of their own.
+  std::set<const Blob*> observed;
+};
+
+// What compile allocated for one location's blobs (those without memory before compile; not
+// the parameters initialized before, for example).
+struct MemoryUse {
+  int64_t blob_bytes = 0;       // their storages, each once (views share their root's)
+  int64_t allocated_bytes = 0;  // the buffers allocated for them: blob_bytes without reuse
+  int buffers = 0;
+};
+
+struct MemoryPlan {
+  std::map<Location, MemoryUse> by_location;  // this rank's locations
+  // Blobs whose memory a blob written later in the run reuses: after a run they hold that
+  // blob's values, not their own.
+  std::set<const Blob*> overwritten;
 };
 
 struct CompiledGraph {
@@ -43,6 +65,7 @@ struct CompiledGraph {
   // One per location with random ops; the plan's tasks point to them.
   std::map<Location, std::unique_ptr<Rng>> generators;
   int compute_threads_per_location = 1;
+  MemoryPlan memory;
 };
 
 // Throws purine::Error when a cross-rank op cannot be given a tag (more copies between two ranks

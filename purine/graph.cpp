@@ -17,6 +17,11 @@ Tensor& Blob::tensor() {
   return *tensor_;
 }
 
+Tensor& Blob::deferred_tensor() {
+  if (!tensor_) tensor_ = std::make_shared<Tensor>(Tensor::deferred(shape_, location_));
+  return *tensor_;
+}
+
 void Blob::share_tensor(Blob& other) {
   require(shape_ == other.shape_, "blob '", name_, "' cannot share the tensor of '", other.name_,
           "': shapes ", shape_, " and ", other.shape_, " differ");

@@ -45,6 +45,9 @@ class Blob {
   // tensor() again after each run (or copy with tensor().values()), never keep the pointer.
   Tensor& tensor();
   bool has_tensor() const { return tensor_ != nullptr; }
+  // The tensor, created without memory (Tensor::deferred) when the blob has none yet: compile()
+  // makes this rank's tensors so, and its memory plan gives them memory before anything runs.
+  Tensor& deferred_tensor();
   // Makes this blob use `other`'s tensor object (equal shapes required).
   void share_tensor(Blob& other);
   // Makes this blob's tensor `view` (a view into another blob's memory: zero-copy split,

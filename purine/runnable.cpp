@@ -56,8 +56,11 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   compile_options.single_mpi_thread = !mpi_thread_multiple();
   compile_options.tag_upper_bound = mpi_tag_upper_bound();
   compile_options.comm = comm_.get();
+  compile_options.reuse_memory = options_.reuse_memory;
+  compile_options.observed = options_.observed;
   CompiledGraph compiled = compile(graph_, compile_options);
   rngs_ = std::move(compiled.generators);
+  memory_ = std::move(compiled.memory);
   // The serial engine runs tasks on the caller's thread: bound its compute threads too.
   if (options_.mode == dispatch::Mode::kSerial)
     set_compute_threads(compiled.compute_threads_per_location);

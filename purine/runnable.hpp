@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "base/rng.hpp"
 #include "dispatcher/engine.hpp"
+#include "purine/compile.hpp"
 #include "purine/graph.hpp"
 #include "purine/mpi.hpp"
 
@@ -36,6 +38,10 @@ struct RunOptions {
   uint64_t seed = 1;
   // A run in which no op finishes for this long fails, naming the ops still waiting.
   std::chrono::milliseconds stall_timeout{60000};
+  // Blobs never needed at the same time share memory (CompileOptions::reuse_memory); read only
+  // `observed` blobs, and the parameters, after a run.
+  bool reuse_memory = false;
+  std::set<const Blob*> observed;
 };
 
 class Runnable {
@@ -61,6 +67,8 @@ class Runnable {
   const RunOptions& options() const { return options_; }
   // Number of ops this rank runs.
   int num_tasks() const;
+  // The memory compile allocated for this rank's blobs, and which ones share it.
+  const MemoryPlan& memory() const { return memory_; }
   // The state of this rank's random generators (one per location with random ops), keyed by
   // location, for checkpoints; between runs only. set_rng_states throws purine::Error naming a
   // location this rank has no generator for, or a bad state, and then changes nothing.
@@ -71,6 +79,7 @@ class Runnable {
   Graph& graph_;
   RunOptions options_;
   std::map<Location, std::unique_ptr<Rng>> rngs_;
+  MemoryPlan memory_;
   // A communicator of its own (a duplicate of MPI_COMM_WORLD) for a graph on several ranks, so
   // that no message of another Runnable, or of an earlier failed run of one, can match ours.
   // Released (not freed: see operators/mpi/communicator.hpp) after the engine.

@@ -33,7 +33,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
   auto whole_view_ok = [&](const Blob* out, Blob* in) {
     return swapped.count(out) && !swapped.count(in) && !out->has_tensor() && !out->accumulating() &&
            out->writers().size() == 1 && out->location().rank == rank &&
-           in->tensor().covers_storage();
+           in->deferred_tensor().covers_storage();
   };
   std::set<const Op*> aliased;
   // Concat first: its inputs become views of its output, before anything allocates them.
@@ -52,7 +52,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
     const int64_t inner = axis < out->shape().ndim() ? out->shape().count_from(axis + 1) : 1;
     int64_t offset = 0;
     for (Blob* in : op->inputs()) {
-      in->alias(out->tensor().view(offset, in->shape()));
+      in->alias(out->deferred_tensor().view(offset, in->shape()));
       pinned.insert(in);
       offset += in->shape()[axis] * inner;
     }
@@ -72,9 +72,9 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
                             in->writers()[0]->kernel().traits().bridges_locations &&
                             in->writers()[0]->inputs()[0]->location() != in->location();
       if (!received || in->readers().size() != 1 || in->location() != out->location() ||
-          pinned.count(in) || in->accumulating() || !in->tensor().covers_storage())
+          pinned.count(in) || in->accumulating() || !in->deferred_tensor().covers_storage())
         continue;
-      out->alias(in->tensor().view(0, out->shape()));
+      out->alias(in->deferred_tensor().view(0, out->shape()));
       pinned.insert(out);
       pinned.insert(in);
       break;
@@ -95,11 +95,11 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
       axis = normalized_axis(*op, in->shape());
       ok = ok && slices_are_contiguous(in->shape(), axis);
     }
-    if (!ok || !in->tensor().is_contiguous()) continue;
+    if (!ok || !in->deferred_tensor().is_contiguous()) continue;
     const int64_t inner = split && axis < in->shape().ndim() ? in->shape().count_from(axis + 1) : 1;
     int64_t offset = 0;
     for (Blob* out : op->outputs()) {
-      out->alias(in->tensor().view(offset, out->shape()));
+      out->alias(in->deferred_tensor().view(offset, out->shape()));
       pinned.insert(out);
       if (split) offset += out->shape()[axis] * inner;
     }

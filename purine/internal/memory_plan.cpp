@@ -1,0 +1,214 @@
+#include "purine/internal/memory_plan.hpp"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+namespace purine {
+
+namespace {
+
+// Beyond this many ops the ancestor sets (ops² bits) cost more than the plan saves: no reuse.
+constexpr size_t kMaxOpsForReuse = 16384;
+
+// Which ops happen before which: for every op, the set of its ancestors over the edges the
+// dispatcher enforces, as bits indexed by the op's position in graph.ops().
+class HappensBefore {
+ public:
+  explicit HappensBefore(const Graph& graph) : words_((graph.ops().size() + 63) / 64) {
+    const auto& ops = graph.ops();
+    for (size_t i = 0; i < ops.size(); ++i) index_[ops[i].get()] = static_cast<int>(i);
+    std::vector<std::vector<int>> preds(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = *ops[i];
+      for (const Blob* in : op.inputs())
+        for (const Op* w : in->writers()) preds[i].push_back(index_.at(w));
+      for (const Op* before : op.ordered_after()) preds[i].push_back(index_.at(before));
+      for (const Blob* out : op.outputs()) {
+        const auto& writers = out->writers();
+        auto at = std::find(writers.begin(), writers.end(), &op);
+        if (at != writers.begin() && at != writers.end()) preds[i].push_back(index_.at(*(at - 1)));
+      }
+    }
+    // Kahn's order over those edges; the graph validated, so they make no cycle.
+    std::vector<int> pending(ops.size());
+    std::vector<std::vector<int>> succs(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      pending[i] = static_cast<int>(preds[i].size());
+      for (int p : preds[i]) succs[p].push_back(static_cast<int>(i));
+    }
+    std::queue<int> ready;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (pending[i] == 0) ready.push(static_cast<int>(i));
+    bits_.assign(ops.size() * words_, 0);
+    while (!ready.empty()) {
+      const int v = ready.front();
+      ready.pop();
+      order_.push_back(v);
+      uint64_t* mine = row(v);
+      for (int p : preds[v]) {
+        const uint64_t* theirs = row(p);
+        for (size_t w = 0; w < words_; ++w) mine[w] |= theirs[w];
+        mine[p / 64] |= uint64_t{1} << (p % 64);
+      }
+      for (int s : succs[v])
+        if (--pending[s] == 0) ready.push(s);
+    }
+    CHECK_EQ(order_.size(), ops.size()) << "graph '" << graph.name() << "' has a cycle";
+    for (size_t i = 0; i < order_.size(); ++i) position_[order_[i]] = static_cast<int>(i);
+  }
+
+  // Whether `a` finishes before `b` starts in every run.
+  bool before(const Op* a, const Op* b) const {
+    const int i = index_.at(a);
+    return (row(index_.at(b))[i / 64] >> (i % 64)) & 1;
+  }
+  // The op's place in one order that respects every edge.
+  int position(const Op* op) const { return position_.at(index_.at(op)); }
+
+ private:
+  uint64_t* row(int v) { return bits_.data() + static_cast<size_t>(v) * words_; }
+  const uint64_t* row(int v) const { return bits_.data() + static_cast<size_t>(v) * words_; }
+  size_t words_;
+  std::vector<uint64_t> bits_;
+  std::unordered_map<const Op*, int> index_;
+  std::vector<int> order_;
+  std::unordered_map<int, int> position_;
+};
+
+// The blobs sharing one storage (a root and its views) and the ops touching them.
+struct StorageGroup {
+  Storage* storage = nullptr;
+  std::vector<const Blob*> blobs;
+  std::set<const Op*> writers;
+  std::set<const Op*> accessors;  // writers and readers
+  bool reusable = true;
+  int first_write = 0;  // the earliest writer's position in HappensBefore's order
+};
+
+// A blob whose value lives within one run (see memory_plan.hpp).
+bool run_local(const Blob& blob, const std::set<const Blob*>& swapped,
+               const std::set<const Blob*>& observed, const HappensBefore& order) {
+  if (blob.accumulating() || swapped.count(&blob) || observed.count(&blob)) return false;
+  if (blob.writers().size() != 1) return false;
+  const Op* writer = blob.writers()[0];
+  for (const Op* reader : blob.readers())
+    if (!order.before(writer, reader)) return false;
+  return true;
+}
+
+struct SharedBuffer {
+  Location location;
+  int64_t count = 0;
+  std::vector<StorageGroup*> occupants;  // in the order they use it
+};
+
+// Whether `next` may use the buffer after `last`: everything touching `last` happens before
+// anything writing `next`.
+bool free_for(const StorageGroup& last, const StorageGroup& next, const HappensBefore& order) {
+  for (const Op* a : last.accessors)
+    for (const Op* w : next.writers)
+      if (!order.before(a, w)) return false;
+  return true;
+}
+
+}  // namespace
+
+MemoryPlanResult plan_memory(Graph& graph, int rank, bool reuse,
+                             const std::set<const Blob*>& observed) {
+  // This rank's storages without memory, each with the blobs on it.
+  std::map<Storage*, StorageGroup> groups;
+  std::vector<Storage*> group_order;  // first seen, for a deterministic plan
+  for (const auto& b : graph.blobs()) {
+    if (b->location().rank != rank) continue;
+    Storage* storage = b->deferred_tensor().storage();
+    if (storage->bound()) continue;
+    auto [it, fresh] = groups.try_emplace(storage);
+    if (fresh) group_order.push_back(storage);
+    StorageGroup& group = it->second;
+    group.storage = storage;
+    group.blobs.push_back(b.get());
+    group.writers.insert(b->writers().begin(), b->writers().end());
+    group.accessors.insert(b->writers().begin(), b->writers().end());
+    group.accessors.insert(b->readers().begin(), b->readers().end());
+  }
+
+  MemoryPlanResult result;
+  std::vector<SharedBuffer> buffers;
+  if (reuse && graph.ops().size() > kMaxOpsForReuse)
+    LOG(WARNING) << "graph '" << graph.name() << "' has " << graph.ops().size()
+                 << " ops, more than the memory plan's " << kMaxOpsForReuse
+                 << ": every blob gets memory of its own";
+  if (reuse && graph.ops().size() <= kMaxOpsForReuse) {
+    const HappensBefore order(graph);
+    std::set<const Blob*> swapped;
+    for (const auto& [a, b] : graph.swaps()) swapped.insert({a, b});
+    std::vector<StorageGroup*> candidates;
+    for (Storage* s : group_order) {
+      StorageGroup& group = groups.at(s);
+      for (const Blob* b : group.blobs)
+        group.reusable = group.reusable && run_local(*b, swapped, observed, order);
+      if (!group.reusable || group.writers.empty()) continue;
+      group.first_write = static_cast<int>(graph.ops().size());
+      for (const Op* w : group.writers)
+        group.first_write = std::min(group.first_write, order.position(w));
+      candidates.push_back(&group);
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const StorageGroup* a, const StorageGroup* b) {
+                       return a->first_write < b->first_write;
+                     });
+    // Greedy: each storage, in order of its first write, takes the free buffer closest above
+    // its size (or else the largest, which grows), or a new one.
+    for (StorageGroup* group : candidates) {
+      const int64_t need = group->storage->count();
+      SharedBuffer* best = nullptr;
+      for (SharedBuffer& buffer : buffers) {
+        if (buffer.location != group->storage->location() ||
+            !free_for(*buffer.occupants.back(), *group, order))
+          continue;
+        const bool fits = buffer.count >= need;
+        if (!best || (fits && (best->count < need || buffer.count < best->count)) ||
+            (!fits && best->count < need && buffer.count > best->count))
+          best = &buffer;
+      }
+      if (!best) {
+        buffers.push_back({group->storage->location(), need, {}});
+        best = &buffers.back();
+      } else {
+        const StorageGroup& last = *best->occupants.back();
+        for (const Op* a : last.accessors)
+          for (const Op* w : group->writers) result.orders.emplace_back(a, w);
+        result.plan.overwritten.insert(last.blobs.begin(), last.blobs.end());
+      }
+      best->count = std::max(best->count, need);
+      best->occupants.push_back(group);
+    }
+  }
+
+  // Memory for every storage: the shared buffers, and a buffer of its own for the rest.
+  for (const SharedBuffer& shared : buffers) {
+    auto memory = std::make_shared<Buffer>(shared.count, shared.location);
+    for (StorageGroup* group : shared.occupants) group->storage->bind(memory);
+  }
+  for (Storage* s : group_order) {
+    MemoryUse& use = result.plan.by_location[s->location()];
+    use.blob_bytes += s->count() * static_cast<int64_t>(sizeof(float));
+    if (s->bound()) continue;
+    s->bind(std::make_shared<Buffer>(s->count(), s->location()));
+    use.allocated_bytes += s->count() * static_cast<int64_t>(sizeof(float));
+    ++use.buffers;
+  }
+  for (const SharedBuffer& shared : buffers) {
+    MemoryUse& use = result.plan.by_location[shared.location];
+    use.allocated_bytes += shared.count * static_cast<int64_t>(sizeof(float));
+    ++use.buffers;
+  }
+  return result;
+}
+
+}  // namespace purine
