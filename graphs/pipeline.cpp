@@ -1,7 +1,9 @@
 #include "graphs/pipeline.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 
 #include "base/error.hpp"
 
@@ -109,10 +111,15 @@ std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int 
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
                        PipelineSchedule schedule) {
   const int n = static_cast<int>(stages.size());
+  const std::vector<Op*> ops = graph.topological_order();
   for (int s = 0; s < n; ++s) {
+    const std::vector<std::pair<Pass, int>> order = schedule_order(schedule, s, n, micro_batches);
     // The ops of each pass of each micro-batch on this stage's main thread, in graph order.
     std::map<std::pair<Pass, int>, std::vector<Op*>> passes;
-    for (Op* op : graph.topological_order()) {
+    // The pass (its place in `order`) each of those ops is in, or follows.
+    std::map<const Op*, size_t> position;
+    std::map<size_t, std::vector<Op*>> following;  // ops that follow a pass, by its place
+    for (Op* op : ops) {
       if (op->location() != stages[s] || op->thread() != Graph::kMainThread) continue;
       if (op->role() != OpRole::kForward && op->role() != OpRole::kBackward) continue;
       const int m = micro_batch_of(*op);
@@ -120,18 +127,44 @@ void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int mi
       Pass pass = pass_of(*op);
       if (pass == Pass::kWeight && schedule != PipelineSchedule::kZBH1) pass = Pass::kBackward;
       passes[{pass, m}].push_back(op);
+      position[op] = static_cast<size_t>(
+          std::find(order.begin(), order.end(), std::make_pair(pass, m)) - order.begin());
+    }
+    // A backward op of no micro-batch (a sum of the micro-batches' weight gradients) follows the
+    // last pass it reads from, so that what it reads is dead before the next pass starts and
+    // the memory plan can reuse it.
+    for (Op* op : ops) {
+      if (op->location() != stages[s] || op->thread() != Graph::kMainThread ||
+          op->role() != OpRole::kBackward || micro_batch_of(*op) >= 0)
+        continue;
+      // Only when everything it reads comes from here: a value from elsewhere may wait for a
+      // later pass of this stage.
+      std::optional<size_t> after;
+      bool local = true;
+      for (const Blob* in : op->inputs())
+        for (const Op* w : in->writers()) {
+          auto it = position.find(w);
+          local = local && it != position.end();
+          if (local) after = std::max(after.value_or(0), it->second);
+        }
+      if (!local || !after) continue;
+      position[op] = *after;
+      following[*after].push_back(op);
     }
     Op* last = nullptr;
-    for (const auto& pass : schedule_order(schedule, s, n, micro_batches)) {
+    auto append = [&](Op* op) {
+      if (last) graph.add_order(last, op);
+      last = op;
+    };
+    for (size_t i = 0; i < order.size(); ++i) {
+      const auto& pass = order[i];
       auto it = passes.find(pass);
       if (it == passes.end() && pass.first == Pass::kWeight) continue;  // a stage without weights
       require(it != passes.end(), "pipeline schedule: stage ", s, " at ", stages[s], " has no ",
               pass.first == Pass::kForward ? "forward" : "backward", " op of micro-batch ",
               pass.second, " on its main thread");
-      for (Op* op : it->second) {
-        if (last) graph.add_order(last, op);
-        last = op;
-      }
+      for (Op* op : it->second) append(op);
+      for (Op* op : following[i]) append(op);
     }
   }
 }

@@ -33,9 +33,10 @@ class Builder {
     return graph_.apply("fill", "fill_constant", attrs, {}, {"value"})[0];
   }
 
-  // The finished gradient of `blob`: its single contribution, or their ordered sum.
+  // The finished gradient of `blob`: its single contribution, or their sum in the order of
+  // the ops they come from (backward() visits those last to first).
   Blob* total(Blob* blob) {
-    auto& parts = contributions_[blob];
+    std::vector<Part> parts(contributions_[blob].rbegin(), contributions_[blob].rend());
     if (parts.empty()) return nullptr;
     if (parts.size() == 1) return parts[0].blob;
     auto it = summed_.find(blob);
@@ -43,10 +44,17 @@ class Builder {
     const Op* writer = blob->writers().empty() ? nullptr : blob->writers()[0];
     Graph::Scope scope(graph_, blob->name(), true);
     Graph::Placement placement(graph_, blob->location(),
-                               writer ? writer->thread() : parts[0].thread);
-    std::vector<Blob*> inputs;
-    for (const auto& p : parts) inputs.push_back(p.blob);
-    Blob* sum = graph_.apply("grad_sum", "sum", {}, inputs, {"grad"})[0];
+                               writer ? writer->thread() : parts.back().thread);
+    // A chain of two-input sums: the same floats as one n-input sum (which adds its inputs left
+    // to right), but each part is dead once added, so its memory can serve the next (the memory
+    // plan: purine/internal/memory_plan.hpp). The weight gradients of a pipeline's micro-batches
+    // so take one buffer, not one each.
+    Blob* sum = parts[0].blob;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const bool last = i + 1 == parts.size();
+      sum = graph_.apply(last ? "grad_sum" : str("grad_partial", i), "sum", {},
+                         {sum, parts[i].blob}, {last ? "grad" : str("partial", i)})[0];
+    }
     summed_[blob] = sum;
     return sum;
   }

@@ -98,6 +98,10 @@ struct TrainOptions {
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
   int64_t bucket_kb = 256;
   std::chrono::milliseconds stall_timeout{60000};
+  // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
+  // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,
+  // every blob keeps its own (its values stay readable after a run, for debugging).
+  bool reuse_memory = true;
   uint64_t seed = 1;
   dispatch::Mode mode = dispatch::Mode::kParallel;
   int test_batch = 100;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include "base/error.hpp"
 #include "dispatcher/tracer.hpp"
@@ -216,8 +217,11 @@ float scalar(Blob& blob) { return blob.tensor().values().at(0); }
 // (what an update computed from: activations, then gradients), or both, parameters first.
 enum class Scan { kAll, kParameters, kOpOutputs };
 
-// Names the first blob of this rank holding a NaN or an infinity ("" when there is none).
-std::string first_non_finite(const Graph& g, int rank, Scan scan = Scan::kAll) {
+// Names the first blob of this rank holding a NaN or an infinity ("" when there is none), but
+// for `overwritten` blobs, whose memory holds another blob's values after a run (the memory
+// plan's reuse).
+std::string first_non_finite(const Graph& g, int rank, const std::set<const Blob*>& overwritten,
+                             Scan scan = Scan::kAll) {
   auto bad = [&](Blob* b) {
     if (b->location().rank != rank || b->tensor().count() == 0) return false;
     const auto finite = [](float v) { return std::isfinite(v); };
@@ -235,7 +239,7 @@ std::string first_non_finite(const Graph& g, int rank, Scan scan = Scan::kAll) {
   if (scan == Scan::kParameters) return "";
   for (const auto& op : g.ops())
     for (Blob* b : op->outputs())
-      if (bad(b))
+      if (!overwritten.count(b) && bad(b))
         return str("the first non-finite blob is '", b->name(), "' (written by '", op->name(),
                    "')");
   return "";
@@ -326,6 +330,10 @@ class Trainer::Impl {
     run.rank = options_.rank;
     run.world_size = options_.ranks;
     run.stall_timeout = options_.stall_timeout;
+    run.reuse_memory = options_.reuse_memory;
+    run.observed = {dp_.loss, dp_.accuracy};
+    for (const ReplicaOutputs& replica : dp_.replicas)
+      run.observed.insert({replica.loss, replica.accuracy});
     train_run_ = std::make_unique<Runnable>(train_, run);
     check_output_paths(options_);
     if (!options_.trace_path.empty()) {
@@ -353,6 +361,7 @@ class Trainer::Impl {
         for (const Parameter& p : *list)
           if (p.blob->location().rank == options_.rank)
             p.blob->share_tensor(*train_.blob(p.blob->name()));
+      run.observed = {test_outputs_.loss, test_outputs_.accuracy};
       test_run_ = std::make_unique<Runnable>(test_, run);
     }
   }
@@ -445,11 +454,13 @@ class Trainer::Impl {
       const float loss = scalar(*dp_.replicas[r].loss);
       require(std::isfinite(loss), "training diverged at iteration ", iterations_done_,
               ": the loss of replica ", r, " is ", loss, "; ",
-              first_non_finite(train_, options_.rank), " (lower --lr, or check the data)");
+              first_non_finite(train_, options_.rank, overwritten()),
+              " (lower --lr, or check the data)");
     }
-    const std::string weight = first_non_finite(train_, options_.rank, Scan::kParameters);
+    const std::string weight =
+        first_non_finite(train_, options_.rank, overwritten(), Scan::kParameters);
     if (weight.empty()) return;
-    std::string cause = first_non_finite(train_, options_.rank, Scan::kOpOutputs);
+    std::string cause = first_non_finite(train_, options_.rank, overwritten(), Scan::kOpOutputs);
     if (cause.empty()) cause = "every gradient was finite: the step itself overflowed";
     throw Error(str("training diverged at iteration ", iterations_done_,
                     ": its update made a weight non-finite (", weight, "); before the update, ",
@@ -471,6 +482,7 @@ class Trainer::Impl {
     return layout;
   }
   CheckpointRanks ranks() const { return {options_.rank, options_.ranks}; }
+  const std::set<const Blob*>& overwritten() const { return train_run_->memory().overwritten; }
   void save(const std::string& path) const {
     check_weights_finite();
     CheckpointInfo info;
@@ -486,7 +498,8 @@ class Trainer::Impl {
   void check_weights_finite() const {
     // Parameters only: every rank holds the same weights, so all ranks agree before the
     // collective save.
-    const std::string bad = first_non_finite(train_, options_.rank, Scan::kParameters);
+    const std::string bad =
+        first_non_finite(train_, options_.rank, overwritten(), Scan::kParameters);
     require(bad.empty(), "training diverged at iteration ", iterations_done_, ": ", bad,
             " (lower --lr, or check the data); no checkpoint written");
   }
@@ -545,6 +558,7 @@ class Trainer::Impl {
     return options_.checkpoint_path;
   }
   const CheckpointMap& checkpoint_map() const { return dp_.checkpoint; }
+  const MemoryPlan& memory() const { return train_run_->memory(); }
   void add_observer(dispatch::Observer* observer) { train_run_->add_observer(observer); }
   const Graph& graph() const { return train_; }
 
@@ -592,6 +606,8 @@ std::string Trainer::resume_newest() { return impl_->resume_newest(); }
 std::string Trainer::resume() { return impl_->resume(); }
 const Graph& Trainer::training_graph() const { return impl_->graph(); }
 const CheckpointMap& Trainer::checkpoint_map() const { return impl_->checkpoint_map(); }
+
+const MemoryPlan& Trainer::memory() const { return impl_->memory(); }
 void Trainer::add_observer(dispatch::Observer* observer) { impl_->add_observer(observer); }
 int64_t Trainer::iterations_per_epoch() const { return impl_->iterations_per_epoch(); }
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "dispatcher/observer.hpp"
+#include "purine/compile.hpp"
 #include "purine/serialize.hpp"
 #include "train/options.hpp"
 
@@ -80,6 +81,9 @@ class Trainer {
   // Where the training graph keeps every parameter and state, by single-device name (what its
   // checkpoints hold, whatever the layout).
   const CheckpointMap& checkpoint_map() const;
+  // The memory the training graph's compile allocated on this rank, per location, and which
+  // blobs share it (TrainOptions::reuse_memory).
+  const MemoryPlan& memory() const;
   int64_t iterations_per_epoch() const;
   // Sees every task of the training runs (e.g. to measure a pipeline's bubble); must outlive
   // the trainer's runs.

@@ -14,6 +14,8 @@ namespace {
 
 // Beyond this many ops the ancestor sets (ops² bits) cost more than the plan saves: no reuse.
 constexpr size_t kMaxOpsForReuse = 16384;
+// A blob shares a buffer at most this many times larger or smaller than itself.
+constexpr double kSizeRatio = 4;
 
 // Which ops happen before which: for every op, the set of its ancestors over the edges the
 // dispatcher enforces, as bits indexed by the op's position in graph.ops().
@@ -162,19 +164,21 @@ MemoryPlanResult plan_memory(Graph& graph, int rank, bool reuse,
                      [](const StorageGroup* a, const StorageGroup* b) {
                        return a->first_write < b->first_write;
                      });
-    // Greedy: each storage, in order of its first write, takes the free buffer closest above
-    // its size (or else the largest, which grows), or a new one.
+    // Greedy: each storage, in order of its first write, takes the free buffer nearest its size
+    // (a smaller one grows), or a new one when none is within kSizeRatio: a small blob would
+    // otherwise hold a large buffer that a large blob written later then cannot have.
     for (StorageGroup* group : candidates) {
       const int64_t need = group->storage->count();
+      auto distance = [need](const SharedBuffer& b) {
+        return std::max(b.count, need) /
+               static_cast<double>(std::max<int64_t>(1, std::min(b.count, need)));
+      };
       SharedBuffer* best = nullptr;
       for (SharedBuffer& buffer : buffers) {
-        if (buffer.location != group->storage->location() ||
+        if (buffer.location != group->storage->location() || distance(buffer) > kSizeRatio ||
             !free_for(*buffer.occupants.back(), *group, order))
           continue;
-        const bool fits = buffer.count >= need;
-        if (!best || (fits && (best->count < need || buffer.count < best->count)) ||
-            (!fits && best->count < need && buffer.count > best->count))
-          best = &buffer;
+        if (!best || distance(buffer) < distance(*best)) best = &buffer;
       }
       if (!best) {
         buffers.push_back({group->storage->location(), need, {}});

@@ -122,6 +122,9 @@ DEFINE_string(reduce, "ring",
 DEFINE_int64(bucket_kb, 256,
              "data parallel: fuse gradients smaller than this many KiB into buckets of up to "
              "this size, each reduced at once (0: reduce every gradient alone)");
+DEFINE_bool(reuse_memory, true,
+            "let blobs never needed at the same time share memory (1F1B then holds at most "
+            "S micro-batches' activations per stage); --noreuse_memory gives every blob its own");
 DEFINE_int32(stall_timeout, 60, "seconds without progress before a run is declared stalled");
 DEFINE_int64(test_samples, 0, "evaluate on the first N test images (0: all)");
 
@@ -198,11 +201,27 @@ TrainOptions options_from_flags() {
   o.resume = FLAGS_resume;
   o.resume_from = FLAGS_resume_from;
   o.stall_timeout = std::chrono::seconds(FLAGS_stall_timeout);
+  o.reuse_memory = FLAGS_reuse_memory;
   o.parallel = parse_parallel_layout(FLAGS_parallel);
   o.mode = parse_executor(FLAGS_executor);
   // Every check, worded with the flags, is the trainer's (train/options.hpp).
   validate_options(o);
   return o;
+}
+
+// What the training graph's compile allocated on this rank, in total and per location.
+std::string memory_line(const MemoryPlan& memory, bool reuse) {
+  auto mb = [](int64_t bytes) { return str(std::lround(bytes / 1e5) / 10.0, " MB"); };
+  int64_t allocated = 0, blobs = 0;
+  std::string per_location;
+  for (const auto& [location, use] : memory.by_location) {
+    allocated += use.allocated_bytes;
+    blobs += use.blob_bytes;
+    per_location += str(per_location.empty() ? "" : ", ", location, " ", mb(use.allocated_bytes));
+  }
+  return str("memory for activations, gradients and optimizer steps: ", mb(allocated),
+             reuse ? str(" (", mb(blobs), " without sharing)") : std::string(" (not shared)"),
+             memory.by_location.size() > 1 ? str(": ", per_location) : std::string(), "\n");
 }
 
 }  // namespace
@@ -255,6 +274,7 @@ int run_train() {
     std::printf(", %d thread%s, %lld iterations per epoch\n", options.threads,
                 options.threads == 1 ? "" : "s",
                 static_cast<long long>(trainer.iterations_per_epoch()));
+    std::fputs(memory_line(trainer.memory(), options.reuse_memory).c_str(), stdout);
     std::fflush(stdout);
   }
   auto progress = [&](const TrainProgress& p) {
