@@ -8,11 +8,14 @@
 // / most busy); the most micro-batches in flight at one stage (forward started, backward not
 // finished: the activations a stage must hold); images per second against the same model at
 // one location in the same run (with the same threads: a pipeline on one machine gains
-// nothing from more locations, it shows the schedule's cost).
+// nothing from more locations, it shows the schedule's cost); the memory the training graph
+// allocated (MB). A second table shows the memory of a model whose activations dominate at each
+// stage as the micro-batches grow, per schedule (the memory plan: purine/compile.hpp).
 // The default model, "pipeline_mlp" (registered here), has two stages of equal work, as the
 // theory assumes: 784-1024-1024 | 1792-10 fully connected, 1.85 M multiply-adds per image
 // each side of the cut.
 //   bench_pipeline [--model=pipeline_mlp] [--stages=2] [--batch=512] [--iters=40] [--threads=2]
+//                  [--memory_model=lenet] [--memory_micro_batch=32]
 #include <gflags/gflags.h>
 
 #include <algorithm>
@@ -35,6 +38,8 @@ DEFINE_int32(stages, 2, "pipeline stages (CPU locations of this process)");
 DEFINE_int32(batch, 512, "images per iteration (divisible by 8)");
 DEFINE_int32(iters, 40, "iterations per configuration; the first 5 are not measured");
 DEFINE_int32(threads, 2, "compute threads, shared by the stages");
+DEFINE_string(memory_model, "lenet", "model of the memory table (activations should dominate)");
+DEFINE_int32(memory_micro_batch, 32, "images per micro-batch in the memory table");
 
 namespace {
 
@@ -162,7 +167,10 @@ struct Result {
   double balance = 0;
   double in_flight = 0;  // the mean over iterations of the most at one stage
   double images_per_sec = 0;
+  double megabytes = 0;  // allocated by the training graph's compile, all stages
 };
+
+double megabytes(const purine::MemoryUse& use) { return use.allocated_bytes / 1e6; }
 
 constexpr int kWarmup = 5;
 
@@ -183,9 +191,11 @@ Result measure(purine::ParallelLayout layout, int micro_batches,
   purine::Trainer trainer(o);
   std::vector<Location> stages;
   for (int s = 0; s < o.stages; ++s) stages.push_back(Location::cpu(0, s));
+  Result result;
+  for (const auto& [location, use] : trainer.memory().by_location)
+    result.megabytes += megabytes(use);
   StageObserver observer(trainer.training_graph(), stages, micro_batches);
   trainer.add_observer(&observer);
-  Result result;
   int measured = 0;
   Clock::time_point start;
   trainer.train([&](const purine::TrainProgress& p) {
@@ -203,6 +213,46 @@ Result measure(purine::ParallelLayout layout, int micro_batches,
   result.in_flight /= measured;
   result.images_per_sec = measured * static_cast<double>(FLAGS_batch) / seconds;
   return result;
+}
+
+// The memory of --memory_model at each stage as the micro-batches grow (each of
+// --memory_micro_batch images): what the training graph's compile allocated, per schedule and
+// without sharing. Only built, not trained: the plan is known before the first run.
+void print_memory_table() {
+  const int s = FLAGS_stages;
+  std::printf("\nmemory of %s, micro-batches of %d images: MB allocated at stage 0 .. %d\n",
+              FLAGS_memory_model.c_str(), FLAGS_memory_micro_batch, s - 1);
+  std::printf("%3s", "M");
+  for (const char* column : {"gpipe", "1f1b", "zbh1", "unshared"})
+    std::printf(" %*s", 8 * s, column);
+  std::printf(" %10s\n", "1f1b/gpipe");
+  for (int m : {1, 2, 4, 8, 16}) {
+    std::printf("%3d", m);
+    std::vector<double> first_stage;
+    for (int column = 0; column < 4; ++column) {
+      purine::TrainOptions o;
+      o.model = FLAGS_memory_model;
+      o.data_dir = FLAGS_data;
+      o.batch = FLAGS_memory_micro_batch * m;
+      o.threads = FLAGS_threads;
+      o.evaluate = false;
+      o.parallel = purine::ParallelLayout::kPipeline;
+      o.stages = s;
+      o.micro_batches = m;
+      const purine::PipelineSchedule schedules[] = {
+          purine::PipelineSchedule::kGPipe, purine::PipelineSchedule::k1F1B,
+          purine::PipelineSchedule::kZBH1, purine::PipelineSchedule::k1F1B};
+      o.schedule = schedules[column];
+      o.reuse_memory = column < 3;
+      purine::Trainer trainer(o);
+      for (int stage = 0; stage < s; ++stage) {
+        const double mb = megabytes(trainer.memory().by_location.at(Location::cpu(0, stage)));
+        if (stage == 0) first_stage.push_back(mb);
+        std::printf(" %7.1f", mb);
+      }
+    }
+    std::printf(" %10.2f\n", first_stage[1] / first_stage[0]);
+  }
 }
 
 }  // namespace
@@ -223,19 +273,21 @@ int main(int argc, char** argv) {
     const Result single =
         measure(purine::ParallelLayout::kNone, 1, purine::PipelineSchedule::k1F1B);
     std::printf("one location: %.0f img/s\n\n", single.images_per_sec);
-    std::printf("%-8s %3s %8s %8s %8s %10s %9s %8s\n", "schedule", "M", "theory", "bubble",
-                "balance", "in flight", "img/s", "vs one");
+    std::printf("%-8s %3s %8s %8s %8s %10s %9s %8s %8s\n", "schedule", "M", "theory", "bubble",
+                "balance", "in flight", "img/s", "vs one", "MB");
     for (auto schedule : {purine::PipelineSchedule::kGPipe, purine::PipelineSchedule::k1F1B,
                           purine::PipelineSchedule::kZBH1})
       for (int m : {1, 2, 4, 8}) {
         if (schedule == purine::PipelineSchedule::kZBH1 && m == 1) continue;  // that is 1F1B
         const Result r = measure(purine::ParallelLayout::kPipeline, m, schedule);
-        std::printf("%-8s %3d %8.3f %8.3f %8.2f %10.1f %9.0f %8.2f\n", purine::name_of(schedule), m,
+        std::printf("%-8s %3d %8.3f %8.3f %8.2f %10.1f %9.0f %8.2f %8.1f\n",
+                    purine::name_of(schedule), m,
                     schedule == purine::PipelineSchedule::kZBH1 ? (s - 1.0) / (3.0 * m)
                                                                 : (s - 1.0) / (m + s - 1.0),
                     r.bubble, r.balance, r.in_flight, r.images_per_sec,
-                    r.images_per_sec / single.images_per_sec);
+                    r.images_per_sec / single.images_per_sec, r.megabytes);
       }
+    print_memory_table();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -124,7 +124,7 @@ DEFINE_int64(bucket_kb, 256,
              "this size, each reduced at once (0: reduce every gradient alone)");
 DEFINE_bool(reuse_memory, true,
             "let blobs never needed at the same time share memory (1F1B then holds at most "
-            "S micro-batches' activations per stage); --noreuse_memory gives every blob its own");
+            "S micro-batches' activations per stage); --noreuse-memory gives every blob its own");
 DEFINE_int32(stall_timeout, 60, "seconds without progress before a run is declared stalled");
 DEFINE_int64(test_samples, 0, "evaluate on the first N test images (0: all)");
 
