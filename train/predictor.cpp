@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "base/error.hpp"
 #include "models/models.hpp"
@@ -30,11 +31,15 @@ CheckpointInfo load_weights(Graph& g, const std::string& model, const std::strin
   return load_checkpoint(whole_blobs(g), path, expected);
 }
 
-RunOptions run_options(int threads) {
+// A forward graph read only at `observed` blobs after each run: every other activation can
+// take the memory of one already consumed.
+RunOptions run_options(int threads, std::set<const Blob*> observed) {
   RunOptions run;
   run.compute_threads = threads;
   run.rank = 0;
   run.world_size = 1;
+  run.reuse_memory = true;
+  run.observed = std::move(observed);
   return run;
 }
 
@@ -54,7 +59,7 @@ class Predictor::Impl {
     images_ = graph_.add_blob("images", o.images);
     probabilities_ = build_forward(graph_, o, images_);
     info_ = load_weights(graph_, o.model, o.weights);
-    run_ = std::make_unique<Runnable>(graph_, run_options(o.threads));
+    run_ = std::make_unique<Runnable>(graph_, run_options(o.threads, {probabilities_}));
   }
 
   Tensor probabilities(const Tensor& images) {
@@ -126,7 +131,7 @@ Evaluation evaluate_test_split(const PredictorOptions& o, const std::string& dat
           data[0]->shape(), "; the model was asked for ", o.images);
   Blob* probabilities = build_forward(g, o, data[0]);
   load_weights(g, o.model, o.weights);
-  Runnable run(g, run_options(o.threads));
+  Runnable run(g, run_options(o.threads, {probabilities, data[1]}));
 
   const int64_t available = source->samples();
   samples = samples > 0 ? std::min(samples, available) : available;

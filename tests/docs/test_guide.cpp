@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "graphs/pipeline.hpp"
 #include "temp_dir.hpp"
 
 // Defined by the guide's snippets.
@@ -13,6 +14,7 @@ std::pair<double, double> guide_train_tiny_cnn();
 bool guide_check_tanh_gradient();
 int guide_split_tiny_cnn();
 double guide_train_split();
+std::pair<int64_t, int64_t> guide_stage_memory(purine::PipelineSchedule schedule);
 std::vector<float> guide_predict(const std::string& checkpoint);
 
 TEST_CASE("the guide's model trains", "[guide]") {
@@ -26,6 +28,14 @@ TEST_CASE("the guide's gradient check passes", "[guide]") { CHECK(guide_check_ta
 TEST_CASE("the guide's split model holds its split weights in pieces", "[guide]") {
   CHECK(guide_split_tiny_cnn() == 6);
   CHECK(std::isfinite(guide_train_split()));
+}
+
+TEST_CASE("the guide's pipeline memory follows the schedule", "[guide]") {
+  const auto [gpipe4, gpipe8] = guide_stage_memory(purine::PipelineSchedule::kGPipe);
+  const auto [one4, one8] = guide_stage_memory(purine::PipelineSchedule::k1F1B);
+  CHECK(gpipe8 > gpipe4 * 3 / 2);  // one micro-batch's activations more for each
+  CHECK(one8 < one4 * 11 / 10);    // at most two micro-batches at stage 0 either way
+  CHECK(one8 < gpipe8 / 2);
 }
 
 TEST_CASE("the guide's prediction gives probabilities", "[guide]") {
