@@ -304,10 +304,17 @@ class Trainer::Impl {
         },
         dp_options);
     initialize_parameters(dp_.checkpoint, train_, options_.seed, options_.rank);
-    if (options_.stages > 1 && options_.micro_batches > 1)
+    // The micro-batches of a pipeline, and of a replica at one location (gradient
+    // accumulation: a one-stage pipeline, so that 1F1B runs them one after another and the
+    // memory plan gives them one micro-batch's memory), follow the schedule.
+    const bool one_location_replicas =
+        options_.parallel == ParallelLayout::kNone || options_.parallel == ParallelLayout::kData;
+    if (options_.micro_batches > 1 && (options_.stages > 1 || one_location_replicas))
       for (int r = 0; r < static_cast<int>(locations.size()); ++r)
-        schedule_pipeline(train_, layout_locations(options_, r), options_.micro_batches,
-                          options_.schedule);
+        schedule_pipeline(train_,
+                          options_.stages > 1 ? layout_locations(options_, r)
+                                              : std::vector<Location>{locations[r]},
+                          options_.micro_batches, options_.schedule);
 
     LrScheduleOptions lr;
     lr.policy = options_.lr_policy;
