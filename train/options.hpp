@@ -91,7 +91,9 @@ struct TrainOptions {
   // weights; their gradients accumulate before one update (any layout; a pipeline overlaps
   // them, stage by stage). Models with batch norm cannot share their running statistics.
   int micro_batches = 1;
-  // The order of a pipeline's forward and backward passes over its micro-batches.
+  // The order of a pipeline's forward and backward passes over its micro-batches, and of the
+  // micro-batches of a replica at one location (a one-stage pipeline: 1F1B runs them one after
+  // another, in one micro-batch's memory).
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once

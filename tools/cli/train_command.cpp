@@ -105,9 +105,10 @@ DEFINE_int32(micro_batches, 1,
              "cut each replica's batch into this many micro-batches, their gradients summed "
              "before one update (a pipeline overlaps them stage by stage)");
 DEFINE_string(schedule, "1f1b",
-              "pipeline with --micro-batches: gpipe (all forwards, then all backwards), 1f1b "
-              "(one forward, one backward in turn: at most --stages micro-batches in flight) or "
-              "zbh1 (1f1b with weight gradients delayed into the cool-down)");
+              "order of the passes over --micro-batches (at each pipeline stage, or at a "
+              "replica's one location): gpipe (all forwards, then all backwards), 1f1b (one "
+              "forward, one backward in turn: at most --stages micro-batches in flight and in "
+              "memory) or zbh1 (1f1b with weight gradients delayed into the cool-down)");
 DEFINE_int32(locations, 1,
              "data parallel: replicas in each process, each at its own CPU location with its own "
              "threads (--threads is shared among them); model parallel: the CPU locations of "
