@@ -40,7 +40,7 @@ struct CompileOptions {
   // purine/internal/memory_plan.hpp); off, every blob has memory of its own.
   bool reuse_memory = false;
   // Blobs the caller reads after a run (a loss): they keep memory of their own.
-  std::set<const Blob*> observed;
+  std::set<const Blob*> observed{};
 };
 
 // What compile allocated for one location's blobs (those without memory before compile; not

@@ -39,9 +39,10 @@ struct RunOptions {
   // A run in which no op finishes for this long fails, naming the ops still waiting.
   std::chrono::milliseconds stall_timeout{60000};
   // Blobs never needed at the same time share memory (CompileOptions::reuse_memory); read only
-  // `observed` blobs, and the parameters, after a run.
+  // `observed` blobs, and the parameters, after a run. The plan is made when a graph is first
+  // compiled: a later Runnable of the same graph keeps its memory as it was given.
   bool reuse_memory = false;
-  std::set<const Blob*> observed;
+  std::set<const Blob*> observed{};
 };
 
 class Runnable {

@@ -47,10 +47,12 @@ class HappensBefore {
     for (size_t i = 0; i < ops.size(); ++i)
       if (pending[i] == 0) ready.push(static_cast<int>(i));
     bits_.assign(ops.size() * words_, 0);
+    position_.assign(ops.size(), -1);
+    int next = 0;
     while (!ready.empty()) {
       const int v = ready.front();
       ready.pop();
-      order_.push_back(v);
+      position_[v] = next++;
       uint64_t* mine = row(v);
       for (int p : preds[v]) {
         const uint64_t* theirs = row(p);
@@ -60,8 +62,7 @@ class HappensBefore {
       for (int s : succs[v])
         if (--pending[s] == 0) ready.push(s);
     }
-    CHECK_EQ(order_.size(), ops.size()) << "graph '" << graph.name() << "' has a cycle";
-    for (size_t i = 0; i < order_.size(); ++i) position_[order_[i]] = static_cast<int>(i);
+    CHECK_EQ(next, static_cast<int>(ops.size())) << "graph '" << graph.name() << "' has a cycle";
   }
 
   // Whether `a` finishes before `b` starts in every run.
@@ -70,7 +71,7 @@ class HappensBefore {
     return (row(index_.at(b))[i / 64] >> (i % 64)) & 1;
   }
   // The op's place in one order that respects every edge.
-  int position(const Op* op) const { return position_.at(index_.at(op)); }
+  int position(const Op* op) const { return position_[index_.at(op)]; }
 
  private:
   uint64_t* row(int v) { return bits_.data() + static_cast<size_t>(v) * words_; }
@@ -78,8 +79,7 @@ class HappensBefore {
   size_t words_;
   std::vector<uint64_t> bits_;
   std::unordered_map<const Op*, int> index_;
-  std::vector<int> order_;
-  std::unordered_map<int, int> position_;
+  std::vector<int> position_;  // in Kahn's order
 };
 
 // The blobs sharing one storage (a root and its views) and the ops touching them.
