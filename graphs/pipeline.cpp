@@ -95,7 +95,7 @@ std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int 
   }
   const int warmup = std::min(stages - 1 - stage, micro_batches);
   const bool split = schedule == PipelineSchedule::kZBH1;
-  const int delay = stages - 1 - stage;  // ZB-H1: W(m) follows B(m + delay)
+  const int delay = stage;  // ZB-H1: W(m) follows B(m + delay)
   for (int m = 0; m < warmup; ++m) order.emplace_back(Pass::kForward, m);
   for (int m = 0; m < micro_batches; ++m) {
     if (warmup + m < micro_batches) order.emplace_back(Pass::kForward, warmup + m);

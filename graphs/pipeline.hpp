@@ -15,8 +15,9 @@
 //           backwards (at most S-s micro-batches' activations held at stage s);
 //   kZBH1:  1F1B with each backward cut in two (zero bubble, Qi et al. 2023, the H1 form): the
 //           input gradients (B), which the stage before waits for, and the weight gradients (W),
-//           which nobody waits for; stage s runs W(m) after B(m + S-1-s), so that the Ws fill
-//           the cool-down where 1F1B idles.
+//           which nobody waits for; stage s runs W(m) after B(m + s), so that the Ws fill the
+//           cool-down where 1F1B idles (longest at the last stage, whose backwards end first).
+//           Every stage then holds S micro-batches' inputs, what 1F1B holds at stage 0.
 // GPipe and 1F1B leave the bubble (S-1)/(M+S-1) of each iteration idle when every stage takes
 // the same time; ZB-H1 about a third of it. Every rank builds the whole graph, so validate() proves
 // before the first run that the orders of all ranks together cannot wait in a circle.

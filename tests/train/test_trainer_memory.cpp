@@ -81,7 +81,8 @@ TEST_CASE("1F1B's memory stays flat as micro-batches are added, GPipe's grows wi
   CHECK(gpipe8[0] > 1.7 * gpipe4[0]);
   CHECK(one8[0] < 1.1 * one4[0]);
   CHECK(one8[0] < 0.4 * gpipe8[0]);
-  CHECK(zb8[0] < 0.6 * gpipe8[0]);  // ZB-H1 keeps inputs until the delayed weight gradients
+  // ZB-H1 holds S micro-batches at every stage, as 1F1B does at stage 0 (measured 11.8 MB).
+  CHECK(zb8[0] < 1.2 * one8[0]);
   CHECK(gpipe8[0] < 0.7 * none8[0]);
   // The last stage's weight gradients of all micro-batches share one buffer under either.
   CHECK(one8[1] < 1.1 * one4[1]);

@@ -104,17 +104,18 @@ TEST_CASE(
         P{{F, 0}, {B, 0}, {F, 1}, {B, 1}, {F, 2}, {B, 2}, {F, 3}, {B, 3}});
   // Fewer micro-batches than the warm-up wants.
   CHECK(schedule_order(PipelineSchedule::k1F1B, 0, 4, 2) == P{{F, 0}, {F, 1}, {B, 0}, {B, 1}});
-  // ZB-H1: the last stage computes each W right after its B; stage s delays it by 2 - s Bs.
-  CHECK(schedule_order(PipelineSchedule::kZBH1, 2, 3, 3) ==
-        P{{F, 0}, {B, 0}, {W, 0}, {F, 1}, {B, 1}, {W, 1}, {F, 2}, {B, 2}, {W, 2}});
-  CHECK(schedule_order(PipelineSchedule::kZBH1, 0, 3, 4) == P{{F, 0},
-                                                              {F, 1},
-                                                              {F, 2},
+  // ZB-H1: the first stage computes each W right after its B; stage s delays it by s Bs, the
+  // last stage most (its backwards end first: it would idle longest in the cool-down).
+  CHECK(schedule_order(PipelineSchedule::kZBH1, 0, 3, 3) ==
+        P{{F, 0}, {F, 1}, {F, 2}, {B, 0}, {W, 0}, {B, 1}, {W, 1}, {B, 2}, {W, 2}});
+  CHECK(schedule_order(PipelineSchedule::kZBH1, 2, 3, 4) == P{{F, 0},
                                                               {B, 0},
-                                                              {F, 3},
+                                                              {F, 1},
                                                               {B, 1},
+                                                              {F, 2},
                                                               {B, 2},
                                                               {W, 0},
+                                                              {F, 3},
                                                               {B, 3},
                                                               {W, 1},
                                                               {W, 2},
