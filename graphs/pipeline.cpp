@@ -108,12 +108,54 @@ std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int 
   return order;
 }
 
+namespace {
+
+const char* pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::kForward:
+      return "forward";
+    case Pass::kBackward:
+      return "backward";
+    case Pass::kWeight:
+      return "weight";
+  }
+  return "?";
+}
+
+// Every forward and backward pass of each micro-batch once, a weight pass at most once.
+void check_stage_order(const std::vector<std::pair<Pass, int>>& order, int stage,
+                       const Location& at, int micro_batches) {
+  std::map<std::pair<Pass, int>, int> count;
+  for (const auto& [pass, m] : order) {
+    require(m >= 0 && m < micro_batches, "pipeline schedule: stage ", stage, " at ", at, " lists ",
+            pass_name(pass), " pass of micro-batch ", m, ", not one of 0..", micro_batches - 1);
+    require(++count[{pass, m}] == 1, "pipeline schedule: stage ", stage, " at ", at, " lists ",
+            pass_name(pass), " pass of micro-batch ", m, " twice");
+  }
+  for (int m = 0; m < micro_batches; ++m)
+    for (Pass pass : {Pass::kForward, Pass::kBackward})
+      require(count.count({pass, m}) == 1, "pipeline schedule: stage ", stage, " at ", at,
+              " does not list the ", pass_name(pass), " pass of micro-batch ", m);
+}
+
+}  // namespace
+
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
                        PipelineSchedule schedule) {
   const int n = static_cast<int>(stages.size());
+  schedule_pipeline(graph, stages, micro_batches,
+                    [&](int s) { return schedule_order(schedule, s, n, micro_batches); });
+}
+
+void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
+                       const StageOrder& order_of) {
+  const int n = static_cast<int>(stages.size());
   const std::vector<Op*> ops = graph.topological_order();
   for (int s = 0; s < n; ++s) {
-    const std::vector<std::pair<Pass, int>> order = schedule_order(schedule, s, n, micro_batches);
+    const std::vector<std::pair<Pass, int>> order = order_of(s);
+    check_stage_order(order, s, stages[s], micro_batches);
+    const bool split = std::any_of(order.begin(), order.end(),
+                                   [](const auto& pass) { return pass.first == Pass::kWeight; });
     // The ops of each pass of each micro-batch on this stage's main thread, in graph order.
     std::map<std::pair<Pass, int>, std::vector<Op*>> passes;
     // The pass (its place in `order`) each of those ops is in, or follows.
@@ -125,7 +167,7 @@ void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int mi
       const int m = micro_batch_of(*op);
       if (m < 0) continue;
       Pass pass = pass_of(*op);
-      if (pass == Pass::kWeight && schedule != PipelineSchedule::kZBH1) pass = Pass::kBackward;
+      if (pass == Pass::kWeight && !split) pass = Pass::kBackward;
       passes[{pass, m}].push_back(op);
       position[op] = static_cast<size_t>(
           std::find(order.begin(), order.end(), std::make_pair(pass, m)) - order.begin());
@@ -161,8 +203,7 @@ void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int mi
       auto it = passes.find(pass);
       if (it == passes.end() && pass.first == Pass::kWeight) continue;  // a stage without weights
       require(it != passes.end(), "pipeline schedule: stage ", s, " at ", stages[s], " has no ",
-              pass.first == Pass::kForward ? "forward" : "backward", " op of micro-batch ",
-              pass.second, " on its main thread");
+              pass_name(pass.first), " op of micro-batch ", pass.second, " on its main thread");
       for (Op* op : it->second) append(op);
       for (Op* op : following[i]) append(op);
     }

@@ -80,5 +80,13 @@ std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int 
 // is not a pipeline of `micro_batches` over `stages`).
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
                        PipelineSchedule schedule);
+// The same with a schedule of one's own: order_of(s) lists stage s's passes as
+// schedule_order() does, each forward and backward pass of every micro-batch exactly once
+// (weight passes, when listed, split them out of the backwards). Graph::validate() then checks
+// that the stages' orders together cannot wait in a circle. Throws purine::Error, naming the
+// stage and pass, when an order lists a pass twice or misses one.
+using StageOrder = std::function<std::vector<std::pair<Pass, int>>(int stage)>;
+void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
+                       const StageOrder& order_of);
 
 }  // namespace purine

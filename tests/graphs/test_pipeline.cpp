@@ -3,6 +3,7 @@
 
 #include "graphs/layers.hpp"
 #include "graphs/pipeline.hpp"
+#include "purine/autodiff.hpp"
 #include "purine/dsl.hpp"
 
 using namespace purine;
@@ -60,4 +61,87 @@ TEST_CASE(
   CHECK(g.blob("replica0::net::fc2::weight")->location() == Location::cpu(0, 1));
   CHECK_THROWS_WITH(place_stages(g, layers, {0, 0, 2}, {Location::cpu(0, 0), Location::cpu(0, 1)}),
                     Catch::Contains("layer 'net::fc2' is in stage 2 of 2"));
+}
+
+namespace {
+
+// Two micro-batches ("micro0", "micro1") of an MLP with its loss, in a pipeline of two stages
+// over ranks 0 and 1, with the gradients of their weights built, as every rank builds it.
+void build_two_rank_pipeline(Graph& g, const std::vector<Location>& stages) {
+  auto build = [](Graph& graph) {
+    Graph::Scope scope(graph, "net");
+    Blob* logits = (B{graph.add_blob("x", {4, 3})} >>
+                    graph.add<InnerProductLayer>("fc1", InnerProductLayer::Options{5}) >>
+                    graph.add<ActivationLayer>("relu", "relu") >>
+                    graph.add<InnerProductLayer>("fc2", InnerProductLayer::Options{2}))
+                       .top(0);
+    B{logits, graph.add_blob("labels", {4})} >> graph.add<SoftmaxLossLayer>("loss");
+  };
+  const std::vector<ModelLayer> layers = model_layers(build);
+  place_stages(g, layers, assign_stages(layers, 2, "net"), stages);
+  for (int m = 0; m < 2; ++m) {
+    Graph::Scope micro(g, "micro" + std::to_string(m));
+    Graph::Placement at(g, stages[0]);
+    build(g);
+  }
+  for (int m = 0; m < 2; ++m) {
+    const std::string scope = "micro" + std::to_string(m) + "::net::";
+    std::vector<Blob*> weights;
+    for (const Parameter& p : g.parameters())
+      if (p.blob->name().rfind(scope, 0) == 0) weights.push_back(p.blob);
+    backward(g, g.blob(scope + "loss::top"), weights);
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a schedule whose stages would wait on each other across ranks is refused before "
+    "running, naming the circle",
+    "[pipeline][order]") {
+  const std::vector<Location> stages = {Location::cpu(0), Location::cpu(1)};
+  {
+    Graph g;
+    build_two_rank_pipeline(g, stages);
+    schedule_pipeline(g, stages, 2, PipelineSchedule::k1F1B);
+    g.validate();
+  }
+  // 1F1B with the warm-ups swapped (stage s warms up with s forwards, not S-1-s): stage 0 waits
+  // for micro-batch 0's gradient from stage 1 before it sends micro-batch 1's activations, and
+  // stage 1 waits for those before it computes that gradient. Run, both ranks would hang.
+  Graph g;
+  build_two_rank_pipeline(g, stages);
+  schedule_pipeline(g, stages, 2,
+                    [](int s) { return schedule_order(PipelineSchedule::k1F1B, 1 - s, 2, 2); });
+  REQUIRE_THROWS_WITH(g.validate(), Catch::Contains("has a cycle: ") &&
+                                        Catch::Contains("would hang") &&
+                                        Catch::Contains("micro1::net::fc1") &&
+                                        Catch::Contains("(rank0:cpu, thread main)") &&
+                                        Catch::Contains("(rank1:cpu, thread main)"));
+}
+
+TEST_CASE("a schedule of one's own must list every pass of every micro-batch once", "[pipeline]") {
+  const std::vector<Location> stages = {Location::cpu(0), Location::cpu(1)};
+  Graph g;
+  build_two_rank_pipeline(g, stages);
+  using P = std::vector<std::pair<Pass, int>>;
+  const Pass F = Pass::kForward, B = Pass::kBackward;
+  CHECK_THROWS_WITH(schedule_pipeline(g, stages, 2,
+                                      [&](int) {
+                                        return P{{F, 0}, {B, 0}, {F, 1}};
+                                      }),
+                    Catch::Contains("stage 0 at rank0:cpu does not list the backward pass of "
+                                    "micro-batch 1"));
+  CHECK_THROWS_WITH(
+      schedule_pipeline(g, stages, 2,
+                        [&](int s) {
+                          return s == 0 ? schedule_order(PipelineSchedule::kGPipe, 0, 2, 2)
+                                        : P{{F, 0}, {F, 0}, {B, 0}, {F, 1}, {B, 1}};
+                        }),
+      Catch::Contains("stage 1 at rank1:cpu lists forward pass of micro-batch 0 twice"));
+  CHECK_THROWS_WITH(schedule_pipeline(g, stages, 2,
+                                      [&](int) {
+                                        return P{{F, 2}};
+                                      }),
+                    Catch::Contains("lists forward pass of micro-batch 2, not one of 0..1"));
 }
