@@ -12,8 +12,11 @@ namespace purine {
 
 namespace {
 
-// Beyond this many ops the ancestor sets (ops² bits) cost more than the plan saves: no reuse.
-constexpr size_t kMaxOpsForReuse = 16384;
+// The ancestor sets take ops² bits. The plan runs while they take at most kPlanBudget or an
+// eighth of the memory it may share, whichever is more, and never more than kPlanCeiling
+// (92681 ops; building them is quick: ops × inputs × ops/64 word operations).
+constexpr int64_t kPlanBudget = int64_t{32} << 20;
+constexpr int64_t kPlanCeiling = int64_t{1} << 30;
 // A blob shares a buffer at most this many times larger or smaller than itself.
 constexpr double kSizeRatio = 4;
 
@@ -141,11 +144,20 @@ MemoryPlanResult plan_memory(Graph& graph, int rank, bool reuse,
 
   MemoryPlanResult result;
   std::vector<SharedBuffer> buffers;
-  if (reuse && graph.ops().size() > kMaxOpsForReuse)
-    LOG(WARNING) << "graph '" << graph.name() << "' has " << graph.ops().size()
-                 << " ops, more than the memory plan's " << kMaxOpsForReuse
-                 << ": every blob gets memory of its own";
-  if (reuse && graph.ops().size() <= kMaxOpsForReuse) {
+  if (reuse) {
+    int64_t unshared = 0;
+    for (Storage* s : group_order) unshared += s->count() * static_cast<int64_t>(sizeof(float));
+    const auto ops = static_cast<int64_t>(graph.ops().size());
+    const int64_t plan_bytes = ops * ((ops + 63) / 64) * 8;
+    if (plan_bytes > std::min(kPlanCeiling, std::max(kPlanBudget, unshared / 8))) {
+      LOG(WARNING) << "graph '" << graph.name() << "' has " << ops
+                   << " ops: ordering them for the memory plan would take " << (plan_bytes >> 20)
+                   << " MB, too much for the " << (unshared >> 20)
+                   << " MB it could share; every blob gets memory of its own";
+      reuse = false;
+    }
+  }
+  if (reuse) {
     const HappensBefore order(graph);
     std::set<const Blob*> swapped;
     for (const auto& [a, b] : graph.swaps()) swapped.insert({a, b});

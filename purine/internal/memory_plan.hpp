@@ -13,7 +13,9 @@
 // before compile (parameters, fed inputs, tensors shared with another graph keep theirs).
 // Where the proof of "happens before" passes through another rank, the dispatcher of this rank
 // cannot see it, so the plan returns those pairs as orders for the compiled plan (MPI also
-// forbids reusing a send buffer before its send completed).
+// forbids reusing a send buffer before its send completed). The proofs take ops² bits; a graph
+// whose bits would outweigh an eighth of the memory it could share (and 32 MB) skips sharing,
+// with a warning.
 #pragma once
 
 #include <set>
