@@ -110,7 +110,8 @@ TEST_CASE("gradient accumulation takes one micro-batch's memory", "[trainer][mem
   CHECK(eight < Trainer(whole).memory().by_location.at(Location::cpu()).allocated_bytes / 3);
 }
 
-TEST_CASE("shared memory changes no loss and no weight, in every layout", "[trainer][memory]") {
+TEST_CASE("shared memory changes no loss and no weight, in every layout",
+          "[trainer][memory][determinism]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
