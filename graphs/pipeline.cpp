@@ -85,6 +85,12 @@ Pass pass_of(const Op& op) {
   return Pass::kWeight;
 }
 
+double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches) {
+  const double s = stages, m = micro_batches;
+  if (schedule == PipelineSchedule::kZBH1 && micro_batches > 1) return (s - 1) / (3 * m);
+  return (s - 1) / (m + s - 1);
+}
+
 std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
                                                  int micro_batches) {
   std::vector<std::pair<Pass, int>> order;

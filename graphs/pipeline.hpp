@@ -69,6 +69,10 @@ enum class Pass { kForward, kBackward, kWeight };
 // The pass of a forward or backward op of a micro-batch (see above).
 Pass pass_of(const Op& op);
 
+// The share of an iteration a stage idles when every stage's forward, input-gradient and
+// weight-gradient passes take equal times: (S-1)/(M+S-1) under GPipe and 1F1B, (S-1)/(3M)
+// under ZB-H1 (whose weight gradients fill the cool-down), 0 for one stage.
+double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches);
 // For `stage` of `stages` and `micro_batches`, the order of its passes over the micro-batches.
 // GPipe and 1F1B have no kWeight passes (a backward pass includes its weight gradients).
 std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,

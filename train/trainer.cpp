@@ -347,6 +347,11 @@ class Trainer::Impl {
       tracer_ = std::make_unique<dispatch::Tracer>();
       train_run_->add_observer(tracer_.get());
     }
+    if (options_.parallel == ParallelLayout::kPipeline) {
+      pipeline_meter_ = std::make_unique<PipelineMeter>(train_, layout_locations(options_, 0),
+                                                        options_.micro_batches);
+      train_run_->add_observer(pipeline_meter_.get());
+    }
     // A pipeline or a split model over ranks evaluates on all of them, as it trains.
     const bool evaluating_ranks = (options_.parallel == ParallelLayout::kPipeline ||
                                    options_.parallel == ParallelLayout::kModel) &&
@@ -416,6 +421,13 @@ class Trainer::Impl {
       dp_.sgd.set_step(global_it + 1, options_.rank);  // Adam's bias correction
       train_run_->run();
       if (tracer_) tracer_->flush_to_file();  // the trace's memory stays one iteration's
+      if (pipeline_meter_) {
+        const PipelineTimes times = pipeline_meter_->finish_iteration();
+        if (it >= warmup) {
+          if (!result.pipeline) result.pipeline.emplace();
+          result.pipeline->add(times);
+        }
+      }
       ++iterations_done_;
       check_converging();
       if (options_.checkpoint_every > 0 && iterations_done_ % options_.checkpoint_every == 0 &&
@@ -440,6 +452,15 @@ class Trainer::Impl {
         double elapsed = std::chrono::duration<double>(now - start).count();
         p.eta_seconds = elapsed / result.iterations * (total - result.iterations);
         progress(p);
+      }
+    }
+    if (result.pipeline && options_.ranks > 1) {  // every rank saw its own stage
+      const std::vector<std::string> parts = mpi_gather_bytes(result.pipeline->serialize(), 0);
+      if (leader) {
+        result.pipeline = PipelineTimes{};
+        for (const std::string& part : parts) result.pipeline->merge(PipelineTimes::parse(part));
+      } else {
+        result.pipeline.reset();
       }
     }
     // The training is kept before anything else may fail.
@@ -596,7 +617,8 @@ class Trainer::Impl {
   ReplicaOutputs test_outputs_;
   std::unique_ptr<LrSchedule> schedule_;
   int64_t iterations_done_ = 0;
-  std::unique_ptr<dispatch::Tracer> tracer_;  // declared before the runnables: outlives them
+  std::unique_ptr<dispatch::Tracer> tracer_;       // declared before the runnables: outlives them
+  std::unique_ptr<PipelineMeter> pipeline_meter_;  // likewise
   std::unique_ptr<Runnable> train_run_;
   std::unique_ptr<Runnable> test_run_;
 };

@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "dispatcher/observer.hpp"
 #include "purine/compile.hpp"
 #include "purine/serialize.hpp"
 #include "train/options.hpp"
+#include "train/pipeline_meter.hpp"
 
 namespace purine {
 
@@ -41,6 +43,9 @@ struct TrainResult {
   double final_loss = 0;
   double test_accuracy = 0;
   double wall_seconds = 0;
+  // A pipeline's stages (--parallel=pipeline), over the timed iterations and every rank (on
+  // rank 0): their work and span, whose bubble() goes next to bubble_theory().
+  std::optional<PipelineTimes> pipeline;
 };
 
 class Trainer {

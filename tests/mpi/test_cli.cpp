@@ -269,6 +269,30 @@ TEST_CASE("checkpoint errors on several ranks end every rank with the error", "[
   check_failed(mpirun(common + "--resume-from=/dev/zero"), "holds more than the");
 }
 
+TEST_CASE("mpirun purine train --parallel=pipeline reports the bubble of every rank's stage",
+          "[mpi][cli][pipeline]") {
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  const int n = ranks();
+  const Result r = mpirun("train --model=mlp --parallel=pipeline --stages=" + std::to_string(n) +
+                          " --micro-batches=4 --max-iters=12 --noevaluate --threads=1");
+  INFO("mpirun output:\n" << r.output);
+  CHECK(r.status == 0);
+  // Rank 0 prints it once, with a busy share for each rank's stage, none of them zero.
+  std::smatch m;
+  const std::regex line("pipeline of " + std::to_string(n) +
+                        " stages, 4 micro-batches \\(1f1b\\): bubble 0\\.[0-9]+ \\([0-9.]+ in "
+                        "theory for equal stages\\); stages busy ([0-9. /]+) of the time");
+  REQUIRE(std::regex_search(r.output, m, line));
+  const std::string shares = m[1];
+  CHECK(std::count(shares.begin(), shares.end(), '/') == n - 1);
+  CHECK(shares.find(" 0.00") == std::string::npos);
+  CHECK(shares.rfind("0.00", 0) != 0);
+  CHECK(r.output.find("pipeline of", m.position(0) + 1) == std::string::npos);
+}
+
 TEST_CASE("mpirun purine train with a bad flag value fails with an error", "[mpi][cli]") {
   check_failed(mpirun(kBadFlag), kBadFlagError);
 }

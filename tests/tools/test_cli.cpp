@@ -216,7 +216,7 @@ TEST_CASE("train --help lists Purine's flags only; --helpfull lists every flag",
                            Contains("--parallel (string, default none)") &&
                            Contains("--stages (int32, default 1)") && Contains("--helpfull"));
   CHECK_THAT(r.output, !Contains("logtostderr") && !Contains("flagfile"));  // glog's, gflags'
-  CHECK_THAT(r.output, !Contains("--image") && !Contains("--expand"));  // predict's, graph's
+  CHECK_THAT(r.output, !Contains("--image") && !Contains("--expand"));      // predict's, graph's
   CHECK_THAT(run_purine("graph --help").output, Contains("--expand") && Contains("--split"));
   CHECK_THAT(run_purine("predict --help").output, Contains("--image") && !Contains("--lr "));
   CHECK(lines(r.output) < 120);
@@ -231,10 +231,21 @@ TEST_CASE(
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
   }
+  TempDir temp;
   Result r = run_purine(
-      "train --model=mlp --parallel=pipeline --stages=3 --max-iters=5 --noevaluate --threads=1");
+      "train --model=mlp --parallel=pipeline --stages=3 --micro-batches=4 --schedule=gpipe "
+      "--max-iters=5 --noevaluate --threads=1 --summary=" +
+      temp.file("summary.json"));
   CHECK(r.status == 0);
   CHECK_THAT(r.output, Contains("batch 64 through a pipeline of 3 stages over 1 rank"));
+  // The measured bubble next to the theory, each stage's share, and GPipe's 4 micro-batches in
+  // flight at the first stage.
+  CHECK_THAT(r.output, Contains("pipeline of 3 stages, 4 micro-batches (gpipe): bubble 0.") &&
+                           Contains("(0.333 in theory for equal stages); stages busy 0.") &&
+                           Contains(" of the time; at most 4 micro-batches in flight"));
+  CHECK_THAT(
+      read_file(temp.file("summary.json")),
+      Contains("\"micro_batches\": 4,\n  \"schedule\": \"gpipe\",\n  \"pipeline_bubble\": 0."));
   Result bad = run_purine("train --model=mlp --parallel=pipeline --stages=5 --max-iters=1");
   CHECK(bad.status != 0);
   CHECK(lines(bad.output) == 1);

@@ -1,19 +1,19 @@
 // Pipeline bubble and throughput: a model cut into --stages stages (graphs/pipeline.hpp) trained
 // with M micro-batches per iteration under the GPipe, 1F1B and ZB-H1 schedules. From the tasks the
-// dispatcher ran (an observer), for every measured iteration: the bubble, the share of the
-// iteration during which the busiest stage's main thread was idle (1 - its busy time / the span
-// from the first task start to the last task end; with stages of unequal work the others idle
-// longer), next to the theory for equal stages ((S-1)/(M+S-1); ZB-H1 with equal forward,
-// backward and weight-gradient times: (S-1)/(3M)); the stages' balance (least busy
-// / most busy); the most micro-batches in flight at one stage (forward started, backward not
-// finished: the activations a stage must hold); images per second against the same model at
-// one location in the same run (with the same threads: a pipeline on one machine gains
-// nothing from more locations, it shows the schedule's cost); the memory the training graph
-// allocated (MB). A second table shows the memory of a model whose activations dominate at each
-// stage as the micro-batches grow, per schedule (the memory plan: purine/compile.hpp).
-// The default model, "pipeline_mlp" (registered here), has two stages of equal work, as the
-// theory assumes: 784-1024-1024 | 1792-10 fully connected, 1.85 M multiply-adds per image
-// each side of the cut.
+// dispatcher ran (train/pipeline_meter.hpp), over the measured iterations: the bubble, the share
+// of the iterations during which the busiest stage's main thread was idle (1 - its busy time /
+// the spans from each iteration's first stage task start to its last end; with stages of
+// unequal work the others idle longer), next to the theory for equal stages (bubble_theory():
+// (S-1)/(M+S-1); ZB-H1 with equal forward, backward and weight-gradient times: (S-1)/(3M));
+// the stages' balance (least busy / most busy); the most micro-batches in flight at one stage
+// (forward started, backward not finished: the activations a stage must hold); images per
+// second against the same model at one location in the same run (with the same threads: a
+// pipeline on one machine gains nothing from more locations, it shows the schedule's cost);
+// the memory the training graph allocated (MB). A second table shows the memory of a model whose
+// activations dominate at each stage as the micro-batches grow, per schedule (the memory plan:
+// purine/compile.hpp). The default model, "pipeline_mlp" (registered here), has two stages of equal
+// work, as the theory assumes: 784-1024-1024 | 1792-10 fully connected, 1.85 M multiply-adds per
+// image each side of the cut.
 //   bench_pipeline [--model=pipeline_mlp] [--stages=2] [--batch=512] [--iters=40] [--threads=2]
 //                  [--memory_model=lenet] [--memory_micro_batch=32]
 #include <gflags/gflags.h>
@@ -21,8 +21,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
-#include <mutex>
 #include <vector>
 
 #include "graphs/layers.hpp"
@@ -30,6 +28,7 @@
 #include "models/models.hpp"
 #include "purine/dsl.hpp"
 #include "purine/graph.hpp"
+#include "train/pipeline_meter.hpp"
 #include "train/trainer.hpp"
 
 DEFINE_string(model, "pipeline_mlp", "model to train");
@@ -45,7 +44,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using purine::Location;
-using purine::Op;
 
 purine::Blob* pipeline_mlp(purine::Graph& g, purine::Blob* images, const purine::ModelSpec& spec) {
   using purine::InnerProductLayer;
@@ -62,110 +60,10 @@ purine::Blob* pipeline_mlp(purine::Graph& g, purine::Blob* images, const purine:
 }
 PURINE_REGISTER_MODEL("pipeline_mlp", pipeline_mlp);
 
-// Per iteration: the stages' busy time, span and micro-batches in flight.
-class StageObserver : public purine::dispatch::Observer {
- public:
-  StageObserver(const purine::Graph& graph, std::vector<Location> stages, int micro_batches)
-      : graph_(graph), stages_(std::move(stages)), micro_batches_(micro_batches) {}
-
-  void on_task_start(const purine::dispatch::TaskEvent& e) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    started_[e.task_name] = e.time;
-  }
-  void on_task_end(const purine::dispatch::TaskEvent& e) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const Task& task = task_of(e.task_name);
-    if (task.stage < 0) return;
-    records_.push_back({task, started_[e.task_name], e.time});
-  }
-
-  struct Iteration {
-    double bubble = 0;
-    double balance = 0;
-    int in_flight = 0;  // the most at one stage
-  };
-  // Measures the tasks recorded since the last call, and forgets them.
-  Iteration finish_iteration() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Iteration it;
-    if (records_.empty()) return it;
-    Clock::time_point first = records_[0].start, last = records_[0].end;
-    std::vector<double> busy(stages_.size(), 0);
-    // Per stage and micro-batch: the first forward start and the last backward end.
-    std::map<std::pair<int, int>, std::pair<Clock::time_point, Clock::time_point>> life;
-    for (const Record& r : records_) {
-      first = std::min(first, r.start);
-      last = std::max(last, r.end);
-      busy[r.task.stage] += std::chrono::duration<double>(r.end - r.start).count();
-      if (r.task.micro < 0) continue;
-      auto [entry, fresh] = life.try_emplace({r.task.stage, r.task.micro}, r.start, r.end);
-      if (r.task.forward) entry->second.first = std::min(entry->second.first, r.start);
-      if (!r.task.forward) entry->second.second = std::max(entry->second.second, r.end);
-      if (fresh && !r.task.forward) entry->second.first = r.start;
-    }
-    const double span = std::chrono::duration<double>(last - first).count();
-    const double most = *std::max_element(busy.begin(), busy.end());
-    it.bubble = span > 0 ? 1.0 - most / span : 0;
-    it.balance = most > 0 ? *std::min_element(busy.begin(), busy.end()) / most : 0;
-    for (int s = 0; s < static_cast<int>(stages_.size()); ++s) {
-      std::vector<std::pair<Clock::time_point, int>> edges;
-      for (const auto& [key, times] : life)
-        if (key.first == s) {
-          edges.emplace_back(times.first, +1);
-          edges.emplace_back(times.second, -1);
-        }
-      std::sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) {
-        return a.first != b.first ? a.first < b.first : a.second < b.second;  // leave first
-      });
-      int now = 0;
-      for (const auto& edge : edges) it.in_flight = std::max(it.in_flight, now += edge.second);
-    }
-    records_.clear();
-    started_.clear();
-    return it;
-  }
-
- private:
-  struct Task {
-    int stage = -1;  // -1: not a stage's main-thread forward or backward op
-    int micro = -1;
-    bool forward = true;
-  };
-  struct Record {
-    Task task;
-    Clock::time_point start, end;
-  };
-  const Task& task_of(const std::string* name) {
-    auto it = tasks_.find(name);
-    if (it != tasks_.end()) return it->second;
-    Task task;
-    if (const Op* op = graph_.find_op(*name);
-        op && op->thread() == purine::Graph::kMainThread &&
-        (op->role() == purine::OpRole::kForward || op->role() == purine::OpRole::kBackward)) {
-      auto at = std::find(stages_.begin(), stages_.end(), op->location());
-      if (at != stages_.end()) {
-        task.stage = static_cast<int>(at - stages_.begin());
-        // One micro-batch has no "micro<m>" scope: the whole batch is micro-batch 0.
-        task.micro = micro_batches_ == 1 ? 0 : purine::micro_batch_of(*op);
-        task.forward = op->role() == purine::OpRole::kForward;
-      }
-    }
-    return tasks_[name] = task;
-  }
-
-  const purine::Graph& graph_;
-  std::vector<Location> stages_;
-  int micro_batches_;
-  std::mutex mutex_;
-  std::map<const std::string*, Task> tasks_;
-  std::map<const std::string*, Clock::time_point> started_;
-  std::vector<Record> records_;
-};
-
 struct Result {
   double bubble = 0;
   double balance = 0;
-  double in_flight = 0;  // the mean over iterations of the most at one stage
+  int in_flight = 0;  // the most micro-batches at one stage
   double images_per_sec = 0;
   double megabytes = 0;  // allocated by the training graph's compile, all stages
 };
@@ -194,23 +92,22 @@ Result measure(purine::ParallelLayout layout, int micro_batches,
   Result result;
   for (const auto& [location, use] : trainer.memory().by_location)
     result.megabytes += megabytes(use);
-  StageObserver observer(trainer.training_graph(), stages, micro_batches);
-  trainer.add_observer(&observer);
+  purine::PipelineMeter meter(trainer.training_graph(), stages, micro_batches);
+  trainer.add_observer(&meter);
   int measured = 0;
+  purine::PipelineTimes times;
   Clock::time_point start;
   trainer.train([&](const purine::TrainProgress& p) {
-    const StageObserver::Iteration it = observer.finish_iteration();
+    const purine::PipelineTimes iteration = meter.finish_iteration();
     if (p.iteration == kWarmup) start = Clock::now();
     if (p.iteration <= kWarmup) return;
-    result.bubble += it.bubble;
-    result.balance += it.balance;
-    result.in_flight += it.in_flight;
+    times.add(iteration);
     ++measured;
   });
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.bubble /= measured;
-  result.balance /= measured;
-  result.in_flight /= measured;
+  result.bubble = times.bubble();
+  result.balance = times.balance();
+  result.in_flight = times.in_flight;
   result.images_per_sec = measured * static_cast<double>(FLAGS_batch) / seconds;
   return result;
 }
@@ -280,11 +177,9 @@ int main(int argc, char** argv) {
       for (int m : {1, 2, 4, 8}) {
         if (schedule == purine::PipelineSchedule::kZBH1 && m == 1) continue;  // that is 1F1B
         const Result r = measure(purine::ParallelLayout::kPipeline, m, schedule);
-        std::printf("%-8s %3d %8.3f %8.3f %8.2f %10.1f %9.0f %8.2f %8.1f\n",
-                    purine::name_of(schedule), m,
-                    schedule == purine::PipelineSchedule::kZBH1 ? (s - 1.0) / (3.0 * m)
-                                                                : (s - 1.0) / (m + s - 1.0),
-                    r.bubble, r.balance, r.in_flight, r.images_per_sec,
+        std::printf("%-8s %3d %8.3f %8.3f %8.2f %10d %9.0f %8.2f %8.1f\n",
+                    purine::name_of(schedule), m, purine::bubble_theory(schedule, s, m), r.bubble,
+                    r.balance, r.in_flight, r.images_per_sec,
                     r.images_per_sec / single.images_per_sec, r.megabytes);
       }
     print_memory_table();

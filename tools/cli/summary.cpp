@@ -42,8 +42,12 @@ void write_summary(const std::string& path, const TrainOptions& options,
   } else {
     out << "null";  // not measured (--noevaluate)
   }
-  out << ",\n"
-      << "  \"wall_seconds\": " << json_number(result.wall_seconds, 8) << "\n"
+  out << ",\n";
+  if (result.pipeline)  // the measured bubble of a pipeline's stages (train/pipeline_meter.hpp)
+    out << "  \"micro_batches\": " << options.micro_batches << ",\n"
+        << "  \"schedule\": \"" << name_of(options.schedule) << "\",\n"
+        << "  \"pipeline_bubble\": " << json_number(result.pipeline->bubble(), 6) << ",\n";
+  out << "  \"wall_seconds\": " << json_number(result.wall_seconds, 8) << "\n"
       << "}\n";
   write_file_durably(path, out.str());
 }

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "base/error.hpp"
+#include "graphs/pipeline.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/config.hpp"
@@ -294,6 +295,17 @@ int run_train() {
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);
+  if (result.pipeline) {
+    const PipelineTimes& times = *result.pipeline;
+    std::printf(
+        "pipeline of %d stages, %d micro-batches (%s): bubble %.3f (%.3f in theory for "
+        "equal stages); stages busy",
+        options.stages, options.micro_batches, name_of(options.schedule), times.bubble(),
+        bubble_theory(options.schedule, options.stages, options.micro_batches));
+    for (size_t s = 0; s < times.busy.size(); ++s)
+      std::printf("%s%.2f", s == 0 ? " " : " / ", times.span > 0 ? times.busy[s] / times.span : 0);
+    std::printf(" of the time; at most %d micro-batches in flight at a stage\n", times.in_flight);
+  }
   if (!FLAGS_summary.empty()) write_summary(FLAGS_summary, options, result);
   return 0;
 }
