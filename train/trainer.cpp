@@ -347,9 +347,11 @@ class Trainer::Impl {
       tracer_ = std::make_unique<dispatch::Tracer>();
       train_run_->add_observer(tracer_.get());
     }
-    if (options_.parallel == ParallelLayout::kPipeline) {
-      pipeline_meter_ = std::make_unique<PipelineMeter>(train_, layout_locations(options_, 0),
-                                                        options_.micro_batches);
+    // A pipeline's stages, or those of this rank's replica in data parallelism over pipelines.
+    const bool hybrid = options_.parallel == ParallelLayout::kHybrid;
+    if (options_.stages > 1 && (options_.parallel == ParallelLayout::kPipeline || hybrid)) {
+      pipeline_meter_ = std::make_unique<PipelineMeter>(
+          train_, layout_locations(options_, hybrid ? options_.rank : 0), options_.micro_batches);
       train_run_->add_observer(pipeline_meter_.get());
     }
     // A pipeline or a split model over ranks evaluates on all of them, as it trains.
@@ -454,7 +456,10 @@ class Trainer::Impl {
         progress(p);
       }
     }
-    if (result.pipeline && options_.ranks > 1) {  // every rank saw its own stage
+    if (result.pipeline && !leader && options_.parallel == ParallelLayout::kHybrid)
+      result.pipeline.reset();  // rank 0 reports its replica's pipeline
+    if (result.pipeline && options_.ranks > 1 && options_.parallel == ParallelLayout::kPipeline) {
+      // Every rank saw its own stage.
       const std::vector<std::string> parts = mpi_gather_bytes(result.pipeline->serialize(), 0);
       if (leader) {
         result.pipeline = PipelineTimes{};

@@ -43,8 +43,9 @@ struct TrainResult {
   double final_loss = 0;
   double test_accuracy = 0;
   double wall_seconds = 0;
-  // A pipeline's stages (--parallel=pipeline), over the timed iterations and every rank (on
-  // rank 0): their work and span, whose bubble() goes next to bubble_theory().
+  // A pipeline's stages over the timed iterations, on rank 0: their work and span, whose
+  // bubble() goes next to bubble_theory(). With --parallel=pipeline every rank's stage; with
+  // hybrid over pipelines (--stages), rank 0's replica's.
   std::optional<PipelineTimes> pipeline;
 };
 

@@ -269,8 +269,9 @@ TEST_CASE("checkpoint errors on several ranks end every rank with the error", "[
   check_failed(mpirun(common + "--resume-from=/dev/zero"), "holds more than the");
 }
 
-TEST_CASE("mpirun purine train --parallel=pipeline reports the bubble of every rank's stage",
-          "[mpi][cli][pipeline]") {
+TEST_CASE(
+    "mpirun purine train reports a pipeline's bubble: every rank's stage, or rank 0's replica",
+    "[mpi][cli][pipeline]") {
   if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
@@ -291,6 +292,16 @@ TEST_CASE("mpirun purine train --parallel=pipeline reports the bubble of every r
   CHECK(shares.find(" 0.00") == std::string::npos);
   CHECK(shares.rfind("0.00", 0) != 0);
   CHECK(r.output.find("pipeline of", m.position(0) + 1) == std::string::npos);
+  // Data parallelism over pipelines: rank 0 reports its replica's stages.
+  const Result hybrid = mpirun(
+      "train --model=mlp --parallel=hybrid --stages=3 --micro-batches=4 --max-iters=12 "
+      "--noevaluate --threads=1");
+  INFO("hybrid mpirun output:\n" << hybrid.output);
+  CHECK(hybrid.status == 0);
+  const std::string report = "rank 0's pipeline of 3 stages, 4 micro-batches (1f1b): bubble 0.";
+  const size_t at = hybrid.output.find(report);
+  CHECK(at != std::string::npos);
+  CHECK(hybrid.output.find("pipeline of", at + report.size()) == std::string::npos);
 }
 
 TEST_CASE("mpirun purine train with a bad flag value fails with an error", "[mpi][cli]") {

@@ -298,8 +298,9 @@ int run_train() {
   if (result.pipeline) {
     const PipelineTimes& times = *result.pipeline;
     std::printf(
-        "pipeline of %d stages, %d micro-batches (%s): bubble %.3f (%.3f in theory for "
+        "%s of %d stages, %d micro-batches (%s): bubble %.3f (%.3f in theory for "
         "equal stages); stages busy",
+        options.parallel == ParallelLayout::kHybrid ? "rank 0's pipeline" : "pipeline",
         options.stages, options.micro_batches, name_of(options.schedule), times.bubble(),
         bubble_theory(options.schedule, options.stages, options.micro_batches));
     for (size_t s = 0; s < times.busy.size(); ++s)
