@@ -76,13 +76,22 @@ int micro_batch_of(const Op& op) {
   return -1;
 }
 
-Pass pass_of(const Op& op) {
-  if (op.role() == OpRole::kForward) return Pass::kForward;
+namespace {
+// Whether an op of the op's own micro-batch reads one of its outputs.
+bool read_in_its_micro_batch(const Op& op) {
   const int m = micro_batch_of(op);
   for (const Blob* out : op.outputs())
     for (const Op* reader : out->readers())
-      if (micro_batch_of(*reader) == m) return Pass::kBackward;
-  return Pass::kWeight;
+      if (micro_batch_of(*reader) == m) return true;
+  return false;
+}
+}  // namespace
+
+std::optional<Pass> pass_of(const Op& op) {
+  if (micro_batch_of(op) < 0) return std::nullopt;
+  const bool read = read_in_its_micro_batch(op);
+  if (op.role() == OpRole::kForward) return read ? std::optional(Pass::kForward) : std::nullopt;
+  return read ? Pass::kBackward : Pass::kWeight;
 }
 
 double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches) {
@@ -170,9 +179,10 @@ void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int mi
     for (Op* op : ops) {
       if (op->location() != stages[s] || op->thread() != Graph::kMainThread) continue;
       if (op->role() != OpRole::kForward && op->role() != OpRole::kBackward) continue;
+      const std::optional<Pass> scheduled = pass_of(*op);
+      if (!scheduled) continue;
       const int m = micro_batch_of(*op);
-      if (m < 0) continue;
-      Pass pass = pass_of(*op);
+      Pass pass = *scheduled;
       if (pass == Pass::kWeight && !split) pass = Pass::kBackward;
       passes[{pass, m}].push_back(op);
       position[op] = static_cast<size_t>(

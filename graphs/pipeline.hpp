@@ -28,6 +28,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,8 +67,12 @@ int micro_batch_of(const Op& op);
 // gradients of activations, and those that compute only weight gradients (no op of the
 // micro-batch reads their outputs: the sums over micro-batches and the updates do).
 enum class Pass { kForward, kBackward, kWeight };
-// The pass of a forward or backward op of a micro-batch (see above).
-Pass pass_of(const Op& op);
+// The pass of a forward or backward op of a micro-batch (see above) in its stage's order, or
+// none for an op the schedule leaves to run when ready: one of no micro-batch, or a forward op
+// whose results no op of its micro-batch reads (the copy of the last stage's loss back to the
+// first, for the sum over micro-batches: it waits for the whole pipeline's forward pass, and in
+// the first stage's order it would hold that stage's next backward until then).
+std::optional<Pass> pass_of(const Op& op);
 
 // The share of an iteration a stage idles when every stage's forward, input-gradient and
 // weight-gradient passes take equal times: (S-1)/(M+S-1) under GPipe and 1F1B, (S-1)/(3M)

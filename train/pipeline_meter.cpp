@@ -107,14 +107,14 @@ const PipelineMeter::Task& PipelineMeter::task_of(const std::string* name) {
   auto it = tasks_.find(name);
   if (it != tasks_.end()) return it->second;
   Task task;
-  if (const Op* op = graph_.find_op(*name);
-      op && op->thread() == Graph::kMainThread &&
-      (op->role() == OpRole::kForward || op->role() == OpRole::kBackward)) {
+  if (const Op* op = graph_.find_op(*name); op && op->thread() == Graph::kMainThread) {
     auto at = std::find(stages_.begin(), stages_.end(), op->location());
     if (at != stages_.end()) {
       task.stage = static_cast<int>(at - stages_.begin());
-      // One micro-batch has no "micro<m>" scope: the whole batch is micro-batch 0.
-      task.micro = micro_batches_ == 1 ? 0 : micro_batch_of(*op);
+      // The passes of micro-batches (one micro-batch has no "micro<m>" scope: the whole batch is
+      // micro-batch 0); the stage's other work (its copies, its updates) is busy time too.
+      if (op->role() == OpRole::kForward || op->role() == OpRole::kBackward)
+        task.micro = micro_batches_ == 1 ? 0 : micro_batch_of(*op);
       task.forward = op->role() == OpRole::kForward;
     }
   }

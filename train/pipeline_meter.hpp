@@ -1,8 +1,8 @@
 // The bubble of a pipeline as it trains: an observer of the dispatcher's tasks that measures,
-// per iteration, how long each stage's main thread computed its forward and backward passes and
-// how long the iteration took, so that the idle share of the busiest stage (the bubble) can be
-// set next to the theory (bubble_theory() in graphs/pipeline.hpp). Over ranks, each process sees
-// its own stages; merge() puts their totals together.
+// per iteration, how long each stage's main thread worked (its passes, and its copies and
+// updates) and how long the iteration took, so that the idle share of the busiest stage (the
+// bubble) can be set next to the theory (bubble_theory() in graphs/pipeline.hpp). Over ranks, each
+// process sees its own stages; merge() puts their totals together.
 #pragma once
 
 #include <chrono>
@@ -19,7 +19,7 @@ namespace purine {
 
 // What the stages did in one iteration, or summed over several.
 struct PipelineTimes {
-  std::vector<double> busy;  // seconds of forward and backward work, per stage
+  std::vector<double> busy;  // seconds of work on each stage's main thread
   // Seconds from the first stage task's start to the last one's end: the iteration's span
   // (over ranks, that of stage 0, which starts first and finishes last, is the longest).
   double span = 0;
@@ -52,8 +52,8 @@ class PipelineMeter : public dispatch::Observer {
  private:
   using Clock = std::chrono::steady_clock;
   struct Task {
-    int stage = -1;  // -1: not a stage's main-thread forward or backward op
-    int micro = -1;
+    int stage = -1;  // -1: not on a stage's main thread
+    int micro = -1;  // -1: no micro-batch's forward or backward pass
     bool forward = true;
   };
   struct Record {
