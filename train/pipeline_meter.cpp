@@ -27,10 +27,9 @@ void PipelineTimes::add(const PipelineTimes& other) {
 }
 
 void PipelineTimes::merge(const PipelineTimes& other) {
-  busy.resize(std::max(busy.size(), other.busy.size()), 0);
-  for (size_t s = 0; s < other.busy.size(); ++s) busy[s] += other.busy[s];
-  span = std::max(span, other.span);
-  in_flight = std::max(in_flight, other.in_flight);
+  const double longer = std::max(span, other.span);
+  add(other);
+  span = longer;
 }
 
 std::string PipelineTimes::serialize() const {

@@ -19,7 +19,6 @@
 #include <gflags/gflags.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
@@ -28,21 +27,20 @@
 #include "models/models.hpp"
 #include "purine/dsl.hpp"
 #include "purine/graph.hpp"
-#include "train/pipeline_meter.hpp"
 #include "train/trainer.hpp"
 
 DEFINE_string(model, "pipeline_mlp", "model to train");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "IDX data directory");
 DEFINE_int32(stages, 2, "pipeline stages (CPU locations of this process)");
 DEFINE_int32(batch, 512, "images per iteration (divisible by 8)");
-DEFINE_int32(iters, 40, "iterations per configuration; the first 5 are not measured");
+DEFINE_int32(iters, 40,
+             "iterations per configuration; the first min(10, iters / 2) are not measured");
 DEFINE_int32(threads, 2, "compute threads, shared by the stages");
 DEFINE_string(memory_model, "lenet", "model of the memory table (activations should dominate)");
 DEFINE_int32(memory_micro_batch, 32, "images per micro-batch in the memory table");
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using purine::Location;
 
 purine::Blob* pipeline_mlp(purine::Graph& g, purine::Blob* images, const purine::ModelSpec& spec) {
@@ -70,8 +68,8 @@ struct Result {
 
 double megabytes(const purine::MemoryUse& use) { return use.allocated_bytes / 1e6; }
 
-constexpr int kWarmup = 5;
-
+// Trains one configuration: the trainer measures the bubble (train/pipeline_meter.hpp) and the
+// throughput after its first min(10, iterations / 2) iterations.
 Result measure(purine::ParallelLayout layout, int micro_batches,
                purine::PipelineSchedule schedule) {
   purine::TrainOptions o;
@@ -87,28 +85,16 @@ Result measure(purine::ParallelLayout layout, int micro_batches,
   o.micro_batches = micro_batches;
   o.schedule = schedule;
   purine::Trainer trainer(o);
-  std::vector<Location> stages;
-  for (int s = 0; s < o.stages; ++s) stages.push_back(Location::cpu(0, s));
   Result result;
   for (const auto& [location, use] : trainer.memory().by_location)
     result.megabytes += megabytes(use);
-  purine::PipelineMeter meter(trainer.training_graph(), stages, micro_batches);
-  trainer.add_observer(&meter);
-  int measured = 0;
-  purine::PipelineTimes times;
-  Clock::time_point start;
-  trainer.train([&](const purine::TrainProgress& p) {
-    const purine::PipelineTimes iteration = meter.finish_iteration();
-    if (p.iteration == kWarmup) start = Clock::now();
-    if (p.iteration <= kWarmup) return;
-    times.add(iteration);
-    ++measured;
-  });
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.bubble = times.bubble();
-  result.balance = times.balance();
-  result.in_flight = times.in_flight;
-  result.images_per_sec = measured * static_cast<double>(FLAGS_batch) / seconds;
+  const purine::TrainResult trained = trainer.train();
+  if (trained.pipeline) {
+    result.bubble = trained.pipeline->bubble();
+    result.balance = trained.pipeline->balance();
+    result.in_flight = trained.pipeline->in_flight;
+  }
+  result.images_per_sec = trained.images_per_sec;
   return result;
 }
 
@@ -157,8 +143,8 @@ void print_memory_table() {
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("pipeline bubble and throughput per schedule and micro-batch count");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (FLAGS_iters <= kWarmup) {
-    std::fprintf(stderr, "error: --iters must exceed %d\n", kWarmup);
+  if (FLAGS_iters < 4) {
+    std::fprintf(stderr, "error: --iters must be at least 4, got %d\n", FLAGS_iters);
     return 1;
   }
   try {
@@ -166,7 +152,8 @@ int main(int argc, char** argv) {
     std::printf(
         "pipeline of %s: %d stages at rank0:cpu0..%d, batch %d, %d threads, %d "
         "iterations (first %d not measured)\n",
-        FLAGS_model.c_str(), s, s - 1, FLAGS_batch, FLAGS_threads, FLAGS_iters, kWarmup);
+        FLAGS_model.c_str(), s, s - 1, FLAGS_batch, FLAGS_threads, FLAGS_iters,
+        std::min(10, FLAGS_iters / 2));
     const Result single =
         measure(purine::ParallelLayout::kNone, 1, purine::PipelineSchedule::k1F1B);
     std::printf("one location: %.0f img/s\n\n", single.images_per_sec);
