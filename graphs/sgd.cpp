@@ -4,24 +4,48 @@
 
 namespace purine {
 
+namespace {
+
+// The blobs the host writes are host memory (the tensors' fill() is then a plain store); a GPU
+// location reads a copy of its rank's, made on its stream in every run, so that setting a
+// scalar never waits for the device.
+Location host_of(Location location) {
+  return location.is_cpu() ? location : Location::cpu(location.rank);
+}
+
+void fill_host_scalars(const std::map<Location, Blob*>& scalars, int rank, float value) {
+  for (const auto& [location, blob] : scalars)
+    if (location.rank == rank) blob->tensor().fill(value);
+}
+
+// The scalar "sgd::<name>@<host location>" in `scalars`, created on first use, or its copy at
+// a GPU `location`.
+Blob* scalar_at(Graph& graph, std::map<Location, Blob*>& scalars, const std::string& name,
+                Location location) {
+  const Location host = host_of(location);
+  Blob*& blob = scalars[host];
+  if (!blob) {
+    Graph::Scope root(graph, "sgd", true);
+    Graph::Placement placement(graph, host);
+    blob = graph.add_blob(name + "@" + host.to_string(), Shape{});
+  }
+  if (location == host) return blob;
+  Graph::RoleScope role(graph, OpRole::kOptimizer);
+  return graph.copy_to(blob, location, Graph::kMainThread);
+}
+
+}  // namespace
+
 void SgdGraph::set_learning_rate(double lr, int rank) {
-  for (auto& [location, blob] : lr_)
-    if (location.rank == rank) blob->tensor().fill(static_cast<float>(lr));  // host or GPU
+  fill_host_scalars(lr_, rank, static_cast<float>(lr));
 }
 
 void SgdGraph::set_step(int64_t step, int rank) {
-  for (auto& [location, blob] : step_)
-    if (location.rank == rank) blob->tensor().fill(static_cast<float>(step));
+  fill_host_scalars(step_, rank, static_cast<float>(step));
 }
 
 Blob* SgdGraph::step(Graph& graph, Location location) {
-  Blob*& step = step_[location];
-  if (!step) {
-    Graph::Scope root(graph, "sgd", true);
-    Graph::Placement placement(graph, location);
-    step = graph.add_blob("step@" + location.to_string(), Shape{});
-  }
-  return step;
+  return scalar_at(graph, step_, "step", location);
 }
 
 std::vector<std::string> optimizer_states(const SgdOptions& options) {
@@ -30,15 +54,7 @@ std::vector<std::string> optimizer_states(const SgdOptions& options) {
 }
 
 Blob* SgdGraph::learning_rate(Graph& graph, Location location) {
-  Blob*& lr = lr_[location];
-  if (!lr) lr = add_learning_rate(graph, location);
-  return lr;
-}
-
-Blob* add_learning_rate(Graph& graph, Location location) {
-  Graph::Scope root(graph, "sgd", true);
-  Graph::Placement placement(graph, location);
-  return graph.add_blob("lr@" + location.to_string(), Shape{});
+  return scalar_at(graph, lr_, "lr", location);
 }
 
 void check_sgd_options(const SgdOptions& options) {

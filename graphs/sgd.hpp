@@ -4,7 +4,8 @@
 // "adam_update" op (operators/adam_update.hpp) writing a new weight and first and second
 // moments; the graph swaps them in after each run, so one run of the training graph is one
 // step. The learning rate, and for Adam the step number, are scalar blobs per location that the
-// trainer sets before each run (from an LrSchedule and its iteration count).
+// trainer sets before each run (from an LrSchedule and its iteration count): host blobs, one
+// per CPU location and one per rank for its GPUs, each of which reads a copy made on its stream.
 #pragma once
 
 #include <map>
@@ -34,19 +35,22 @@ std::vector<std::string> optimizer_states(const SgdOptions& options);
 
 class SgdGraph {
  public:
-  // Writes `lr` into the learning-rate blobs of this process's rank (call between runs).
+  // Writes `lr` into the learning-rate blobs of this process's rank (call between runs; host
+  // memory only, so it never waits for a device).
   void set_learning_rate(double lr, int rank = mpi_world_rank());
+  // The host blobs set_learning_rate() writes, by location (a CPU location of each rank).
   const std::map<Location, Blob*>& learning_rate_blobs() const { return lr_; }
-  // The learning-rate blob at `location`, created on first use.
+  // The learning rate as read at `location`: its host blob, or at a GPU its copy there, both
+  // created on first use.
   Blob* learning_rate(Graph& graph, Location location);
   // Adam's step number: writes `step` (1 for the first update) into the step blobs of `rank`.
   void set_step(int64_t step, int rank = mpi_world_rank());
-  // The step blob at `location`, created on first use.
+  // The step number as read at `location`, as learning_rate().
   Blob* step(Graph& graph, Location location);
 
  private:
-  std::map<Location, Blob*> lr_;
-  std::map<Location, Blob*> step_;
+  std::map<Location, Blob*> lr_;    // by host location
+  std::map<Location, Blob*> step_;  // likewise
 };
 
 SgdGraph add_sgd(Graph& graph, const Gradients& gradients, const SgdOptions& options);
@@ -57,8 +61,6 @@ SgdGraph add_sgd(Graph& graph, const Gradients& gradients, const SgdOptions& opt
 // elsewhere. `lr` (and, for Adam, `sgd`'s step blob) are scalars at the weight's location.
 Blob* add_sgd_update(Graph& graph, const Parameter& parameter, Blob* grad, Blob* lr,
                      const SgdOptions& options, SgdGraph* sgd = nullptr);
-// A learning-rate blob "sgd::lr@<location>" for SgdGraph-like use.
-Blob* add_learning_rate(Graph& graph, Location location);
 void check_sgd_options(const SgdOptions& options);
 
 }  // namespace purine

@@ -219,7 +219,8 @@ enum class Scan { kAll, kParameters, kOpOutputs };
 
 // Names the first blob of this rank holding a NaN or an infinity ("" when there is none), but
 // for `overwritten` blobs, whose memory holds another blob's values after a run (the memory
-// plan's reuse).
+// plan's reuse). It reads every blob it looks at on the host (a GPU's by a blocking copy): the
+// trainer calls it only once a cheap check has seen a non-finite value, or before a checkpoint.
 std::string first_non_finite(const Graph& g, int rank, const std::set<const Blob*>& overwritten,
                              Scan scan = Scan::kAll) {
   auto bad = [&](Blob* b) {
@@ -243,6 +244,44 @@ std::string first_non_finite(const Graph& g, int rank, const std::set<const Blob
         return str("the first non-finite blob is '", b->name(), "' (written by '", op->name(),
                    "')");
   return "";
+}
+
+// `blob` where the host reads it without waiting for a device: itself on a CPU, else a copy at
+// its rank's CPU made at the end of each run on the GPU's stream (into page-locked memory).
+Blob* host_readable(Graph& g, Blob* blob) {
+  if (blob->location().is_cpu()) return blob;
+  Graph::RoleScope role(g, OpRole::kOptimizer);
+  return g.copy_to(blob, Location::cpu(blob->location().rank), Graph::kMainThread);
+}
+
+// What the trainer reads after each run to see that training converges, all host-readable:
+// each replica's loss, and per location of this rank that updates weights, how many of the
+// weights it swaps in are NaN or infinite (a count_non_finite op over them, operators/finite.hpp).
+struct DivergenceWatch {
+  std::map<size_t, Blob*> replica_losses;  // by replica index, this rank's replicas
+  std::vector<std::pair<Location, Blob*>> non_finite_weights;
+};
+
+DivergenceWatch watch_divergence(Graph& g, const DataParallelGraph& dp, int rank) {
+  DivergenceWatch watch;
+  for (size_t r = 0; r < dp.replicas.size(); ++r)
+    if (dp.locations[r].rank == rank)
+      watch.replica_losses[r] = host_readable(g, dp.replicas[r].loss);
+  std::set<const Blob*> parameters;
+  for (const Parameter& p : g.parameters()) parameters.insert(p.blob);
+  std::map<Location, std::vector<Blob*>> updated;  // the new weights, by location
+  for (const auto& [weight, next] : g.swaps())
+    if (weight->location().rank == rank && parameters.count(weight))
+      updated[weight->location()].push_back(next);
+  for (const auto& [location, weights] : updated) {
+    Graph::Scope root(g, "divergence", true);
+    Graph::Placement at(g, location);
+    Graph::RoleScope role(g, OpRole::kOptimizer);
+    Blob* count = g.apply("non_finite_weights@" + location.to_string(), "count_non_finite", {},
+                          weights, {"count@" + location.to_string()})[0];
+    watch.non_finite_weights.emplace_back(location, host_readable(g, count));
+  }
+  return watch;
 }
 
 // This rank's trace file.
@@ -315,6 +354,9 @@ class Trainer::Impl {
                           options_.stages > 1 ? layout_locations(options_, r)
                                               : std::vector<Location>{locations[r]},
                           options_.micro_batches, options_.schedule);
+    // After the schedules, which need not know these ops (they only read what updates wrote).
+    watch_ = watch_divergence(train_, dp_, options_.rank);
+    if (options_.rank == 0) leader_loss_ = host_readable(train_, dp_.loss);
 
     LrScheduleOptions lr;
     lr.policy = options_.lr_policy;
@@ -341,6 +383,9 @@ class Trainer::Impl {
     run.observed = {dp_.loss, dp_.accuracy};
     for (const ReplicaOutputs& replica : dp_.replicas)
       run.observed.insert({replica.loss, replica.accuracy});
+    for (const auto& [r, loss] : watch_.replica_losses) run.observed.insert(loss);
+    for (const auto& [location, count] : watch_.non_finite_weights) run.observed.insert(count);
+    if (leader_loss_) run.observed.insert(leader_loss_);
     train_run_ = std::make_unique<Runnable>(train_, run);
     check_output_paths(options_);
     if (!options_.trace_path.empty()) {
@@ -365,6 +410,8 @@ class Trainer::Impl {
       std::vector<DataSource*> test_data;
       test_outputs_ =
           build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data);
+      if (test_outputs_.accuracy->location().rank == options_.rank)
+        test_accuracy_ = host_readable(test_, test_outputs_.accuracy);
       test_data_ = test_data[0];
       const DataSource& train_data = *epoch_data_;
       require(test_data_->rows() == train_data.rows() && test_data_->cols() == train_data.cols(),
@@ -376,6 +423,7 @@ class Trainer::Impl {
           if (p.blob->location().rank == options_.rank)
             p.blob->share_tensor(*train_.blob(p.blob->name()));
       run.observed = {test_outputs_.loss, test_outputs_.accuracy};
+      if (test_accuracy_) run.observed.insert(test_accuracy_);
       test_run_ = std::make_unique<Runnable>(test_, run);
     }
   }
@@ -436,7 +484,7 @@ class Trainer::Impl {
           iterations_done_ < total_iterations())
         save_to_dir();
       result.iterations = it + 1;
-      if (leader) result.final_loss = scalar(*dp_.loss);
+      if (leader) result.final_loss = scalar(*leader_loss_);
       auto now = Clock::now();
       if (result.iterations == warmup) warm_start = now;
       double timed = std::chrono::duration<double>(now - warm_start).count();
@@ -468,6 +516,7 @@ class Trainer::Impl {
         result.pipeline.reset();
       }
     }
+    result.blame_scans = blame_scans_;
     // The training is kept before anything else may fail.
     if (!options_.checkpoint_dir.empty()) save_to_dir();
     if (!options_.checkpoint_path.empty()) save(options_.checkpoint_path);
@@ -480,24 +529,32 @@ class Trainer::Impl {
   // Stops training, before any checkpoint of the broken weights, at the first iteration whose
   // loss is not finite on one of this rank's replicas, or whose update made a weight of this
   // rank non-finite (a non-finite gradient, or an overflowing step, with a loss still finite).
-  // The weights' scan costs one read of the parameters per iteration.
-  void check_converging() const {
-    for (size_t r = 0; r < dp_.replicas.size(); ++r) {
-      if (dp_.locations[r].rank != options_.rank) continue;
-      const float loss = scalar(*dp_.replicas[r].loss);
-      require(std::isfinite(loss), "training diverged at iteration ", iterations_done_,
-              ": the loss of replica ", r, " is ", loss, "; ",
-              first_non_finite(train_, options_.rank, overwritten()),
-              " (lower --lr, or check the data)");
+  // Each iteration reads one float per replica and per location, written by the run itself;
+  // only a non-finite one makes it look for the blob to blame.
+  void check_converging() {
+    for (const auto& [r, loss_blob] : watch_.replica_losses) {
+      const float loss = scalar(*loss_blob);
+      if (std::isfinite(loss)) continue;
+      throw Error(str("training diverged at iteration ", iterations_done_, ": the loss of replica ",
+                      r, " is ", loss, "; ", blame(Scan::kAll),
+                      " (lower --lr, or check the data)"));
     }
-    const std::string weight =
-        first_non_finite(train_, options_.rank, overwritten(), Scan::kParameters);
-    if (weight.empty()) return;
-    std::string cause = first_non_finite(train_, options_.rank, overwritten(), Scan::kOpOutputs);
-    if (cause.empty()) cause = "every gradient was finite: the step itself overflowed";
-    throw Error(str("training diverged at iteration ", iterations_done_,
-                    ": its update made a weight non-finite (", weight, "); before the update, ",
-                    cause, " (lower --lr, or check the data)"));
+    for (const auto& [location, count] : watch_.non_finite_weights) {
+      const float bad = scalar(*count);
+      if (bad == 0) continue;
+      std::string weight = blame(Scan::kParameters);
+      if (weight.empty()) weight = str(bad, " weights at ", location, " are not finite");
+      std::string cause = blame(Scan::kOpOutputs);
+      if (cause.empty()) cause = "every gradient was finite: the step itself overflowed";
+      throw Error(str("training diverged at iteration ", iterations_done_,
+                      ": its update made a weight non-finite (", weight, "); before the update, ",
+                      cause, " (lower --lr, or check the data)"));
+    }
+  }
+  // first_non_finite() over this rank's blobs, counted.
+  std::string blame(Scan scan) {
+    ++blame_scans_;
+    return first_non_finite(train_, options_.rank, overwritten(), scan);
   }
 
   // Every setting that decides which state tensors each location holds, and so whether the
@@ -605,8 +662,7 @@ class Trainer::Impl {
     double correct = 0;
     for (int64_t b = 0; b < batches; ++b) {
       test_run_->run();
-      if (test_outputs_.accuracy->location().rank == options_.rank)
-        correct += scalar(*test_outputs_.accuracy);
+      if (test_accuracy_) correct += scalar(*test_accuracy_);
     }
     return correct / batches;
   }
@@ -626,6 +682,10 @@ class Trainer::Impl {
   std::unique_ptr<PipelineMeter> pipeline_meter_;  // likewise
   std::unique_ptr<Runnable> train_run_;
   std::unique_ptr<Runnable> test_run_;
+  DivergenceWatch watch_;
+  Blob* leader_loss_ = nullptr;    // dp_.loss, host-readable (rank 0)
+  Blob* test_accuracy_ = nullptr;  // the test graph's accuracy, host-readable (its rank)
+  int64_t blame_scans_ = 0;        // blame() calls
 };
 
 Trainer::Trainer(TrainOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -47,6 +47,9 @@ struct TrainResult {
   // bubble() goes next to bubble_theory(). With --parallel=pipeline every rank's stage; with
   // hybrid over pipelines (--stages), rank 0's replica's.
   std::optional<PipelineTimes> pipeline;
+  // How often training read its blobs on the host to name a non-finite one: 0 while the loss and
+  // the weights stay finite (each iteration then reads one float per replica and location).
+  int64_t blame_scans = 0;
 };
 
 class Trainer {

@@ -1,0 +1,32 @@
+// count_non_finite (operators/finite.hpp): the trainer's cheap divergence check.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+
+#include "operators/registry.hpp"
+#include "tests/operators/gradient_test.hpp"
+
+using namespace purine;
+using namespace purine::testing;
+
+TEST_CASE("count_non_finite counts NaN and infinities over all its inputs", "[finite]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float biggest = std::numeric_limits<float>::max();
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  const Tensor finite = tensor_of({2, 3}, {0.0f, -0.0f, biggest, -biggest, tiny, 1.0f});
+  CHECK(*run_forward("count_non_finite", {}, {finite})[0].data() == 0.0f);
+  const Tensor bad = tensor_of({5}, {1.0f, nan, inf, -inf, -nan});
+  CHECK(*run_forward("count_non_finite", {}, {bad})[0].data() == 4.0f);
+  // Every input counts, and the count is their sum.
+  const Tensor one = tensor_of({1}, {inf});
+  CHECK(*run_forward("count_non_finite", {}, {finite, bad, one, bad})[0].data() == 9.0f);
+  // A long input: the vectorized loop and its tail.
+  Tensor long_input(Shape{1027}, Location::cpu());
+  long_input.fill(0.5f);
+  long_input.mutable_data()[0] = nan;
+  long_input.mutable_data()[1026] = -inf;
+  CHECK(*run_forward("count_non_finite", {}, {long_input})[0].data() == 2.0f);
+  CHECK_THROWS_WITH(run_forward("count_non_finite", {}, {}),
+                    Catch::Contains("count_non_finite: expected at least one input, got none"));
+}
