@@ -1,136 +1,192 @@
-// GPU kernels of operators/batch_norm.hpp, the CPU's formulas. One block per channel: each
-// thread sums a fixed strided share of the channel's N * inner values in double, and the shares
-// are added by a fixed tree in shared memory, so the sums (and everything after them) do not
-// depend on scheduling.
+// GPU kernels of operators/batch_norm.hpp, the CPU's formulas (x read as [N, C, inner]). The
+// per-channel sums run on the whole GPU with reduce_channels (channel_kernels.cuh): a (C, slices)
+// grid adds fixed slices of each channel in double into partials in the stream's workspace, then
+// one warp per channel adds its partials in slice order and finishes the channel's statistics.
+// The order depends on the shape alone, so results are bit-identical run to run.
+//   forward, train: sum(x) -> mean; sum((x - mean)^2) -> variance, inv_std, running statistics
+//     (two passes, as the CPU); then y element-wise.
+//   forward, test: the statistics per channel, then y element-wise.
+//   backward: sum(dy) and sum(dy (x - mean)) together -> dgamma, dbeta and the two per-channel
+//     coefficients of dx (kept in the workspace after the partials); then dx element-wise.
+// The element-wise passes follow each element's channel with additions (for_each_in_channels).
 #include "base/error.hpp"
 #include "operators/batch_norm.hpp"
+#include "operators/cuda/channel_kernels.cuh"
+#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_stream.hpp"
-#include "operators/cuda/elementwise_kernels.cuh"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
 
 namespace {
 
-constexpr int kBlock = 256;
+// ---- forward ----
 
-// The channel's values, in a fixed order: value j of channel c is x[(j / inner * C + c) *
-// inner + j % inner].
-struct ChannelView {
-  int64_t n, channels, inner;
-  __device__ int64_t count() const { return n * inner; }
-  __device__ int64_t at(int64_t c, int64_t j) const {
-    return (j / inner * channels + c) * inner + j % inner;
+struct SumOf {
+  const float* x;
+  __device__ void operator()(int64_t, int64_t i, double (&acc)[1]) const { acc[0] += x[i]; }
+};
+
+struct StoreMean {
+  double m;
+  float* saved_mean;
+  __device__ void operator()(int64_t c, const double (&total)[1]) const {
+    saved_mean[c] = float(total[0] / m);
   }
 };
 
-// Adds `value` over the block (every thread passes its share); all threads get the total.
-__device__ double block_sum(double value, double* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kBlock / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-    __syncthreads();
+struct SquaresAboutMean {
+  const float* x;
+  const float* mean;
+  __device__ void operator()(int64_t c, int64_t i, double (&acc)[1]) const {
+    const float d = x[i] - mean[c];
+    acc[0] += d * d;
   }
-  const double total = shared[0];
-  __syncthreads();
-  return total;
-}
+};
 
-__global__ void bn_forward(ChannelView v, bool train, float eps, float momentum, const float* x,
-                           const float* gamma, const float* beta, const float* running_mean,
-                           const float* running_var, float* y, float* saved_mean,
-                           float* saved_inv_std, float* new_mean, float* new_var) {
-  __shared__ double shared[kBlock];
-  const int64_t c = blockIdx.x, m = v.count();
-  float mean = running_mean[c], var = running_var[c];
-  if (train) {
-    double sum = 0;
-    for (int64_t j = threadIdx.x; j < m; j += kBlock) sum += x[v.at(c, j)];
-    mean = float(block_sum(sum, shared) / double(m));
-    double squares = 0;
-    for (int64_t j = threadIdx.x; j < m; j += kBlock) {
-      const float d = x[v.at(c, j)] - mean;
-      squares += double(d) * d;
-    }
-    squares = block_sum(squares, shared);
-    var = float(squares / double(m));
-    if (threadIdx.x == 0) {
-      new_mean[c] = momentum * running_mean[c] + (1.0f - momentum) * mean;
-      new_var[c] = momentum * running_var[c] + (1.0f - momentum) * float(squares / double(m - 1));
-    }
-  } else if (threadIdx.x == 0) {
+// The variance's sum of squares -> inv_std and the running statistics.
+struct StoreVariance {
+  double m;
+  float eps, momentum;
+  const float *running_mean, *running_var, *saved_mean;
+  float *saved_inv_std, *new_mean, *new_var;
+  __device__ void operator()(int64_t c, const double (&squares)[1]) const {
+    const float var = float(squares[0] / m), unbiased = float(squares[0] / (m - 1));
+    new_mean[c] = momentum * running_mean[c] + (1.0f - momentum) * saved_mean[c];
+    new_var[c] = momentum * running_var[c] + (1.0f - momentum) * unbiased;
+    saved_inv_std[c] = 1.0f / sqrtf(var + eps);
+  }
+};
+
+// Test mode: the running statistics are the statistics (one thread per channel; no sums).
+__global__ void test_statistics(int64_t channels, float eps, const float* running_mean,
+                                const float* running_var, float* saved_mean, float* saved_inv_std,
+                                float* new_mean, float* new_var) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    const float mean = running_mean[c], var = running_var[c];
+    saved_mean[c] = mean;
+    saved_inv_std[c] = 1.0f / sqrtf(var + eps);
     new_mean[c] = mean;
     new_var[c] = var;
   }
-  const float inv_std = 1.0f / sqrtf(var + eps);
-  if (threadIdx.x == 0) {
-    saved_mean[c] = mean;
-    saved_inv_std[c] = inv_std;
-  }
-  const float scale = gamma[c] * inv_std, shift = beta[c] - mean * scale;
-  for (int64_t j = threadIdx.x; j < m; j += kBlock) y[v.at(c, j)] = x[v.at(c, j)] * scale + shift;
 }
 
-__global__ void bn_backward(ChannelView v, bool train, const float* x, const float* gamma,
-                            const float* saved_mean, const float* saved_inv_std, const float* dy,
-                            float* dx, float* dgamma, float* dbeta) {
-  __shared__ double shared[kBlock];
-  const int64_t c = blockIdx.x, m = v.count();
-  const float mean = saved_mean[c], inv_std = saved_inv_std[c];
-  double sum_dy = 0, sum_dy_centered = 0;
-  for (int64_t j = threadIdx.x; j < m; j += kBlock) {
-    const int64_t i = v.at(c, j);
-    sum_dy += dy[i];
-    sum_dy_centered += double(dy[i]) * (x[i] - mean);
+struct Normalize {
+  const float *x, *gamma, *beta, *mean, *inv_std;
+  float* y;
+  __device__ void operator()(int64_t i, int64_t c) const {
+    const float scale = gamma[c] * inv_std[c], shift = beta[c] - mean[c] * scale;
+    y[i] = x[i] * scale + shift;
   }
-  sum_dy = block_sum(sum_dy, shared);
-  sum_dy_centered = block_sum(sum_dy_centered, shared);
-  const float dg = float(sum_dy_centered) * inv_std;
-  if (threadIdx.x == 0) {
+};
+
+// ---- backward ----
+
+// acc[0] = sum(dy), acc[1] = sum(dy (x - mean)).
+struct GradSums {
+  const float *x, *dy, *mean;
+  __device__ void operator()(int64_t c, int64_t i, double (&acc)[2]) const {
+    acc[0] += dy[i];
+    acc[1] += dy[i] * (x[i] - mean[c]);
+  }
+};
+
+// dx = scale (dy - mean_dy - (x - mean) slope), scale = gamma inv_std; mean_dy and slope are 0
+// in test mode.
+struct DxCoefficients {
+  float mean_dy, slope;
+};
+
+struct StoreGradients {
+  double m;
+  bool train;
+  const float* inv_std;
+  float *dgamma, *dbeta;
+  DxCoefficients* coefficients;
+  __device__ void operator()(int64_t c, const double (&sums)[2]) const {
+    const float dg = float(sums[1]) * inv_std[c];
     dgamma[c] = dg;
-    dbeta[c] = float(sum_dy);
+    dbeta[c] = float(sums[0]);
+    const bool use = train && m > 0;
+    coefficients[c] = {use ? float(sums[0] / m) : 0.0f, use ? float(dg * inv_std[c] / m) : 0.0f};
   }
-  const float scale = gamma[c] * inv_std;
-  const float mean_dy = train && m > 0 ? float(sum_dy / double(m)) : 0.0f;
-  const float slope = train && m > 0 ? float(dg * inv_std / double(m)) : 0.0f;
-  for (int64_t j = threadIdx.x; j < m; j += kBlock) {
-    const int64_t i = v.at(c, j);
-    dx[i] = scale * (dy[i] - mean_dy - (x[i] - mean) * slope);
+};
+
+struct InputGradient {
+  const float *x, *dy, *gamma, *mean, *inv_std;
+  const DxCoefficients* coefficients;
+  float* dx;
+  __device__ void operator()(int64_t i, int64_t c) const {
+    const float scale = gamma[c] * inv_std[c];
+    const DxCoefficients k = coefficients[c];
+    dx[i] = scale * (dy[i] - k.mean_dy - (x[i] - mean[c]) * k.slope);
   }
-}
+};
 
-bool training(const Operator& op) {
-  return op.attrs().get_string("mode", "train") == "train";
-}
+// ---- kernels ----
 
-ChannelView view_of(const Shape& shape) { return {shape[0], shape[1], shape.count_from(2)}; }
+bool training(const Operator& op) { return op.attrs().get_string("mode", "train") == "train"; }
 
+ChannelLayout layout_of(const Shape& shape) { return {shape[0], shape[1], shape.count_from(2)}; }
+
+double values_per_channel(const ChannelLayout& l) { return double(l.samples * l.inner); }
+
+// (x, gamma, beta, running_mean, running_var) -> (y, saved_mean, saved_inv_std, new_mean, new_var)
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
   require_contiguous_gpu(BatchNormOp::kType, inputs, outputs);
-  const Shape& shape = inputs[0]->shape();
-  if (shape[1] == 0) return;
-  bn_forward<<<unsigned(shape[1]), kBlock, 0, stream_of(context).stream()>>>(
-      view_of(shape), training(op), float(op.attrs().get_float("eps", 1e-5)),
-      float(op.attrs().get_float("momentum", 0.9)), inputs[0]->data(), inputs[1]->data(),
-      inputs[2]->data(), inputs[3]->data(), inputs[4]->data(), outputs[0]->mutable_data(),
-      outputs[1]->mutable_data(), outputs[2]->mutable_data(), outputs[3]->mutable_data(),
-      outputs[4]->mutable_data());
-  PURINE_CUDA_LAUNCHED(BatchNormOp::kType);
+  const ChannelLayout l = layout_of(inputs[0]->shape());
+  if (l.channels == 0) return;
+  CudaStream& stream = stream_of(context);
+  const float eps = float(op.attrs().get_float("eps", 1e-5));
+  const float* x = inputs[0]->data();
+  float* saved_mean = outputs[1]->mutable_data();
+  float* saved_inv_std = outputs[2]->mutable_data();
+  if (training(op)) {
+    // Both passes reuse the same partials: stream order keeps them apart.
+    double* partials = static_cast<double*>(stream.workspace(reduce_channels_bytes(1, l)));
+    const double m = values_per_channel(l);
+    reduce_channels<1>(BatchNormOp::kType, stream.stream(), l, partials, SumOf{x},
+                       StoreMean{m, saved_mean});
+    reduce_channels<1>(
+        BatchNormOp::kType, stream.stream(), l, partials, SquaresAboutMean{x, saved_mean},
+        StoreVariance{m, eps, float(op.attrs().get_float("momentum", 0.9)), inputs[3]->data(),
+                      inputs[4]->data(), saved_mean, saved_inv_std, outputs[3]->mutable_data(),
+                      outputs[4]->mutable_data()});
+  } else {
+    test_statistics<<<blocks_for(l.channels), kThreads, 0, stream.stream()>>>(
+        l.channels, eps, inputs[3]->data(), inputs[4]->data(), saved_mean, saved_inv_std,
+        outputs[3]->mutable_data(), outputs[4]->mutable_data());
+    PURINE_CUDA_LAUNCHED(BatchNormOp::kType);
+  }
+  for_each_in_channels(BatchNormOp::kType, stream.stream(), l,
+                       Normalize{x, inputs[1]->data(), inputs[2]->data(), saved_mean, saved_inv_std,
+                                 outputs[0]->mutable_data()});
 }
 
 // (x, gamma, saved_mean, saved_inv_std, dy) -> (dx, dgamma, dbeta)
 void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
   require_contiguous_gpu(BatchNormGradOp::kType, inputs, outputs);
-  const Shape& shape = inputs[0]->shape();
-  if (shape[1] == 0) return;
-  bn_backward<<<unsigned(shape[1]), kBlock, 0, stream_of(context).stream()>>>(
-      view_of(shape), training(op), inputs[0]->data(), inputs[1]->data(), inputs[2]->data(),
-      inputs[3]->data(), inputs[4]->data(), outputs[0]->mutable_data(),
-      outputs[1]->mutable_data(), outputs[2]->mutable_data());
-  PURINE_CUDA_LAUNCHED(BatchNormGradOp::kType);
+  const ChannelLayout l = layout_of(inputs[0]->shape());
+  if (l.channels == 0) return;
+  CudaStream& stream = stream_of(context);
+  // Workspace: the partials, then the coefficients (a size in doubles keeps them aligned).
+  const size_t partial_bytes = reduce_channels_bytes(2, l);
+  char* workspace = static_cast<char*>(
+      stream.workspace(partial_bytes + size_t(l.channels) * sizeof(DxCoefficients)));
+  double* partials = reinterpret_cast<double*>(workspace);
+  DxCoefficients* coefficients = reinterpret_cast<DxCoefficients*>(workspace + partial_bytes);
+  const float *x = inputs[0]->data(), *gamma = inputs[1]->data(), *mean = inputs[2]->data(),
+              *inv_std = inputs[3]->data(), *dy = inputs[4]->data();
+  reduce_channels<2>(
+      BatchNormGradOp::kType, stream.stream(), l, partials, GradSums{x, dy, mean},
+      StoreGradients{values_per_channel(l), training(op), inv_std, outputs[1]->mutable_data(),
+                     outputs[2]->mutable_data(), coefficients});
+  for_each_in_channels(
+      BatchNormGradOp::kType, stream.stream(), l,
+      InputGradient{x, dy, gamma, mean, inv_std, coefficients, outputs[0]->mutable_data()});
 }
 
 }  // namespace

@@ -1,53 +1,54 @@
-// GPU kernels of operators/bias.hpp. bias_grad sums each channel over samples and positions in a
-// fixed order (one thread per channel), so its result does not depend on the launch.
+// GPU kernels of operators/bias.hpp (x is read as [N, C, inner]). bias adds b[c] in a
+// grid-stride loop that follows each element's channel with additions (channel_kernels.cuh).
+// bias_grad sums each channel with reduce_channels: a (C, slices) grid adds fixed slices of the
+// channel's N * inner values into partials in the stream's workspace, then one warp per channel
+// adds its partials in slice order; the order depends on the shape alone, so the result is
+// bit-identical run to run (in double, then rounded to float).
 #include "operators/bias.hpp"
+#include "operators/cuda/channel_kernels.cuh"
+#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_stream.hpp"
-#include "operators/cuda/elementwise_kernels.cuh"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
 
 namespace {
 
-__global__ void add_bias(int64_t count, int64_t channels, int64_t inner, const float* x,
-                         const float* b, float* y) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = x[i] + b[i / inner % channels];
-}
+ChannelLayout layout_of(const Shape& shape) { return {shape[0], shape[1], shape.count_from(2)}; }
 
-__global__ void sum_channels(int64_t samples, int64_t channels, int64_t inner, const float* dy,
-                             float* db) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= channels) return;
-  float total = 0.0f;
-  for (int64_t n = 0; n < samples; ++n) {
-    const float* plane = dy + (n * channels + c) * inner;
-    for (int64_t j = 0; j < inner; ++j) total += plane[j];
-  }
-  db[c] = total;
-}
+struct AddBias {
+  const float* x;
+  const float* b;
+  float* y;
+  __device__ void operator()(int64_t i, int64_t c) const { y[i] = x[i] + b[c]; }
+};
+
+struct SumOf {
+  const float* dy;
+  __device__ void operator()(int64_t, int64_t i, double (&acc)[1]) const { acc[0] += dy[i]; }
+};
+
+struct StoreSum {
+  float* db;
+  __device__ void operator()(int64_t c, const double (&total)[1]) const { db[c] = float(total[0]); }
+};
 
 void bias(const Operator&, const std::vector<const Tensor*>& inputs,
           const std::vector<Tensor*>& outputs, OpContext& context) {
   require_contiguous_gpu(BiasOp::kType, inputs, outputs);
-  const Shape& shape = inputs[0]->shape();
-  const int64_t count = shape.count();
-  if (count == 0) return;
-  add_bias<<<blocks_for(count), kThreads, 0, stream_of(context).stream()>>>(
-      count, shape[1], shape.count_from(2), inputs[0]->data(), inputs[1]->data(),
-      outputs[0]->mutable_data());
-  PURINE_CUDA_LAUNCHED(BiasOp::kType);
+  for_each_in_channels(BiasOp::kType, stream_of(context).stream(), layout_of(inputs[0]->shape()),
+                       AddBias{inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data()});
 }
 
 void bias_grad(const Operator&, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs, OpContext& context) {
   require_contiguous_gpu(BiasGradOp::kType, inputs, outputs);
-  const Shape& shape = inputs[0]->shape();
-  if (shape[1] == 0) return;
-  sum_channels<<<blocks_for(shape[1]), kThreads, 0, stream_of(context).stream()>>>(
-      shape[0], shape[1], shape.count_from(2), inputs[0]->data(), outputs[0]->mutable_data());
-  PURINE_CUDA_LAUNCHED(BiasGradOp::kType);
+  const ChannelLayout l = layout_of(inputs[0]->shape());
+  if (l.channels == 0) return;
+  CudaStream& stream = stream_of(context);
+  double* partials = static_cast<double*>(stream.workspace(reduce_channels_bytes(1, l)));
+  reduce_channels<1>(BiasGradOp::kType, stream.stream(), l, partials, SumOf{inputs[0]->data()},
+                     StoreSum{outputs[0]->mutable_data()});
 }
 
 }  // namespace

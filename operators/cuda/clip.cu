@@ -1,7 +1,10 @@
-// GPU kernels of operators/clip.hpp, with the CPU kernels' orders: sum_squares in one block
-// (each thread a fixed stride, then a fixed tree), clip_scale adding the partial sums in input
-// order, scale_by element-wise. The results match the CPU's up to float rounding of the sums.
+// GPU kernels of operators/clip.hpp, with the CPU kernels' formulas: sum_squares adds x^2 in
+// double with reduce_channels over x as one channel [1, 1, n] (fixed slices in a grid of blocks,
+// partials in the stream's workspace, then the slices in order: bit-identical run to run);
+// clip_scale adds the partial sums in input order; scale_by is element-wise. The results match
+// the CPU's up to the rounding of the sums.
 #include "operators/clip.hpp"
+#include "operators/cuda/channel_kernels.cuh"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
 #include "operators/gpu_kernel.hpp"
@@ -10,27 +13,28 @@ namespace purine::cuda {
 
 namespace {
 
-constexpr int kReduceThreads = 256;
-
-__global__ void sum_squares_kernel(int64_t n, const float* x, float* out) {
-  __shared__ double partial[kReduceThreads];
-  double sum = 0;
-  for (int64_t i = threadIdx.x; i < n; i += kReduceThreads) sum += double(x[i]) * x[i];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = kReduceThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
+struct SquaresOf {
+  const float* x;
+  __device__ void operator()(int64_t, int64_t i, double (&acc)[1]) const {
+    acc[0] += double(x[i]) * x[i];
   }
-  if (threadIdx.x == 0) *out = static_cast<float>(partial[0]);
-}
+};
+
+struct StoreTotal {
+  float* out;
+  __device__ void operator()(int64_t, const double (&total)[1]) const {
+    *out = static_cast<float>(total[0]);
+  }
+};
 
 void sum_squares(const Operator&, const std::vector<const Tensor*>& inputs,
                  const std::vector<Tensor*>& outputs, OpContext& context) {
   require_contiguous_gpu("sum_squares", inputs, outputs);
-  sum_squares_kernel<<<1, kReduceThreads, 0, stream_of(context).stream()>>>(
-      inputs[0]->count(), inputs[0]->data(), outputs[0]->mutable_data());
-  PURINE_CUDA_LAUNCHED("sum_squares");
+  CudaStream& stream = stream_of(context);
+  const ChannelLayout l{1, 1, inputs[0]->count()};
+  double* partials = static_cast<double*>(stream.workspace(reduce_channels_bytes(1, l)));
+  reduce_channels<1>("sum_squares", stream.stream(), l, partials, SquaresOf{inputs[0]->data()},
+                     StoreTotal{outputs[0]->mutable_data()});
 }
 
 // Up to kChunk partial sums per launch, added to `*total` (set, for the first chunk).

@@ -2,13 +2,19 @@
 // TF32), the algorithm chosen per geometry within a workspace limit and cached
 // (conv_algorithms.hpp), deterministic ones unless the op's `deterministic` attribute is 0
 // (the attribute of conv_grad_weight's CPU kernel; here it applies to all three directions).
+// The descriptors and the algorithm are made once per (device, direction, geometry) on each
+// executor thread and kept, so a call costs a map lookup on the host.
 #include "operators/conv.hpp"
 
+#include <array>
+#include <map>
+#include <memory>
+
+#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/conv_algorithms.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/cudnn_descriptors.hpp"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
@@ -27,8 +33,46 @@ struct Descriptors {
   ConvDesc conv;
 };
 
+// What one direction of one geometry needs per call: its descriptors and algorithm.
+struct Plan {
+  Plan(const ConvGeometry& g, CudaStream& stream, ConvDirection direction, bool deterministic)
+      : d(g),
+        algo(choose_conv_algorithm(stream.cudnn(), stream.device(), direction, g, deterministic,
+                                   d.x.get(), d.w.get(), d.conv.get(), d.y.get())) {}
+  Descriptors d;
+  ConvAlgorithm algo;
+};
+
+using PlanKey = std::array<int64_t, 16>;
+
+// The plan, made on this thread's first call with its key and kept: per thread, so no lock (each
+// executor thread drives its own streams); a network has a few convolution shapes.
+const Plan& plan_for(const ConvGeometry& g, CudaStream& stream, ConvDirection direction,
+                     bool deterministic) {
+  thread_local std::map<PlanKey, std::unique_ptr<Plan>> cache;
+  const PlanKey key{stream.device(),
+                    static_cast<int64_t>(direction),
+                    deterministic ? 1 : 0,
+                    g.n,
+                    g.c,
+                    g.h,
+                    g.w,
+                    g.o,
+                    g.kh,
+                    g.kw,
+                    g.ho,
+                    g.wo,
+                    g.stride_h,
+                    g.stride_w,
+                    g.pad_h,
+                    g.pad_w};
+  std::unique_ptr<Plan>& slot = cache[key];
+  if (!slot) slot = std::make_unique<Plan>(g, stream, direction, deterministic);
+  return *slot;
+}
+
 // Runs `direction` of the op on its stream: the geometry from inputs (x at x_input, w at
-// w_input), the algorithm from the cache.
+// w_input), the descriptors and algorithm from the cache.
 void convolve(const Operator& op, ConvDirection direction, int x_input, int w_input,
               const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
               OpContext& context) {
@@ -40,11 +84,10 @@ void convolve(const Operator& op, ConvDirection direction, int x_input, int w_in
       base.geometry(inputs[x_input]->shape(), x_input, inputs[w_input]->shape(), w_input);
   if (g.n == 0) return;
   CudaStream& stream = stream_of(context);
-  const Descriptors d(g);
   const bool deterministic = op.attrs().get_int("deterministic", 1) != 0;
-  const ConvAlgorithm algo = choose_conv_algorithm(stream.cudnn(), stream.device(), direction, g,
-                                                   deterministic, d.x.get(), d.w.get(),
-                                                   d.conv.get(), d.y.get());
+  const Plan& plan = plan_for(g, stream, direction, deterministic);
+  const Descriptors& d = plan.d;
+  const ConvAlgorithm& algo = plan.algo;
   void* workspace = stream.workspace(algo.workspace);
   const float one = 1.0f, zero = 0.0f;
   switch (direction) {
@@ -59,17 +102,16 @@ void convolve(const Operator& op, ConvDirection direction, int x_input, int w_in
       PURINE_CUDNN_CALL(what, cudnnConvolutionBackwardData(
                                   stream.cudnn(), &one, d.w.get(), inputs[1]->data(), d.y.get(),
                                   inputs[0]->data(), d.conv.get(),
-                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(algo.algo),
-                                  workspace, algo.workspace, &zero, d.x.get(),
-                                  outputs[0]->mutable_data()));
+                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(algo.algo), workspace,
+                                  algo.workspace, &zero, d.x.get(), outputs[0]->mutable_data()));
       break;
     case ConvDirection::kBackwardWeights:  // (dy, x, w) -> dw
-      PURINE_CUDNN_CALL(what, cudnnConvolutionBackwardFilter(
-                                  stream.cudnn(), &one, d.x.get(), inputs[1]->data(), d.y.get(),
-                                  inputs[0]->data(), d.conv.get(),
-                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo),
-                                  workspace, algo.workspace, &zero, d.w.get(),
-                                  outputs[0]->mutable_data()));
+      PURINE_CUDNN_CALL(
+          what,
+          cudnnConvolutionBackwardFilter(
+              stream.cudnn(), &one, d.x.get(), inputs[1]->data(), d.y.get(), inputs[0]->data(),
+              d.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo), workspace,
+              algo.workspace, &zero, d.w.get(), outputs[0]->mutable_data()));
       break;
   }
 }

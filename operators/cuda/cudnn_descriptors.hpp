@@ -1,5 +1,6 @@
 // RAII holders of cuDNN descriptors for NCHW float tensors, filters, convolutions and poolings,
-// made per launch from the op's geometry (cheap host calls, no device work).
+// made from the op's geometry (host calls, no device work). conv.cpp and pool.cpp make them once
+// per geometry on each executor thread and keep them.
 #pragma once
 
 #include <cudnn.h>
@@ -14,9 +15,9 @@ class TensorDesc {
  public:
   TensorDesc(int64_t n, int64_t c, int64_t h, int64_t w) {
     PURINE_CUDNN_CALL("descriptor", cudnnCreateTensorDescriptor(&desc_));
-    PURINE_CUDNN_CALL("descriptor", cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW,
-                                                               CUDNN_DATA_FLOAT, int(n), int(c),
-                                                               int(h), int(w)));
+    PURINE_CUDNN_CALL("descriptor",
+                      cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(n),
+                                                 int(c), int(h), int(w)));
   }
   ~TensorDesc() { (void)cudnnDestroyTensorDescriptor(desc_); }
   TensorDesc(const TensorDesc&) = delete;
@@ -31,9 +32,9 @@ class FilterDesc {
  public:
   FilterDesc(int64_t o, int64_t c, int64_t h, int64_t w) {
     PURINE_CUDNN_CALL("descriptor", cudnnCreateFilterDescriptor(&desc_));
-    PURINE_CUDNN_CALL("descriptor", cudnnSetFilter4dDescriptor(desc_, CUDNN_DATA_FLOAT,
-                                                               CUDNN_TENSOR_NCHW, int(o), int(c),
-                                                               int(h), int(w)));
+    PURINE_CUDNN_CALL("descriptor",
+                      cudnnSetFilter4dDescriptor(desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(o),
+                                                 int(c), int(h), int(w)));
   }
   ~FilterDesc() { (void)cudnnDestroyFilterDescriptor(desc_); }
   FilterDesc(const FilterDesc&) = delete;
@@ -49,10 +50,9 @@ class ConvDesc {
  public:
   ConvDesc(int64_t pad_h, int64_t pad_w, int64_t stride_h, int64_t stride_w) {
     PURINE_CUDNN_CALL("descriptor", cudnnCreateConvolutionDescriptor(&desc_));
-    PURINE_CUDNN_CALL("descriptor",
-                      cudnnSetConvolution2dDescriptor(desc_, int(pad_h), int(pad_w), int(stride_h),
-                                                      int(stride_w), 1, 1, CUDNN_CROSS_CORRELATION,
-                                                      CUDNN_DATA_FLOAT));
+    PURINE_CUDNN_CALL("descriptor", cudnnSetConvolution2dDescriptor(
+                                        desc_, int(pad_h), int(pad_w), int(stride_h), int(stride_w),
+                                        1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     PURINE_CUDNN_CALL("descriptor", cudnnSetConvolutionMathType(desc_, CUDNN_FMA_MATH));
   }
   ~ConvDesc() { (void)cudnnDestroyConvolutionDescriptor(desc_); }
@@ -69,10 +69,9 @@ class PoolDesc {
   PoolDesc(cudnnPoolingMode_t mode, int64_t kh, int64_t kw, int64_t pad_h, int64_t pad_w,
            int64_t stride_h, int64_t stride_w) {
     PURINE_CUDNN_CALL("descriptor", cudnnCreatePoolingDescriptor(&desc_));
-    PURINE_CUDNN_CALL("descriptor",
-                      cudnnSetPooling2dDescriptor(desc_, mode, CUDNN_NOT_PROPAGATE_NAN, int(kh),
-                                                  int(kw), int(pad_h), int(pad_w), int(stride_h),
-                                                  int(stride_w)));
+    PURINE_CUDNN_CALL("descriptor", cudnnSetPooling2dDescriptor(
+                                        desc_, mode, CUDNN_NOT_PROPAGATE_NAN, int(kh), int(kw),
+                                        int(pad_h), int(pad_w), int(stride_h), int(stride_w)));
   }
   ~PoolDesc() { (void)cudnnDestroyPoolingDescriptor(desc_); }
   PoolDesc(const PoolDesc&) = delete;

@@ -15,6 +15,8 @@
 namespace purine::cuda {
 
 constexpr int kThreads = 256;
+constexpr int kWarp = 32;                         // threads of a warp
+constexpr int kWarpsPerBlock = kThreads / kWarp;  // for kernels that give each warp a row
 constexpr int64_t kMaxBlocks = 4096;
 
 // Blocks for n elements: ceil(n / kThreads), at least 1, at most kMaxBlocks.

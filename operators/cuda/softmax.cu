@@ -1,9 +1,13 @@
 // GPU kernels of operators/softmax.hpp: the tensor is read as [outer, C, inner] around the
-// softmax axis, one thread per (outer, inner) position walks its C values (max first, as the
-// CPU kernel does).
+// softmax axis. For the softmax over contiguous rows (inner == 1, e.g. logits [N, C]) one warp
+// handles a row: lanes take every 32nd value, the row's max and sum (or dot product) come from
+// warp shuffles in a fixed order. Otherwise (a softmax across the channels of a feature map) one
+// thread per (outer, inner) position walks its C values, max first, as the CPU kernel does:
+// adjacent threads read adjacent positions, so the loads are coalesced.
 #include "base/error.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
+#include "operators/cuda/reduce.cuh"
 #include "operators/gpu_kernel.hpp"
 #include "operators/softmax.hpp"
 
@@ -26,31 +30,66 @@ Layout layout_of(const Operator& op, const Shape& shape) {
   return l;
 }
 
-__global__ void softmax_forward(Layout l, const float* x, float* y) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= l.outer * l.inner) return;
-  const int64_t base = i / l.inner * l.classes * l.inner + i % l.inner;
-  float max = x[base];
-  for (int64_t c = 1; c < l.classes; ++c) max = fmaxf(max, x[base + c * l.inner]);
+// inner == 1: warp_row() is the row.
+__global__ void softmax_rows(int64_t rows, int64_t classes, const float* x, float* y) {
+  const int64_t row = warp_row();
+  if (row >= rows) return;  // the whole warp
+  const int lane = threadIdx.x % kWarp;
+  const float* in = x + row * classes;
+  float* out = y + row * classes;
+  float max = -INFINITY;
+  for (int64_t c = lane; c < classes; c += kWarp) max = fmaxf(max, in[c]);
+  max = warp_max(max);
   float sum = 0.0f;
-  for (int64_t c = 0; c < l.classes; ++c) {
-    const float e = expf(x[base + c * l.inner] - max);
-    y[base + c * l.inner] = e;
-    sum += e;
+  for (int64_t c = lane; c < classes; c += kWarp) {
+    out[c] = expf(in[c] - max);
+    sum += out[c];
   }
-  const float inv = 1.0f / sum;
-  for (int64_t c = 0; c < l.classes; ++c) y[base + c * l.inner] *= inv;
+  const float inv = 1.0f / warp_sum(sum);
+  for (int64_t c = lane; c < classes; c += kWarp) out[c] *= inv;
+}
+
+__global__ void softmax_grad_rows(int64_t rows, int64_t classes, const float* y, const float* dy,
+                                  float* dx) {
+  const int64_t row = warp_row();
+  if (row >= rows) return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t base = row * classes;
+  float dot = 0.0f;
+  for (int64_t c = lane; c < classes; c += kWarp) dot += dy[base + c] * y[base + c];
+  dot = warp_sum(dot);
+  for (int64_t c = lane; c < classes; c += kWarp) dx[base + c] = y[base + c] * (dy[base + c] - dot);
+}
+
+// inner > 1: a grid-stride loop over the outer * inner positions (one division per position,
+// which then walks its C values).
+__global__ void softmax_forward(Layout l, const float* x, float* y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < l.outer * l.inner;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = i / l.inner * l.classes * l.inner + i % l.inner;
+    float max = x[base];
+    for (int64_t c = 1; c < l.classes; ++c) max = fmaxf(max, x[base + c * l.inner]);
+    float sum = 0.0f;
+    for (int64_t c = 0; c < l.classes; ++c) {
+      const float e = expf(x[base + c * l.inner] - max);
+      y[base + c * l.inner] = e;
+      sum += e;
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t c = 0; c < l.classes; ++c) y[base + c * l.inner] *= inv;
+  }
 }
 
 __global__ void softmax_backward(Layout l, const float* y, const float* dy, float* dx) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= l.outer * l.inner) return;
-  const int64_t base = i / l.inner * l.classes * l.inner + i % l.inner;
-  float dot = 0.0f;
-  for (int64_t c = 0; c < l.classes; ++c) dot += dy[base + c * l.inner] * y[base + c * l.inner];
-  for (int64_t c = 0; c < l.classes; ++c) {
-    const int64_t at = base + c * l.inner;
-    dx[at] = y[at] * (dy[at] - dot);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < l.outer * l.inner;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = i / l.inner * l.classes * l.inner + i % l.inner;
+    float dot = 0.0f;
+    for (int64_t c = 0; c < l.classes; ++c) dot += dy[base + c * l.inner] * y[base + c * l.inner];
+    for (int64_t c = 0; c < l.classes; ++c) {
+      const int64_t at = base + c * l.inner;
+      dx[at] = y[at] * (dy[at] - dot);
+    }
   }
 }
 
@@ -59,6 +98,12 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
   require_contiguous_gpu(SoftmaxOp::kType, inputs, outputs);
   const Layout l = layout_of(op, inputs[0]->shape());
   if (l.outer * l.inner * l.classes == 0) return;
+  if (l.inner == 1) {
+    softmax_rows<<<blocks_for_rows(l.outer), kThreads, 0, stream_of(context).stream()>>>(
+        l.outer, l.classes, inputs[0]->data(), outputs[0]->mutable_data());
+    PURINE_CUDA_LAUNCHED(SoftmaxOp::kType);
+    return;
+  }
   softmax_forward<<<blocks_for(l.outer * l.inner), kThreads, 0, stream_of(context).stream()>>>(
       l, inputs[0]->data(), outputs[0]->mutable_data());
   PURINE_CUDA_LAUNCHED(SoftmaxOp::kType);
@@ -69,6 +114,12 @@ void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
   require_contiguous_gpu(SoftmaxGradOp::kType, inputs, outputs);
   const Layout l = layout_of(op, inputs[0]->shape());
   if (l.outer * l.inner * l.classes == 0) return;
+  if (l.inner == 1) {
+    softmax_grad_rows<<<blocks_for_rows(l.outer), kThreads, 0, stream_of(context).stream()>>>(
+        l.outer, l.classes, inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data());
+    PURINE_CUDA_LAUNCHED(SoftmaxGradOp::kType);
+    return;
+  }
   softmax_backward<<<blocks_for(l.outer * l.inner), kThreads, 0, stream_of(context).stream()>>>(
       l, inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data());
   PURINE_CUDA_LAUNCHED(SoftmaxGradOp::kType);

@@ -1,6 +1,9 @@
 // CPU-GPU parity of the GPU kernels (operators/cuda/): each operator runs on random inputs on
 // the CPU and on GPU 0, and the outputs agree within a relative 1e-4 (float32; the element-wise
-// kernels, copies and fills agree bit for bit). Skipped, saying so, without a GPU.
+// kernels, copies and fills agree bit for bit; long float sums on the CPU within 1e-3). The
+// reductions also run twice on the GPU and must give the same bits. Skipped, saying so, without
+// a GPU.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
@@ -24,38 +27,44 @@ Tensor random_tensor(const Shape& shape, std::mt19937& gen, float lo = -2.0f, fl
   return t;
 }
 
-// The largest |gpu - cpu| / max(1, |cpu|) over every output.
-double parity_error(const std::string& type, const Attrs& attrs, std::vector<Tensor> inputs,
-                    uint64_t seed = 7) {
+// The values of every output of `type` run on `inputs` (host tensors): on the CPU, or on GPU 0
+// through a fresh stream (so a kernel sees a fresh workspace).
+std::vector<std::vector<float>> run_op(const std::string& type, const Attrs& attrs,
+                                       const std::vector<Tensor>& inputs, bool gpu,
+                                       uint64_t seed = 7) {
   std::unique_ptr<Operator> op = OperatorRegistry::create(type, attrs);
   std::vector<Shape> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
-  const std::vector<Shape> out_shapes = op->infer_shapes(shapes);
+  const Location where = gpu ? Location::gpu(0) : Location::cpu();
+  std::vector<Tensor> in, out;
+  for (const Tensor& t : inputs) in.push_back(gpu ? on_gpu(t) : t);
+  for (const Shape& s : op->infer_shapes(shapes)) out.emplace_back(s, where);
+  std::vector<const Tensor*> in_ptrs;
+  for (const Tensor& t : in) in_ptrs.push_back(&t);
+  std::vector<Tensor*> out_ptrs;
+  for (Tensor& t : out) out_ptrs.push_back(&t);
+  Rng rng(seed);
+  if (gpu) {
+    run_on_gpu(*op, in_ptrs, out_ptrs, &rng);
+  } else {
+    OpContext context(&rng);
+    op->compute(in_ptrs, out_ptrs, context);
+  }
+  std::vector<std::vector<float>> values;
+  for (const Tensor& t : out) values.push_back(t.values());
+  return values;
+}
 
-  std::vector<const Tensor*> cpu_in;
-  for (const Tensor& t : inputs) cpu_in.push_back(&t);
-  std::vector<Tensor> cpu_out;
-  for (const Shape& s : out_shapes) cpu_out.emplace_back(s);
-  std::vector<Tensor*> cpu_out_ptrs;
-  for (Tensor& t : cpu_out) cpu_out_ptrs.push_back(&t);
-  Rng cpu_rng(seed);
-  OpContext context(&cpu_rng);
-  op->compute(cpu_in, cpu_out_ptrs, context);
-
-  std::vector<Tensor> gpu_in;
-  for (const Tensor& t : inputs) gpu_in.push_back(on_gpu(t));
-  std::vector<const Tensor*> gpu_in_ptrs;
-  for (const Tensor& t : gpu_in) gpu_in_ptrs.push_back(&t);
-  std::vector<Tensor> gpu_out;
-  for (const Shape& s : out_shapes) gpu_out.emplace_back(s, Location::gpu(0));
-  std::vector<Tensor*> gpu_out_ptrs;
-  for (Tensor& t : gpu_out) gpu_out_ptrs.push_back(&t);
-  Rng gpu_rng(seed);
-  run_on_gpu(*op, gpu_in_ptrs, gpu_out_ptrs, &gpu_rng);
-
+// The largest |gpu - cpu| / max(1, |cpu|) over every output.
+double parity_error(const std::string& type, const Attrs& attrs, std::vector<Tensor> inputs,
+                    uint64_t seed = 7) {
+  const std::vector<std::vector<float>> cpu = run_op(type, attrs, inputs, false, seed);
+  const std::vector<std::vector<float>> gpu = run_op(type, attrs, inputs, true, seed);
+  REQUIRE(cpu.size() == gpu.size());
   double worst = 0;
-  for (size_t o = 0; o < cpu_out.size(); ++o) {
-    const std::vector<float> expected = cpu_out[o].values(), actual = gpu_out[o].values();
+  for (size_t o = 0; o < cpu.size(); ++o) {
+    const std::vector<float>& expected = cpu[o];
+    const std::vector<float>& actual = gpu[o];
     REQUIRE(expected.size() == actual.size());
     for (size_t i = 0; i < expected.size(); ++i) {
       const double e =
@@ -64,6 +73,28 @@ double parity_error(const std::string& type, const Attrs& attrs, std::vector<Ten
     }
   }
   return worst;
+}
+
+// Whether two GPU runs of `type` on the same inputs give the same bits.
+bool gpu_repeats_bits(const std::string& type, const Attrs& attrs,
+                      const std::vector<Tensor>& inputs) {
+  return run_op(type, attrs, inputs, true) == run_op(type, attrs, inputs, true);
+}
+
+// A host tensor of `shape` holding `values`.
+Tensor tensor_of(const std::vector<float>& values, const Shape& shape) {
+  Tensor t(shape);
+  REQUIRE(int64_t(values.size()) == t.count());
+  std::copy(values.begin(), values.end(), t.mutable_data());
+  return t;
+}
+
+// Labels [rows] of random classes in [0, classes).
+Tensor random_labels(int64_t rows, int64_t classes, std::mt19937& gen) {
+  Tensor labels({rows});
+  std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+  for (int64_t n = 0; n < rows; ++n) labels.mutable_data()[n] = float(pick(gen));
+  return labels;
 }
 
 }  // namespace
@@ -258,6 +289,121 @@ TEST_CASE("GPU dropout keeps 1 - ratio of the elements, the same ones for the sa
       first = values;
     else
       CHECK(values == first);
+  }
+}
+
+// Regression: pool described N x C planes to cuDNN as N * C images of one channel, and cuDNN
+// refuses a batch of 65,536 or more (GoogLeNet at batch 128 failed with NOT_SUPPORTED).
+TEST_CASE("GPU pooling of N * C >= 65,536 planes matches the CPU", "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(8);
+  const Tensor x = random_tensor({128, 520, 7, 7}, gen);
+  for (const char* mode : {"max", "avg"}) {
+    INFO(mode);
+    const Attrs pool = Attrs()
+                           .set("mode", std::string(mode))
+                           .set("kernel", int64_t{3})
+                           .set("stride", int64_t{1})
+                           .set("pad", int64_t{1});
+    CHECK(parity_error("pool", pool, {x}) <= 1e-5);
+    const Tensor y = tensor_of(run_op("pool", pool, {x}, false)[0], x.shape());
+    CHECK(parity_error("pool_grad", pool, {x, y, random_tensor(x.shape(), gen)}) <= 1e-5);
+  }
+}
+
+// Shapes with one or several stage-1 blocks per channel (many per channel at 64 x 28 x 28;
+// [N, C] takes the column path), odd sample counts, and one channel.
+const std::vector<Shape>& channel_shapes() {
+  static const std::vector<Shape> shapes{{64, 3, 28, 28}, {17, 5, 3, 3},   {1, 3, 17, 17},
+                                         {64, 1000},      {17, 1000},      {1, 1000},
+                                         {4096, 7},       {2, 1, 300, 301}};
+  return shapes;
+}
+
+TEST_CASE("GPU bias gradients over many blocks per channel match the CPU, bit-identically",
+          "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(9);
+  for (const Shape& shape : channel_shapes()) {
+    INFO(shape);
+    const Tensor dy = random_tensor(shape, gen);
+    // Float sums of up to 90,000 values on the CPU: ~1e-4 of rounding near a zero sum.
+    CHECK(parity_error("bias_grad", {}, {dy}) <= 1e-3);
+    CHECK(gpu_repeats_bits("bias_grad", {}, {dy}));
+    CHECK(parity_error("bias", {}, {dy, random_tensor({shape[1]}, gen)}) == 0);
+  }
+}
+
+TEST_CASE("GPU batch norm over many blocks per channel matches the CPU, bit-identically",
+          "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(10);
+  for (const Shape& shape : channel_shapes()) {
+    if (shape[0] * shape.count_from(2) < 2) continue;  // training needs 2 values per channel
+    INFO(shape);
+    const int64_t c = shape[1];
+    const Tensor x = random_tensor(shape, gen, -1.0f, 3.0f), dy = random_tensor(shape, gen);
+    const Tensor gamma = random_tensor({c}, gen), beta = random_tensor({c}, gen);
+    const Tensor mean = random_tensor({c}, gen), var = random_tensor({c}, gen, 0.5f, 2.0f);
+    for (const char* mode : {"train", "test"}) {
+      INFO(mode);
+      const Attrs bn = Attrs().set("mode", std::string(mode));
+      const std::vector<Tensor> in{x, gamma, beta, mean, var};
+      CHECK(parity_error("batch_norm", bn, in) <= 1e-4);
+      CHECK(gpu_repeats_bits("batch_norm", bn, in));
+      // The gradient at the CPU's own statistics (its outputs 1 and 2).
+      const std::vector<std::vector<float>> stats = run_op("batch_norm", bn, in, false);
+      const std::vector<Tensor> grad_in{x, gamma, tensor_of(stats[1], {c}),
+                                        tensor_of(stats[2], {c}), dy};
+      CHECK(parity_error("batch_norm_grad", bn, grad_in) <= 1e-3);  // dbeta: as bias_grad
+      CHECK(gpu_repeats_bits("batch_norm_grad", bn, grad_in));
+    }
+  }
+}
+
+TEST_CASE("GPU softmax, loss and accuracy with a warp per row match the CPU, bit-identically",
+          "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(11);
+  Tensor dloss(Shape{});
+  dloss.fill(0.7f);
+  for (int64_t rows : {1, 17, 64, 5000}) {
+    for (int64_t classes : {1, 3, 10, 1000}) {
+      if (rows * classes > 1000000) continue;
+      INFO(rows << " x " << classes);
+      const Tensor logits = random_tensor({rows, classes}, gen, -5.0f, 5.0f);
+      const Tensor labels = random_labels(rows, classes, gen);
+      CHECK(parity_error("softmax", {}, {logits}) <= 1e-5);
+      CHECK(gpu_repeats_bits("softmax", {}, {logits}));
+      const Tensor probs = random_tensor({rows, classes}, gen, 0.0f, 1.0f);
+      const Tensor dy = random_tensor({rows, classes}, gen);
+      CHECK(parity_error("softmax_grad", {}, {probs, dy}) <= 1e-5);
+      CHECK(gpu_repeats_bits("softmax_grad", {}, {probs, dy}));
+      CHECK(parity_error("softmax_cross_entropy", {}, {logits, labels}) <= 1e-5);
+      CHECK(gpu_repeats_bits("softmax_cross_entropy", {}, {logits, labels}));
+      CHECK(parity_error("softmax_cross_entropy_grad", {}, {probs, labels, dloss}) <= 1e-6);
+      for (int64_t top_k : {1, 5}) {
+        INFO("top " << top_k);
+        const Attrs accuracy = Attrs().set("top_k", top_k);
+        CHECK(parity_error("accuracy", accuracy, {logits, labels}) == 0);
+        CHECK(gpu_repeats_bits("accuracy", accuracy, {logits, labels}));
+      }
+    }
+  }
+  // Softmax across the channels of a feature map: a thread per position.
+  const Tensor maps = random_tensor({3, 5, 17, 19}, gen);
+  CHECK(parity_error("softmax", {}, {maps}) <= 1e-5);
+  CHECK(parity_error("softmax_grad", {}, {random_tensor(maps.shape(), gen, 0, 1), maps}) <= 1e-5);
+}
+
+TEST_CASE("GPU sum_squares over many blocks matches the CPU, bit-identically", "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(12);
+  for (const Shape& shape : std::vector<Shape>{{1}, {17}, {1000, 37}, {1000, 1000}}) {
+    INFO(shape);
+    const Tensor x = random_tensor(shape, gen);
+    CHECK(parity_error("sum_squares", {}, {x}) <= 1e-6);
+    CHECK(gpu_repeats_bits("sum_squares", {}, {x}));
   }
 }
 
