@@ -12,6 +12,7 @@
 // orders the two through its readiness counters).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,10 @@ class DeviceQueue {
   virtual void wait(QueueEvent& event) = 0;
   // A name for traces and errors ("gpu0 stream main").
   virtual std::string name() const = 0;
+  // Puts host work on the queue, run in its order: the kernels of an emulated device
+  // (DeviceRuntime::kernels_on_host()). The default throws purine::Error: a CUDA stream runs
+  // only device work.
+  virtual void enqueue_host(std::function<void()> work);
 };
 
 }  // namespace purine

@@ -17,6 +17,16 @@ void register_device_runtime(DeviceRuntime* runtime) {
   registered = runtime;
 }
 
+DeviceRuntime* replace_device_runtime(DeviceRuntime* runtime) {
+  DeviceRuntime* const previous = registered;
+  registered = runtime;
+  return previous;
+}
+
+void DeviceQueue::enqueue_host(std::function<void()>) {
+  throw Error(str("device queue ", name(), " runs device work only, not host work"));
+}
+
 DeviceRuntime& require_device(int device, const std::string& what) {
   require(registered != nullptr, what,
           ": GPU locations need the CUDA backend, which this build does not have (build where "

@@ -18,11 +18,21 @@
 
 namespace purine {
 
+// What the layers above have asked of the runtime since the process started, over all devices:
+// the training loop's budget is none of these per steady-state iteration (tests check it on an
+// emulated device, dispatcher/emulated_devices.hpp).
+struct DeviceCounters {
+  int64_t synchronizations = 0;      // copy() calls: each waits for the device
+  int64_t device_to_host_bytes = 0;  // read from a device by copy()
+  int64_t host_to_device_bytes = 0;  // written to a device by copy()
+  int64_t allocations = 0;           // allocate() and allocate_pinned() calls
+};
+
 // A device's memory as the backend's caching allocator sees it, in bytes.
 struct DeviceMemoryStats {
-  size_t in_use = 0;       // held by tensors now
-  size_t peak_in_use = 0;  // the most ever held at once
-  size_t cached = 0;       // freed by tensors, kept for reuse (not returned to the driver)
+  size_t in_use = 0;              // held by tensors now
+  size_t peak_in_use = 0;         // the most ever held at once
+  size_t cached = 0;              // freed by tensors, kept for reuse (not returned to the driver)
   size_t driver_allocations = 0;  // calls to the driver's allocator (cudaMalloc) so far
 };
 
@@ -43,18 +53,25 @@ class DeviceRuntime {
   virtual void* allocate_pinned(size_t bytes) noexcept = 0;
   virtual void release_pinned(void* memory) noexcept = 0;
   // Copies `bytes` between two locations of this process and returns once done.
-  virtual void copy(void* to, Location to_at, const void* from, Location from_at,
-                    size_t bytes) = 0;
+  virtual void copy(void* to, Location to_at, const void* from, Location from_at, size_t bytes) = 0;
   // A new queue (a stream) on `device`.
   virtual std::shared_ptr<DeviceQueue> make_queue(int device, const std::string& name) = 0;
   // Makes `device` current on the calling thread (each device executor calls it first).
   virtual void use_device(int device) = 0;
+  virtual DeviceCounters counters() const = 0;
+  // True for an emulated device: its memory is host memory, and an op at one of its locations
+  // runs its CPU kernel, put on the location's queue (DeviceQueue::enqueue_host).
+  virtual bool kernels_on_host() const { return false; }
 };
 
 // The registered runtime, or null in a build without a device backend.
 DeviceRuntime* device_runtime();
 // Called once by the backend during static initialization.
 void register_device_runtime(DeviceRuntime* runtime);
+// Puts `runtime` (not owned; null for none) in place of the registered one and returns the one
+// it replaced, to be put back the same way: for an emulated device (tests, or a machine without
+// a GPU). Only while no tensor at a GPU location and no compiled graph exists.
+DeviceRuntime* replace_device_runtime(DeviceRuntime* runtime);
 // The runtime, checked to have `device`; otherwise throws purine::Error naming `what` (e.g.
 // "tensor memory at rank0:gpu1") and why: no backend in this build, or no such device.
 DeviceRuntime& require_device(int device, const std::string& what);

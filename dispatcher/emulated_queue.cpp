@@ -65,6 +65,9 @@ class EmulatedEvent : public QueueEvent {
   std::shared_ptr<const QueueFailure> failure_;
 };
 
+// Set on every queue's thread.
+thread_local bool on_a_queue_thread = false;
+
 struct Item {
   enum Kind { kWork, kSignal, kWait } kind;
   std::function<void()> work;         // kWork
@@ -97,6 +100,7 @@ struct EmulatedQueue::State {
 };
 
 void EmulatedQueue::State::thread_main() {
+  on_a_queue_thread = true;
   for (;;) {
     Item item;
     {
@@ -160,6 +164,16 @@ void EmulatedQueue::record(QueueEvent& event) {
 void EmulatedQueue::wait(QueueEvent& event) {
   const std::shared_ptr<EventState>& e = static_cast<EmulatedEvent&>(event).state;
   state_->push({Item::kWait, {}, e, e->recorded.load(std::memory_order_relaxed)});
+}
+
+bool EmulatedQueue::on_queue_thread() { return on_a_queue_thread; }
+
+void EmulatedQueue::drain() {
+  // A signal of its own: signals are handled even after a failure, when work is skipped.
+  const auto drained = std::make_shared<EventState>();
+  state_->push({Item::kSignal, {}, drained, 1});
+  while (drained->reached.load(std::memory_order_acquire) < 1)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
 std::string EmulatedQueue::name() const { return state_->name; }

@@ -6,8 +6,8 @@
 //
 // Ownership: the queue owns its thread; the destructor runs what is queued, then joins. Events
 // must not outlive the queue that created them. Thread-safety: enqueue(), record() and wait()
-// from the one thread that drives the queue; an event's done() from any thread. An exception
-// thrown by work is kept: every later done() of this queue's events rethrows it as
+// from the one thread that drives the queue; an event's done() and drain() from any thread. An
+// exception thrown by work is kept: every later done() of this queue's events rethrows it as
 // purine::Error naming the queue, and the queue skips its remaining work.
 #pragma once
 
@@ -31,6 +31,12 @@ class EmulatedQueue : public DeviceQueue {
 
   // Puts `work` on the queue: it runs on the queue's thread after everything put before it.
   void enqueue(std::function<void()> work);
+  void enqueue_host(std::function<void()> work) override { enqueue(std::move(work)); }
+  // Returns once everything put on the queue before this call has run (or been skipped after a
+  // failure): the emulated device synchronize. Unlike the others, callable from any thread.
+  void drain();
+  // Whether the calling thread is some EmulatedQueue's (it runs queued work).
+  static bool on_queue_thread();
 
   std::unique_ptr<QueueEvent> create_event(bool timed = false) override;
   void record(QueueEvent& event) override;

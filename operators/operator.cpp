@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "base/device_runtime.hpp"
 #include "base/error.hpp"
 #include "operators/gpu_kernel.hpp"
 
@@ -69,6 +70,14 @@ void Operator::compute(const std::vector<const Tensor*>& inputs,
 
 void Operator::compute_gpu(const std::vector<const Tensor*>& inputs,
                            const std::vector<Tensor*>& outputs, OpContext& context) {
+  const DeviceRuntime* runtime = device_runtime();
+  if (runtime && runtime->kernels_on_host()) {
+    require(context.queue != nullptr, type(), ": an emulated device kernel needs its queue");
+    // The op outlives the run, and the tensors and context are the task's, kept by value here.
+    context.queue->enqueue_host(
+        [this, inputs, outputs, context]() mutable { compute_cpu(inputs, outputs, context); });
+    return;
+  }
   const GpuKernel kernel = GpuKernels::find(type());
   require(kernel != nullptr, "operator '", type(), "' has no GPU kernel in this build",
           GpuKernels::types().empty() ? " (built without the CUDA backend)" : "",
@@ -80,6 +89,8 @@ void Operator::compute_gpu(const std::vector<const Tensor*>& inputs,
 void Operator::prepare(const std::vector<const Tensor*>& inputs,
                        const std::vector<Tensor*>& outputs, const OpContext& context) const {
   if (outputs.empty() || !outputs[0] || outputs[0]->location().is_cpu()) return;
+  const DeviceRuntime* runtime = device_runtime();
+  if (runtime && runtime->kernels_on_host()) return;  // CPU kernels need no set-up
   if (const GpuPrepare setup = GpuKernels::find_prepare(type()))
     setup(*this, inputs, outputs, context);
 }

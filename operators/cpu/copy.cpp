@@ -1,5 +1,8 @@
 #include "operators/copy.hpp"
 
+#include <cstring>
+
+#include "base/device_runtime.hpp"
 #include "base/error.hpp"
 #include "operators/registry.hpp"
 
@@ -8,9 +11,17 @@ namespace purine {
 void CopyOp::copy(const Tensor& from, Tensor& to) {
   require(from.shape() == to.shape(), "copy: shapes ", from.shape(), " and ", to.shape(),
           " differ");
-  require(from.location().is_cpu() && to.location().is_cpu(), "copy from ", from.location(), " to ",
+  if (from.location().is_cpu() && to.location().is_cpu()) {
+    to.copy_from(from);
+    return;
+  }
+  // An emulated device's memory is host memory; this runs in its queue's order.
+  const DeviceRuntime* runtime = device_runtime();
+  require(runtime && runtime->kernels_on_host(), "copy from ", from.location(), " to ",
           to.location(), ": GPU copies need the CUDA backend, which this build lacks");
-  to.copy_from(from);
+  require(from.is_contiguous() && to.is_contiguous(), "copy from ", from.location(), " to ",
+          to.location(), ": a device copy needs contiguous tensors (shape ", from.shape(), ")");
+  std::memcpy(to.mutable_data(), from.data(), static_cast<size_t>(from.count()) * sizeof(float));
 }
 
 void CopyOp::compute_cpu(const std::vector<const Tensor*>& inputs,

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -68,6 +69,7 @@ class CudaRuntime : public DeviceRuntime {
 
   void* allocate(int device, size_t bytes) override {
     require_device(device, "GPU memory");
+    allocations_.fetch_add(1, std::memory_order_relaxed);
     void* block = allocator_->allocate(device, bytes);
     DeviceGuard on(device);
     PURINE_CUDA_CALL("allocate", cudaMemset(block, 0, bytes));  // tensors start zero-filled
@@ -81,6 +83,7 @@ class CudaRuntime : public DeviceRuntime {
   }
 
   void* allocate_pinned(size_t bytes) noexcept override {
+    allocations_.fetch_add(1, std::memory_order_relaxed);
     void* memory = nullptr;
     if (cudaHostAlloc(&memory, bytes, cudaHostAllocPortable) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -97,9 +100,11 @@ class CudaRuntime : public DeviceRuntime {
     return allocator_->stats(device);
   }
 
-  void copy(void* to, Location to_at, const void* from, Location from_at,
-            size_t bytes) override {
+  void copy(void* to, Location to_at, const void* from, Location from_at, size_t bytes) override {
     const int device = to_at.is_cpu() ? from_at.device : to_at.device;
+    synchronizations_.fetch_add(1, std::memory_order_relaxed);
+    if (to_at.is_cpu() && !from_at.is_cpu()) device_to_host_.fetch_add(bytes);
+    if (!to_at.is_cpu() && from_at.is_cpu()) host_to_device_.fetch_add(bytes);
     DeviceGuard on(device);
     if (!to_at.is_cpu() && !from_at.is_cpu() && to_at.device != from_at.device) {
       PURINE_CUDA_CALL("copy", cudaMemcpyPeer(to, to_at.device, from, from_at.device, bytes));
@@ -118,7 +123,18 @@ class CudaRuntime : public DeviceRuntime {
 
   void use_device(int device) override { PURINE_CUDA_CALL("executor", cudaSetDevice(device)); }
 
+  DeviceCounters counters() const override {
+    DeviceCounters c;
+    c.synchronizations = synchronizations_.load();
+    c.device_to_host_bytes = device_to_host_.load();
+    c.host_to_device_bytes = host_to_device_.load();
+    c.allocations = allocations_.load();
+    return c;
+  }
+
  private:
+  std::atomic<int64_t> synchronizations_{0}, device_to_host_{0}, host_to_device_{0},
+      allocations_{0};
   mutable std::once_flag counted_;
   mutable int count_ = 0;
   mutable std::unique_ptr<CachingAllocator> allocator_;
