@@ -164,7 +164,8 @@ bool ThreadExecutor::execute(TaskId task) {
     try {
       if (observed && !event) core.notify_start(task, id_);
       if (event) {
-        for (const TaskId before : core.schedule.queue_waits(task)) queue_->wait(*core.events[before]);
+        for (const TaskId before : core.schedule.queue_waits(task))
+          queue_->wait(*core.events[before]);
         if (observed) {
           anchor_run();
           queue_->record(*core.timings[task].start);
@@ -207,10 +208,18 @@ bool ThreadExecutor::execute(TaskId task) {
 bool ThreadExecutor::poll_in_flight() {
   EngineCore& core = *core_;
   size_t kept = 0;
+  // This executor's device tasks sit here in the order they were put on its one queue, which
+  // runs them in that order: once one is not done, none after it is, and asking costs a call
+  // into the driver per task (quadratic in a run's launches if every one asked every time).
+  bool queue_behind = false;
   for (size_t i = 0; i < in_flight_.size(); ++i) {
     const TaskId task = in_flight_[i];
     bool done = true;
     QueueEvent* const event = core.events[task].get();
+    if (event && queue_behind) {
+      in_flight_[kept++] = task;
+      continue;
+    }
     if (!core.cancelled()) {
       current_.store(task, std::memory_order_relaxed);
       try {
@@ -219,6 +228,7 @@ bool ThreadExecutor::poll_in_flight() {
         core.fail(task, std::current_exception());
       }
       if (current_.exchange(kIdle, std::memory_order_acq_rel) == kAbandoned) return false;
+      if (event && !done) queue_behind = true;
     }
     if (done) {
       if (event && core.has_observers && !core.cancelled()) {
@@ -293,8 +303,9 @@ void ThreadExecutor::complete(TaskId task, bool issued_on_queue) {
   EngineCore& core = *core_;
   TaskTable& tasks = core.tasks;
   tasks.set_state(task, core.run_index, TaskTable::kDone);
-  release(issued_on_queue ? core.schedule.device_successors_end(task) : tasks.successors_begin(task),
-          tasks.successors_end(task));
+  release(
+      issued_on_queue ? core.schedule.device_successors_end(task) : tasks.successors_begin(task),
+      tasks.successors_end(task));
   const bool floating = tasks.owner(task) == kAnyExecutor;
   completed_.store(completed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   // Either may let the Engine start the next run.

@@ -129,9 +129,8 @@ TEST_CASE("A failure on a device queue fails the run, naming the task", "[device
   pd::Plan plan;
   const pd::ExecutorId d0 = plan.add_executor({"device0", queue});
   const pd::ExecutorId cpu = plan.add_executor({"cpu"});
-  const pd::TaskId bad = plan.add_task(task("conv1", d0, [queue] {
-    queue->enqueue([] { throw purine::Error("bad launch"); });
-  }));
+  const pd::TaskId bad = plan.add_task(
+      task("conv1", d0, [queue] { queue->enqueue([] { throw purine::Error("bad launch"); }); }));
   bool host_ran = false;
   const pd::TaskId after = plan.add_task(task("after", cpu, [&host_ran] { host_ran = true; }));
   plan.add_dependency(bad, after);
@@ -145,8 +144,8 @@ namespace {
 // Start and end times of each task, as the observers see them.
 struct Spans : pd::Observer {
   std::mutex mu;
-  std::map<std::string, std::pair<std::chrono::steady_clock::time_point,
-                                  std::chrono::steady_clock::time_point>>
+  std::map<std::string,
+           std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>>
       spans;
   void on_task_start(const pd::TaskEvent& e) override {
     std::lock_guard<std::mutex> lock(mu);
@@ -158,8 +157,8 @@ struct Spans : pd::Observer {
   }
   double ms(const std::string& task, bool end = true) {
     const auto& span = spans.at(task);
-    return std::chrono::duration<double, std::milli>((end ? span.second : span.first)
-                                                     .time_since_epoch())
+    return std::chrono::duration<double, std::milli>(
+               (end ? span.second : span.first).time_since_epoch())
         .count();
   }
 };
@@ -186,4 +185,71 @@ TEST_CASE("observers see a device task's device times, not its launch", "[device
     CHECK(spans.ms("b") - spans.ms("b", false) >= 50);
     CHECK(spans.ms("b", false) >= spans.ms("a") - 1);  // b ran on the device after a
   }
+}
+
+namespace {
+
+// An EmulatedQueue whose events note when the executor asks one that is still pending while
+// the one recorded before it on the queue is pending too: a question whose answer was known.
+class AskCountingQueue : public purine::DeviceQueue {
+ public:
+  explicit AskCountingQueue(std::chrono::microseconds delay) : inner_("counted", delay) {}
+  class Event : public purine::QueueEvent {
+   public:
+    Event(AskCountingQueue& queue, std::unique_ptr<purine::QueueEvent> inner)
+        : queue_(queue), inner_(std::move(inner)) {}
+    bool done() override {
+      ++queue_.asked;
+      const bool done = inner_->done();
+      // (`before_` re-recorded since: its older record is done, being of an earlier run.)
+      if (!done && before_ && before_->records_ == before_records_ && !before_->inner_->done())
+        ++queue_.asked_behind;
+      return done;
+    }
+    double seconds_since(purine::QueueEvent& e) override {
+      return inner_->seconds_since(*static_cast<Event&>(e).inner_);
+    }
+    AskCountingQueue& queue_;
+    std::unique_ptr<purine::QueueEvent> inner_;
+    Event* before_ = nullptr;     // recorded just before this one's latest record
+    int64_t before_records_ = 0;  // how often `before_` had been recorded then
+    int64_t records_ = 0;
+  };
+  std::unique_ptr<purine::QueueEvent> create_event(bool timed) override {
+    return std::make_unique<Event>(*this, inner_.create_event(timed));
+  }
+  void record(purine::QueueEvent& event) override {
+    auto& e = static_cast<Event&>(event);
+    e.before_ = last_;
+    e.before_records_ = last_ ? last_->records_ : 0;
+    ++e.records_;
+    last_ = &e;
+    inner_.record(*e.inner_);
+  }
+  void wait(purine::QueueEvent& event) override { inner_.wait(*static_cast<Event&>(event).inner_); }
+  std::string name() const override { return inner_.name(); }
+  void enqueue(std::function<void()> work) { inner_.enqueue(std::move(work)); }
+
+  std::atomic<int64_t> asked{0}, asked_behind{0};
+
+ private:
+  pd::EmulatedQueue inner_;
+  Event* last_ = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("a device executor asks only the oldest pending launch of its queue", "[device]") {
+  // 100 independent launches of 200 us of work each: each launch is followed by a poll while
+  // the earlier ones are still queued.
+  auto queue = std::make_shared<AskCountingQueue>(200us);
+  pd::Plan plan;
+  const pd::ExecutorId d0 = plan.add_executor({"device0", queue});
+  for (int i = 0; i < 100; ++i)
+    plan.add_task(task("t" + std::to_string(i), d0, [queue] { queue->enqueue([] {}); }));
+  pd::Engine engine(std::move(plan));
+  engine.run();
+  engine.run();
+  CHECK(queue->asked > 0);
+  CHECK(queue->asked_behind == 0);
 }
