@@ -2,11 +2,13 @@
 
 #include <glog/logging.h>
 
+#include <atomic>
 #include <map>
 
 namespace purine {
 
 namespace {
+std::atomic<GpuMath> math{GpuMath::kFp32};
 struct Entry {
   GpuKernel kernel;
   GpuPrepare prepare;
@@ -16,6 +18,9 @@ std::map<std::string, Entry>& kernels() {
   return table;
 }
 }  // namespace
+
+void set_gpu_math(GpuMath m) { math.store(m); }
+GpuMath gpu_math() { return math.load(); }
 
 bool GpuKernels::add(const std::string& type, GpuKernel kernel, GpuPrepare prepare) {
   CHECK(kernels().emplace(type, Entry{kernel, prepare}).second)

@@ -25,6 +25,15 @@ using GpuKernel = void (*)(const Operator& op, const std::vector<const Tensor*>&
 using GpuPrepare = void (*)(const Operator& op, const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, const OpContext& context);
 
+// The arithmetic of the GPU's matrix kernels (convolutions, inner products) on float32 data:
+// kFp32, the default and the CPU-parity reference, multiplies in full float32 (FMA); kTf32 lets
+// cuDNN and cuBLAS round the operands to TF32 on the tensor cores (PyTorch's allow_tf32), which
+// is faster on Ampere and later GPUs and agrees with FP32 to about 1e-3. Process-wide: set it
+// before the first run of a graph (the kernels choose their algorithms on first use).
+enum class GpuMath { kFp32, kTf32 };
+void set_gpu_math(GpuMath math);
+GpuMath gpu_math();
+
 class GpuKernels {
  public:
   static bool add(const std::string& type, GpuKernel kernel, GpuPrepare prepare = nullptr);
@@ -40,6 +49,6 @@ class GpuKernels {
 // The kernel may be a template instance (forward<Relu>): the variable is named by line.
 #define PURINE_GPU_KERNEL_CONCAT2(a, b) a##b
 #define PURINE_GPU_KERNEL_CONCAT(a, b) PURINE_GPU_KERNEL_CONCAT2(a, b)
-#define PURINE_REGISTER_GPU_KERNEL(Class, ...)                                       \
+#define PURINE_REGISTER_GPU_KERNEL(Class, ...)                                          \
   static const bool PURINE_GPU_KERNEL_CONCAT(purine_gpu_kernel_registered_, __LINE__) = \
       ::purine::GpuKernels::add(Class::kType, __VA_ARGS__)

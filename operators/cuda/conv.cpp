@@ -1,6 +1,7 @@
-// GPU kernels of operators/conv.hpp through cuDNN: FP32 cross-correlation with FMA math (no
-// TF32), the algorithm chosen per geometry within a workspace limit and cached
-// (conv_algorithms.hpp), deterministic ones unless the op's `deterministic` attribute is 0
+// GPU kernels of operators/conv.hpp through cuDNN: FP32 cross-correlation with FMA math (TF32
+// tensor cores only under GpuMath::kTf32), the algorithm timed once per geometry within a
+// workspace limit and cached (conv_algorithms.hpp), deterministic ones unless the op's
+// `deterministic` attribute is 0
 // (the attribute of conv_grad_weight's CPU kernel; here it applies to all three directions).
 // The descriptors and the algorithm are made once per (device, direction, geometry) on each
 // executor thread and kept, so a call costs a map lookup on the host.
@@ -35,10 +36,15 @@ struct Descriptors {
 
 // What one direction of one geometry needs per call: its descriptors and algorithm.
 struct Plan {
-  Plan(const ConvGeometry& g, CudaStream& stream, ConvDirection direction, bool deterministic)
-      : d(g),
-        algo(choose_conv_algorithm(stream.cudnn(), stream.device(), direction, g, deterministic,
-                                   d.x.get(), d.w.get(), d.conv.get(), d.y.get())) {}
+  Plan(const ConvGeometry& g, CudaStream& stream, ConvDirection direction, bool deterministic,
+       bool tensor_ops)
+      : d(g) {
+    // Tensor-core algorithms are timed only when TF32 is allowed; the one chosen sets the math.
+    if (tensor_ops) d.conv.set_math(CUDNN_TENSOR_OP_MATH);
+    algo = choose_conv_algorithm(stream.cudnn(), stream.device(), direction, g, deterministic,
+                                 tensor_ops, d.x.get(), d.w.get(), d.conv.get(), d.y.get());
+    d.conv.set_math(algo.math);
+  }
   Descriptors d;
   ConvAlgorithm algo;
 };
@@ -50,9 +56,10 @@ using PlanKey = std::array<int64_t, 16>;
 const Plan& plan_for(const ConvGeometry& g, CudaStream& stream, ConvDirection direction,
                      bool deterministic) {
   thread_local std::map<PlanKey, std::unique_ptr<Plan>> cache;
+  const bool tensor_ops = gpu_math() == GpuMath::kTf32;
   const PlanKey key{stream.device(),
                     static_cast<int64_t>(direction),
-                    deterministic ? 1 : 0,
+                    (deterministic ? 1 : 0) + (tensor_ops ? 2 : 0),
                     g.n,
                     g.c,
                     g.h,
@@ -67,7 +74,7 @@ const Plan& plan_for(const ConvGeometry& g, CudaStream& stream, ConvDirection di
                     g.pad_h,
                     g.pad_w};
   std::unique_ptr<Plan>& slot = cache[key];
-  if (!slot) slot = std::make_unique<Plan>(g, stream, direction, deterministic);
+  if (!slot) slot = std::make_unique<Plan>(g, stream, direction, deterministic, tensor_ops);
   return *slot;
 }
 

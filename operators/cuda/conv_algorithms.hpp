@@ -1,7 +1,9 @@
-// Which cuDNN algorithm runs a convolution of one geometry in one direction: chosen once per
-// (device, direction, geometry, deterministic) from cuDNN's heuristics, the fastest one whose
-// workspace fits the limit and, when asked, that is deterministic; then cached for the process
-// (thread-safe).
+// Which cuDNN algorithm runs a convolution of one geometry in one direction: timed once per
+// (device, direction, geometry, deterministic, tensor ops) by cuDNN's find (every algorithm run
+// on scratch memory cuDNN allocates, as PyTorch's cudnn.benchmark does), the fastest whose
+// workspace fits the limit, whose math is plain FMA unless tensor ops are allowed, and, when
+// asked, that is deterministic; then cached for the process (thread-safe). The timing runs
+// synchronously on the caller's stream, on the first call of each geometry only.
 #pragma once
 
 #include <cudnn.h>
@@ -19,11 +21,12 @@ constexpr size_t kConvWorkspaceLimit = size_t{512} << 20;
 struct ConvAlgorithm {
   int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
   size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_FMA_MATH;  // the convolution descriptor's math for it
 };
 
 // The algorithm for `direction` on `g` (descriptors built by the caller from g).
 ConvAlgorithm choose_conv_algorithm(cudnnHandle_t handle, int device, ConvDirection direction,
-                                    const ConvGeometry& g, bool deterministic,
+                                    const ConvGeometry& g, bool deterministic, bool tensor_ops,
                                     cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y);
 

@@ -45,7 +45,8 @@ class FilterDesc {
   cudnnFilterDescriptor_t desc_ = nullptr;
 };
 
-// Cross-correlation in FP32 with plain FMA math: no TF32 tensor-core rounding.
+// Cross-correlation of FP32 data, with plain FMA math (no TF32 tensor-core rounding) until
+// set_math() says otherwise (the math of the algorithm chosen for it).
 class ConvDesc {
  public:
   ConvDesc(int64_t pad_h, int64_t pad_w, int64_t stride_h, int64_t stride_w) {
@@ -56,6 +57,9 @@ class ConvDesc {
     PURINE_CUDNN_CALL("descriptor", cudnnSetConvolutionMathType(desc_, CUDNN_FMA_MATH));
   }
   ~ConvDesc() { (void)cudnnDestroyConvolutionDescriptor(desc_); }
+  void set_math(cudnnMathType_t math) {
+    PURINE_CUDNN_CALL("descriptor", cudnnSetConvolutionMathType(desc_, math));
+  }
   ConvDesc(const ConvDesc&) = delete;
   ConvDesc& operator=(const ConvDesc&) = delete;
   cudnnConvolutionDescriptor_t get() const { return desc_; }

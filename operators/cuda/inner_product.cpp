@@ -1,11 +1,13 @@
-// GPU kernels of operators/inner_product.hpp through cuBLAS (FP32, no TF32: the stream's handle
-// is in pedantic math mode). Tensors are row-major; cuBLAS is column-major, so each product
-// C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T, which reads the same memory.
+// GPU kernels of operators/inner_product.hpp through cuBLAS: pedantic FP32 math, or TF32 tensor
+// ops under GpuMath::kTf32 (operators/gpu_kernel.hpp), set on the handle before each product.
+// Tensors are row-major; cuBLAS is column-major, so each product C = op(A) op(B) is computed as C^T
+// = op(B)^T op(A)^T, which reads the same memory.
+#include "operators/inner_product.hpp"
+
+#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/gpu_kernel.hpp"
-#include "operators/inner_product.hpp"
 
 namespace purine::cuda {
 
@@ -17,6 +19,9 @@ void gemm(const char* what, CudaStream& stream, bool trans_a, bool trans_b, int6
           int64_t ldc) {
   if (m == 0 || n == 0) return;
   const float one = 1.0f, zero = 0.0f;
+  PURINE_CUBLAS_CALL(what, cublasSetMathMode(stream.cublas(), gpu_math() == GpuMath::kTf32
+                                                                  ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                  : CUBLAS_PEDANTIC_MATH));
   PURINE_CUBLAS_CALL(what, cublasSgemm(stream.cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
                                        &one, b, int(ldb), a, int(lda), &zero, c, int(ldc)));
@@ -36,8 +41,8 @@ void grad_data(const Operator&, const std::vector<const Tensor*>& inputs,
   require_contiguous_gpu(InnerProductGradDataOp::kType, inputs, outputs);
   const int64_t n = inputs[0]->shape()[0], o = inputs[1]->shape()[0], k = inputs[1]->shape()[1];
   // dx [N, K] = dy [N, O] w [O, K]
-  gemm(InnerProductGradDataOp::kType, stream_of(context), false, false, n, k, o,
-       inputs[0]->data(), o, inputs[1]->data(), k, outputs[0]->mutable_data(), k);
+  gemm(InnerProductGradDataOp::kType, stream_of(context), false, false, n, k, o, inputs[0]->data(),
+       o, inputs[1]->data(), k, outputs[0]->mutable_data(), k);
 }
 
 void grad_weight(const Operator&, const std::vector<const Tensor*>& inputs,
@@ -46,8 +51,8 @@ void grad_weight(const Operator&, const std::vector<const Tensor*>& inputs,
   const int64_t n = inputs[0]->shape()[0], o = inputs[0]->shape()[1];
   const int64_t k = outputs[0]->shape()[1];
   // dw [O, K] = dy^T [O, N] x [N, K]
-  gemm(InnerProductGradWeightOp::kType, stream_of(context), true, false, o, k, n,
-       inputs[0]->data(), o, inputs[1]->data(), k, outputs[0]->mutable_data(), k);
+  gemm(InnerProductGradWeightOp::kType, stream_of(context), true, false, o, k, n, inputs[0]->data(),
+       o, inputs[1]->data(), k, outputs[0]->mutable_data(), k);
 }
 
 }  // namespace

@@ -37,6 +37,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Shared memory and TCP between local ranks; the bundle carries no UCX or libfabric plugins.
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_osc=^ucx,rdma
 export OMPI_MCA_mca_base_component_show_load_errors=0
+# PMIx warns on stderr that it has no compression library, before a program's first line.
+export PMIX_MCA_pcompress_base_silence_warning=1
 # The test programs find the CLI as $PURINE_BINARY_DIR/tools/purine.
 mkdir -p "$here/tools"
 ln -sf "$here/bin/purine" "$here/tools/purine"
