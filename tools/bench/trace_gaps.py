@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Where an iteration's wall time goes, from a `purine train --trace` file.
+
+Iterations are told apart by their tasks: every task runs once per iteration, so the n-th run
+of each task belongs to iteration n. For the iterations after the warm-up it prints the median
+iteration period (start to start), the host gap (from the last task of one iteration ending to
+the first task of the next starting: the trainer's own time between runs) as a share of the
+period, and each thread's busy share (the union of its tasks' spans over the period; on a GPU
+stream this is the device's busy share, since traces show device times there).
+
+Usage: tools/bench/trace_gaps.py TRACE.json [--skip=5]
+"""
+import argparse
+import collections
+import json
+import statistics
+import sys
+
+
+def union_length(spans):
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace")
+    parser.add_argument("--skip", type=int, default=5, help="warm-up iterations left out")
+    args = parser.parse_args()
+    with open(args.trace) as f:
+        events = json.load(f)["traceEvents"]
+    threads = {e["tid"]: e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    tasks = [e for e in events if e.get("ph") == "X"]
+    runs = collections.Counter(e["name"] for e in tasks)
+    iterations = max(runs.values(), default=0)
+    if iterations <= args.skip + 1:
+        sys.exit(f"error: {args.trace} holds {iterations} iterations; need more than "
+                 f"{args.skip + 1} (train longer, or lower --skip)")
+    seen = collections.Counter()
+    by_iteration = collections.defaultdict(list)  # iteration -> [(start, end, tid)]
+    for e in sorted(tasks, key=lambda e: e["ts"]):
+        n = seen[e["name"]]
+        seen[e["name"]] += 1
+        by_iteration[n].append((e["ts"], e["ts"] + e["dur"], e["tid"]))
+    timed = range(args.skip, iterations - 1)
+    starts = {n: min(s for s, _, _ in by_iteration[n]) for n in range(iterations)}
+    ends = {n: max(t for _, t, _ in by_iteration[n]) for n in range(iterations)}
+    periods = [starts[n + 1] - starts[n] for n in timed]
+    gaps = [max(0.0, starts[n + 1] - ends[n]) for n in timed]
+    period = statistics.median(periods)
+    print(f"{len(timed)} iterations after {args.skip} of warm-up: period {period / 1e3:.3f} ms, "
+          f"host gap {statistics.median(gaps) / 1e3:.3f} ms "
+          f"({statistics.median(g / p for g, p in zip(gaps, periods)):.1%} of the period)")
+    for tid, name in sorted(threads.items()):
+        shares = []
+        for n in timed:
+            spans = [(s, t) for s, t, who in by_iteration[n] if who == tid]
+            shares.append(union_length(spans) / (starts[n + 1] - starts[n]))
+        print(f"  {name:32s} busy {statistics.median(shares):6.1%}")
+
+
+if __name__ == "__main__":
+    main()
