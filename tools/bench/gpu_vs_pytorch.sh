@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# GPU training throughput, Purine against PyTorch on the same GPU in the same run: convnet on
-# synthetic 1x28x28 data and GoogLeNet (inception v1, batch 128) on synthetic 3x224x224 data,
-# one GPU, FP32 (TF32 off in both). Prints images/s and the ratio per model; the target is at
-# least 1.0x. Each runs twice, alternating, and keeps its best.
+# GPU training throughput, Purine against PyTorch on the same GPU in the same run: mlp and
+# convnet (batch 64, synthetic 1x28x28 data) and GoogLeNet (inception v1, batch 128, synthetic
+# 3x224x224 data) on one GPU, in FP32 and then with TF32 on both sides (`--math=tf32`, PyTorch's
+# allow_tf32). PyTorch runs three ways: eager as it is, with cudnn.benchmark, and with its step
+# captured in a CUDA graph (tools/bench/pytorch_gpu_peer.py). Each run is made twice,
+# alternating, keeping the best; the ratios are Purine over each PyTorch setting. Then, from a
+# trace of Purine's FP32 runs, where an iteration's time goes (tools/bench/trace_gaps.py: the
+# host's gap between iterations and each stream's busy share), and mlp on this machine's CPU.
 # Usage: tools/bench/gpu_vs_pytorch.sh [iters=60] [googlenet batch=128]
 # Environment: PURINE_BIN (default build/tools/purine), PYTHON (default python3, with a CUDA
 # PyTorch).
@@ -13,23 +17,59 @@ gbatch=${2:-128}
 purine=${PURINE_BIN:-build/tools/purine}
 python=${PYTHON:-python3}
 [ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
-summary=$(mktemp)
-trap 'rm -f "$summary"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | head -1; }
+best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+specs=("mlp 64 1x28x28:10" "convnet 64 1x28x28:10" "googlenet $gbatch 3x224x224:1000")
 
-printf "%-10s %6s %14s %14s %7s\n" model batch purine_img/s pytorch_img/s ratio
-for spec in "convnet 64 1x28x28:10" "googlenet $gbatch 3x224x224:1000"; do
-  read -r model batch data <<<"$spec"
-  best_purine=0 best_torch=0
-  for round in 1 2; do
-    "$purine" train --model="$model" --device=0 --data="synthetic:$data" --batch="$batch" \
-      --max-iters="$iters" --noevaluate --summary="$summary" >/dev/null
-    p=$(field images_per_sec <"$summary")
-    t=$("$python" tools/bench/pytorch_gpu_peer.py --model "$model" --batch "$batch" \
-      --iters "$iters" | field images_per_sec)
-    best_purine=$(awk -v a="$best_purine" -v b="$p" 'BEGIN { print (a > b ? a : b) }')
-    best_torch=$(awk -v a="$best_torch" -v b="$t" 'BEGIN { print (a > b ? a : b) }')
+purine_run() {  # MODEL BATCH DATA MATH [FLAGS...]: images/s
+  local model=$1 batch=$2 data=$3 math=$4
+  shift 4
+  "$purine" train --model="$model" --device=0 --data="synthetic:$data" --batch="$batch" \
+    --max-iters="$iters" --noevaluate --math="$math" --summary="$work/summary.json" "$@" \
+    >"$work/log" 2>&1 || { cat "$work/log" >&2; echo "error: purine $model failed" >&2; return 1; }
+  field images_per_sec <"$work/summary.json"
+}
+
+torch_run() {  # MODEL BATCH MODE MATH: images/s, or 0 when PyTorch fails
+  local flags=(--model "$1" --batch "$2" --iters "$iters" --mode "$3")
+  [ "$4" = tf32 ] && flags+=(--tf32)
+  "$python" tools/bench/pytorch_gpu_peer.py "${flags[@]}" 2>"$work/torch.err" |
+    field images_per_sec || { tail -3 "$work/torch.err" >&2; echo 0; }
+}
+
+printf "%-9s %5s %4s %11s %11s %11s %11s %7s %7s %7s\n" model batch math purine torch_eager \
+  torch_bench torch_graph /eager /bench /graph
+for math in fp32 tf32; do
+  for spec in "${specs[@]}"; do
+    read -r model batch data <<<"$spec"
+    p=0 eager=0 bench=0 graph=0
+    for round in 1 2; do
+      p=$(best "$p" "$(purine_run "$model" "$batch" "$data" "$math")")
+      eager=$(best "$eager" "$(torch_run "$model" "$batch" eager "$math")")
+      bench=$(best "$bench" "$(torch_run "$model" "$batch" benchmark "$math")")
+      graph=$(best "$graph" "$(torch_run "$model" "$batch" graph "$math")")
+    done
+    printf "%-9s %5d %4s %11.0f %11.0f %11.0f %11.0f %7s %7s %7s\n" "$model" "$batch" "$math" \
+      "$p" "$eager" "$bench" "$graph" "$(ratio "$p" "$eager")" "$(ratio "$p" "$bench")" \
+      "$(ratio "$p" "$graph")"
   done
-  ratio=$(awk -v a="$best_purine" -v b="$best_torch" 'BEGIN { printf "%.2f", a / b }')
-  printf "%-10s %6d %14.0f %14.0f %7s\n" "$model" "$batch" "$best_purine" "$best_torch" "${ratio}x"
 done
+
+echo
+echo "Where Purine's FP32 iteration goes (trace of $iters iterations):"
+for spec in "${specs[@]}"; do
+  read -r model batch data <<<"$spec"
+  purine_run "$model" "$batch" "$data" fp32 --trace="$work/trace.json" >/dev/null
+  echo "$model, batch $batch:"
+  "$python" tools/bench/trace_gaps.py "$work/trace.json" --skip=10 | sed 's/^/  /'
+done
+
+echo
+cpu=$("$purine" train --model=mlp --batch=64 --data=synthetic:1x28x28:10 \
+  --max-iters=$((iters * 20)) --noevaluate --threads="$(nproc)" --summary="$work/summary.json" \
+  >/dev/null 2>&1 && field images_per_sec <"$work/summary.json")
+gpu=$(purine_run mlp 64 1x28x28:10 fp32)
+echo "mlp, batch 64: GPU $gpu img/s, this machine's CPU ($(nproc) threads) $cpu img/s: $(ratio "$gpu" "$cpu")"

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""The PyTorch peer of `purine train --device=0` on one GPU: the same networks (convnet, and
-GoogLeNet as models/googlenet.cpp builds it: inception v1 with LRN, no batch norm, no auxiliary
-heads), synthetic data of the same shape drawn once on the host and copied to the GPU every
-iteration (as purine's data source is), SGD with momentum 0.9 and weight decay 5e-4, FP32 with
-TF32 off. Times images/s after the first 10 iterations, synchronizing the GPU at both ends.
-Prints one JSON line. Usage: python3 tools/bench/pytorch_gpu_peer.py --model googlenet
---batch 128 --iters 60"""
+"""The PyTorch peer of `purine train --device=0` on one GPU: the same networks (mlp, convnet,
+and GoogLeNet as models/googlenet.cpp builds it: inception v1 with LRN, no batch norm, no
+auxiliary heads), synthetic data of the same shape drawn once on the host and copied to the GPU
+every iteration (as purine's data source is), SGD with momentum 0.9 and weight decay 5e-4, FP32
+with TF32 off unless --tf32. Three ways to run it (--mode): `eager` as it is; `benchmark` with
+torch.backends.cudnn.benchmark = True (what a PyTorch user sets for fixed shapes); `graph`
+with that, and forward, backward and update captured once in a CUDA graph and replayed after
+each batch's copy (the strongest static-shape setting). Times images/s after the first 10
+iterations, synchronizing the GPU at both ends. Prints one JSON line.
+Usage: python3 tools/bench/pytorch_gpu_peer.py --model googlenet --batch 128 --iters 60
+[--mode eager|benchmark|graph] [--tf32]"""
 import argparse
 import json
 import time
@@ -52,13 +56,17 @@ def googlenet(classes):
 
 
 def build(name):
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(inplace=True),
+                             nn.Linear(256, 128), nn.ReLU(inplace=True),
+                             nn.Linear(128, 10)), (1, 28, 28), 10
     if name == "convnet":
         return nn.Sequential(conv_relu(1, 32, 5), nn.MaxPool2d(2), conv_relu(32, 64, 5),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(7 * 7 * 64, 1024),
                              nn.ReLU(inplace=True), nn.Linear(1024, 10)), (1, 28, 28), 10
     if name == "googlenet":
         return googlenet(1000), (3, 224, 224), 1000
-    raise SystemExit(f"error: unknown model '{name}' (convnet, googlenet)")
+    raise SystemExit(f"error: unknown model '{name}' (mlp, convnet, googlenet)")
 
 
 def main():
@@ -67,11 +75,14 @@ def main():
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--iters", type=int, default=60)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--mode", choices=["eager", "benchmark", "graph"], default="eager")
+    p.add_argument("--tf32", action="store_true")
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("error: PyTorch sees no GPU")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cudnn.benchmark = args.mode != "eager"
     torch.manual_seed(1)
     net, shape, classes = build(args.model)
     net = net.cuda()
@@ -80,22 +91,51 @@ def main():
     pool = 4  # distinct host batches, as purine's synthetic source keeps
     images = [torch.rand(args.batch, *shape).mul_(2).sub_(1).pin_memory() for _ in range(pool)]
     labels = [torch.randint(0, classes, (args.batch,)).pin_memory() for _ in range(pool)]
+    x = torch.empty(args.batch, *shape, device="cuda")
+    y = torch.empty(args.batch, dtype=torch.long, device="cuda")
+
+    def step(it):
+        x.copy_(images[it % pool], non_blocking=True)
+        y.copy_(labels[it % pool], non_blocking=True)
+        opt.zero_grad(set_to_none=args.mode != "graph")
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
     warmup = min(10, args.iters // 2)
+    graph = None
+    if args.mode == "graph":
+        # Warm up on a side stream (cuDNN's autotuning, the optimizer's buffers), then capture
+        # forward, backward and update on the static batch tensors; each iteration copies its
+        # batch into them on the stream, ahead of the replay.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for it in range(3):
+                step(it)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            loss = loss_fn(net(x), y)
+            loss.backward()
+            opt.step()
     start = None
     for it in range(args.iters):
         if it == warmup:
             torch.cuda.synchronize()
             start = time.perf_counter()
-        x = images[it % pool].cuda(non_blocking=True)
-        y = labels[it % pool].cuda(non_blocking=True)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x), y)
-        loss.backward()
-        opt.step()
+        if graph is None:
+            loss = step(it)
+        else:
+            x.copy_(images[it % pool], non_blocking=True)
+            y.copy_(labels[it % pool], non_blocking=True)
+            graph.replay()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
-                      "batch": args.batch, "device": torch.cuda.get_device_name(0),
+                      "batch": args.batch, "mode": args.mode, "tf32": args.tf32,
+                      "device": torch.cuda.get_device_name(0),
                       "images_per_sec": (args.iters - warmup) * args.batch / elapsed,
                       "final_loss": float(loss)}))
 
