@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -21,6 +20,7 @@
 #include "models/models.hpp"
 #include "operators/registry.hpp"
 #include "purine/mpi.hpp"
+#include "tools/cli/help.hpp"
 #include "tools/cli/predict_command.hpp"
 #include "tools/cli/train_command.hpp"
 
@@ -65,38 +65,6 @@ int list_devices() {
             << "\n";
   for (const std::string& line : devices) std::cout << "  " << line << "\n";
   return 0;
-}
-
-// `purine <command> --help`: the command's own flags (those `wanted` picks), as users spell
-// them (--max-iters), without the ~100 flags of glog and gflags (those stay under --helpfull).
-void print_help(const std::string& command,
-                const std::function<bool(const gflags::CommandLineFlagInfo&)>& wanted) {
-  std::vector<gflags::CommandLineFlagInfo> flags;
-  gflags::GetAllFlags(&flags);
-  std::cout << "usage: purine " << command
-            << " [flags]   (flags may be written --max-iters or --max_iters)\n";
-  for (const gflags::CommandLineFlagInfo& f : flags) {
-    if (f.filename.find("tools/cli/") == std::string::npos || !wanted(f)) continue;
-    std::string name = f.name;
-    std::replace(name.begin(), name.end(), '_', '-');
-    std::cout << "  --" << name << " (" << f.type << ", default "
-              << (f.default_value.empty() ? "\"\"" : f.default_value) << ")\n      "
-              << f.description << "\n";
-  }
-  std::cout << "--helpfull lists every flag, glog's and gflags' included.\n";
-}
-
-// Which flags each command's --help lists: train's own (in train_command.cpp, less those of
-// graph alone), graph's (train's, which build the graph it draws, and its own), and the lists
-// predict_command.cpp gives for predict and export.
-bool flag_of_command(const std::string& command, const gflags::CommandLineFlagInfo& f) {
-  const bool train_file = f.filename.find("train_command.cpp") != std::string::npos;
-  const bool graph_only = f.name == "format" || f.name == "expand" || f.name == "forward_only";
-  if (command == "train") return train_file && !graph_only;
-  if (command == "graph") return train_file || f.name == "output";
-  const std::vector<std::string> listed =
-      command == "predict" ? purine::cli::predict_flags() : purine::cli::export_flags();
-  return std::find(listed.begin(), listed.end(), f.name) != listed.end();
 }
 
 }  // namespace
@@ -144,11 +112,12 @@ int main(int argc, char** argv) {
                           "checkpoint in --checkpoint-dir); for a file use ",
                           "--resume-from=", a.substr(9)));
       if (wants_help) {
-        print_help(command, [&](const gflags::CommandLineFlagInfo& f) {
-          return flag_of_command(command, f);
-        });
+        std::cout << purine::cli::help_text(command);
         return 0;
       }
+      // gflags would end the process on an unknown flag with a line of its own; refuse it
+      // here, with the flag it is likely a typo of.
+      purine::cli::check_flags_known(command, {args.begin() + 1, args.end()});
       gflags::ParseCommandLineFlags(&cargc, &cargv, true);
       if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
       if (command == "predict") return purine::cli::run_predict();

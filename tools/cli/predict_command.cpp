@@ -87,13 +87,54 @@ PredictorOptions predictor_options(const Shape& image) {
 
 }  // namespace
 
-std::vector<std::string> predict_flags() {
-  return {"model",        "checkpoint", "data",       "image",     "top",    "predict_batch",
-          "test_samples", "classes",    "input_mean", "input_std", "threads"};
+// The flags predict and export share with train, in their own words.
+const char kModelHelp[] = "the model the checkpoint was trained as (`purine models` lists them)";
+const char kClassesHelp[] = "classes of the model's output, as it was trained with";
+
+std::vector<FlagHelp> predict_flags() {
+  return {
+      {"model", kModelHelp},
+      {"checkpoint",
+       "the trained weights to predict with: a checkpoint of purine train (--checkpoint=FILE, "
+       "or a ckpt-<iteration>.purine of --checkpoint-dir) or a file of purine export "
+       "--weights-only"},
+      {"image",
+       "classify this binary PGM image (P5, 8 bits) instead of evaluating the test "
+       "split of --data"},
+      {"top", "with --image: print this many classes, most probable first"},
+      {"data",
+       "without --image: the directory whose test split (t10k-*, IDX files) is "
+       "evaluated; its accuracy and confusion matrix are printed"},
+      {"test_samples", "without --image: evaluate on the first N test images (0: all)"},
+      {"predict_batch", "without --image: test images per batch"},
+      {"classes", kClassesHelp},
+      {"input_mean",
+       "images are standardized as in training, (pixel / 255 - mean) / std: give "
+       "the values the model was trained with (default: Fashion-MNIST's)"},
+      {"input_std", "the standard deviation of --input-mean's standardization"},
+      {"threads", "compute threads of the forward passes (bounds BLAS and oneDNN too), 1 to 1024"},
+  };
 }
-std::vector<std::string> export_flags() {
-  return {"model",         "checkpoint",    "weights_only", "output",
-          "forward_graph", "predict_batch", "data",         "classes"};
+std::vector<FlagHelp> export_flags() {
+  return {
+      {"model", kModelHelp},
+      {"checkpoint",
+       "with --weights-only: the checkpoint to read (of purine train: --checkpoint=FILE, or a "
+       "ckpt-<iteration>.purine of --checkpoint-dir)"},
+      {"weights_only",
+       "write the parameters and states of --checkpoint, without its "
+       "optimizer states, to --output"},
+      {"output", "with --weights-only: the file to write"},
+      {"forward_graph",
+       "write the model's forward graph (images in, probabilities out; no "
+       "weights) to this file, .pb or .pbtxt, for import_graph "
+       "(purine/serialize.hpp)"},
+      {"predict_batch", "with --forward-graph: the batch of images the graph is built for"},
+      {"data",
+       "the directory of the data set whose images the model takes (their shape "
+       "sizes the model's input)"},
+      {"classes", kClassesHelp},
+  };
 }
 
 int run_predict() {

@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli/help.hpp"
+
 namespace purine::cli {
 
-// The flags `purine predict --help` and `purine export --help` list.
-std::vector<std::string> predict_flags();
-std::vector<std::string> export_flags();
+// The flags `purine predict --help` and `purine export --help` list, each with the text of
+// what it means to that command.
+std::vector<FlagHelp> predict_flags();
+std::vector<FlagHelp> export_flags();
 // Return the process exit code; throw purine::Error on bad flags, files or data.
 int run_predict();
 int run_export();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include "base/error.hpp"
 #include "graphs/pipeline.hpp"
@@ -20,8 +21,12 @@
 
 DEFINE_string(config, "",
               "read the configuration from this protobuf text file (TrainConfig: fields named as "
-              "these flags, e.g. max_iters: 100); flags on the command line override it");
-DEFINE_bool(print_config, false, "print the effective configuration as protobuf text and exit");
+              "these flags, e.g. max_iters: 100); flags on the command line override it. Every "
+              "flag but --config and --print-config is a field (a file names no other config "
+              "file; printing is an action, not a setting of the run)");
+DEFINE_bool(print_config, false,
+            "print the effective configuration as protobuf text, every flag but --config and "
+            "--print-config as a field, and exit");
 DEFINE_string(format, "svg", "graph: dot (GraphViz text), svg or png (drawn by Graphviz's dot)");
 DEFINE_bool(expand, false, "graph: draw every op of every layer (default: one circle per layer)");
 DEFINE_bool(forward_only, false, "graph: draw the forward ops only");
@@ -229,20 +234,30 @@ std::string memory_line(const MemoryPlan& memory, bool reuse) {
 }  // namespace
 
 int run_train() {
-  if (!FLAGS_config.empty()) apply_config_file(FLAGS_config);
+  const ConfigFile config = apply_config_file(FLAGS_config);
   if (FLAGS_print_config) {
     std::fputs(effective_config().c_str(), stdout);
     return 0;
   }
-  TrainOptions options = options_from_flags();
-  warn_if_threads_exceed_cores(options);
+  TrainOptions options;
+  std::unique_ptr<Trainer> built;
+  std::string resumed;
+  try {
+    options = options_from_flags();
+    warn_if_threads_exceed_cores(options);
+    // Fail on an unwritable output path now, not after training (the trainer checks its own).
+    if (options.rank == 0 && !FLAGS_summary.empty())
+      check_writable(FLAGS_summary, "the summary file");
+    if (options.rank == 0 && !FLAGS_export_graph.empty())
+      check_writable(FLAGS_export_graph, "the graph export file");
+    built = std::make_unique<Trainer>(options);
+    resumed = built->resume();
+  } catch (const Error& e) {
+    // A value the config file gave: name the file, line and field.
+    throw Error(config.place(e.what()));
+  }
+  Trainer& trainer = *built;
   const bool leader = options.rank == 0;
-  // Fail on an unwritable output path now, not after training (the trainer checks its own).
-  if (leader && !FLAGS_summary.empty()) check_writable(FLAGS_summary, "the summary file");
-  if (leader && !FLAGS_export_graph.empty())
-    check_writable(FLAGS_export_graph, "the graph export file");
-  Trainer trainer(options);
-  const std::string resumed = trainer.resume();
   if (leader && !resumed.empty()) std::printf("resuming from %s\n", resumed.c_str());
   if (leader && !FLAGS_export_graph.empty())
     export_graph(trainer.training_graph(), FLAGS_export_graph);
@@ -312,13 +327,20 @@ int run_train() {
 }
 
 int run_graph() {
-  if (!FLAGS_config.empty()) apply_config_file(FLAGS_config);
+  const ConfigFile config = apply_config_file(FLAGS_config);
   require(FLAGS_format == "dot" || FLAGS_format == "svg" || FLAGS_format == "png",
           "--format must be dot, svg or png, got '", FLAGS_format, "'");
-  TrainOptions options = options_from_flags();
-  options.evaluate = false;
-  options.max_iters = 1;
-  Trainer trainer(options);
+  TrainOptions options;
+  std::unique_ptr<Trainer> built;
+  try {
+    options = options_from_flags();
+    options.evaluate = false;
+    options.max_iters = 1;
+    built = std::make_unique<Trainer>(options);
+  } catch (const Error& e) {
+    throw Error(config.place(e.what()));
+  }
+  Trainer& trainer = *built;
   Graph::DotOptions dot_options;
   dot_options.collapse = !FLAGS_expand;
   dot_options.forward_only = FLAGS_forward_only;
