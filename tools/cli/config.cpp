@@ -131,9 +131,9 @@ std::string ConfigFile::place(const std::string& message) const {
     for (const Field& f : fields_)
       if (f.name == flag) blamed = &f;
   }
-  // Else a text value it quotes ("unknown model 'mlp2'").
+  // Else a text value it calls unknown ("unknown model 'mlp2'; known models: ...").
   for (const Field& f : fields_)
-    if (!blamed && f.is_string && !f.value.empty() &&
+    if (!blamed && f.is_string && message.rfind("unknown ", 0) == 0 &&
         message.find("'" + f.value + "'") != std::string::npos)
       blamed = &f;
   if (!blamed) return message;

@@ -14,10 +14,10 @@ namespace purine::cli {
 // where in the file each was written, to name in the errors their values cause. A value type.
 class ConfigFile {
  public:
-  // `message` (an error naming a flag as the CLI spells it, --lr-policy, or quoting a value)
-  // prefixed with the file, line and column of the field that set that flag's value, and the
-  // field: "--config=run.pbtxt:3:1: field 'lr_policy': unknown learning-rate policy ...";
-  // unchanged when no field of the file set a flag or value it names.
+  // `message` (an error naming flags as the CLI spells them, --lr-policy, or calling a quoted
+  // value unknown) prefixed with the file, line and column of the field that set the first such
+  // flag's value, and the field: "--config=run.pbtxt:3:1: field 'lr_policy': unknown
+  // learning-rate policy ..."; unchanged when no field of the file set a flag or value it names.
   std::string place(const std::string& message) const;
 
  private:

@@ -1,6 +1,7 @@
 // `purine predict` and `purine export`: inference and weights export with a trained checkpoint
 // (train/predictor.hpp). They share train's flags for the model and its data (--model, --data,
-// --checkpoint, --classes, --input-mean, --input-std, --threads).
+// --checkpoint, --classes, --input-mean, --input-std, --threads), which their --help describes
+// in their own words (predict reads --checkpoint, train writes it).
 #pragma once
 
 #include <string>
