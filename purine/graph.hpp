@@ -69,8 +69,10 @@ class Blob {
 };
 
 // What an op is for (set by the code that builds it, Graph::RoleScope): pipeline schedules
-// order forward and backward ops, graph pictures colour by it.
-enum class OpRole { kForward, kBackward, kOptimizer, kCommunication };
+// order forward and backward ops, graph pictures colour by it. kMonitor ops watch a run without
+// feeding it (a trainer's divergence check, the copies of what the host reads after a run);
+// collapsed pictures leave them out.
+enum class OpRole { kForward, kBackward, kOptimizer, kCommunication, kMonitor };
 
 class Op {
  public:

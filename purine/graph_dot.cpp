@@ -20,6 +20,8 @@ const char* role_name(OpRole role) {
       return "optimizer";
     case OpRole::kCommunication:
       return "communication";
+    case OpRole::kMonitor:
+      return "monitor";
   }
   return "";
 }
@@ -35,6 +37,8 @@ const char* role_colour(OpRole role) {
       return "#d9ead3";
     case OpRole::kCommunication:
       return "#e4d7f5";
+    case OpRole::kMonitor:
+      return "#eeeeee";
   }
   return "white";
 }
@@ -75,6 +79,7 @@ std::string Graph::to_dot(const DotOptions& options) const {
   std::map<const Op*, std::string> node_of;
   for (const auto& op : ops_) {
     if (options.forward_only && op->role() != OpRole::kForward) continue;
+    if (options.collapse && op->role() == OpRole::kMonitor) continue;
     const OpRole role = drawn_role(*op);
     std::string layer;
     if (options.collapse)

@@ -38,6 +38,7 @@ constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "
 constexpr Choice<PipelineSchedule> kSchedules[] = {{PipelineSchedule::kGPipe, "gpipe"},
                                                    {PipelineSchedule::k1F1B, "1f1b"},
                                                    {PipelineSchedule::kZBH1, "zbh1"}};
+constexpr Choice<GpuMath> kMaths[] = {{GpuMath::kFp32, "fp32"}, {GpuMath::kTf32, "tf32"}};
 constexpr Choice<Optimizer> kOptimizers[] = {
     {Optimizer::kSgd, "sgd"}, {Optimizer::kAdam, "adam"}, {Optimizer::kAdamW, "adamw"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
@@ -85,6 +86,7 @@ ParallelLayout parse_parallel_layout(const std::string& name) {
 PipelineSchedule parse_schedule(const std::string& name) {
   return parse(kSchedules, name, "pipeline schedule", "--schedule");
 }
+GpuMath parse_math(const std::string& name) { return parse(kMaths, name, "GPU math", "--math"); }
 Optimizer parse_optimizer(const std::string& name) {
   return parse(kOptimizers, name, "optimizer", "--optimizer");
 }
@@ -164,6 +166,7 @@ const char* name_of(LrPolicy policy) { return name_in(kLrPolicies, policy); }
 const char* name_of(ParallelLayout layout) { return name_in(kParallelLayouts, layout); }
 const char* name_of(dispatch::Mode mode) { return name_in(kExecutors, mode); }
 const char* name_of(PipelineSchedule schedule) { return name_in(kSchedules, schedule); }
+const char* name_of(GpuMath math) { return name_in(kMaths, math); }
 const char* name_of(Optimizer optimizer) { return name_in(kOptimizers, optimizer); }
 
 void validate_options(const TrainOptions& o) {

@@ -14,6 +14,7 @@
 #include "dispatcher/engine.hpp"
 #include "graphs/allreduce.hpp"
 #include "graphs/lr_schedule.hpp"
+#include "operators/gpu_kernel.hpp"
 #include "graphs/pipeline.hpp"
 #include "graphs/sgd.hpp"
 #include "purine/mpi.hpp"
@@ -100,6 +101,9 @@ struct TrainOptions {
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
   int64_t bucket_kb = 256;
   std::chrono::milliseconds stall_timeout{60000};
+  // The arithmetic of GPU convolutions and inner products (operators/gpu_kernel.hpp): FP32, or
+  // TF32 on the tensor cores. Set process-wide when a Trainer is made.
+  GpuMath math = GpuMath::kFp32;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,
   // every blob keeps its own (its values stay readable after a run, for debugging).
@@ -144,6 +148,7 @@ ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: n
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
 PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b, zbh1
 Optimizer parse_optimizer(const std::string& name);             // --optimizer: sgd, adam, adamw
+GpuMath parse_math(const std::string& name);                     // --math: fp32, tf32
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);
@@ -168,5 +173,6 @@ const char* name_of(ParallelLayout layout);
 const char* name_of(dispatch::Mode mode);
 const char* name_of(PipelineSchedule schedule);
 const char* name_of(Optimizer optimizer);
+const char* name_of(GpuMath math);
 
 }  // namespace purine

@@ -250,7 +250,7 @@ std::string first_non_finite(const Graph& g, int rank, const std::set<const Blob
 // its rank's CPU made at the end of each run on the GPU's stream (into page-locked memory).
 Blob* host_readable(Graph& g, Blob* blob) {
   if (blob->location().is_cpu()) return blob;
-  Graph::RoleScope role(g, OpRole::kOptimizer);
+  Graph::RoleScope role(g, OpRole::kMonitor);
   return g.copy_to(blob, Location::cpu(blob->location().rank), Graph::kMainThread);
 }
 
@@ -276,7 +276,7 @@ DivergenceWatch watch_divergence(Graph& g, const DataParallelGraph& dp, int rank
   for (const auto& [location, weights] : updated) {
     Graph::Scope root(g, "divergence", true);
     Graph::Placement at(g, location);
-    Graph::RoleScope role(g, OpRole::kOptimizer);
+    Graph::RoleScope role(g, OpRole::kMonitor);
     Blob* count = g.apply("non_finite_weights@" + location.to_string(), "count_non_finite", {},
                           weights, {"count@" + location.to_string()})[0];
     watch.non_finite_weights.emplace_back(location, host_readable(g, count));
@@ -317,6 +317,7 @@ class Trainer::Impl {
   explicit Impl(TrainOptions options)
       : options_(std::move(options)), train_("train"), test_("test") {
     validate_options(options_);
+    set_gpu_math(options_.math);
     const std::vector<Location> locations = replica_locations(options_);
     const int replicas = replicas_per_rank(options_);
     DataParallelOptions dp_options;

@@ -77,6 +77,16 @@ TEST_CASE("steady training iterations at a GPU location never wait for the devic
   }
 }
 
+TEST_CASE("a trainer sets the GPU math of its options", "[trainer][device]") {
+  TrainOptions o = small_run("mlp", Optimizer::kSgd);
+  o.math = GpuMath::kTf32;
+  Trainer tf32(o);
+  CHECK(gpu_math() == GpuMath::kTf32);
+  o.math = GpuMath::kFp32;
+  Trainer fp32(o);
+  CHECK(gpu_math() == GpuMath::kFp32);
+}
+
 TEST_CASE("steady training iterations on a real GPU never wait for it", "[trainer][gpu]") {
   PURINE_REQUIRE_GPU();
   for (const auto& [model, optimizer] : {std::pair<std::string, Optimizer>{"mlp", Optimizer::kSgd},

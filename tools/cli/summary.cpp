@@ -31,6 +31,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"stages\": " << options.stages << ",\n"
       << "  \"reduce\": \"" << name_of(options.reduce) << "\",\n"
       << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
+      << "  \"math\": \"" << name_of(options.math) << "\",\n"
       << "  \"iterations\": " << result.iterations << ",\n"
       << "  \"images_per_sec\": " << json_number(result.images_per_sec, 8)
       << ",\n"

@@ -120,6 +120,10 @@ DEFINE_int32(locations, 1,
              "threads (--threads is shared among them); model parallel: the CPU locations of "
              "each process the --split layers are split over");
 DEFINE_int32(device, -1, "train on this GPU (`purine devices` lists them); -1: on the CPU");
+DEFINE_string(math, "fp32",
+              "arithmetic of GPU convolutions and inner products: fp32 (full float32, the "
+              "default) or tf32 (operands rounded to TF32 on the tensor cores: faster, about "
+              "1e-3 from fp32; PyTorch's allow_tf32)");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
               "--batch split among them; the data is read on the CPU");
@@ -197,6 +201,7 @@ TrainOptions options_from_flags() {
   o.stages = FLAGS_stages;
   o.micro_batches = FLAGS_micro_batches;
   o.schedule = parse_schedule(FLAGS_schedule);
+  o.math = parse_math(FLAGS_math);
   o.split = parse_name_list(FLAGS_split, "--split");
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
   o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}
