@@ -1,12 +1,14 @@
 // Deterministic sums on the GPU: warp and block reductions whose order of additions is fixed by
 // the launch shape alone (a shuffle tree inside each warp, then the warps in index order), so a
 // kernel that picks its shape from the tensor's shape gives bit-identical results run to run.
-// Also one-warp-per-row helpers and the mean of per-row values that the loss and accuracy use.
+// Also one-warp-per-row helpers (a row's softmax among them) and the mean of per-row values that
+// the loss and accuracy use.
 // Blocks are kThreads (launch.hpp) threads, a multiple of the warp size.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "operators/cuda/launch.hpp"
@@ -65,6 +67,29 @@ __device__ inline int64_t warp_row() {
 }
 inline unsigned blocks_for_rows(int64_t rows) {
   return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+// The max of one row of `classes` values and the sum of exp(x - max) over it, on every lane.
+struct RowSoftmax {
+  float max, sum;
+};
+
+// Writes the softmax of a row (`in` to `out`, lane l taking values l, l + 32, ...) with the
+// row's max and exp-sum from warp shuffles in a fixed order, and returns those two.
+__device__ inline RowSoftmax warp_softmax_row(const float* in, float* out, int64_t classes) {
+  const int lane = threadIdx.x % kWarp;
+  float max = -INFINITY;
+  for (int64_t c = lane; c < classes; c += kWarp) max = fmaxf(max, in[c]);
+  max = warp_max(max);
+  float sum = 0.0f;
+  for (int64_t c = lane; c < classes; c += kWarp) {
+    out[c] = expf(in[c] - max);
+    sum += out[c];
+  }
+  sum = warp_sum(sum);
+  const float inv = 1.0f / sum;
+  for (int64_t c = lane; c < classes; c += kWarp) out[c] *= inv;
+  return {max, sum};
 }
 
 // *mean = the mean of n values (0 when n is 0), in one block: thread t adds values t, t +

@@ -34,19 +34,7 @@ Layout layout_of(const Operator& op, const Shape& shape) {
 __global__ void softmax_rows(int64_t rows, int64_t classes, const float* x, float* y) {
   const int64_t row = warp_row();
   if (row >= rows) return;  // the whole warp
-  const int lane = threadIdx.x % kWarp;
-  const float* in = x + row * classes;
-  float* out = y + row * classes;
-  float max = -INFINITY;
-  for (int64_t c = lane; c < classes; c += kWarp) max = fmaxf(max, in[c]);
-  max = warp_max(max);
-  float sum = 0.0f;
-  for (int64_t c = lane; c < classes; c += kWarp) {
-    out[c] = expf(in[c] - max);
-    sum += out[c];
-  }
-  const float inv = 1.0f / warp_sum(sum);
-  for (int64_t c = lane; c < classes; c += kWarp) out[c] *= inv;
+  warp_softmax_row(x + row * classes, y + row * classes, classes);
 }
 
 __global__ void softmax_grad_rows(int64_t rows, int64_t classes, const float* y, const float* dy,

@@ -28,21 +28,10 @@ __global__ void softmax_rows(int64_t rows, int64_t classes, const float* logits,
   if (n >= rows) return;  // the whole warp
   const int lane = threadIdx.x % kWarp;
   const float* x = logits + n * classes;
-  float* p = probs + n * classes;
-  float max = -INFINITY;
-  for (int64_t c = lane; c < classes; c += kWarp) max = fmaxf(max, x[c]);
-  max = warp_max(max);
-  float sum = 0.0f;
-  for (int64_t c = lane; c < classes; c += kWarp) {
-    p[c] = expf(x[c] - max);
-    sum += p[c];
-  }
-  sum = warp_sum(sum);
-  const float inv = 1.0f / sum;
-  for (int64_t c = lane; c < classes; c += kWarp) p[c] *= inv;
+  const RowSoftmax row = warp_softmax_row(x, probs + n * classes, classes);
   if (lane == 0) {
     const int64_t label = label_of(labels[n], classes);
-    row_loss[n] = label < 0 ? nan("") : log(double(sum)) + max - x[label];
+    row_loss[n] = label < 0 ? nan("") : log(double(row.sum)) + row.max - x[label];
   }
 }
 
