@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Weak scaling of data-parallel `purine train` against the machine's own ceiling, in one run.
+# For each N ranks (1 thread each, `batch` images per rank):
+#   ceiling  N independent one-rank runs at once, run k pinned to core k, no communication:
+#            their images/s added up (what N cores give with nothing to exchange);
+#   layouts  mpirun -np N --bind-to core purine train --parallel=data --reduce=R, for each R;
+# and prints each layout's images/s with its share of the ceiling (the issue's target: at least
+# 90% at 8 ranks with ring). N larger than the cores this process may use is skipped. Each
+# configuration runs `rounds` times, alternating, keeping its best.
+#
+# Usage: tools/bench/weak_scaling.sh [ranks="1 2 4 8"] [iters=80] [rounds=2] [model=convnet]
+#   [batch=64] [reduces="ring mpi"]
+# Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ranks_list=${1:-1 2 4 8}
+iters=${2:-80}
+rounds=${3:-2}
+model=${4:-convnet}
+batch=${5:-64}
+reduces=${6:-ring mpi}
+purine=${PURINE_BIN:-build/tools/purine}
+[ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
+command -v mpirun >/dev/null || { echo "error: mpirun not found (apt-get install openmpi-bin)" >&2; exit 1; }
+command -v taskset >/dev/null || { echo "error: taskset not found (apt-get install util-linux)" >&2; exit 1; }
+cores=$(nproc)
+mpirun_args=(--bind-to core)
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+# shellcheck disable=SC2206  # word splitting of the extra arguments is intended
+[ -n "${PURINE_MPIRUN_ARGS:-}" ] && mpirun_args+=(${PURINE_MPIRUN_ARGS})
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+common=(train --model="$model" --batch="$batch" --threads=1 --max-iters="$iters" --noevaluate)
+field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
+best() { python3 -c "import sys; print(max(float(x) for x in sys.stdin.read().split()))" <"$1"; }
+
+ceiling() {  # N: appends the summed images/s of N pinned independent runs to $work/ceiling_N
+  local n=$1 pids=() total=0
+  for k in $(seq 0 $((n - 1))); do
+    taskset -c "$k" "$purine" "${common[@]}" --summary="$work/alone_$k.json" \
+      >"$work/alone_$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for k in "${!pids[@]}"; do
+    wait "${pids[$k]}" || { cat "$work/alone_$k.log" >&2; echo "error: run $k of $n failed" >&2; exit 1; }
+    total=$(python3 -c "print($total + $(field images_per_sec "$work/alone_$k.json"))")
+  done
+  echo "$total" >>"$work/ceiling_$n"
+}
+
+layout() {  # N REDUCE: appends the images/s of N data-parallel ranks to $work/R_N
+  local n=$1 reduce=$2
+  if [ "$n" = 1 ]; then
+    taskset -c 0 "$purine" "${common[@]}" --summary="$work/dp.json" >"$work/dp.log" 2>&1
+  else
+    mpirun "${mpirun_args[@]}" -np "$n" "$purine" "${common[@]}" --parallel=data \
+      --reduce="$reduce" --summary="$work/dp.json" >"$work/dp.log" 2>&1
+  fi || { cat "$work/dp.log" >&2; echo "error: $n ranks, $reduce failed" >&2; exit 1; }
+  field images_per_sec "$work/dp.json" >>"$work/${reduce}_$n"
+}
+
+echo "model $model, batch $batch per rank, 1 thread per rank, $iters iterations, best of" \
+  "$rounds; $cores cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf "%5s %10s" ranks ceiling
+for r in $reduces; do printf " %10s %7s" "$r" "share"; done
+echo
+for n in $ranks_list; do
+  if [ "$n" -gt "$cores" ]; then
+    echo "$n ranks: skipped ($cores cores here)"
+    continue
+  fi
+  for _ in $(seq "$rounds"); do
+    ceiling "$n"
+    for r in $reduces; do layout "$n" "$r"; done
+  done
+  c=$(best "$work/ceiling_$n")
+  printf "%5d %10.1f" "$n" "$c"
+  for r in $reduces; do
+    v=$(best "$work/${r}_$n")
+    printf " %10.1f %6.1f%%" "$v" "$(python3 -c "print(100 * $v / $c)")"
+  done
+  echo
+done
+echo "(images/s, global; share = layout / ceiling; target: ring at least 90% at 8 ranks)"
