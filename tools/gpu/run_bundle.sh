@@ -71,5 +71,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     "2 4 8" || status=1
   step "data-parallel scaling of purine train (CPU ranks)"
   PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/data_parallel.sh" || status=1
+  step "weak scaling over 1 to 8 CPU ranks against this machine's ceiling"
+  PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/weak_scaling.sh" || status=1
 fi
 exit $status
