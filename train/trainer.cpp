@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -504,6 +505,12 @@ class Trainer::Impl {
         p.eta_seconds = elapsed / result.iterations * (total - result.iterations);
         progress(p);
       }
+      const int stop = agreed_stop();
+      if (stop != kNoStop) {
+        result.stopped = true;
+        result.stop_signal = stop;
+        break;
+      }
     }
     if (result.pipeline && !leader && options_.parallel == ParallelLayout::kHybrid)
       result.pipeline.reset();  // rank 0 reports its replica's pipeline
@@ -519,10 +526,14 @@ class Trainer::Impl {
     }
     result.blame_scans = blame_scans_;
     // The training is kept before anything else may fail.
-    if (!options_.checkpoint_dir.empty()) save_to_dir();
-    if (!options_.checkpoint_path.empty()) save(options_.checkpoint_path);
+    result.iteration = iterations_done_;
+    if (!options_.checkpoint_dir.empty()) result.checkpoints.push_back(save_to_dir());
+    if (!options_.checkpoint_path.empty()) {
+      save(options_.checkpoint_path);
+      result.checkpoints.push_back(options_.checkpoint_path);
+    }
     if (tracer_) tracer_->end_file();
-    if (test_run_) result.test_accuracy = evaluate();
+    if (test_run_ && !result.stopped) result.test_accuracy = evaluate();
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;
   }
@@ -594,9 +605,32 @@ class Trainer::Impl {
     require(bad.empty(), "training diverged at iteration ", iterations_done_, ": ", bad,
             " (lower --lr, or check the data); no checkpoint written");
   }
-  void save_to_dir() {
-    save(checkpoint_file(options_.checkpoint_dir, iterations_done_));
+  // Saves into the checkpoint directory; returns the file's path.
+  std::string save_to_dir() {
+    const std::string path = checkpoint_file(options_.checkpoint_dir, iterations_done_);
+    if (saved_to_dir_ == iterations_done_) return path;  // a stop right after a periodic save
+    save(path);
+    saved_to_dir_ = iterations_done_;
     if (options_.rank == 0) prune_checkpoints(options_.checkpoint_dir, options_.keep);
+    return path;
+  }
+
+  static constexpr int kNoStop = -1;
+  void request_stop(int signal) { stop_.store(signal < 0 ? 0 : signal, std::memory_order_relaxed); }
+  // The stop request every rank acts on after this iteration: this rank's with one rank (one
+  // load); with several, the first rank's that asked (a gather to rank 0 and a broadcast, so
+  // that every rank stops after the same iteration and saves the collective checkpoint), or
+  // kNoStop.
+  int agreed_stop() {
+    const int mine = stop_.load(std::memory_order_relaxed);
+    if (options_.ranks == 1) return mine;
+    std::string agreed = std::to_string(mine);
+    for (const std::string& part : mpi_gather_bytes(agreed, 0))
+      if (std::stoi(part) != kNoStop) {
+        agreed = part;
+        break;
+      }
+    return std::stoi(mpi_broadcast_bytes(agreed, 0));
   }
   void load(const std::string& path) {
     require(iterations_done_ == 0, "load a checkpoint before training, not after");
@@ -687,6 +721,10 @@ class Trainer::Impl {
   Blob* leader_loss_ = nullptr;    // dp_.loss, host-readable (rank 0)
   Blob* test_accuracy_ = nullptr;  // the test graph's accuracy, host-readable (its rank)
   int64_t blame_scans_ = 0;        // blame() calls
+  // request_stop()'s signal, or kNoStop; written by any thread or a signal handler.
+  std::atomic<int> stop_{kNoStop};
+  int64_t saved_to_dir_ = -1;  // the iteration of the last save_to_dir()
+  static_assert(std::atomic<int>::is_always_lock_free, "request_stop must be async-signal-safe");
 };
 
 Trainer::Trainer(TrainOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -694,6 +732,7 @@ Trainer::~Trainer() = default;
 TrainResult Trainer::train(const std::function<void(const TrainProgress&)>& progress) {
   return impl_->train(progress);
 }
+void Trainer::request_stop(int signal) { impl_->request_stop(signal); }
 double Trainer::evaluate() { return impl_->evaluate(); }
 void Trainer::save_checkpoint(const std::string& path) const { impl_->save(path); }
 void Trainer::load_checkpoint(const std::string& path) { impl_->load(path); }

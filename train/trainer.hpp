@@ -5,7 +5,7 @@
 // initializes the parameters from the seed, iterates the graph (one run = one SGD step), keeps
 // the checkpoints the options ask for, and evaluates on the test split with a second graph that
 // shares the parameter tensors. The Trainer owns both graphs and their runnables. Not
-// thread-safe.
+// thread-safe, except request_stop(), which any thread or a signal handler may call.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dispatcher/observer.hpp"
 #include "purine/compile.hpp"
@@ -50,6 +51,16 @@ struct TrainResult {
   // How often training read its blobs on the host to name a non-finite one: 0 while the loss and
   // the weights stay finite (each iteration then reads one float per replica and location).
   int64_t blame_scans = 0;
+  // Completed iterations, those before a resumed checkpoint included: the iteration the
+  // checkpoints written at the end record.
+  int64_t iteration = 0;
+  // The checkpoint files written when training ended (or stopped): the checkpoint directory's
+  // newest, then the checkpoint file; empty when the options ask for neither.
+  std::vector<std::string> checkpoints;
+  // True when request_stop() ended training before its total. Such a run saves its checkpoints
+  // as a finished one does, but skips the evaluation (test_accuracy stays 0).
+  bool stopped = false;
+  int stop_signal = 0;  // the signal request_stop() was given (0: none)
 };
 
 class Trainer {
@@ -64,6 +75,19 @@ class Trainer {
 
   // Trains, calling `progress` after every iteration (the caller throttles its output).
   TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});
+  // Asks train() to stop: it finishes the iteration in progress (or, when asked before train(),
+  // its first), calls `progress`, saves the checkpoints the options ask for as at the end of
+  // training, skips the evaluation and returns with TrainResult::stopped (and `signal` as
+  // TrainResult::stop_signal). Async-signal-safe (one store to a lock-free atomic): call it from
+  // any thread or from a SIGINT/SIGTERM handler, as `purine train` does. With several ranks a
+  // request on any rank stops every rank after the same iteration (the checkpoint is
+  // collective): each iteration then ends with one small collective of the ranks' requests; with
+  // one rank it reads the flag, no more. A request stays until the Trainer is destroyed.
+  //   Trainer trainer(options);  // e.g. stop early once the loss is low enough:
+  //   TrainResult r = trainer.train([&](const TrainProgress& p) {
+  //     if (p.loss < 0.3) trainer.request_stop();
+  //   });  // r.stopped; r.checkpoints hold the training so far
+  void request_stop(int signal = 0);
   // Accuracy of the current parameters on the test split (on rank 0; 0 on the other ranks of a
   // pipeline, which take part).
   double evaluate();

@@ -2,8 +2,10 @@
 
 #include <gflags/gflags.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -76,13 +78,15 @@ DEFINE_string(executor, "parallel", "dispatcher: parallel or serial");
 DEFINE_string(trace, "", "write a Chrome-trace JSON of the training runs to this file");
 DEFINE_string(checkpoint_dir, "",
               "save checkpoints into this directory (created if missing) every --checkpoint-every "
-              "iterations and when training ends, as ckpt-<iteration>.purine");
+              "iterations, when training ends and when SIGINT or SIGTERM stops it, as "
+              "ckpt-<iteration in 10 digits>.purine (ckpt-0000000500.purine)");
 DEFINE_int64(checkpoint_every, 0,
              "with --checkpoint-dir: iterations between checkpoints (0: only when training ends)");
 DEFINE_int32(keep, 3, "with --checkpoint-dir: how many of the newest checkpoints to keep");
 DEFINE_string(checkpoint, "",
               "save parameters, optimizer state, generators and the iteration count into this "
-              "file when training ends (one file, whatever the number of ranks)");
+              "file when training ends or SIGINT or SIGTERM stops it (one file, whatever the "
+              "number of ranks)");
 DEFINE_bool(resume, false,
             "continue from the newest complete checkpoint in --checkpoint-dir, or else from the "
             "--checkpoint FILE");
@@ -148,6 +152,53 @@ std::string format_eta(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
   return buf;
+}
+
+// The trainer that SIGINT and SIGTERM ask to stop, while its train() runs.
+std::atomic<Trainer*> trainer_to_stop{nullptr};
+static_assert(std::atomic<Trainer*>::is_always_lock_free, "read by a signal handler");
+
+extern "C" void on_stop_signal(int signal) {
+  // SA_RESETHAND gave this signal its default action back: a second one, or the other of the
+  // two, ends the process at once.
+  struct sigaction default_action = {};
+  default_action.sa_handler = SIG_DFL;
+  sigaction(signal == SIGINT ? SIGTERM : SIGINT, &default_action, nullptr);
+  if (Trainer* trainer = trainer_to_stop.load()) trainer->request_stop(signal);
+}
+
+// While it lives, the first SIGINT or SIGTERM makes `trainer` finish its iteration, save its
+// checkpoints and return from train() (Trainer::request_stop); a second ends the process. A
+// signal the shell ignores (a background job's SIGINT) stays ignored.
+class StopOnSignals {
+ public:
+  explicit StopOnSignals(Trainer* trainer) {
+    trainer_to_stop.store(trainer);
+    struct sigaction action = {};
+    action.sa_handler = on_stop_signal;
+    action.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < 2; ++i) {
+      sigaction(kSignals[i], nullptr, &previous_[i]);
+      if (previous_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
+    }
+  }
+  ~StopOnSignals() {
+    for (int i = 0; i < 2; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+    trainer_to_stop.store(nullptr);
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  struct sigaction previous_[2];
+};
+
+std::string signal_name(int signal) {
+  if (signal == SIGINT) return "SIGINT";
+  if (signal == SIGTERM) return "SIGTERM";
+  return signal > 0 ? str("signal ", signal) : "a stop request";
 }
 
 // mpirun binds each rank to one core by default (up to two ranks), where more threads than
@@ -310,7 +361,25 @@ int run_train() {
     std::fflush(stdout);
   };
   // Saves the checkpoints (if asked) before the trace and the evaluation.
-  TrainResult result = trainer.train(progress);
+  TrainResult result;
+  {
+    StopOnSignals stop_on_signals(&trainer);
+    result = trainer.train(progress);
+  }
+  if (result.stopped) {
+    // The shells' convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM).
+    const int status = 128 + (result.stop_signal > 0 ? result.stop_signal : SIGTERM);
+    if (!leader) return status;
+    std::string where = "no checkpoint written (--checkpoint-dir or --checkpoint keeps it)";
+    for (size_t i = 0; i < result.checkpoints.size(); ++i)
+      where = str(i == 0 ? "checkpoint written to " : where + " and ", result.checkpoints[i]);
+    if (!result.checkpoints.empty()) where += "; resume with --resume";
+    std::printf("%sstopped by %s at iteration %lld; %s\n", terminal ? "\n" : "",
+                signal_name(result.stop_signal).c_str(), static_cast<long long>(result.iteration),
+                where.c_str());
+    std::fflush(stdout);
+    return status;
+  }
   if (!leader) return 0;
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
