@@ -129,6 +129,25 @@ TEST_CASE("validate_options checks the layout", "[options][locations]") {
         }) == "(accepted)");
   CHECK(rejection([](TrainOptions& o) { o.parallel = ParallelLayout::kModel; }) ==
         "--parallel=model needs the layers to split: give --split=LAYERS");
+  // Split over one location: nothing would be split (regression: it trained unsplit, silently).
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kModel;
+          o.split = {"fc1", "fc2"};
+        }) ==
+        "--parallel=model splits layers over locations: give --locations=N (N >= 2), --devices, "
+        "or several ranks");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kModel;
+          o.split = {"fc1", "fc2"};
+          o.ranks = 2;
+        }) == "(accepted)");
+  CHECK(rejection([](TrainOptions& o) {
+          o.parallel = ParallelLayout::kHybrid;
+          o.split = {"fc1", "fc2"};
+          o.ranks = 2;
+        }) ==
+        "--parallel=hybrid with --split splits each rank's replica over the rank's locations: "
+        "give --locations=N (N >= 2) or --devices");
   CHECK(rejection([](TrainOptions& o) {
           o.parallel = ParallelLayout::kData;
           o.split = {"fc1"};
