@@ -8,6 +8,8 @@
 
 #include "graphs/pipeline.hpp"
 #include "temp_dir.hpp"
+#include "train/checkpoint_dir.hpp"
+#include "train/trainer.hpp"
 
 // Defined by the guide's snippets.
 std::pair<double, double> guide_train_tiny_cnn();
@@ -16,6 +18,7 @@ int guide_split_tiny_cnn();
 double guide_train_split();
 std::pair<int64_t, int64_t> guide_stage_memory(purine::PipelineSchedule schedule);
 std::vector<float> guide_predict(const std::string& checkpoint);
+purine::TrainResult guide_train_until(double target, const std::string& dir);
 
 TEST_CASE("the guide's model trains", "[guide]") {
   const auto [first, last] = guide_train_tiny_cnn();
@@ -48,4 +51,13 @@ TEST_CASE("the guide's prediction gives probabilities", "[guide]") {
     sum += v;
   }
   CHECK(sum == Approx(1.0).margin(1e-5));
+}
+
+TEST_CASE("the guide's early stop keeps the training in a checkpoint", "[guide]") {
+  purine::testing::TempDir dir;
+  const purine::TrainResult r = guide_train_until(2.2, dir.file("ckpts"));
+  CHECK(r.stopped);
+  CHECK(r.iterations < 1000);
+  REQUIRE(r.checkpoints.size() == 1);
+  CHECK(r.checkpoints[0] == purine::checkpoint_file(dir.file("ckpts"), r.iteration));
 }
