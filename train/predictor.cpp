@@ -1,6 +1,7 @@
 #include "train/predictor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 
@@ -183,6 +184,42 @@ Shape test_image_shape(const std::string& data_dir) {
   const DataSource* source = op->data_source();
   require(source != nullptr, "the idx_data operator is no DataSource");
   return {1, source->rows(), source->cols()};
+}
+
+std::vector<TestImage> read_test_images(const std::string& data_dir, int64_t count) {
+  require(count >= 1, "read_test_images: count must be at least 1, got ", count);
+  const int64_t available = [&] {
+    Attrs attrs;
+    attrs.set("dir", data_dir).set("split", "test").set("batch", 1);
+    const std::unique_ptr<Operator> op = OperatorRegistry::create("idx_data", attrs);
+    return op->data_source()->samples();
+  }();
+  count = std::min(count, available);
+  Graph g("test_images");
+  Attrs attrs;
+  attrs.set("dir", data_dir)
+      .set("split", "test")
+      .set("batch", count)
+      .set("shuffle", 0)
+      .set("scale", 1.0)
+      .set("mean", 0.0);
+  const std::vector<Blob*> data = g.apply("data", "idx_data", attrs, {}, {"images", "labels"});
+  Runnable run(g, run_options(1, {data[0], data[1]}));
+  run.run();
+  const Shape& shape = data[0]->shape();  // [count, 1, rows, cols]
+  const std::vector<float> pixels = data[0]->tensor().values();
+  const std::vector<float> labels = data[1]->tensor().values();
+  const int64_t size = shape.count_from(1);
+  std::vector<TestImage> images(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    TestImage& image = images[i];
+    image.label = static_cast<int64_t>(labels[i]);
+    image.rows = shape[2];
+    image.cols = shape[3];
+    for (int64_t j = 0; j < size; ++j)
+      image.pixels.push_back(static_cast<unsigned char>(std::lround(pixels[i * size + j])));
+  }
+  return images;
 }
 
 }  // namespace purine

@@ -73,4 +73,16 @@ void export_forward_graph(const PredictorOptions& options, const std::string& pa
 // The size [C, H, W] of the images of an IDX data set's test split (reads its header).
 Shape test_image_shape(const std::string& data_dir);
 
+// One image of an IDX data set's test split as stored: its true class and its 8-bit pixels,
+// row by row.
+struct TestImage {
+  int64_t label = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::vector<unsigned char> pixels;
+};
+// The first `count` images of the test split of `data_dir` (fewer when it has fewer), in the
+// file's order.
+std::vector<TestImage> read_test_images(const std::string& data_dir, int64_t count);
+
 }  // namespace purine

@@ -1,12 +1,16 @@
 #include "tools/cli/predict_command.hpp"
 
 #include <gflags/gflags.h>
+#include <sys/stat.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "base/error.hpp"
+#include "purine/serialize.hpp"
 #include "train/predictor.hpp"
 
 DECLARE_string(model);
@@ -20,6 +24,12 @@ DECLARE_int64(test_samples);
 DEFINE_string(image, "",
               "predict: classify this binary PGM image (P5, 8 bits) instead of evaluating the "
               "test split of --data");
+DEFINE_string(labels, "",
+              "predict: a file of class names, one per line (default: Fashion-MNIST's with the "
+              "default --data and --classes)");
+DEFINE_string(write_samples, "",
+              "predict: write --count test images of --data to this directory as PGM files");
+DEFINE_int32(count, 10, "predict --write-samples: how many test images to write");
 DEFINE_int32(top, 5, "predict --image: print this many classes, most probable first");
 DEFINE_int32(predict_batch, 100, "predict: images per batch on the test split");
 DEFINE_bool(weights_only, false,
@@ -34,12 +44,20 @@ namespace purine::cli {
 
 namespace {
 
-// The pixels of a binary PGM (P5, maxval 255) as a [1, 1, H, W] tensor, standardized.
-Tensor read_pgm(const std::string& path) {
+// An 8-bit grayscale image as read from a file.
+struct Image {
+  int64_t width = 0;
+  int64_t height = 0;
+  std::vector<unsigned char> pixels;  // row by row
+};
+
+// A binary PGM (P5, maxval 255).
+Image read_pgm(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   require(in.good(), "--image=", path, ": cannot open it");
   std::string magic;
-  int64_t width = 0, height = 0, maxval = 0;
+  Image image;
+  int64_t maxval = 0;
   in >> magic;
   // Header fields may be separated by comments ("# ...") and white space.
   auto field = [&](int64_t* value) {
@@ -52,32 +70,89 @@ Tensor read_pgm(const std::string& path) {
     in >> *value;
   };
   if (magic == "P5") {
-    field(&width);
-    field(&height);
+    field(&image.width);
+    field(&image.height);
     field(&maxval);
   }
-  require(magic == "P5" && in.good() && width > 0 && height > 0 && maxval == 255, "--image=", path,
-          ": not a binary 8-bit PGM (P5 with maxval 255); convert it first, e.g. with "
-          "ImageMagick: convert IMAGE -colorspace gray -depth 8 FILE.pgm");
+  require(magic == "P5" && in.good() && image.width > 0 && image.height > 0 && maxval == 255,
+          "--image=", path,
+          ": not a binary 8-bit PGM (P5 with maxval 255); purine predict "
+          "--write-samples=DIR writes some");
   in.get();  // the single white-space character before the pixels
-  std::vector<unsigned char> pixels(static_cast<size_t>(width * height));
-  in.read(reinterpret_cast<char*>(pixels.data()), static_cast<std::streamsize>(pixels.size()));
-  require(in.gcount() == static_cast<std::streamsize>(pixels.size()), "--image=", path,
-          ": the file ends after ", in.gcount(), " of its ", pixels.size(), " pixels");
+  image.pixels.resize(static_cast<size_t>(image.width * image.height));
+  in.read(reinterpret_cast<char*>(image.pixels.data()),
+          static_cast<std::streamsize>(image.pixels.size()));
+  require(in.gcount() == static_cast<std::streamsize>(image.pixels.size()), "--image=", path,
+          ": the file ends after ", in.gcount(), " of its ", image.pixels.size(), " pixels");
+  return image;
+}
+
+// The image as a [1, 1, H, W] tensor, standardized as in training.
+Tensor standardized(const Image& image) {
   std::vector<float> values;
-  for (unsigned char p : pixels)
+  for (unsigned char p : image.pixels)
     values.push_back(static_cast<float>((p / 255.0 - FLAGS_input_mean) / FLAGS_input_std));
-  Tensor t(Shape{1, 1, height, width});
+  Tensor t(Shape{1, 1, image.height, image.width});
   t.set_values(values);
   return t;
 }
 
-PredictorOptions predictor_options(const Shape& image) {
+bool flag_given(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(name).is_default; }
+
+// The model to predict with: --model, or, when it is not given, the one the checkpoint records.
+struct ModelChoice {
+  std::string name;
+  bool from_checkpoint = false;
+};
+ModelChoice choose_model() {
+  if (flag_given("model") || FLAGS_checkpoint.empty()) return {FLAGS_model, false};
+  const std::string recorded =
+      read_checkpoint(FLAGS_checkpoint, std::numeric_limits<int64_t>::max()).model();
+  if (recorded.empty()) return {FLAGS_model, false};
+  return {recorded, true};
+}
+
+// Class names: --labels, else Fashion-MNIST's for the default data set of 10 classes, else none.
+std::vector<std::string> class_names() {
+  if (FLAGS_labels.empty()) {
+    const bool fashion_mnist =
+        FLAGS_classes == 10 &&
+        FLAGS_data == gflags::GetCommandLineFlagInfoOrDie("data").default_value;
+    if (!fashion_mnist) return {};
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  }
+  std::ifstream in(FLAGS_labels);
+  require(in.good(), "--labels=", FLAGS_labels, ": cannot open it");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    names.push_back(line);
+  }
+  while (!names.empty() && names.back().empty()) names.pop_back();
+  require(static_cast<int64_t>(names.size()) == FLAGS_classes, "--labels=", FLAGS_labels, " has ",
+          names.size(), " names, one per line; the model has ", FLAGS_classes,
+          " classes (--classes)");
+  return names;
+}
+
+// "class 7 Sneaker", or "class 7" without names.
+std::string class_label(const std::vector<std::string>& names, int64_t c) {
+  std::string label = "class " + std::to_string(c);
+  if (c < static_cast<int64_t>(names.size())) label += " " + names[c];
+  return label;
+}
+
+void require_checkpoint() {
   require(!FLAGS_checkpoint.empty(),
           "give the trained weights: --checkpoint=FILE (a checkpoint "
           "of purine train, or a file of purine export --weights-only)");
+}
+
+PredictorOptions predictor_options(const std::string& model, const Shape& image) {
+  require_checkpoint();
   PredictorOptions o;
-  o.model = FLAGS_model;
+  o.model = model;
   o.weights = FLAGS_checkpoint;
   o.classes = FLAGS_classes;
   o.threads = FLAGS_threads;
@@ -89,11 +164,13 @@ PredictorOptions predictor_options(const Shape& image) {
 
 // The flags predict and export share with train, in their own words.
 const char kModelHelp[] = "the model the checkpoint was trained as (`purine models` lists them)";
+const char kPredictModelHelp[] =
+    "the model the checkpoint was trained as (default: the one the checkpoint records)";
 const char kClassesHelp[] = "classes of the model's output, as it was trained with";
 
 std::vector<FlagHelp> predict_flags() {
   return {
-      {"model", kModelHelp},
+      {"model", kPredictModelHelp},
       {"checkpoint",
        "the trained weights to predict with: a checkpoint of purine train (--checkpoint=FILE, "
        "or a ckpt-<iteration>.purine of --checkpoint-dir) or a file of purine export "
@@ -102,6 +179,13 @@ std::vector<FlagHelp> predict_flags() {
        "classify this binary PGM image (P5, 8 bits) instead of evaluating the test "
        "split of --data"},
       {"top", "with --image: print this many classes, most probable first"},
+      {"labels",
+       "class names, one per line, printed beside the class numbers (default: "
+       "Fashion-MNIST's ten with the default --data and --classes=10)"},
+      {"write_samples",
+       "write --count test images of --data to this directory as PGM files named by index "
+       "and true class (0007-sneaker.pgm), to try --image with"},
+      {"count", "with --write-samples: how many test images to write"},
       {"data",
        "without --image: the directory whose test split (t10k-*, IDX files) is "
        "evaluated; its accuracy and confusion matrix are printed"},
@@ -137,33 +221,129 @@ std::vector<FlagHelp> export_flags() {
   };
 }
 
+namespace {
+
+// A Predictor for `image`. When the image's size differs from --data's, first checks that the
+// checkpoint takes images of --data's size, so that a wrong-size image is reported as such
+// rather than as a tensor of the checkpoint that does not fit.
+std::unique_ptr<Predictor> predictor_for(const ModelChoice& model, const Image& image) {
+  const Shape shape{1, 1, image.height, image.width};
+  Shape expected;  // [C, H, W] of --data's images, where it can be read
+  try {
+    expected = test_image_shape(FLAGS_data);
+  } catch (const Error&) {
+  }
+  if (expected.ndim() != 3 || (expected[1] == image.height && expected[2] == image.width))
+    return std::make_unique<Predictor>(predictor_options(model.name, shape));
+  try {
+    Predictor at_data_size(
+        predictor_options(model.name, {1, expected[0], expected[1], expected[2]}));
+  } catch (const Error&) {
+    // Not of --data's size either: the checkpoint may be of other images; if it does not fit
+    // those either, the error at --data's size says why.
+    try {
+      return std::make_unique<Predictor>(predictor_options(model.name, shape));
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  throw Error(str(FLAGS_image, " is ", image.width, "x", image.height, "; model '", model.name,
+                  "' takes ", expected[2], "x", expected[1], " images (the checkpoint's)"));
+}
+
+std::string describe(const ModelChoice& model, const Predictor& predictor) {
+  return str("model ", model.name, model.from_checkpoint ? " (the checkpoint's)" : "",
+             ", iteration ", predictor.info().iteration, " of ", FLAGS_checkpoint);
+}
+
+int predict_image(const ModelChoice& model, const std::vector<std::string>& names) {
+  const Image image = read_pgm(FLAGS_image);
+  const std::unique_ptr<Predictor> predictor = predictor_for(model, image);
+  const Tensor probabilities = predictor->probabilities(standardized(image));
+  const std::vector<float> p = probabilities.values();
+  std::printf("%s\n%s:", describe(model, *predictor).c_str(), FLAGS_image.c_str());
+  const std::vector<std::vector<int64_t>> best = top_k(probabilities, FLAGS_top);
+  const char* separator = " ";
+  for (int64_t c : best[0]) {
+    std::printf("%s%s (%.3f)", separator, class_label(names, c).c_str(), p[c]);
+    separator = ", ";
+  }
+  std::printf("\n");
+  return 0;
+}
+
+// "t-shirt-top" for "T-shirt/top": lower case, each run of other characters one '-'.
+std::string file_name_part(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!out.empty() && out.back() != '-')
+      out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+int write_samples(const std::vector<std::string>& names) {
+  require(FLAGS_count >= 1, "--count must be at least 1, got ", FLAGS_count);
+  const std::string& dir = FLAGS_write_samples;
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) mkdir(dir.c_str(), 0777);
+  require(stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "--write-samples=", dir,
+          ": cannot create that directory");
+  const std::vector<TestImage> images = read_test_images(FLAGS_data, FLAGS_count);
+  const std::string prefix = dir.back() == '/' ? dir : dir + "/";
+  std::string first;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const TestImage& image = images[i];
+    const std::string label = image.label < static_cast<int64_t>(names.size())
+                                  ? file_name_part(names[image.label])
+                                  : "class" + std::to_string(image.label);
+    char index[32];
+    std::snprintf(index, sizeof index, "%04zu-", i);
+    const std::string path = prefix + index + label + ".pgm";
+    std::ofstream out(path, std::ios::binary);
+    out << "P5\n" << image.cols << " " << image.rows << "\n255\n";
+    out.write(reinterpret_cast<const char*>(image.pixels.data()),
+              static_cast<std::streamsize>(image.pixels.size()));
+    require(out.good(), "--write-samples=", dir, ": cannot write ", path);
+    if (first.empty()) first = path;
+    std::printf("%s: %s\n", path.c_str(), class_label(names, image.label).c_str());
+  }
+  std::printf(
+      "wrote %zu test images of %s; classify one with: purine predict "
+      "--checkpoint=FILE --image=%s\n",
+      images.size(), FLAGS_data.c_str(), first.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int run_predict() {
   require(FLAGS_top >= 1, "--top must be at least 1, got ", FLAGS_top);
-  if (!FLAGS_image.empty()) {
-    const Tensor image = read_pgm(FLAGS_image);
-    Predictor predictor(predictor_options(image.shape()));
-    const Tensor probabilities = predictor.probabilities(image);
-    const std::vector<float> p = probabilities.values();
-    std::printf("%s:", FLAGS_image.c_str());
-    const std::vector<std::vector<int64_t>> best = top_k(probabilities, FLAGS_top);
-    for (int64_t c : best[0]) std::printf(" class %lld (%.3f)", static_cast<long long>(c), p[c]);
-    std::printf("\n");
-    return 0;
-  }
+  const std::vector<std::string> names = class_names();
+  if (!FLAGS_write_samples.empty()) return write_samples(names);
+  require_checkpoint();
+  const ModelChoice model = choose_model();
+  if (!FLAGS_image.empty()) return predict_image(model, names);
   require(FLAGS_predict_batch >= 1, "--predict-batch must be at least 1, got ",
           FLAGS_predict_batch);
   const Shape image = test_image_shape(FLAGS_data);
-  const PredictorOptions o = predictor_options({FLAGS_predict_batch, image[0], image[1], image[2]});
+  const PredictorOptions o =
+      predictor_options(model.name, {FLAGS_predict_batch, image[0], image[1], image[2]});
   const Evaluation e =
       evaluate_test_split(o, FLAGS_data, FLAGS_input_mean, FLAGS_input_std, FLAGS_test_samples);
-  std::printf("%s on %lld test images of %s: accuracy %.4f\n", FLAGS_model.c_str(),
-              static_cast<long long>(e.samples), FLAGS_data.c_str(), e.accuracy);
+  std::printf("%s%s on %lld test images of %s: accuracy %.4f\n", model.name.c_str(),
+              model.from_checkpoint ? " (the checkpoint's)" : "", static_cast<long long>(e.samples),
+              FLAGS_data.c_str(), e.accuracy);
   std::printf("confusion matrix (rows: true class, columns: predicted class)\n      ");
   for (size_t c = 0; c < e.confusion.size(); ++c) std::printf(" %5zu", c);
   std::printf("\n");
   for (size_t t = 0; t < e.confusion.size(); ++t) {
     std::printf("%5zu ", t);
     for (int64_t n : e.confusion[t]) std::printf(" %5lld", static_cast<long long>(n));
+    if (t < names.size()) std::printf("  %s", names[t].c_str());
     std::printf("\n");
   }
   return 0;
@@ -187,7 +367,7 @@ int run_export() {
           "--export-graph=FILE)");
   require(!FLAGS_output.empty(), "give the file to write: --output=FILE");
   const Shape image = test_image_shape(FLAGS_data);
-  export_weights(predictor_options({1, image[0], image[1], image[2]}), FLAGS_output);
+  export_weights(predictor_options(FLAGS_model, {1, image[0], image[1], image[2]}), FLAGS_output);
   std::printf("wrote the weights of %s from %s to %s\n", FLAGS_model.c_str(),
               FLAGS_checkpoint.c_str(), FLAGS_output.c_str());
   return 0;
