@@ -2,6 +2,7 @@
 // with N from PURINE_MPI_RANKS: training writes a summary that counts every rank, and a bad flag
 // or a missing --parallel=data gives a non-zero exit from mpirun and whole `error: rank R: ...`
 // lines (at most one per rank, at least one: MPI_Abort may end the others before they print).
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -212,6 +213,73 @@ TEST_CASE("a data-parallel run killed with SIGKILL resumes to the unbroken loss"
   INFO("mpirun output:\n" << whole.output);
   REQUIRE(whole.status == 0);
   CHECK(final_loss_of(dir.file("resumed.json")) == final_loss_of(dir.file("whole.json")));
+}
+
+// The process of rank `rank` whose command line contains `marker`, or 0.
+pid_t rank_process(int rank, const std::string& marker) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(entry.path().string() + "/cmdline");
+    std::string environ = read_file(entry.path().string() + "/environ");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    std::replace(environ.begin(), environ.end(), '\0', '\n');
+    if (cmdline.find(marker) != std::string::npos && cmdline.rfind("mpi", 0) != 0 &&
+        environ.find("\nOMPI_COMM_WORLD_RANK=" + std::to_string(rank) + "\n") != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+
+TEST_CASE("SIGINT to one rank stops every rank after the same iteration, with one checkpoint",
+          "[mpi][cli][signal]") {
+  purine::testing::TempDir dir;
+  const std::string ckpts = dir.file("ckpts");
+  const std::string log = dir.file("stopped.log");
+  const std::string common = std::string(kCommon) +
+                             "--data=synthetic:1x28x28:10 --batch=8 --epochs=100000 "
+                             "--checkpoint-dir=" +
+                             ckpts;
+  {
+    // The ranks inherit SIGINT's action: the default, even where this test runs as a background
+    // job (which ignores SIGINT).
+    void (*previous)(int) = ::signal(SIGINT, SIG_DFL);
+    purine::testing::SpawnedProcess job(
+        "sh -c '" + env("PURINE_MPIEXEC", "mpiexec") + " -n " + std::to_string(ranks()) +
+            " --oversubscribe --allow-run-as-root " + env("PURINE_CLI", "build/tools/purine") +
+            " " + common + " --max-iters=100000000; echo mpirun exit status $?'",
+        log);
+    ::signal(SIGINT, previous);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (job.running() && std::chrono::steady_clock::now() < deadline &&
+           read_file(log).find("iter 100/") == std::string::npos)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    INFO(read_file(log));
+    REQUIRE(job.running());
+    const pid_t last_rank = rank_process(ranks() - 1, ckpts);
+    REQUIRE(last_rank > 0);
+    REQUIRE(::kill(last_rank, SIGINT) == 0);  // not rank 0: the ranks agree
+    while (job.running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    REQUIRE(!job.running());
+  }
+  const std::string output = read_file(log);
+  INFO(output);
+  CHECK(output.find("mpirun exit status 130") != std::string::npos);
+  std::smatch m;
+  REQUIRE(std::regex_search(output, m,
+                            std::regex("stopped by SIGINT at iteration ([0-9]+); checkpoint "
+                                       "written to (.*); resume with --resume\n")));
+  CHECK(output.find("stopped by", m.position(0) + 1) == std::string::npos);  // rank 0 says it
+  const auto checkpoints = list_checkpoints(ckpts);
+  REQUIRE(checkpoints.size() == 1);
+  CHECK(checkpoints.front().first == std::stoll(m[1]));
+  CHECK(checkpoints.front().second == m[2].str());
+  Result resumed =
+      mpirun(common + " --resume --max-iters=" + std::to_string(checkpoints.front().first + 3));
+  INFO("mpirun output:\n" << resumed.output);
+  CHECK(resumed.status == 0);
+  CHECK(resumed.output.find("resuming from " + m[2].str()) != std::string::npos);
 }
 
 TEST_CASE("a checkpoint saved by 2 ranks with the ring resumes in any layout", "[mpi][cli]") {
