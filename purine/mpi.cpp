@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <utility>
 
 #include "base/error.hpp"
 
@@ -66,6 +67,31 @@ int mpi_world_size() {
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   return size;
+}
+
+LaunchedWorld mpi_launched_world() {
+  auto number = [](const char* name, int* value) {
+    const char* text = std::getenv(name);
+    if (text == nullptr || *text == '\0') return false;
+    char* end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    if (*end != '\0' || v < 0) return false;
+    *value = static_cast<int>(v);
+    return true;
+  };
+  LaunchedWorld world;
+  for (const auto& [size, rank] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                   std::pair{"PMI_SIZE", "PMI_RANK"}})
+    if (number(size, &world.size)) {
+      number(rank, &world.rank);
+      world.variable = str(size, "=", world.size);
+      return world;
+    }
+  if (number("PMIX_RANK", &world.rank)) {
+    world.size = -1;
+    world.variable = str("PMIX_RANK=", world.rank);
+  }
+  return world;
 }
 
 }  // namespace purine

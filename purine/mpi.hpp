@@ -7,6 +7,8 @@
 // from any thread.
 #pragma once
 
+#include <string>
+
 namespace purine {
 
 class MpiContext {
@@ -34,5 +36,15 @@ bool mpi_initialized();
 // The world rank and size, or 0 and 1 when MPI is not initialized.
 int mpi_world_rank();
 int mpi_world_size();
+
+// The world a launcher announced to this process in its environment, whether or not MPI was
+// initialized: Open MPI's OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK, MPICH's PMI_SIZE and
+// PMI_RANK, or PMIx's PMIX_RANK (size unknown: -1). Size 0 when no launcher started it.
+struct LaunchedWorld {
+  int rank = 0;
+  int size = 0;
+  std::string variable;  // the variable that said so ("OMPI_COMM_WORLD_SIZE=2")
+};
+LaunchedWorld mpi_launched_world();
 
 }  // namespace purine

@@ -23,6 +23,27 @@ int mpi_tag_upper_bound() {
 }
 
 void check_world(const Graph& graph, const RunOptions& options) {
+  // Started by mpirun but alone, or told another world than MPI's: every rank would run its own
+  // copy without a word (TrainOptions and RunOptions take their rank and size from MPI when they
+  // are made, so options made before the MpiContext say a world of one).
+  const char* fix =
+      "create a purine::MpiContext first thing in main() (purine/mpi.hpp), before building "
+      "TrainOptions or RunOptions, whose rank and world size come from it";
+  if (!mpi_initialized()) {
+    const LaunchedWorld launched = mpi_launched_world();
+    require(launched.size == 0 || launched.size == 1, "this process was started by mpirun (",
+            launched.variable, ", rank ", launched.rank,
+            ") but never initialized MPI, so every rank would run graph '", graph.name(),
+            "' alone: ", fix);
+  } else {
+    const int world_rank = mpi_world_rank(), world_size = mpi_world_size();
+    // A world of one on rank 0 runs rank 0's graph alone (the other ranks have none).
+    require(
+        options.rank == world_rank && (options.world_size == world_size || options.world_size == 1),
+        "this process is rank ", world_rank, " of ", world_size, " MPI ranks, but graph '",
+        graph.name(), "' is run as rank ", options.rank, " of ", options.world_size, ": ", fix,
+        " (or set their rank and ranks to the world's)");
+  }
   const int max_rank = graph_ranks(graph) - 1;
   // Under mpirun without an MpiContext every process thinks it is alone: say what is missing,
   // not to launch what was launched.

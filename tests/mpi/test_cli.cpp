@@ -386,3 +386,31 @@ TEST_CASE("failing ranks print whole error lines, one per rank at most", "[mpi][
     check_error_lines(mpirun(kNoParallel), no_parallel_error());
   }
 }
+
+// A library program under mpirun that never initializes MPI, or builds its TrainOptions before
+// the MpiContext, used to train one independent copy per rank with exit status 0 (regression):
+// now it fails, naming the fix; with the MpiContext first it trains.
+TEST_CASE("a library program under mpirun without its MpiContext first fails, naming the fix",
+          "[mpi][cli]") {
+  auto run = [](const std::string& how) {
+    return purine::testing::run_command(
+        env("PURINE_MPIEXEC", "mpiexec") + " -n " + std::to_string(ranks()) +
+        " --oversubscribe --allow-run-as-root " +
+        env("PURINE_MPI_TRAINER", "build/tests/mpi_trainer_program") + " " + how);
+  };
+  const std::string fix =
+      "create a purine::MpiContext first thing in main() (purine/mpi.hpp), before building "
+      "TrainOptions or RunOptions";
+  const Result missing = run("no-context");
+  check_failed(missing, "but never initialized MPI, so every rank would run graph");
+  CHECK_THAT(missing.output, Catch::Contains(fix) && !Catch::Contains(" trained"));
+  const Result late = run("late");
+  check_failed(late, "this process is rank 1 of " + std::to_string(ranks()) +
+                         " MPI ranks, but graph 'train' is run as rank 0 of 1: " + fix);
+  const Result first = run("first");
+  INFO(first.output);
+  CHECK(first.status == 0);
+  for (int r = 0; r < ranks(); ++r)
+    CHECK_THAT(first.output, Catch::Contains("rank " + std::to_string(r) + " of " +
+                                             std::to_string(ranks()) + " trained"));
+}
