@@ -79,7 +79,7 @@ DEFINE_string(trace, "", "write a Chrome-trace JSON of the training runs to this
 DEFINE_string(checkpoint_dir, "",
               "save checkpoints into this directory (created if missing) every --checkpoint-every "
               "iterations, when training ends and when SIGINT or SIGTERM stops it, as "
-              "ckpt-<iteration in 10 digits>.purine (ckpt-0000000500.purine)");
+              "ckpt-<iteration>.purine with the iteration in 10 digits (zeros in front)");
 DEFINE_int64(checkpoint_every, 0,
              "with --checkpoint-dir: iterations between checkpoints (0: only when training ends)");
 DEFINE_int32(keep, 3, "with --checkpoint-dir: how many of the newest checkpoints to keep");
