@@ -1,11 +1,14 @@
 #include "train/options.hpp"
 
 #include <glog/logging.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "base/error.hpp"
@@ -191,6 +194,32 @@ const char* name_of(dispatch::Mode mode) { return name_in(kExecutors, mode); }
 const char* name_of(PipelineSchedule schedule) { return name_in(kSchedules, schedule); }
 const char* name_of(GpuMath math) { return name_in(kMaths, math); }
 const char* name_of(Optimizer optimizer) { return name_in(kOptimizers, optimizer); }
+
+std::string threads_warning(const TrainOptions& o) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return "";
+  const int cpus = CPU_COUNT(&allowed);
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const bool launched = local_size != nullptr;
+  const int local = launched ? std::max(1, std::atoi(local_size)) : 1;
+  const std::string who = launched || o.ranks > 1 ? str("rank ", o.rank) : "this process";
+  if (o.threads > cpus)
+    return str(who, " may run on ", cpus, " core", cpus == 1 ? "" : "s",
+               " (its CPU affinity) but --threads=", o.threads,
+               "; the threads will take turns, many times slower: give --threads=", cpus,
+               launched ? str(", or let mpirun give each rank more cores (--bind-to none, or "
+                              "--map-by slot:PE=",
+                              o.threads, ")")
+                        : std::string(" or run it on more cores"));
+  // Unbound ranks of one machine each see every core: their threads together must fit.
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (local > 1 && cpus >= online && static_cast<int64_t>(local) * o.threads > cpus)
+    return str(local, " ranks on this machine with --threads=", o.threads, " run ",
+               local * o.threads, " threads on ", cpus, " core", cpus == 1 ? "" : "s",
+               "; they will take turns, many times slower: give --threads=",
+               std::max(1, cpus / local), cpus < local ? " and fewer ranks per machine" : "");
+  return "";
+}
 
 void validate_options(const TrainOptions& o) {
   // Numbers that would train nothing, or crash.

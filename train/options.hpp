@@ -14,9 +14,9 @@
 #include "dispatcher/engine.hpp"
 #include "graphs/allreduce.hpp"
 #include "graphs/lr_schedule.hpp"
-#include "operators/gpu_kernel.hpp"
 #include "graphs/pipeline.hpp"
 #include "graphs/sgd.hpp"
+#include "operators/gpu_kernel.hpp"
 #include "purine/mpi.hpp"
 
 namespace purine {
@@ -135,6 +135,13 @@ struct TrainOptions {
 // the process's threads).
 constexpr int kMaxThreads = 1024;
 
+// What to say when the compute threads outnumber the CPUs this process may run on (its
+// affinity, as mpirun's binding or taskset set it), or, with several ranks of an unbound job on
+// this machine (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE), when all their threads together do:
+// the threads then take turns, many times slower than fewer would run. The text names the
+// counts and the flag to give; empty when the threads fit or the CPUs cannot be known.
+std::string threads_warning(const TrainOptions& options);
+
 // Throws purine::Error naming the first option out of its range or at odds with another, its
 // value and what is expected. Touches no file: the trainer checks its output paths itself.
 void validate_options(const TrainOptions& options);
@@ -148,7 +155,7 @@ ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: n
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
 PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b, zbh1
 Optimizer parse_optimizer(const std::string& name);             // --optimizer: sgd, adam, adamw
-GpuMath parse_math(const std::string& name);                     // --math: fp32, tf32
+GpuMath parse_math(const std::string& name);                    // --math: fp32, tf32
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);

@@ -4,6 +4,7 @@
 // lines (at most one per rank, at least one: MPI_Abort may end the others before they print).
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -413,4 +414,23 @@ TEST_CASE("a library program under mpirun without its MpiContext first fails, na
   for (int r = 0; r < ranks(); ++r)
     CHECK_THAT(first.output, Catch::Contains("rank " + std::to_string(r) + " of " +
                                              std::to_string(ranks()) + " trained"));
+}
+
+// Unbound ranks of one machine each see every core, so each one's threads fit, but all of them
+// together do not: the warning counts the machine's ranks (OMPI_COMM_WORLD_LOCAL_SIZE).
+TEST_CASE("unbound ranks whose threads together outnumber the cores get a warning", "[mpi][cli]") {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const Result r = purine::testing::run_command(
+      env("PURINE_MPIEXEC", "mpiexec") + " -n " + std::to_string(ranks()) +
+      " --oversubscribe --allow-run-as-root --bind-to none " +
+      env("PURINE_CLI", "build/tools/purine") + " train --threads=" + std::to_string(cores) +
+      " --parallel=data --data=/nonexistent/dir");
+  INFO(r.output);
+  CHECK(r.status != 0);  // the missing data ends the run after the warning
+  CHECK_THAT(r.output, Catch::Contains("warning: " + std::to_string(ranks()) +
+                                       " ranks on this machine with --threads=" +
+                                       std::to_string(cores) + " run ") &&
+                           Catch::Contains("; they will take turns, many times slower: give "
+                                           "--threads=" +
+                                           std::to_string(std::max<long>(1, cores / ranks()))));
 }

@@ -201,18 +201,12 @@ std::string signal_name(int signal) {
   return signal > 0 ? str("signal ", signal) : "a stop request";
 }
 
-// mpirun binds each rank to one core by default (up to two ranks), where more threads than
-// that only take turns: say so instead of running slowly without a word.
+// mpirun binds each rank to one core by default (up to two ranks), and taskset or a container
+// may allow fewer cores than --threads: the threads then only take turns. Say so instead of
+// running slowly without a word (train/options.hpp).
 void warn_if_threads_exceed_cores(const TrainOptions& o) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-  const int cores = CPU_COUNT(&allowed);
-  if (o.threads <= cores) return;
-  std::fprintf(stderr,
-               "warning: rank %d may run on %d core%s (its CPU affinity) but --threads=%d; the "
-               "threads will take turns (under mpirun add --bind-to none or --map-by "
-               "slot:PE=%d)\n",
-               o.rank, cores, cores == 1 ? "" : "s", o.threads, o.threads);
+  const std::string warning = threads_warning(o);
+  if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
 }
 
 TrainOptions options_from_flags() {
