@@ -59,7 +59,7 @@ void check_steady(const Budget& b) {
 }  // namespace
 
 TEST_CASE("steady training iterations at a GPU location never wait for the device",
-          "[trainer][device]") {
+          "[trainer][device][determinism]") {
   dispatch::ScopedEmulatedDevices emulated(1);
   for (const auto& [model, optimizer] : {std::pair<std::string, Optimizer>{"mlp", Optimizer::kSgd},
                                          {"convnet_bn", Optimizer::kAdam}}) {
