@@ -133,7 +133,7 @@ TEST_CASE("every train flag round-trips through --print-config and --config", "[
         defaults.output);
 }
 
-TEST_CASE("--print-config keeps the device and stall timeout and resume flags", "[cli][config]") {
+TEST_CASE("purine train --print-config keeps the device and stall timeout and resume flags", "[cli][config]") {
   const Result r =
       run_purine("train --device=1 --stall-timeout=5 --resume --checkpoint-dir=d --print-config");
   REQUIRE(r.status == 0);

@@ -40,7 +40,7 @@ std::map<std::string, std::string> help_texts(const std::string& command) {
 
 using Catch::Contains;
 
-TEST_CASE("--help prints defaults in the shortest form that reads back the same", "[cli]") {
+TEST_CASE("purine train --help prints defaults in the shortest form that reads back the same", "[cli]") {
   const Result r = run_purine("train --help");
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Contains("  --momentum (double, default 0.9)\n") &&
