@@ -183,7 +183,7 @@ TEST_CASE("A chain of floating tasks stays on the executor it started on", "[eng
   }
 }
 
-TEST_CASE("Floating and pinned tasks mix; a floating task's failure names it", "[engine]") {
+TEST_CASE("Floating and pinned tasks mix, a floating task's failure names it", "[engine]") {
   for (pd::Mode mode : {pd::Mode::kParallel, pd::Mode::kSerial}) {
     std::atomic<int> sum{0};
     std::atomic<bool> fail{false};
@@ -255,7 +255,7 @@ TEST_CASE("A cycle is a purine::Error naming tasks on it", "[engine]") {
   }
 }
 
-TEST_CASE("A task's exception is rethrown by sync() with its name; the next run works",
+TEST_CASE("A task's exception is rethrown by sync() with its name, the next run works",
           "[engine]") {
   const pd::Mode mode = GENERATE(pd::Mode::kParallel, pd::Mode::kSerial);
   std::atomic<bool> fail{true};

@@ -101,7 +101,7 @@ TEST_CASE("Aggregate sums or averages blobs of several locations at one", "[copi
   REQUIRE(values_of(mean) == std::vector<float>{37, 74});
 }
 
-TEST_CASE("Aggregate of one blob is the blob; mismatched or missing blobs are refused",
+TEST_CASE("Aggregate of one blob is the blob, mismatched or missing blobs are refused",
           "[copies]") {
   Graph g;
   Blob* a = g.add_blob("a", {2});

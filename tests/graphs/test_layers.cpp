@@ -116,7 +116,7 @@ TEST_CASE("bad layer options and inputs are named", "[layers]") {
       conv.top(), Catch::Contains("conv layer 'conv'") && Catch::Contains("expected [N, C, H, W]"));
 }
 
-TEST_CASE("sum layer adds its bottoms; a residual block's input gets both gradients", "[layers]") {
+TEST_CASE("sum layer adds its bottoms, a residual block's input gets both gradients", "[layers]") {
   // y = x + fc(x): dL/dx = dL/dy + fc's input gradient, summed in a fixed order.
   Graph g;
   Blob* x = g.add_blob("x", {2, 3});

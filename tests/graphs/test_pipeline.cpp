@@ -17,7 +17,7 @@ std::vector<ModelLayer> layers_of(const std::vector<int64_t>& parameters) {
 }
 }  // namespace
 
-TEST_CASE("stages are cut evenly by layers with parameters; the others follow the one before",
+TEST_CASE("stages are cut evenly by layers with parameters, the others follow the one before",
           "[pipeline]") {
   // conv, relu, pool, conv, relu, fc, fc
   const auto layers = layers_of({10, 0, 0, 10, 0, 5, 5});
@@ -33,7 +33,7 @@ TEST_CASE("stages are cut evenly by layers with parameters; the others follow th
 }
 
 TEST_CASE(
-    "model_layers lists a model's blocks with their parameter counts; place_stages "
+    "model_layers lists a model's blocks with their parameter counts, place_stages "
     "builds them at their stages",
     "[pipeline]") {
   auto build = [](Graph& g) {

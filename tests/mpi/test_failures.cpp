@@ -136,7 +136,7 @@ TEST_CASE("a graph for more ranks than the world fails alike on every rank, with
   for (int r = 0; r < n; ++r) CHECK(everyone[r] == everyone[0]);
 }
 
-TEST_CASE("a graph on rank 0 alone runs in any world; the other ranks have no task",
+TEST_CASE("a graph on rank 0 alone runs in any world, the other ranks have no task",
           "[mpi][failures]") {
   INFO("rank " << rank() << " of " << size());
   int tasks = -1;

@@ -98,7 +98,7 @@ TEST_CASE("a contiguous split compiles to views and a task that computes nothing
   REQUIRE(other[1]->tensor().data() != x->tensor().data() + 1);
 }
 
-TEST_CASE("random ops share their location's generator; collectives are ordered", "[compile]") {
+TEST_CASE("random ops share their location's generator, collectives are ordered", "[compile]") {
   Graph g;
   std::vector<const Op*> random;
   for (int k : {0, 0, 1}) {

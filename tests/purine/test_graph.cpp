@@ -245,7 +245,7 @@ class TwoReluTanh : public Composite {
 };
 }  // namespace
 
-TEST_CASE("place() builds the named composites at their locations; layer_names() lists blocks",
+TEST_CASE("place() builds the named composites at their locations, layer_names() lists blocks",
           "[graph]") {
   Graph g;
   g.place("b", Location::cpu(0, 1));

@@ -18,7 +18,7 @@
 using namespace purine;
 using Catch::Contains;
 
-TEST_CASE("an op failure is rethrown from run() naming the op; the next run works", "[runnable]") {
+TEST_CASE("an op failure is rethrown from run() naming the op, the next run works", "[runnable]") {
   Graph g;
   Blob* logits = g.add_blob("logits", {2, 3});
   Blob* labels = g.add_blob("labels", {2});

@@ -158,7 +158,7 @@ TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]"
   }
 }
 
-TEST_CASE("purine graph draws a layout's training graph; GoogLeNet collapsed stays small",
+TEST_CASE("purine graph draws a layout's training graph, GoogLeNet collapsed stays small",
           "[cli][graph]") {
   Result bad = run_purine("graph --model=mlp --format=gif");
   CHECK(bad.status != 0);
@@ -216,7 +216,7 @@ TEST_CASE("unknown command prints usage", "[cli]") {
   REQUIRE_THAT(r.output, Contains("unknown command 'fly'") && Contains("usage"));
 }
 
-TEST_CASE("train --help lists Purine's flags only; --helpfull lists every flag", "[cli]") {
+TEST_CASE("train --help lists Purine's flags only, --helpfull lists every flag", "[cli]") {
   Result r = run_purine("train --help");
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Contains("usage: purine train") && Contains("--max-iters (int64") &&
@@ -279,7 +279,7 @@ TEST_CASE("train with split layers runs in one process and refuses a layer the m
                                   "named 'fc4'; it has mlp::fc1, mlp::fc2, mlp::fc3"));
 }
 
-TEST_CASE("predict and export use a trained checkpoint; bad input is one error line",
+TEST_CASE("predict and export use a trained checkpoint, bad input is one error line",
           "[cli][predictor]") {
   for (const char* args :
        {"predict --model=mlp", "export --model=mlp --checkpoint=x.ckpt --output=w",
@@ -327,7 +327,7 @@ TEST_CASE("predict and export use a trained checkpoint; bad input is one error l
   CHECK_THAT(bad.output, Contains("not a binary 8-bit PGM"));
 }
 
-TEST_CASE("train --config reads a TrainConfig; flags override it; --print-config shows the result",
+TEST_CASE("train --config reads a TrainConfig, flags override it, --print-config shows the result",
           "[cli][config]") {
   purine::testing::TempDir dir;
   {

@@ -106,7 +106,7 @@ std::vector<std::string> long_run(const std::vector<std::string>& more) {
 
 using Catch::Contains;
 
-TEST_CASE("SIGINT stops purine train with a checkpoint that resumes; exit status 130",
+TEST_CASE("SIGINT stops purine train with a checkpoint that resumes, exit status 130",
           "[cli][signal][checkpoint]") {
   purine::testing::TempDir temp;
   const std::string dir = temp.file("ckpts");
@@ -140,7 +140,7 @@ TEST_CASE("SIGINT stops purine train with a checkpoint that resumes; exit status
   CHECK_THAT(resumed.output, Contains("(5 iterations"));
 }
 
-TEST_CASE("SIGTERM stops purine train with exit status 143; --checkpoint is written too",
+TEST_CASE("SIGTERM stops purine train with exit status 143, --checkpoint is written too",
           "[cli][signal][checkpoint]") {
   purine::testing::TempDir temp;
   const std::string log = temp.file("train.log");

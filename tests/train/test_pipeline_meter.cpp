@@ -94,7 +94,7 @@ TEST_CASE("the meter measures each stage's passes from the task events", "[pipel
   CHECK(meter.finish_iteration().span == 0);  // the iteration was forgotten
 }
 
-TEST_CASE("training a pipeline reports its bubble; GPipe holds every micro-batch, 1F1B S",
+TEST_CASE("training a pipeline reports its bubble, GPipe holds every micro-batch, 1F1B S",
           "[pipeline_meter][trainer][e2e]") {
   if (!testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");

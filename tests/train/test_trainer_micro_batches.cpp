@@ -125,7 +125,7 @@ TEST_CASE(
                                                               {W, 3}});
 }
 
-TEST_CASE("micro-batches follow the whole batch; the schedule changes the order, not the result",
+TEST_CASE("micro-batches follow the whole batch, the schedule changes the order, not the result",
           "[trainer][e2e][pipeline][determinism]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
@@ -181,7 +181,7 @@ OrderedForward ordered_forward_ops(const Graph& g) {
 }  // namespace
 
 TEST_CASE(
-    "each stage runs its passes in the schedule's order; no ordered forward op waits for a "
+    "each stage runs its passes in the schedule's order, no ordered forward op waits for a "
     "later stage",
     "[trainer][e2e][pipeline]") {
   // Were the copy of the last stage's loss back to stage 0 in stage 0's forward pass of its
