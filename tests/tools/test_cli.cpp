@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "fashion_mnist.hpp"
-#include "run_command.hpp"
+#include "purine_cli.hpp"
 #include "spawned_process.hpp"
 #include "temp_dir.hpp"
 #include "train/checkpoint_dir.hpp"
@@ -22,25 +22,9 @@ namespace {
 using Result = purine::testing::CommandResult;
 
 // The purine tool with `args`, started through `launcher` (e.g. "taskset -c 0") if given.
-Result run_purine_bound(const std::string& launcher, const std::string& args) {
-  const char* dir = std::getenv("PURINE_BINARY_DIR");
-  return purine::testing::run_command(launcher + " " + std::string(dir ? dir : "build") +
-                                      "/tools/purine " + args);
-}
-
-Result run_purine(const std::string& args) { return run_purine_bound("", args); }
-
-std::string purine_binary() {
-  const char* dir = std::getenv("PURINE_BINARY_DIR");
-  return std::string(dir ? dir : "build") + "/tools/purine";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using purine::testing::purine_binary;
+using purine::testing::read_file;
+using purine::testing::run_purine;
 
 // The summary's final_loss as written (9 significant digits: equal strings, equal floats).
 std::string final_loss(const std::string& summary_path) {
@@ -364,13 +348,13 @@ TEST_CASE("train --config reads a TrainConfig, flags override it, --print-config
 
 TEST_CASE("more threads than the cores the process may use gives a warning", "[cli]") {
   // Bound to one core, as mpirun binds its ranks; the missing data then ends the run early.
-  Result r = run_purine_bound("taskset -c 0", "train --threads=2 --data=/nonexistent/dir");
+  Result r = run_purine("train --threads=2 --data=/nonexistent/dir", "taskset -c 0");
   REQUIRE(r.status != 0);
   // Regression: lenet ran at a tenth of its speed so, without a word.
   REQUIRE_THAT(r.output, Contains("warning: this process may run on 1 core (its CPU affinity) but "
                                   "--threads=2; the threads will take turns, many times slower: "
                                   "give --threads=1 or run it on more cores\n"));
-  r = run_purine_bound("taskset -c 0", "train --threads=1 --data=/nonexistent/dir");
+  r = run_purine("train --threads=1 --data=/nonexistent/dir", "taskset -c 0");
   REQUIRE_THAT(r.output, !Contains("warning"));
 }
 

@@ -12,17 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "run_command.hpp"
+#include "purine_cli.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
 using Result = purine::testing::CommandResult;
 
-Result run_purine(const std::string& args) {
-  const char* dir = std::getenv("PURINE_BINARY_DIR");
-  return purine::testing::run_command(std::string(dir ? dir : "build") + "/tools/purine " + args);
-}
+using purine::testing::run_purine;
 
 struct Flag {
   std::string name;  // as users spell it: max-iters
@@ -133,7 +130,8 @@ TEST_CASE("every train flag round-trips through --print-config and --config", "[
         defaults.output);
 }
 
-TEST_CASE("purine train --print-config keeps the device and stall timeout and resume flags", "[cli][config]") {
+TEST_CASE("purine train --print-config keeps the device and stall timeout and resume flags",
+          "[cli][config]") {
   const Result r =
       run_purine("train --device=1 --stall-timeout=5 --resume --checkpoint-dir=d --print-config");
   REQUIRE(r.status == 0);

@@ -7,16 +7,13 @@
 #include <sstream>
 #include <string>
 
-#include "run_command.hpp"
+#include "purine_cli.hpp"
 
 namespace {
 
 using Result = purine::testing::CommandResult;
 
-Result run_purine(const std::string& args) {
-  const char* dir = std::getenv("PURINE_BINARY_DIR");
-  return purine::testing::run_command(std::string(dir ? dir : "build") + "/tools/purine " + args);
-}
+using purine::testing::run_purine;
 
 // `purine <command> --help`: each flag's text by its name.
 std::map<std::string, std::string> help_texts(const std::string& command) {
@@ -40,7 +37,8 @@ std::map<std::string, std::string> help_texts(const std::string& command) {
 
 using Catch::Contains;
 
-TEST_CASE("purine train --help prints defaults in the shortest form that reads back the same", "[cli]") {
+TEST_CASE("purine train --help prints defaults in the shortest form that reads back the same",
+          "[cli]") {
   const Result r = run_purine("train --help");
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Contains("  --momentum (double, default 0.9)\n") &&

@@ -6,17 +6,14 @@
 #include <string>
 
 #include "fashion_mnist.hpp"
-#include "run_command.hpp"
+#include "purine_cli.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
 using Result = purine::testing::CommandResult;
 
-Result run_purine(const std::string& args) {
-  const char* dir = std::getenv("PURINE_BINARY_DIR");
-  return purine::testing::run_command(std::string(dir ? dir : "build") + "/tools/purine " + args);
-}
+using purine::testing::run_purine;
 
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
 

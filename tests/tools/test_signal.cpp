@@ -16,23 +16,14 @@
 #include <thread>
 #include <vector>
 
-#include "run_command.hpp"
+#include "purine_cli.hpp"
 #include "temp_dir.hpp"
 #include "train/checkpoint_dir.hpp"
 
 namespace {
 
-std::string purine_binary() {
-  const char* dir = std::getenv("PURINE_BINARY_DIR");
-  return std::string(dir ? dir : "build") + "/tools/purine";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using purine::testing::purine_binary;
+using purine::testing::read_file;
 
 // `purine train` with `args` in a child process, its output into `log`. The child gets the
 // default actions of SIGINT and SIGTERM whatever this process has (a background job ignores
