@@ -21,6 +21,9 @@
 // `deterministic` (conv_grad_weight, default 1): 0 runs oneDNN's weight gradient as one
 // primitive over all threads instead, whose bits depend on the thread count and the ISA (its
 // blocked kernels split the batch among the threads); for measuring what the guarantee costs.
+// `gpu_algorithm` (default -1): on a GPU, run this cuDNN algorithm of the op's direction (a
+// cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t value) instead of the timed choice; an algorithm
+// cuDNN does not offer for the geometry is an error naming it. For tests and measurements.
 #pragma once
 
 #include <memory>
@@ -72,7 +75,8 @@ class ConvOp : public TypedOperator<ConvOp, ConvOpBase> {
   static constexpr char kType[] = "conv";
   static constexpr char kSignature[] =
       "(x [N, C, H, W], w [O, C, kh, kw]) -> y [N, O, Ho, Wo]; attrs: stride (int, 1) or "
-      "stride_h/stride_w, pad (int, 0) or pad_h/pad_w, engine (string, auto|onednn|im2col)";
+      "stride_h/stride_w, pad (int, 0) or pad_h/pad_w, engine (string, auto|onednn|im2col), "
+      "gpu_algorithm (int, -1)";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }

@@ -37,24 +37,27 @@ struct Descriptors {
 // What one direction of one geometry needs per call: its descriptors and algorithm.
 struct Plan {
   Plan(const ConvGeometry& g, CudaStream& stream, ConvDirection direction, bool deterministic,
-       bool tensor_ops)
+       bool tensor_ops, int forced)
       : d(g) {
     // Tensor-core algorithms are timed only when TF32 is allowed; the one chosen sets the math.
     if (tensor_ops) d.conv.set_math(CUDNN_TENSOR_OP_MATH);
-    algo = choose_conv_algorithm(stream.cudnn(), stream.device(), direction, g, deterministic,
-                                 tensor_ops, d.x.get(), d.w.get(), d.conv.get(), d.y.get());
+    algo = forced >= 0
+               ? forced_conv_algorithm(stream.cudnn(), direction, forced, tensor_ops, d.x.get(),
+                                       d.w.get(), d.conv.get(), d.y.get())
+               : choose_conv_algorithm(stream.cudnn(), stream.device(), direction, g, deterministic,
+                                       tensor_ops, d.x.get(), d.w.get(), d.conv.get(), d.y.get());
     d.conv.set_math(algo.math);
   }
   Descriptors d;
   ConvAlgorithm algo;
 };
 
-using PlanKey = std::array<int64_t, 16>;
+using PlanKey = std::array<int64_t, 17>;
 
 // The plan, made on this thread's first call with its key and kept: per thread, so no lock (each
 // executor thread drives its own streams); a network has a few convolution shapes.
 const Plan& plan_for(const ConvGeometry& g, CudaStream& stream, ConvDirection direction,
-                     bool deterministic) {
+                     bool deterministic, int forced) {
   thread_local std::map<PlanKey, std::unique_ptr<Plan>> cache;
   const bool tensor_ops = gpu_math() == GpuMath::kTf32;
   const PlanKey key{stream.device(),
@@ -72,9 +75,10 @@ const Plan& plan_for(const ConvGeometry& g, CudaStream& stream, ConvDirection di
                     g.stride_h,
                     g.stride_w,
                     g.pad_h,
-                    g.pad_w};
+                    g.pad_w,
+                    forced};
   std::unique_ptr<Plan>& slot = cache[key];
-  if (!slot) slot = std::make_unique<Plan>(g, stream, direction, deterministic, tensor_ops);
+  if (!slot) slot = std::make_unique<Plan>(g, stream, direction, deterministic, tensor_ops, forced);
   return *slot;
 }
 
@@ -92,7 +96,8 @@ void convolve(const Operator& op, ConvDirection direction, int x_input, int w_in
   if (g.n == 0) return;
   CudaStream& stream = stream_of(context);
   const bool deterministic = op.attrs().get_int("deterministic", 1) != 0;
-  const Plan& plan = plan_for(g, stream, direction, deterministic);
+  const int forced = static_cast<int>(op.attrs().get_int("gpu_algorithm", -1));
+  const Plan& plan = plan_for(g, stream, direction, deterministic, forced);
   const Descriptors& d = plan.d;
   const ConvAlgorithm& algo = plan.algo;
   void* workspace = stream.workspace(algo.workspace);

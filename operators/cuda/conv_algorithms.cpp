@@ -1,5 +1,7 @@
 #include "operators/cuda/conv_algorithms.hpp"
 
+#include <glog/logging.h>
+
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -20,26 +22,80 @@ Key key_of(int device, ConvDirection direction, const ConvGeometry& g, bool dete
              g.o, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w);
 }
 
-// The first of cuDNN's results (fastest first) that succeeds, fits the workspace limit, uses
-// tensor-core (TF32) math only if allowed, and is deterministic when that is asked.
-template <typename Perf>
-ConvAlgorithm pick(const Perf* results, int count, bool deterministic, bool tensor_ops,
-                   const char* direction) {
-  for (int i = 0; i < count; ++i) {
-    const Perf& p = results[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kConvWorkspaceLimit) continue;
-    if (!tensor_ops && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
-    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
-    return {static_cast<int>(p.algo), p.memory,
-            p.mathType == CUDNN_DEFAULT_MATH ? CUDNN_FMA_MATH : p.mathType};
+// Whether `algo` computes the direction through a transform (FFT or non-fused Winograd),
+// whose rounding errors are far larger than float32's.
+bool transforms(ConvDirection direction, int algo) {
+  switch (direction) {
+    case ConvDirection::kForward:
+      return algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
+             algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+             algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+    case ConvDirection::kBackwardData:
+      return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+             algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+             algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+    case ConvDirection::kBackwardWeights:
+      return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+             algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+             algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
   }
-  throw Error(str("conv: cuDNN offers no ", deterministic ? "deterministic " : "", direction,
-                  " algorithm within ", kConvWorkspaceLimit >> 20, " MiB of workspace"));
+  return true;
 }
 
-ConvAlgorithm query(cudnnHandle_t handle, ConvDirection direction, bool deterministic,
-                    bool tensor_ops, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                    cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
+const char* direction_name(ConvDirection direction) {
+  switch (direction) {
+    case ConvDirection::kForward:
+      return "forward";
+    case ConvDirection::kBackwardData:
+      return "data gradient";
+    case ConvDirection::kBackwardWeights:
+      return "weight gradient";
+  }
+  return "?";
+}
+
+// The first of cuDNN's results (fastest first) that succeeds, fits the workspace limit, uses
+// tensor-core (TF32) math and transforms only if tensor ops are allowed, and is deterministic
+// when that is asked.
+template <typename Perf>
+ConvAlgorithm pick(const Perf* results, int count, ConvDirection direction, const ConvGeometry& g,
+                   bool deterministic, bool tensor_ops) {
+  const ConvAlgorithm* chosen = nullptr;
+  ConvAlgorithm candidate;
+  for (int i = 0; i < count && !chosen; ++i) {
+    const Perf& p = results[i];
+    const int algo = static_cast<int>(p.algo);
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kConvWorkspaceLimit) continue;
+    const bool fma = p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH;
+    if (!tensor_ops && (!fma || transforms(direction, algo))) continue;
+    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
+    candidate = {algo, p.memory, p.mathType == CUDNN_DEFAULT_MATH ? CUDNN_FMA_MATH : p.mathType};
+    chosen = &candidate;
+  }
+  if (VLOG_IS_ON(1)) {
+    std::string table;
+    for (int i = 0; i < count; ++i)
+      if (results[i].status == CUDNN_STATUS_SUCCESS)
+        table += str(
+            "\n  algo ", static_cast<int>(results[i].algo), ": ", results[i].time, " ms, ",
+            results[i].memory >> 20, " MiB, ",
+            results[i].determinism == CUDNN_DETERMINISTIC ? "deterministic" : "nondeterministic",
+            results[i].mathType == CUDNN_TENSOR_OP_MATH ? ", tensor ops" : "");
+    VLOG(1) << "conv " << direction_name(direction) << " x [" << g.n << ", " << g.c << ", " << g.h
+            << ", " << g.w << "] w [" << g.o << ", " << g.c << ", " << g.kh << ", " << g.kw
+            << "] stride " << g.stride_h << " pad " << g.pad_h << ": chose algo "
+            << (chosen ? std::to_string(chosen->algo) : "none") << table;
+  }
+  if (chosen) return *chosen;
+  throw Error(str("conv: cuDNN offers no ", deterministic ? "deterministic " : "",
+                  tensor_ops ? "" : "FP32 ", direction_name(direction), " algorithm within ",
+                  kConvWorkspaceLimit >> 20, " MiB of workspace"));
+}
+
+ConvAlgorithm query(cudnnHandle_t handle, ConvDirection direction, const ConvGeometry& g,
+                    bool deterministic, bool tensor_ops, cudnnTensorDescriptor_t x,
+                    cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                    cudnnTensorDescriptor_t y) {
   constexpr int kMax = 16;
   int count = 0;
   switch (direction) {
@@ -47,19 +103,19 @@ ConvAlgorithm query(cudnnHandle_t handle, ConvDirection direction, bool determin
       cudnnConvolutionFwdAlgoPerf_t results[kMax];
       PURINE_CUDNN_CALL("conv", cudnnFindConvolutionForwardAlgorithm(handle, x, w, conv, y, kMax,
                                                                      &count, results));
-      return pick(results, count, deterministic, tensor_ops, "forward");
+      return pick(results, count, direction, g, deterministic, tensor_ops);
     }
     case ConvDirection::kBackwardData: {
       cudnnConvolutionBwdDataAlgoPerf_t results[kMax];
       PURINE_CUDNN_CALL("conv_grad_data", cudnnFindConvolutionBackwardDataAlgorithm(
                                               handle, w, y, conv, x, kMax, &count, results));
-      return pick(results, count, deterministic, tensor_ops, "data gradient");
+      return pick(results, count, direction, g, deterministic, tensor_ops);
     }
     case ConvDirection::kBackwardWeights: {
       cudnnConvolutionBwdFilterAlgoPerf_t results[kMax];
       PURINE_CUDNN_CALL("conv_grad_weight", cudnnFindConvolutionBackwardFilterAlgorithm(
                                                 handle, x, y, conv, w, kMax, &count, results));
-      return pick(results, count, deterministic, tensor_ops, "weight gradient");
+      return pick(results, count, direction, g, deterministic, tensor_ops);
     }
   }
   throw Error("conv: unknown direction");
@@ -79,9 +135,37 @@ ConvAlgorithm choose_conv_algorithm(cudnnHandle_t handle, int device, ConvDirect
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
-  const ConvAlgorithm chosen = query(handle, direction, deterministic, tensor_ops, x, w, conv, y);
+  const ConvAlgorithm chosen =
+      query(handle, direction, g, deterministic, tensor_ops, x, w, conv, y);
   std::lock_guard<std::mutex> lock(mu);
   return cache.emplace(key, chosen).first->second;
+}
+
+ConvAlgorithm forced_conv_algorithm(cudnnHandle_t handle, ConvDirection direction, int algo,
+                                    bool tensor_ops, cudnnTensorDescriptor_t x,
+                                    cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                                    cudnnTensorDescriptor_t y) {
+  ConvAlgorithm forced{algo, 0, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH};
+  cudnnStatus_t status = CUDNN_STATUS_BAD_PARAM;
+  switch (direction) {
+    case ConvDirection::kForward:
+      status = cudnnGetConvolutionForwardWorkspaceSize(
+          handle, x, w, conv, y, static_cast<cudnnConvolutionFwdAlgo_t>(algo), &forced.workspace);
+      break;
+    case ConvDirection::kBackwardData:
+      status = cudnnGetConvolutionBackwardDataWorkspaceSize(
+          handle, w, y, conv, x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo),
+          &forced.workspace);
+      break;
+    case ConvDirection::kBackwardWeights:
+      status = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          handle, x, y, conv, w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+          &forced.workspace);
+      break;
+  }
+  require(status == CUDNN_STATUS_SUCCESS, "conv: cuDNN does not offer ", direction_name(direction),
+          " algorithm ", algo, " (gpu_algorithm) for this geometry: ", cudnnGetErrorString(status));
+  return forced;
 }
 
 }  // namespace purine::cuda

@@ -3,7 +3,11 @@
 // on scratch memory cuDNN allocates, as PyTorch's cudnn.benchmark does), the fastest whose
 // workspace fits the limit, whose math is plain FMA unless tensor ops are allowed, and, when
 // asked, that is deterministic; then cached for the process (thread-safe). The timing runs
-// synchronously on the caller's stream, on the first call of each geometry only.
+// synchronously on the caller's stream, on the first call of each geometry only. Under FP32
+// math (no tensor ops) the transform algorithms (FFT, FFT tiling, non-fused Winograd) are left
+// out too: their rounding is far coarser than float32's (a 5x5 data gradient of FFT or Winograd
+// form was 3.5e-2 off the CPU's on an H200, where FP32 promises float rounding). `GLOG_v=1`
+// logs every algorithm cuDNN timed and the one chosen.
 #pragma once
 
 #include <cudnn.h>
@@ -29,5 +33,12 @@ ConvAlgorithm choose_conv_algorithm(cudnnHandle_t handle, int device, ConvDirect
                                     const ConvGeometry& g, bool deterministic, bool tensor_ops,
                                     cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y);
+
+// `algo` (a value of the direction's cuDNN enum) for `direction` on `g`, with the workspace it
+// needs; throws purine::Error when cuDNN does not offer it for the geometry.
+ConvAlgorithm forced_conv_algorithm(cudnnHandle_t handle, ConvDirection direction, int algo,
+                                    bool tensor_ops, cudnnTensorDescriptor_t x,
+                                    cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                                    cudnnTensorDescriptor_t y);
 
 }  // namespace purine::cuda

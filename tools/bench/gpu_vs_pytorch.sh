@@ -9,7 +9,9 @@
 # host's gap between iterations and each stream's busy share), and mlp on this machine's CPU.
 # Usage: tools/bench/gpu_vs_pytorch.sh [iters=60] [googlenet batch=128]
 # Environment: PURINE_BIN (default build/tools/purine), PYTHON (default python3, with a CUDA
-# PyTorch).
+# PyTorch); to fit a short lease: ROUNDS (default 2), MATHS (default "fp32 tf32"), TORCH_MODES
+# (default "eager benchmark graph"), RUN_TIMEOUT (seconds per run, default 600; a run past it
+# counts as failed), KEEP (a folder to keep the traces in).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 iters=${1:-60}
@@ -17,6 +19,10 @@ gbatch=${2:-128}
 purine=${PURINE_BIN:-build/tools/purine}
 python=${PYTHON:-python3}
 [ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
+rounds=${ROUNDS:-2}
+maths=${MATHS:-fp32 tf32}
+modes=" ${TORCH_MODES:-eager benchmark graph} "
+limit=${RUN_TIMEOUT:-600}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | head -1; }
@@ -27,27 +33,28 @@ specs=("mlp 64 1x28x28:10" "convnet 64 1x28x28:10" "googlenet $gbatch 3x224x224:
 purine_run() {  # MODEL BATCH DATA MATH [FLAGS...]: images/s
   local model=$1 batch=$2 data=$3 math=$4
   shift 4
-  "$purine" train --model="$model" --device=0 --data="synthetic:$data" --batch="$batch" \
+  timeout "$limit" "$purine" train --model="$model" --device=0 --data="synthetic:$data" --batch="$batch" \
     --max-iters="$iters" --noevaluate --math="$math" --summary="$work/summary.json" "$@" \
     >"$work/log" 2>&1 || { cat "$work/log" >&2; echo "error: purine $model failed" >&2; return 1; }
   field images_per_sec <"$work/summary.json"
 }
 
-torch_run() {  # MODEL BATCH MODE MATH: images/s, or 0 when PyTorch fails
+torch_run() {  # MODEL BATCH MODE MATH: images/s, or 0 when PyTorch fails or is not asked for
+  [[ $modes == *" $3 "* ]] || { echo 0; return; }
   local flags=(--model "$1" --batch "$2" --iters "$iters" --mode "$3")
   [ "$4" = tf32 ] && flags+=(--tf32)
-  "$python" tools/bench/pytorch_gpu_peer.py "${flags[@]}" 2>"$work/torch.err" |
+  timeout "$limit" "$python" tools/bench/pytorch_gpu_peer.py "${flags[@]}" 2>"$work/torch.err" |
     field images_per_sec || { tail -3 "$work/torch.err" >&2; echo 0; }
 }
 
 printf "%-9s %5s %4s %11s %11s %11s %11s %7s %7s %7s\n" model batch math purine torch_eager \
   torch_bench torch_graph /eager /bench /graph
-for math in fp32 tf32; do
+for math in $maths; do
   for spec in "${specs[@]}"; do
     read -r model batch data <<<"$spec"
     p=0 eager=0 bench=0 graph=0
-    for round in 1 2; do
-      p=$(best "$p" "$(purine_run "$model" "$batch" "$data" "$math")")
+    for ((round = 0; round < rounds; ++round)); do
+      p=$(best "$p" "$(purine_run "$model" "$batch" "$data" "$math" || echo 0)")
       eager=$(best "$eager" "$(torch_run "$model" "$batch" eager "$math")")
       bench=$(best "$bench" "$(torch_run "$model" "$batch" benchmark "$math")")
       graph=$(best "$graph" "$(torch_run "$model" "$batch" graph "$math")")
@@ -62,9 +69,10 @@ echo
 echo "Where Purine's FP32 iteration goes (trace of $iters iterations):"
 for spec in "${specs[@]}"; do
   read -r model batch data <<<"$spec"
-  purine_run "$model" "$batch" "$data" fp32 --trace="$work/trace.json" >/dev/null
+  purine_run "$model" "$batch" "$data" fp32 --trace="$work/trace.json" >/dev/null || continue
   echo "$model, batch $batch:"
-  "$python" tools/bench/trace_gaps.py "$work/trace.json" --skip=10 | sed 's/^/  /'
+  "$python" tools/bench/trace_gaps.py "$work/trace.json" --skip=10 --top=8 | sed 's/^/  /'
+  [ -z "${KEEP:-}" ] || cp "$work/trace.json" "$KEEP/trace-$model.json"
 done
 
 echo

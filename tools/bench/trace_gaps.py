@@ -8,7 +8,10 @@ the first task of the next starting: the trainer's own time between runs) as a s
 period, and each thread's busy share (the union of its tasks' spans over the period; on a GPU
 stream this is the device's busy share, since traces show device times there).
 
-Usage: tools/bench/trace_gaps.py TRACE.json [--skip=5]
+With --top=N it also lists the N tasks that take the most time per iteration (median span, and
+the thread they ran on), so the op that holds the device up is named.
+
+Usage: tools/bench/trace_gaps.py TRACE.json [--skip=5] [--top=0]
 """
 import argparse
 import collections
@@ -31,6 +34,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace")
     parser.add_argument("--skip", type=int, default=5, help="warm-up iterations left out")
+    parser.add_argument("--top", type=int, default=0, help="list the N longest tasks")
     args = parser.parse_args()
     with open(args.trace) as f:
         events = json.load(f)["traceEvents"]
@@ -63,6 +67,23 @@ def main():
             spans = [(s, t) for s, t, who in by_iteration[n] if who == tid]
             shares.append(union_length(spans) / (starts[n + 1] - starts[n]))
         print(f"  {name:32s} busy {statistics.median(shares):6.1%}")
+    if args.top > 0:
+        print_longest_tasks(tasks, threads, args.skip, args.top, period)
+
+
+def print_longest_tasks(tasks, threads, skip, top, period):
+    spans = collections.defaultdict(list)  # (name, tid) -> durations after the warm-up
+    seen = collections.Counter()
+    for e in sorted(tasks, key=lambda e: e["ts"]):
+        key = (e["name"], e["tid"])
+        if seen[key] >= skip:
+            spans[key].append(e["dur"])
+        seen[key] += 1
+    medians = sorted(((statistics.median(d), key) for key, d in spans.items() if d),
+                     reverse=True)
+    print(f"  longest tasks (median per iteration; share of the period):")
+    for dur, (name, tid) in medians[:top]:
+        print(f"    {dur / 1e3:9.3f} ms {dur / period:6.1%}  {name}  [{threads.get(tid, tid)}]")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 # cuDNN (and NCCL), found in the nvidia-* Python wheels of its python3 or under
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
-# Usage: run.sh [tests|bench|all]   (default all). Needs root only to make the data set visible
+# Usage: run.sh [tests|bench|all|quick]   (default all; quick fits a short lease: the GPU tests
+# with a time limit each, then one round of the GPU benchmark with fewer iterations and PyTorch
+# eager and graph only; KEEP=folder keeps its traces). Needs root only to make the data set visible
 # at /usr/share/datasets/fashion-mnist, where the tests look for it.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -55,13 +57,19 @@ missing=$(ldd "$here/bin/purine" "$here/lib/libpurine.so."* | grep "not found" |
 step "devices"
 purine devices || exit 1
 status=0
-if [ "$what" = tests ] || [ "$what" = all ]; then
+limit() { if [ "$what" = quick ]; then timeout 150 "$@"; else "$@"; fi; }
+if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = quick ]; then
   step "GPU tests"
-  test_dispatcher "[device]" || status=1
-  test_operators "[cuda]" || status=1
-  test_purine "[gpu]" || status=1
-  test_train "[gpu],[devices]" || status=1
-  test_tools "purine devices*" || status=1
+  limit test_dispatcher "[device]" || status=1
+  limit test_operators "[cuda]" || status=1
+  limit test_purine "[gpu]" || status=1
+  limit test_train "[gpu],[devices]" || status=1
+  limit test_tools "purine devices*" || status=1
+fi
+if [ "$what" = quick ]; then
+  step "GPU training: Purine against PyTorch on this GPU (one round, 30 iterations)"
+  ROUNDS=1 TORCH_MODES="eager graph" RUN_TIMEOUT=60 PURINE_BIN="$here/bin/purine" \
+    bash "$here/tools/bench/gpu_vs_pytorch.sh" 30 || status=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   step "GPU training: Purine against PyTorch on this GPU"

@@ -1,0 +1,109 @@
+// The cuDNN algorithm a GPU convolution chooses under FP32 math agrees with the CPU to float
+// rounding in every direction, over geometries where cuDNN's transform algorithms (FFT,
+// Winograd) compete. Every algorithm cuDNN offers, forced through the `gpu_algorithm`
+// attribute, is also run and its error printed: the table that says which ones FP32 must leave
+// out. Skipped without a GPU.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "gpu_test.hpp"
+#include "operators/registry.hpp"
+
+namespace purine::testing {
+namespace {
+
+struct ConvCase {
+  Shape x, w;
+  int64_t stride, pad;
+};
+
+Tensor uniform_tensor(const Shape& shape, std::mt19937& gen) {
+  Tensor t(shape);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  for (int64_t i = 0; i < t.count(); ++i) t.mutable_data()[i] = uniform(gen);
+  return t;
+}
+
+// The output of `type` on `inputs`, on the CPU or on GPU 0.
+std::vector<float> run(const std::string& type, const Attrs& attrs,
+                       const std::vector<Tensor>& inputs, bool gpu) {
+  std::unique_ptr<Operator> op = OperatorRegistry::create(type, attrs);
+  std::vector<Shape> shapes;
+  std::vector<Tensor> placed;
+  for (const Tensor& t : inputs) {
+    shapes.push_back(t.shape());
+    placed.push_back(gpu ? on_gpu(t) : t);
+  }
+  Tensor out(op->infer_shapes(shapes)[0], gpu ? Location::gpu(0) : Location::cpu());
+  std::vector<const Tensor*> in;
+  for (const Tensor& t : placed) in.push_back(&t);
+  std::vector<Tensor*> outs{&out};
+  if (gpu) {
+    run_on_gpu(*op, in, outs);
+  } else {
+    OpContext context;
+    op->compute(in, outs, context);
+  }
+  return out.values();
+}
+
+// The largest |gpu - cpu| / max(1, |cpu|).
+double worst_error(const std::vector<float>& cpu, const std::vector<float>& gpu) {
+  REQUIRE(cpu.size() == gpu.size());
+  double worst = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const double e = std::abs(double(gpu[i]) - cpu[i]) / std::max(1.0, std::abs(double(cpu[i])));
+    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("GPU convolutions choose FP32-accurate cuDNN algorithms", "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(17);
+  const std::vector<ConvCase> cases{{{4, 3, 12, 12}, {8, 3, 5, 5}, 1, 2},
+                                    {{16, 16, 28, 28}, {32, 16, 5, 5}, 1, 2},
+                                    {{8, 16, 14, 14}, {32, 16, 3, 3}, 1, 1},
+                                    {{8, 32, 14, 14}, {16, 32, 1, 1}, 1, 0},
+                                    {{2, 3, 32, 32}, {8, 3, 7, 7}, 2, 3}};
+  for (const ConvCase& c : cases) {
+    const Attrs attrs = Attrs().set("stride", c.stride).set("pad", c.pad);
+    const Tensor x = uniform_tensor(c.x, gen), w = uniform_tensor(c.w, gen);
+    const Shape y = OperatorRegistry::create("conv", attrs)->infer_shapes({c.x, c.w})[0];
+    const Tensor dy = uniform_tensor(y, gen);
+    struct Direction {
+      const char* type;
+      std::vector<Tensor> inputs;
+    };
+    const std::vector<Direction> directions{
+        {"conv", {x, w}}, {"conv_grad_data", {dy, w, x}}, {"conv_grad_weight", {dy, x, w}}};
+    for (const Direction& d : directions) {
+      INFO(d.type << " x " << c.x << " w " << c.w << " stride " << c.stride << " pad " << c.pad);
+      const std::vector<float> expected = run(d.type, attrs, d.inputs, false);
+      CHECK(worst_error(expected, run(d.type, attrs, d.inputs, true)) <= 1e-4);
+      std::ostringstream table;
+      for (int64_t algo = 0; algo < 8; ++algo) {
+        try {
+          const Attrs forced = Attrs(attrs).set("gpu_algorithm", algo);
+          table << " algo " << algo << ": "
+                << worst_error(expected, run(d.type, forced, d.inputs, true)) << ";";
+        } catch (const Error&) {
+          table << " algo " << algo << ": not offered;";
+        }
+      }
+      WARN(d.type << " x " << c.x << " w " << c.w
+                  << ", error of each cuDNN algorithm:" << table.str());
+    }
+  }
+}
+
+}  // namespace purine::testing
