@@ -80,7 +80,8 @@ ConvAlgorithm pick(const Perf* results, int count, ConvDirection direction, cons
             "\n  algo ", static_cast<int>(results[i].algo), ": ", results[i].time, " ms, ",
             results[i].memory >> 20, " MiB, ",
             results[i].determinism == CUDNN_DETERMINISTIC ? "deterministic" : "nondeterministic",
-            results[i].mathType == CUDNN_TENSOR_OP_MATH ? ", tensor ops" : "");
+            results[i].mathType == CUDNN_TENSOR_OP_MATH ? ", tensor ops" : "",
+            transforms(direction, static_cast<int>(results[i].algo)) ? ", transform" : "");
     VLOG(1) << "conv " << direction_name(direction) << " x [" << g.n << ", " << g.c << ", " << g.h
             << ", " << g.w << "] w [" << g.o << ", " << g.c << ", " << g.kh << ", " << g.kw
             << "] stride " << g.stride_h << " pad " << g.pad_h << ": chose algo "

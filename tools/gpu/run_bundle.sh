@@ -70,6 +70,11 @@ if [ "$what" = quick ]; then
   step "GPU training: Purine against PyTorch on this GPU (one round, 30 iterations)"
   ROUNDS=1 TORCH_MODES="eager graph" RUN_TIMEOUT=60 PURINE_BIN="$here/bin/purine" \
     bash "$here/tools/bench/gpu_vs_pytorch.sh" 30 || status=1
+  step "cuDNN's algorithms for GoogLeNet's convolutions (FP32, batch 128): what the rules cost"
+  log=${KEEP:-/tmp}/conv-algorithms.log
+  GLOG_v=1 GLOG_logtostderr=1 timeout 90 purine train --model=googlenet --device=0 \
+    --data=synthetic:3x224x224:1000 --batch=128 --max-iters=2 --noevaluate >/dev/null 2>"$log"
+  python3 "$here/tools/bench/conv_choices.py" "$log" || status=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   step "GPU training: Purine against PyTorch on this GPU"
