@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "base/device_runtime.hpp"
 #include "base/error.hpp"
@@ -115,7 +116,9 @@ class Executors {
 
 // The host ends of this rank's copies to and from its GPUs get page-locked memory (where the
 // runtime can give it), so that those copies run asynchronously on the GPU's stream. Blobs that
-// already have memory (a parameter, a view) keep it.
+// already have memory (a parameter, a view) keep it. So does the other blob of a swap with such
+// an end (a batch prefetched into it is swapped into the copy's input after each run): a swap
+// exchanges the memory itself.
 void pin_host_ends_of_gpu_copies(Graph& graph, int rank) {
   for (const auto& op : graph.ops()) {
     if (!op->kernel().traits().bridges_locations || op->location().rank != rank) continue;
@@ -126,6 +129,11 @@ void pin_host_ends_of_gpu_copies(Graph& graph, int rank) {
     Blob* host = in->location().is_cpu() ? in : out;
     if (!host->has_tensor()) host->alias(Tensor::pinned(host->shape(), host->location()));
   }
+  for (const auto& [a, b] : graph.swaps())
+    for (auto [pinned, other] : {std::pair(a, b), std::pair(b, a)})
+      if (pinned->has_tensor() && pinned->tensor().is_pinned() && !other->has_tensor() &&
+          other->location().rank == rank)
+        other->alias(Tensor::pinned(other->shape(), other->location()));
 }
 
 int graph_ranks(const Graph& graph) {

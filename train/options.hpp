@@ -66,6 +66,11 @@ struct TrainOptions {
   double input_std = 0.3530;
   // Training images flipped left-right at random (idx_data's `mirror`), drawn from the seed.
   bool mirror = false;
+  // The data op of training iteration i already serves batch i+1 (and, for a GPU replica, the
+  // host-to-GPU copy of iteration i moves batch i+1), so that the model of iteration i+1 starts
+  // at once instead of waiting for the batch to be read and copied (train/trainer.cpp). The
+  // batches, losses and checkpoints are the same either way; false serves each batch in its run.
+  bool prefetch = true;
   // Data parallelism (layout kData) over MPI ranks: `batch` images per rank, gradients reduced
   // by `reduce`. Any other layout needs one rank and one location.
   ParallelLayout parallel = ParallelLayout::kNone;

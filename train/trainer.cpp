@@ -107,17 +107,39 @@ void split_layers(Graph& g, const TrainOptions& o, const std::vector<ModelLayer>
   model_parallel(g, o.split, locations);
 }
 
+// A data op and the blobs the network reads its batch from. Without prefetch the model (or
+// the copy to its GPU) reads the data op's outputs, "images" and "labels", so every run starts
+// by waiting for its batch. With prefetch (the training graph, TrainOptions::prefetch) the data
+// op writes "images_next" and "labels_next", the network reads "images" and "labels", which no
+// op writes, and after each run the swaps (Graph::add_swap) make the prefetched batch current:
+// the data op of run i serves batch i+1 while the model of run i trains on batch i. A replica on
+// a GPU has a second stage: the copy on the GPU's "data" stream moves the host's current batch
+// (i+1) into "images@<gpu>", swapped after the run with "images_device", which the model reads
+// (batch i); the data op then serves batch i+2. Before the first run (and after a resume's
+// skip_to) the trainer fills the current blobs with the first batches (Impl::prime_data), so
+// the model sees the batches in the same order as without prefetch, and the data cursor that
+// checkpoints keep stays the iteration count (the batches trained on, not those prefetched).
+struct DataFeed {
+  DataSource* source = nullptr;
+  Op* op = nullptr;           // the data op
+  std::vector<Blob*> host;    // with prefetch: "images" and "labels" at the host
+  std::vector<Blob*> device;  // with prefetch at a GPU: "images_device" and "labels_device"
+  bool prefetched() const { return !host.empty(); }
+};
+
 // The single-device network: data source (on its own thread) -> model -> softmax loss and
-// accuracy. Replica r of n reads the r-th slice of every global batch. `*source` is set to the
-// data op's data set.
+// accuracy. Replica r of n reads the r-th slice of every global batch. `*feed` is set to the
+// data op and what the network reads of it (prefetched in training when the options say so).
 ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::string& split,
                                    int batch, bool training, int slice, int slices, int replica,
-                                   bool lay_out, DataSource** source) {
+                                   bool lay_out, DataFeed* feed) {
+  const bool prefetch = training && o.prefetch;
+  const std::vector<std::string> names = {"images", "labels"};
+  const Location here = g.current_location();
   std::vector<Blob*> data;
   {
     // Files are read on the host: a replica on a GPU reads from its rank's CPU (the builder
     // copies the batch over).
-    const Location here = g.current_location();
     Graph::Placement on_data_thread(g, here.is_cpu() ? here : Location::cpu(here.rank), "data");
     Attrs attrs;
     attrs.set("split", split)
@@ -125,13 +147,15 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
         .set("seed", static_cast<int64_t>(o.seed))
         .set("rank", slice)
         .set("ranks", slices);
+    const std::vector<std::string> outputs =
+        prefetch ? std::vector<std::string>{"images_next", "labels_next"} : names;
     SyntheticData synthetic;
     if (parse_synthetic_data(o.data_dir, &synthetic)) {
       attrs.set("channels", synthetic.channels)
           .set("rows", synthetic.rows)
           .set("cols", synthetic.cols)
           .set("classes", synthetic.classes);
-      data = g.apply("data", "synthetic_data", attrs, {}, {"images", "labels"});
+      data = g.apply("data", "synthetic_data", attrs, {}, outputs);
     } else {
       attrs.set("dir", o.data_dir)
           .set("shuffle", training ? 1 : 0)
@@ -140,17 +164,40 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
           // Pixels standardized: (pixel / 255 - mean) / std.
           .set("scale", 1.0 / (255.0 * o.input_std))
           .set("mean", o.input_mean / o.input_std);
-      data = g.apply("data", "idx_data", attrs, {}, {"images", "labels"});
+      data = g.apply("data", "idx_data", attrs, {}, outputs);
+    }
+    feed->op = data[0]->writers()[0];
+    if (prefetch) {
+      for (size_t i = 0; i < data.size(); ++i) {
+        Blob* current = g.add_blob(names[i], data[i]->shape());
+        g.add_swap(current, data[i]);
+        feed->host.push_back(current);
+      }
+      data = feed->host;
     }
   }
-  *source = data[0]->writers()[0]->kernel().data_source();
+  feed->source = feed->op->kernel().data_source();
   // A replica on a GPU gets the batch by copies on its "data" stream, apart from its compute.
-  if (!g.current_location().is_cpu())
-    for (Blob*& b : data) b = g.copy_to(b, g.current_location(), "data");
-  CHECK(*source != nullptr) << "the idx_data operator is no DataSource";
+  // With prefetch the copy's output is the next batch: nothing else may read it (no op at the
+  // GPU reads the host's "images" or "labels" but these copies).
+  if (!here.is_cpu()) {
+    for (size_t i = 0; i < data.size(); ++i) {
+      Blob* copied = g.copy_to(data[i], here, "data");
+      if (prefetch) {
+        Graph::Placement at(g, here, "data");
+        Blob* current = g.add_blob(names[i] + "_device", copied->shape());
+        g.add_swap(current, copied);
+        feed->device.push_back(current);
+        copied = current;
+      }
+      data[i] = copied;
+    }
+  }
+  DataSource* const source = feed->source;
+  CHECK(source != nullptr) << "the data operator is no DataSource";
   ModelSpec spec;
   spec.training = training;
-  spec.classes = (*source)->classes();
+  spec.classes = source->classes();
   // The layout rules apply to the composites created after them: the first micro-batch sets
   // them for all.
   if (lay_out && (o.stages > 1 || !o.split.empty())) {
@@ -161,7 +208,6 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
   Blob* logits = find_model(o.model)(g, data[0], spec);
   // A pipeline's loss is computed at its last stage, so that no stage waits for the others
   // within a micro-batch's forward pass; its values come back to the network's location.
-  const Location here = g.current_location();
   ReplicaOutputs out;
   {
     Graph::Placement at_loss(g, o.stages > 1 ? layout_locations(o, replica).back() : here);
@@ -179,27 +225,26 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
 // or, with --micro-batches=M in training, M copies of it sharing their parameters
 // (Graph::share_parameters), copy m reading slice r*M+m of n*M: one run accumulates the
 // micro-batches' weight gradients (autodiff sums them) before the one update. The replica's
-// loss and accuracy are the micro-batches' means. Adds the data ops' sources to `*sources`.
+// loss and accuracy are the micro-batches' means. Adds the data ops (each prefetching its
+// batches in training, DataFeed) to `*feeds`.
 ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string& split, int batch,
                              bool training, int replica, int replicas,
-                             std::vector<DataSource*>* sources) {
+                             std::vector<DataFeed>* feeds) {
   const int micro = training ? o.micro_batches : 1;
-  DataSource* source = nullptr;
   if (micro == 1) {
-    ReplicaOutputs out = build_micro_network(g, o, split, batch, training, replica, replicas,
-                                             replica, true, &source);
-    sources->push_back(source);
-    return out;
+    feeds->emplace_back();
+    return build_micro_network(g, o, split, batch, training, replica, replicas, replica, true,
+                               &feeds->back());
   }
   std::vector<Blob*> losses, accuracies;
   const std::string outer = g.scope_prefix();
   for (int m = 0; m < micro; ++m) {
     Graph::Scope scope(g, "micro" + std::to_string(m));
     g.share_parameters(g.scope_prefix(), outer);
+    feeds->emplace_back();
     const ReplicaOutputs out =
         build_micro_network(g, o, split, batch / micro, training, replica * micro + m,
-                            replicas * micro, replica, m == 0, &source);
-    sources->push_back(source);
+                            replicas * micro, replica, m == 0, &feeds->back());
     losses.push_back(out.loss);
     accuracies.push_back(out.accuracy);
   }
@@ -334,13 +379,13 @@ class Trainer::Impl {
     dp_ = build_data_parallel(
         train_, locations,
         [&](Graph& g, int r, int n) {
-          std::vector<DataSource*> data;
+          std::vector<DataFeed> feeds;
           ReplicaOutputs out =
-              build_network(g, options_, "train", options_.batch / replicas, true, r, n, &data);
-          // This process's own data sources; every rank knows the first one's epoch.
+              build_network(g, options_, "train", options_.batch / replicas, true, r, n, &feeds);
+          // This process's own data ops; every rank knows the first one's epoch.
           if (locations[r].rank == options_.rank)
-            train_data_.insert(train_data_.end(), data.begin(), data.end());
-          if (r == 0) epoch_data_ = data[0];
+            train_feeds_.insert(train_feeds_.end(), feeds.begin(), feeds.end());
+          if (r == 0) epoch_data_ = feeds[0].source;
           return out;
         },
         dp_options);
@@ -409,12 +454,12 @@ class Trainer::Impl {
       // Rank 0 evaluates with a single-device graph reading replica 0's tensors, where they are.
       Graph::Scope scope(test_, "replica0");
       Graph::Placement at(test_, locations[0]);
-      std::vector<DataSource*> test_data;
+      std::vector<DataFeed> test_feeds;
       test_outputs_ =
-          build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_data);
+          build_network(test_, options_, "test", options_.test_batch, false, 0, 1, &test_feeds);
       if (test_outputs_.accuracy->location().rank == options_.rank)
         test_accuracy_ = host_readable(test_, test_outputs_.accuracy);
-      test_data_ = test_data[0];
+      test_data_ = test_feeds[0].source;
       const DataSource& train_data = *epoch_data_;
       require(test_data_->rows() == train_data.rows() && test_data_->cols() == train_data.cols(),
               "the test split in '", options_.data_dir, "' has ", test_data_->rows(), "x",
@@ -458,6 +503,7 @@ class Trainer::Impl {
             "nothing to train: the checkpoint is at iteration ", iterations_done_,
             " and this run's total is ", total_iterations(), " (raise --max-iters or --epochs)");
     const int64_t total = total_iterations() - iterations_done_;
+    prime_data();
     const int64_t warmup = std::min<int64_t>(10, total / 2);
     const double images_per_iteration =
         static_cast<double>(options_.batch) *
@@ -536,6 +582,32 @@ class Trainer::Impl {
     if (test_run_ && !result.stopped) result.test_accuracy = evaluate();
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;
+  }
+
+  // Before the first run: the blobs that this rank's prefetching data ops' networks read
+  // (DataFeed) get the batches the first run trains on, and the data ops' cursors move past
+  // them, as the runs before would have. The data op serves them here, on the caller's thread
+  // (no run is in progress, so its thread is idle), into the current host blobs; at a GPU the
+  // first batch goes on by one blocking copy (the only one: the runs' copies are on the
+  // device's stream) and the host blobs then get the second. After load()'s skip_to, so that a
+  // resumed run starts at its checkpoint's batch.
+  void prime_data() {
+    if (data_primed_) return;
+    data_primed_ = true;
+    for (DataFeed& feed : train_feeds_) {
+      if (!feed.prefetched()) continue;
+      const auto serve = [&] {
+        std::vector<Tensor*> batch;
+        for (Blob* b : feed.host) batch.push_back(&b->tensor());
+        OpContext context;
+        feed.op->kernel().compute({}, batch, context);
+      };
+      serve();
+      if (feed.device.empty()) continue;
+      for (size_t i = 0; i < feed.device.size(); ++i)
+        feed.device[i]->tensor().copy_from(feed.host[i]->tensor());
+      serve();
+    }
   }
 
   // Stops training, before any checkpoint of the broken weights, at the first iteration whose
@@ -650,7 +722,7 @@ class Trainer::Impl {
                              : reseeded_state(options_.seed, iterations_done_, location);
     train_run_->set_rng_states(states);
     // The data continue with the batch after the last one trained on.
-    for (DataSource* data : train_data_) data->skip_to(iterations_done_);
+    for (DataFeed& feed : train_feeds_) feed.source->skip_to(iterations_done_);
   }
   std::string resume_newest() {
     require(!options_.checkpoint_dir.empty(), "resuming the newest checkpoint needs a directory");
@@ -707,8 +779,9 @@ class Trainer::Impl {
   Graph train_;
   Graph test_;
   DataParallelGraph dp_;
-  std::vector<DataSource*> train_data_;  // this rank's replicas' (owned by their ops)
-  DataSource* epoch_data_ = nullptr;     // replica 0's, on any rank (its metadata)
+  std::vector<DataFeed> train_feeds_;  // this rank's replicas' data ops
+  bool data_primed_ = false;           // prime_data() ran
+  DataSource* epoch_data_ = nullptr;   // replica 0's, on any rank (its metadata)
   DataSource* test_data_ = nullptr;
   ReplicaOutputs test_outputs_;
   std::unique_ptr<LrSchedule> schedule_;

@@ -27,6 +27,9 @@ TrainOptions lenet_pipeline(int micro_batches, PipelineSchedule schedule) {
   o.stages = 2;
   o.micro_batches = micro_batches;
   o.schedule = schedule;
+  // The batches a prefetching data op keeps (the current and the next, of every micro-batch)
+  // grow with the batch, not with the schedule: measured apart, below.
+  o.prefetch = false;
   return o;
 }
 
@@ -87,6 +90,14 @@ TEST_CASE("1F1B's memory stays flat as micro-batches are added, GPipe's grows wi
   // The last stage's weight gradients of all micro-batches share one buffer under either.
   CHECK(one8[1] < 1.1 * one4[1]);
   CHECK(one8[1] < 0.5 * none8[1]);
+  // Prefetching adds at most the whole batch's images and labels twice (current and next) at
+  // stage 0, where the data ops are (measured: 1.2 MB more).
+  TrainOptions prefetching = lenet_pipeline(8, PipelineSchedule::k1F1B);
+  prefetching.prefetch = true;
+  const double batch_bytes = 256 * (28 * 28 + 1) * sizeof(float);
+  const auto prefetch8 = stage_bytes(prefetching);
+  CHECK(prefetch8[0] <= one8[0] + 2 * batch_bytes);
+  CHECK(prefetch8[1] == one8[1]);
 }
 
 TEST_CASE("gradient accumulation takes one micro-batch's memory", "[trainer][memory]") {
