@@ -3,8 +3,9 @@
 // Forward: one thread per output scans its window. Gradient: a gather, one thread per input
 // element, which adds dy over the windows that chose it in (oh, ow) order and writes dx once (no
 // atomics, no zero fill). Tiled (the usual case): a block copies the part of x that its tile's
-// covering windows read to shared memory and finds each window's first maximum there once, so
-// x is read from memory about once and each window scanned once per tile that it covers.
+// covering windows read, and their dy, to shared memory and finds each window's first maximum
+// there once, so x and dy are read from memory about once and each window is scanned once per
+// tile that it covers.
 // Windows too large for the tiles' shared memory fall back to each element scanning its covering
 // windows in global memory. Element counts below 2^31 index with int, larger ones with int64_t.
 #include <climits>
@@ -56,9 +57,9 @@ __global__ void max_pool_backward_tiles(MaxPoolShape s, MaxPoolTiling t, int64_t
   extern __shared__ float shared[];
   float* region = shared;
   int* argmax = reinterpret_cast<int*>(shared + t.region_floats());
+  float* window_dy = reinterpret_cast<float*>(argmax + t.window_count());
   const int tiles_per_plane = t.tiles_h * t.tiles_w;
   const int64_t in_plane = int64_t(s.h) * s.w, out_plane = int64_t(s.ho) * s.wo;
-  const int r = int(threadIdx.x) / t.tile_w, c = int(threadIdx.x) % t.tile_w;
   for (int64_t b = blockIdx.x; b < tiles; b += gridDim.x) {  // the same count for the whole block
     const int64_t plane = b / tiles_per_plane;
     const MaxPoolTile p = max_pool_tile(s, t, int(b - plane * tiles_per_plane));
@@ -67,16 +68,20 @@ __global__ void max_pool_backward_tiles(MaxPoolShape s, MaxPoolTiling t, int64_t
     for (int i = threadIdx.x; i < count; i += blockDim.x) {
       region[i] = x_plane[(p.region_row0 + i / p.region_w) * s.w + p.region_col0 + i % p.region_w];
     }
-    __syncthreads();
     const int windows = p.window_count();
+    for (int j = threadIdx.x; j < windows; j += blockDim.x) {
+      window_dy[j] = max_pool_tile_dy(s, p, dy + plane * out_plane, j);
+    }
+    __syncthreads();
     for (int j = threadIdx.x; j < windows; j += blockDim.x) {
       argmax[j] = max_pool_tile_argmax(s, p, region, j);
     }
     __syncthreads();
-    const int h = p.row0 + r, w = p.col0 + c;
-    if (r < t.tile_h && h < s.h && w < s.w) {
-      dx[plane * in_plane + h * s.w + w] =
-          max_pool_tile_gradient(s, p, argmax, dy + plane * out_plane, h, w);
+    for (int e = threadIdx.x; e < t.tile_h * t.tile_w; e += blockDim.x) {
+      const int h = p.row0 + e / t.tile_w, w = p.col0 + e % t.tile_w;
+      if (h < s.h && w < s.w) {
+        dx[plane * in_plane + h * s.w + w] = max_pool_tile_gradient(s, p, argmax, window_dy, h, w);
+      }
     }
     __syncthreads();  // before the next tile overwrites shared memory
   }

@@ -90,15 +90,17 @@ PURINE_HOST_DEVICE inline float max_pool_gradient(const MaxPoolShape& s, const f
   return sum;
 }
 
-// The tiled gradient kernel: a block takes a tile of tile_h x tile_w elements of one plane (one
-// element per thread), copies the part of x its covering windows read (the region) to shared
-// memory, finds each covering window's first maximum once (its offset in the region, an int), and
-// then gathers each element's gradient from the windows that chose it. Windows on a tile's edge
+// The tiled gradient kernel: a block takes a tile of tile_h x tile_w elements of one plane (up to
+// kMaxPoolTileElements, a few per thread), copies the part of x its covering windows read (the
+// region) and those windows' dy to shared memory, finds each covering window's first maximum once
+// (its offset in the region, an int), and then gathers each element's gradient from the windows
+// that chose it: no global load waits inside the gather. Windows on a tile's edge
 // are found again by the neighbouring tile (the same result: the same scan of the same values).
 // Bounds (for the shared memory): the windows covering t consecutive rows start in a span of
 // t + kernel - 1 rows, so at most ceil((t + kernel - 1) / stride) of them, and they read at most
 // (windows - 1) stride + kernel rows.
 constexpr int kMaxPoolTileThreads = 256;
+constexpr int kMaxPoolTileElements = 1024;
 constexpr int kMaxPoolTileWidth = 32;
 constexpr int64_t kMaxPoolSharedBytes = 48 * 1024;  // what a block gets without opting in
 
@@ -110,7 +112,9 @@ struct MaxPoolTiling {
   PURINE_HOST_DEVICE int64_t region_floats() const { return int64_t{region_h} * region_w; }
   PURINE_HOST_DEVICE int64_t window_count() const { return int64_t{windows_h} * windows_w; }
   int64_t shared_bytes() const {
-    return region_floats() * int64_t{sizeof(float)} + window_count() * int64_t{sizeof(int)};
+    // The region, then each window's argmax offset (int) and dy (float).
+    return region_floats() * int64_t{sizeof(float)} +
+           window_count() * int64_t{sizeof(int) + sizeof(float)};
   }
   // Whether the tiled kernel can run (else the fallback: max_pool_gradient per element).
   bool fits() const { return shared_bytes() <= kMaxPoolSharedBytes; }
@@ -124,11 +128,12 @@ inline int most_windows(int elements, int kernel, int stride, int outputs) {
 inline MaxPoolTiling max_pool_tiling(const MaxPoolShape& s) {
   MaxPoolTiling t;
   t.tile_w = s.w < kMaxPoolTileWidth ? s.w : kMaxPoolTileWidth;
-  const int rows = kMaxPoolTileThreads / t.tile_w;
+  const int rows = kMaxPoolTileElements / t.tile_w;
   t.tile_h = s.h < rows ? s.h : rows;
   t.tiles_h = (s.h + t.tile_h - 1) / t.tile_h;
   t.tiles_w = (s.w + t.tile_w - 1) / t.tile_w;
-  t.threads = (t.tile_h * t.tile_w + kWarp - 1) / kWarp * kWarp;
+  const int threads = (t.tile_h * t.tile_w + kWarp - 1) / kWarp * kWarp;
+  t.threads = threads < kMaxPoolTileThreads ? threads : kMaxPoolTileThreads;
   t.windows_h = most_windows(t.tile_h, s.kernel_h, s.stride_h, s.ho);
   t.windows_w = most_windows(t.tile_w, s.kernel_w, s.stride_w, s.wo);
   const int region_h = (t.windows_h - 1) * s.stride_h + s.kernel_h;
@@ -192,20 +197,27 @@ PURINE_HOST_DEVICE inline int max_pool_tile_argmax(const MaxPoolShape& s, const 
   return first_max(region, p.region_w, rows, cols);
 }
 
-// Phase 3: dx of element (h, w) of the tile, `argmax` holding phase 2's offsets and `dy` the
-// plane's.
+// Phase 1, with the region: window j's dy, `dy` the plane's.
+PURINE_HOST_DEVICE inline float max_pool_tile_dy(const MaxPoolShape& s, const MaxPoolTile& p,
+                                                 const float* dy, int j) {
+  const int windows_w = p.ows.hi - p.ows.lo + 1;
+  return dy[(p.ohs.lo + j / windows_w) * s.wo + p.ows.lo + j % windows_w];
+}
+
+// Phase 3: dx of element (h, w) of the tile, `argmax` holding phase 2's offsets and `window_dy`
+// the windows' dy (both row-major over p.ohs x p.ows).
 PURINE_HOST_DEVICE inline float max_pool_tile_gradient(const MaxPoolShape& s, const MaxPoolTile& p,
-                                                       const int* argmax, const float* dy, int h,
-                                                       int w) {
+                                                       const int* argmax, const float* window_dy,
+                                                       int h, int w) {
   const IndexRange ohs = windows_covering(h, s.kernel_h, s.stride_h, s.pad_h, s.ho);
   const IndexRange ows = windows_covering(w, s.kernel_w, s.stride_w, s.pad_w, s.wo);
   const int windows_w = p.ows.hi - p.ows.lo + 1;
   const int self = (h - p.region_row0) * p.region_w + (w - p.region_col0);
   float sum = 0.0f;
   for (int oh = ohs.lo; oh <= ohs.hi; ++oh) {
-    const int* chosen = argmax + (oh - p.ohs.lo) * windows_w;
+    const int row = (oh - p.ohs.lo) * windows_w - p.ows.lo;
     for (int ow = ows.lo; ow <= ows.hi; ++ow) {
-      if (chosen[ow - p.ows.lo] == self) sum += dy[oh * s.wo + ow];
+      if (argmax[row + ow] == self) sum += window_dy[row + ow];
     }
   }
   return sum;

@@ -93,6 +93,7 @@ std::vector<float> tiled_gradient(const MaxPoolShape& s, const float* x, const f
   std::vector<float> dx(size_t(s.planes * s.h * s.w), -1.0f);
   std::vector<float> region(size_t(t.region_floats()));
   std::vector<int> argmax(size_t(t.window_count()));
+  std::vector<float> window_dy(size_t(t.window_count()));
   for (int64_t plane = 0; plane < s.planes; ++plane) {
     const float* x_plane = x + plane * s.h * s.w;
     for (int tile = 0; tile < t.tiles_h * t.tiles_w; ++tile) {
@@ -104,15 +105,19 @@ std::vector<float> tiled_gradient(const MaxPoolShape& s, const float* x, const f
             x_plane[(p.region_row0 + i / p.region_w) * s.w + p.region_col0 + i % p.region_w];
       }
       for (int j = 0; j < p.window_count(); ++j) {
+        window_dy[size_t(j)] = max_pool_tile_dy(s, p, dy + plane * s.ho * s.wo, j);
+      }
+      for (int j = 0; j < p.window_count(); ++j) {
         argmax[size_t(j)] = max_pool_tile_argmax(s, p, region.data(), j);
       }
       for (int thread = 0; thread < t.threads; ++thread) {
-        const int r = thread / t.tile_w, c = thread % t.tile_w;
-        const int h = p.row0 + r, w = p.col0 + c;
-        if (r < t.tile_h && h < s.h && w < s.w) {
-          float& out = dx[size_t(plane * s.h * s.w + h * s.w + w)];
-          REQUIRE(out == -1.0f);  // each element written by one thread
-          out = max_pool_tile_gradient(s, p, argmax.data(), dy + plane * s.ho * s.wo, h, w);
+        for (int e = thread; e < t.tile_h * t.tile_w; e += t.threads) {
+          const int h = p.row0 + e / t.tile_w, w = p.col0 + e % t.tile_w;
+          if (h < s.h && w < s.w) {
+            float& out = dx[size_t(plane * s.h * s.w + h * s.w + w)];
+            REQUIRE(out == -1.0f);  // each element written by one thread
+            out = max_pool_tile_gradient(s, p, argmax.data(), window_dy.data(), h, w);
+          }
         }
       }
     }
@@ -191,7 +196,7 @@ TEST_CASE("max-pool tiles cover each element once within their shared-memory bou
           INFO("kernel " << kernel << " stride " << stride << " pad " << pad << " size " << size);
           REQUIRE(t.threads <= kMaxPoolTileThreads);
           REQUIRE(t.threads % kWarp == 0);
-          REQUIRE(t.tile_h * t.tile_w <= t.threads);
+          REQUIRE(t.tile_h * t.tile_w <= kMaxPoolTileElements);
           std::vector<int> seen(size_t(s.h * s.w), 0);
           for (int tile = 0; tile < t.tiles_h * t.tiles_w; ++tile) {
             const MaxPoolTile p = max_pool_tile(s, t, tile);
