@@ -72,6 +72,9 @@ DEFINE_double(input_mean, 0.2860,
 DEFINE_double(input_std, 0.3530, "see --input-mean");
 DEFINE_bool(mirror, false,
             "flip each training image left-right with probability 1/2, afresh every epoch");
+DEFINE_bool(prefetch, true,
+            "read (and copy to the GPU) the next batch while the current one trains; "
+            "--noprefetch serves each batch in its own iteration (the same batches and losses)");
 DEFINE_uint64(seed, 1, "random seed (initialization, shuffling, dropout)");
 DEFINE_string(summary, "", "write a JSON summary of the run to this file");
 DEFINE_string(executor, "parallel", "dispatcher: parallel or serial");
@@ -236,6 +239,7 @@ TrainOptions options_from_flags() {
   o.input_mean = FLAGS_input_mean;
   o.input_std = FLAGS_input_std;
   o.mirror = FLAGS_mirror;
+  o.prefetch = FLAGS_prefetch;
   o.seed = FLAGS_seed;
   o.test_samples = FLAGS_test_samples;
   o.trace_path = FLAGS_trace;
