@@ -43,7 +43,8 @@ constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "
 constexpr Choice<PipelineSchedule> kSchedules[] = {{PipelineSchedule::kGPipe, "gpipe"},
                                                    {PipelineSchedule::k1F1B, "1f1b"},
                                                    {PipelineSchedule::kZBH1, "zbh1"}};
-constexpr Choice<GpuMath> kMaths[] = {{GpuMath::kFp32, "fp32"}, {GpuMath::kTf32, "tf32"}};
+constexpr Choice<GpuMath> kMaths[] = {
+    {GpuMath::kFp32, "fp32"}, {GpuMath::kTf32, "tf32"}, {GpuMath::kExact, "exact"}};
 constexpr Choice<Optimizer> kOptimizers[] = {
     {Optimizer::kSgd, "sgd"}, {Optimizer::kAdam, "adam"}, {Optimizer::kAdamW, "adamw"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},

@@ -160,7 +160,7 @@ ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: n
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
 PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b, zbh1
 Optimizer parse_optimizer(const std::string& name);             // --optimizer: sgd, adam, adamw
-GpuMath parse_math(const std::string& name);                    // --math: fp32, tf32
+GpuMath parse_math(const std::string& name);                    // --math: fp32, tf32, exact
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);

@@ -1,10 +1,9 @@
 // GPU kernels of operators/conv.hpp through cuDNN: FP32 cross-correlation with FMA math (TF32
-// tensor cores only under GpuMath::kTf32), the algorithm timed once per geometry within a
-// workspace limit and cached (conv_algorithms.hpp), deterministic ones unless the op's
-// `deterministic` attribute is 0
-// (the attribute of conv_grad_weight's CPU kernel; here it applies to all three directions).
-// The descriptors and the algorithm are made once per (device, direction, geometry) on each
-// executor thread and kept, so a call costs a map lookup on the host.
+// tensor cores only under GpuMath::kTf32, transforms not under kExact), the algorithm timed once
+// per geometry within a workspace limit and cached (conv_algorithms.hpp), deterministic ones unless
+// the op's `deterministic` attribute is 0 (the attribute of conv_grad_weight's CPU kernel; here it
+// applies to all three directions). The descriptors and the algorithm are made once per (device,
+// direction, geometry) on each executor thread and kept, so a call costs a map lookup on the host.
 #include "operators/conv.hpp"
 
 #include <array>
@@ -37,15 +36,16 @@ struct Descriptors {
 // What one direction of one geometry needs per call: its descriptors and algorithm.
 struct Plan {
   Plan(const ConvGeometry& g, CudaStream& stream, ConvDirection direction, bool deterministic,
-       bool tensor_ops, int forced)
+       GpuMath math, int forced)
       : d(g) {
     // Tensor-core algorithms are timed only when TF32 is allowed; the one chosen sets the math.
+    const bool tensor_ops = math == GpuMath::kTf32;
     if (tensor_ops) d.conv.set_math(CUDNN_TENSOR_OP_MATH);
     algo = forced >= 0
                ? forced_conv_algorithm(stream.cudnn(), direction, forced, tensor_ops, d.x.get(),
                                        d.w.get(), d.conv.get(), d.y.get())
                : choose_conv_algorithm(stream.cudnn(), stream.device(), direction, g, deterministic,
-                                       tensor_ops, d.x.get(), d.w.get(), d.conv.get(), d.y.get());
+                                       math, d.x.get(), d.w.get(), d.conv.get(), d.y.get());
     d.conv.set_math(algo.math);
   }
   Descriptors d;
@@ -59,10 +59,10 @@ using PlanKey = std::array<int64_t, 17>;
 const Plan& plan_for(const ConvGeometry& g, CudaStream& stream, ConvDirection direction,
                      bool deterministic, int forced) {
   thread_local std::map<PlanKey, std::unique_ptr<Plan>> cache;
-  const bool tensor_ops = gpu_math() == GpuMath::kTf32;
+  const GpuMath math = gpu_math();
   const PlanKey key{stream.device(),
                     static_cast<int64_t>(direction),
-                    (deterministic ? 1 : 0) + (tensor_ops ? 2 : 0),
+                    (deterministic ? 1 : 0) + 2 * static_cast<int64_t>(math),
                     g.n,
                     g.c,
                     g.h,
@@ -78,7 +78,7 @@ const Plan& plan_for(const ConvGeometry& g, CudaStream& stream, ConvDirection di
                     g.pad_w,
                     forced};
   std::unique_ptr<Plan>& slot = cache[key];
-  if (!slot) slot = std::make_unique<Plan>(g, stream, direction, deterministic, tensor_ops, forced);
+  if (!slot) slot = std::make_unique<Plan>(g, stream, direction, deterministic, math, forced);
   return *slot;
 }
 

@@ -13,13 +13,13 @@ namespace purine::cuda {
 
 namespace {
 
-using Key = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+using Key = std::tuple<int, int, bool, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                        int64_t, int64_t, int64_t, int64_t, int64_t>;
 
 Key key_of(int device, ConvDirection direction, const ConvGeometry& g, bool deterministic,
-           bool tensor_ops) {
-  return Key(device, static_cast<int>(direction), deterministic, tensor_ops, g.n, g.c, g.h, g.w,
-             g.o, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w);
+           GpuMath math) {
+  return Key(device, static_cast<int>(direction), deterministic, static_cast<int>(math), g.n, g.c,
+             g.h, g.w, g.o, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w);
 }
 
 // Whether `algo` computes the direction through a transform (FFT or non-fused Winograd),
@@ -55,11 +55,12 @@ const char* direction_name(ConvDirection direction) {
 }
 
 // The first of cuDNN's results (fastest first) that succeeds, fits the workspace limit, uses
-// tensor-core (TF32) math and transforms only if tensor ops are allowed, and is deterministic
-// when that is asked.
+// tensor-core (TF32) math only under kTf32 and a transform not under kExact, and is
+// deterministic when that is asked.
 template <typename Perf>
 ConvAlgorithm pick(const Perf* results, int count, ConvDirection direction, const ConvGeometry& g,
-                   bool deterministic, bool tensor_ops) {
+                   bool deterministic, GpuMath math) {
+  const bool tensor_ops = math == GpuMath::kTf32;
   const ConvAlgorithm* chosen = nullptr;
   ConvAlgorithm candidate;
   for (int i = 0; i < count && !chosen; ++i) {
@@ -67,7 +68,8 @@ ConvAlgorithm pick(const Perf* results, int count, ConvDirection direction, cons
     const int algo = static_cast<int>(p.algo);
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kConvWorkspaceLimit) continue;
     const bool fma = p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH;
-    if (!tensor_ops && (!fma || transforms(direction, algo))) continue;
+    if (!tensor_ops && !fma) continue;
+    if (math == GpuMath::kExact && transforms(direction, algo)) continue;
     if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
     candidate = {algo, p.memory, p.mathType == CUDNN_DEFAULT_MATH ? CUDNN_FMA_MATH : p.mathType};
     chosen = &candidate;
@@ -89,12 +91,12 @@ ConvAlgorithm pick(const Perf* results, int count, ConvDirection direction, cons
   }
   if (chosen) return *chosen;
   throw Error(str("conv: cuDNN offers no ", deterministic ? "deterministic " : "",
-                  tensor_ops ? "" : "FP32 ", direction_name(direction), " algorithm within ",
-                  kConvWorkspaceLimit >> 20, " MiB of workspace"));
+                  math == GpuMath::kExact ? "direct-sum " : "", direction_name(direction),
+                  " algorithm within ", kConvWorkspaceLimit >> 20, " MiB of workspace"));
 }
 
 ConvAlgorithm query(cudnnHandle_t handle, ConvDirection direction, const ConvGeometry& g,
-                    bool deterministic, bool tensor_ops, cudnnTensorDescriptor_t x,
+                    bool deterministic, GpuMath math, cudnnTensorDescriptor_t x,
                     cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
                     cudnnTensorDescriptor_t y) {
   constexpr int kMax = 16;
@@ -104,19 +106,19 @@ ConvAlgorithm query(cudnnHandle_t handle, ConvDirection direction, const ConvGeo
       cudnnConvolutionFwdAlgoPerf_t results[kMax];
       PURINE_CUDNN_CALL("conv", cudnnFindConvolutionForwardAlgorithm(handle, x, w, conv, y, kMax,
                                                                      &count, results));
-      return pick(results, count, direction, g, deterministic, tensor_ops);
+      return pick(results, count, direction, g, deterministic, math);
     }
     case ConvDirection::kBackwardData: {
       cudnnConvolutionBwdDataAlgoPerf_t results[kMax];
       PURINE_CUDNN_CALL("conv_grad_data", cudnnFindConvolutionBackwardDataAlgorithm(
                                               handle, w, y, conv, x, kMax, &count, results));
-      return pick(results, count, direction, g, deterministic, tensor_ops);
+      return pick(results, count, direction, g, deterministic, math);
     }
     case ConvDirection::kBackwardWeights: {
       cudnnConvolutionBwdFilterAlgoPerf_t results[kMax];
       PURINE_CUDNN_CALL("conv_grad_weight", cudnnFindConvolutionBackwardFilterAlgorithm(
                                                 handle, x, y, conv, w, kMax, &count, results));
-      return pick(results, count, direction, g, deterministic, tensor_ops);
+      return pick(results, count, direction, g, deterministic, math);
     }
   }
   throw Error("conv: unknown direction");
@@ -125,19 +127,18 @@ ConvAlgorithm query(cudnnHandle_t handle, ConvDirection direction, const ConvGeo
 }  // namespace
 
 ConvAlgorithm choose_conv_algorithm(cudnnHandle_t handle, int device, ConvDirection direction,
-                                    const ConvGeometry& g, bool deterministic, bool tensor_ops,
+                                    const ConvGeometry& g, bool deterministic, GpuMath math,
                                     cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
   static std::mutex mu;
   static std::map<Key, ConvAlgorithm> cache;
-  const Key key = key_of(device, direction, g, deterministic, tensor_ops);
+  const Key key = key_of(device, direction, g, deterministic, math);
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
-  const ConvAlgorithm chosen =
-      query(handle, direction, g, deterministic, tensor_ops, x, w, conv, y);
+  const ConvAlgorithm chosen = query(handle, direction, g, deterministic, math, x, w, conv, y);
   std::lock_guard<std::mutex> lock(mu);
   return cache.emplace(key, chosen).first->second;
 }

@@ -1,13 +1,13 @@
 // Which cuDNN algorithm runs a convolution of one geometry in one direction: timed once per
-// (device, direction, geometry, deterministic, tensor ops) by cuDNN's find (every algorithm run
+// (device, direction, geometry, deterministic, math) by cuDNN's find (every algorithm run
 // on scratch memory cuDNN allocates, as PyTorch's cudnn.benchmark does), the fastest whose
-// workspace fits the limit, whose math is plain FMA unless tensor ops are allowed, and, when
-// asked, that is deterministic; then cached for the process (thread-safe). The timing runs
-// synchronously on the caller's stream, on the first call of each geometry only. Under FP32
-// math (no tensor ops) the transform algorithms (FFT, FFT tiling, non-fused Winograd) are left
-// out too: their rounding is far coarser than float32's (a 5x5 data gradient of FFT or Winograd
-// form was 3.5e-2 off the CPU's on an H200, where FP32 promises float rounding). `GLOG_v=1`
-// logs every algorithm cuDNN timed and the one chosen.
+// workspace fits the limit, whose math is plain FMA unless GpuMath::kTf32 allows tensor ops,
+// and, when asked, that is deterministic; then cached for the process (thread-safe). The timing
+// runs synchronously on the caller's stream, on the first call of each geometry only. Under
+// GpuMath::kExact the transform algorithms (FFT, FFT tiling, non-fused Winograd) are left out
+// too: their rounding is far coarser than a direct sum's (a 5x5 data gradient was 3.5e-2 of an
+// element off the CPU's on an H200). `GLOG_v=1` logs every algorithm cuDNN timed and the one
+// chosen.
 #pragma once
 
 #include <cudnn.h>
@@ -16,6 +16,7 @@
 #include <string>
 
 #include "operators/conv.hpp"
+#include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
 
@@ -30,7 +31,7 @@ struct ConvAlgorithm {
 
 // The algorithm for `direction` on `g` (descriptors built by the caller from g).
 ConvAlgorithm choose_conv_algorithm(cudnnHandle_t handle, int device, ConvDirection direction,
-                                    const ConvGeometry& g, bool deterministic, bool tensor_ops,
+                                    const ConvGeometry& g, bool deterministic, GpuMath math,
                                     cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y);
 

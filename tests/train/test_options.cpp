@@ -22,7 +22,8 @@ TEST_CASE("every choice parses from its name and back", "[options]") {
     CHECK(parse_parallel_layout(name_of(l)) == l);
   for (dispatch::Mode m : {dispatch::Mode::kParallel, dispatch::Mode::kSerial})
     CHECK(parse_executor(name_of(m)) == m);
-  for (GpuMath m : {GpuMath::kFp32, GpuMath::kTf32}) CHECK(parse_math(name_of(m)) == m);
+  for (GpuMath m : {GpuMath::kFp32, GpuMath::kTf32, GpuMath::kExact})
+    CHECK(parse_math(name_of(m)) == m);
   CHECK(parse_reduction("ps") == Reduction::kParameterServer);
   CHECK(std::string(name_of(LrPolicy::kPoly)) == "poly");
 }
@@ -40,7 +41,7 @@ TEST_CASE("an unknown name is refused, naming the flag and listing the valid nam
   REQUIRE_THROWS_WITH(parse_executor("magic"),
                       "unknown executor 'magic' for --executor; choose parallel or serial");
   REQUIRE_THROWS_WITH(parse_math("bf16"),
-                      "unknown GPU math 'bf16' for --math; choose fp32 or tf32");
+                      "unknown GPU math 'bf16' for --math; choose fp32, tf32 or exact");
   // Names are matched exactly.
   REQUIRE_THROWS_AS(parse_reduction("Ring"), Error);
   REQUIRE_THROWS_AS(parse_reduction(""), Error);

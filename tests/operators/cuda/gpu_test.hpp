@@ -11,6 +11,7 @@
 
 #include "base/device_runtime.hpp"
 #include "base/tensor.hpp"
+#include "operators/gpu_kernel.hpp"
 #include "operators/operator.hpp"
 
 namespace purine::testing {
@@ -23,13 +24,13 @@ inline std::string no_gpu_reason() {
   return "";
 }
 
-#define PURINE_REQUIRE_GPU()                                                        \
-  do {                                                                              \
-    const std::string purine_why = ::purine::testing::no_gpu_reason();              \
-    if (!purine_why.empty()) {                                                      \
+#define PURINE_REQUIRE_GPU()                                                         \
+  do {                                                                               \
+    const std::string purine_why = ::purine::testing::no_gpu_reason();               \
+    if (!purine_why.empty()) {                                                       \
       WARN("skipped: needs a GPU (" << purine_why << "); run it where one is lent"); \
-      return;                                                                       \
-    }                                                                               \
+      return;                                                                        \
+    }                                                                                \
   } while (0)
 
 // Runs `op` on GPU 0's stream with the given tensors (any locations the op accepts) and waits.
@@ -44,6 +45,19 @@ inline void run_on_gpu(Operator& op, const std::vector<const Tensor*>& inputs,
   stream->record(*done);
   while (!done->done()) std::this_thread::yield();
 }
+
+// The process's GpuMath set for a scope: tests that compare convolutions with the CPU at float
+// rounding run under GpuMath::kExact.
+class ScopedGpuMath {
+ public:
+  explicit ScopedGpuMath(GpuMath math) : saved_(gpu_math()) { set_gpu_math(math); }
+  ~ScopedGpuMath() { set_gpu_math(saved_); }
+  ScopedGpuMath(const ScopedGpuMath&) = delete;
+  ScopedGpuMath& operator=(const ScopedGpuMath&) = delete;
+
+ private:
+  GpuMath saved_;
+};
 
 // A copy of `t` at GPU 0.
 inline Tensor on_gpu(const Tensor& t) {

@@ -214,6 +214,7 @@ TEST_CASE("loss, accuracy, softmax, bias and inner product GPU kernels match the
 
 TEST_CASE("convolution, pooling, LRN and batch norm GPU kernels match the CPU", "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();
+  const ScopedGpuMath exact(GpuMath::kExact);
   std::mt19937 gen(5);
   const Tensor x = random_tensor({4, 3, 12, 12}, gen), w = random_tensor({8, 3, 5, 5}, gen);
   const Attrs conv = Attrs().set("pad", int64_t{2}).set("stride", int64_t{1});

@@ -15,7 +15,8 @@ TEST_CASE("launch geometry covers every element once", "[cuda][launch]") {
     CHECK(blocks >= 1);
     CHECK(blocks <= kMaxBlocks);
     int64_t visited = 0;
-    for (int64_t t = 0; t < int64_t{blocks} * kThreads; ++t) visited += elements_of_thread(n, blocks, t);
+    for (int64_t t = 0; t < int64_t{blocks} * kThreads; ++t)
+      visited += elements_of_thread(n, blocks, t);
     CHECK(visited == n);
   }
   CHECK(blocks_for(1000) == 4);
