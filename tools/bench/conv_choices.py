@@ -4,9 +4,11 @@
 convolution geometry and direction, and the one chosen).
 
 For each direction it sums, over the geometries, cuDNN's time of the algorithm chosen and of
-the fastest algorithm under looser rules: nondeterministic allowed, transforms (FFT, non-fused
-Winograd) allowed, and anything (tensor ops too). The gaps say what determinism and FP32
-accuracy cost per iteration (each geometry counted once, though a network may run it more).
+the fastest one each rule allows: `--math=exact` (deterministic direct sums), `--math=fp32`
+(transforms too: FFT, non-fused Winograd), fp32 with nondeterministic algorithms, and anything
+(tensor ops too; the log holds them only from a --math=tf32 run). The gaps say what
+determinism and exact sums cost per iteration (each geometry counted once, though a network
+may run it more).
 
 Usage: GLOG_v=1 GLOG_logtostderr=1 purine train --device=0 ... 2>log; conv_choices.py log
 """
@@ -42,10 +44,11 @@ def main():
     if not entries:
         sys.exit(f"error: {sys.argv[1]} holds no conv algorithm log (run with GLOG_v=1)")
 
-    rules = {
+    rules = {  # which of cuDNN's results each rule may take: (deterministic, transform, tensor)
         "chosen": None,
-        "+nondeterministic": lambda d, tr, tc: not tr and not tc,
-        "+transforms": lambda d, tr, tc: d and not tc,
+        "exact": lambda d, tr, tc: d and not tr and not tc,
+        "fp32": lambda d, tr, tc: d and not tc,
+        "fp32 nondeterm.": lambda d, tr, tc: not tc,
         "anything": lambda d, tr, tc: True,
     }
     totals = collections.defaultdict(lambda: collections.defaultdict(float))

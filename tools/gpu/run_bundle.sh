@@ -75,6 +75,11 @@ if [ "$what" = quick ]; then
   GLOG_v=1 GLOG_logtostderr=1 timeout 90 purine train --model=googlenet --device=0 \
     --data=synthetic:3x224x224:1000 --batch=128 --max-iters=2 --noevaluate >/dev/null 2>"$log"
   python3 "$here/tools/bench/conv_choices.py" "$log" || status=1
+  for math in fp32 exact; do
+    timeout 90 purine train --model=googlenet --device=0 --data=synthetic:3x224x224:1000 \
+      --batch=128 --max-iters=30 --noevaluate --math=$math --summary=/tmp/summary.json >/dev/null
+    echo "googlenet, batch 128, --math=$math: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json)"
+  done
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   step "GPU training: Purine against PyTorch on this GPU"
