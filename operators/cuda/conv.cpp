@@ -1,5 +1,5 @@
 // GPU kernels of operators/conv.hpp through cuDNN: FP32 cross-correlation with FMA math (TF32
-// tensor cores only under GpuMath::kTf32, transforms not under kExact), the algorithm timed once
+// tensor cores only under GpuMath::kTf32, non-fused Winograd not under kExact), the algorithm timed once
 // per geometry within a workspace limit and cached (conv_algorithms.hpp), deterministic ones unless
 // the op's `deterministic` attribute is 0 (the attribute of conv_grad_weight's CPU kernel; here it
 // applies to all three directions). The descriptors and the algorithm are made once per (device,

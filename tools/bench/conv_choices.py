@@ -4,13 +4,13 @@
 convolution geometry and direction, and the one chosen).
 
 For each direction it sums, over the geometries, cuDNN's time of the algorithm chosen and of
-the fastest one each rule allows: `--math=exact` (deterministic direct sums), `--math=fp32`
-(transforms too: FFT, non-fused Winograd), fp32 with nondeterministic algorithms, and anything
+the fastest one each rule allows: `--math=exact` (deterministic, no non-fused Winograd),
+`--math=fp32` (non-fused Winograd too), fp32 with nondeterministic algorithms, and anything
 (tensor ops too; the log holds them only from a --math=tf32 run). The gaps say what
 determinism and exact sums cost per iteration (each geometry counted once, though a network
 may run it more).
 
-Usage: GLOG_v=1 GLOG_logtostderr=1 purine train --device=0 ... 2>log; conv_choices.py log
+Usage: purine train --device=0 --v=1 ... 2>log; conv_choices.py log
 """
 import collections
 import re
@@ -24,7 +24,7 @@ ROW = re.compile(r"^\s+algo (\d+): ([0-9.e+-]+) ms, (\d+) MiB, (\w+)(.*)$")
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    entries = []  # (direction, geometry, chosen, {algo: (ms, deterministic, transform, tensor)})
+    entries = []  # (direction, geometry, chosen, {algo: (ms, deterministic, lossy, tensor)})
     current = None
     with open(sys.argv[1]) as f:
         for line in f:
@@ -38,13 +38,13 @@ def main():
                 rest = row.group(5)
                 current[3][int(row.group(1))] = (float(row.group(2)),
                                                  row.group(4) == "deterministic",
-                                                 "transform" in rest, "tensor ops" in rest)
+                                                 "lossy" in rest, "tensor ops" in rest)
             elif not line.startswith(" "):
                 current = None
     if not entries:
         sys.exit(f"error: {sys.argv[1]} holds no conv algorithm log (run with GLOG_v=1)")
 
-    rules = {  # which of cuDNN's results each rule may take: (deterministic, transform, tensor)
+    rules = {  # which of cuDNN's results each rule may take: (deterministic, lossy, tensor)
         "chosen": None,
         "exact": lambda d, tr, tc: d and not tr and not tc,
         "fp32": lambda d, tr, tc: d and not tc,

@@ -72,7 +72,7 @@ int list_devices() {
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
-  FLAGS_minloglevel = 1;
+  FLAGS_minloglevel = 1;  // warnings and errors; see below for verbose logging
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
     std::cout << kUsage;
     return argc < 2 ? 2 : 0;
@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
       purine::cli::check_flags_known(command, {args.begin() + 1, args.end()});
       gflags::ParseCommandLineFlags(&cargc, &cargv, true);
       if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
+      if (FLAGS_v > 0) FLAGS_minloglevel = 0;  // verbose logging asked for (--v=1 or GLOG_v=1)
       if (command == "predict") return purine::cli::run_predict();
       if (command == "export") return purine::cli::run_export();
       if (command == "graph") return purine::cli::run_graph();

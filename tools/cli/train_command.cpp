@@ -129,8 +129,8 @@ DEFINE_int32(locations, 1,
 DEFINE_int32(device, -1, "train on this GPU (`purine devices` lists them); -1: on the CPU");
 DEFINE_string(math, "fp32",
               "arithmetic of GPU convolutions and inner products: fp32 (float32, with cuDNN's "
-              "FFT and Winograd convolutions where faster, as PyTorch; the default), exact "
-              "(direct float32 sums only: the CPU's results to float rounding, slower) or tf32 "
+              "Winograd convolutions where faster, as PyTorch; the default), exact (no "
+              "Winograd: the CPU's results to float rounding, slower) or tf32 "
               "(operands rounded to TF32 on the tensor cores: faster, about 1e-3 from fp32; "
               "PyTorch's allow_tf32)");
 DEFINE_string(devices, "",

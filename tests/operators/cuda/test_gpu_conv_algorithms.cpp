@@ -1,7 +1,7 @@
 // The cuDNN algorithm a GPU convolution chooses under exact math agrees with the CPU to float
 // rounding (norm-wise relative error under 1e-5) in every direction, and under the default fp32
-// math (transforms allowed) within 5e-3, as TF32, over geometries where cuDNN's
-// transform algorithms (FFT, Winograd) compete. Every algorithm cuDNN offers, forced through the
+// math (non-fused Winograd allowed) within 5e-3, as TF32, over geometries where cuDNN's FFT
+// and Winograd algorithms compete. Every algorithm cuDNN offers, forced through the
 // `gpu_algorithm` attribute, is also run and its error printed: the table that says which ones
 // exact math must leave out. Skipped without a GPU.
 #include <catch2/catch.hpp>

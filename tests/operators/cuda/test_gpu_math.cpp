@@ -1,6 +1,6 @@
 // GpuMath (operators/gpu_kernel.hpp): under kTf32 the GPU's convolutions and inner products may
 // round operands to TF32 (about 1e-3 from float32); under kFp32 inner products agree with the CPU
-// to float rounding and convolutions within what a transform (FFT, Winograd) rounds; under
+// to float rounding and convolutions within what non-fused Winograd rounds; under
 // kExact convolutions too agree to float rounding. Skipped without a GPU.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -57,7 +57,7 @@ TEST_CASE("TF32 math is used only when asked, and stays near float32", "[cuda][g
   REQUIRE(gpu_math() == GpuMath::kFp32);  // the default
   const double conv_fp32 = relative_error("conv", conv, conv_shapes);
   const double product_fp32 = relative_error("inner_product", {}, product_shapes);
-  CHECK(conv_fp32 < 5e-3);  // a transform (FFT, Winograd) may compute it
+  CHECK(conv_fp32 < 5e-3);  // non-fused Winograd may compute it
   CHECK(product_fp32 < 1e-5);
   set_gpu_math(GpuMath::kExact);
   CHECK(relative_error("conv", conv, conv_shapes) < 1e-5);
