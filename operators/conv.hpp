@@ -18,9 +18,11 @@
 // count, on any ISA oneDNN picks. im2col by construction (per-image GEMMs); oneDNN's forward and
 // data gradient do not split reductions across threads; the weight gradient (both engines) sums
 // fixed chunks of the batch (at most 8), each on one thread, and adds them in chunk order.
-// `deterministic` (conv_grad_weight, default 1): 0 runs oneDNN's weight gradient as one
-// primitive over all threads instead, whose bits depend on the thread count and the ISA (its
-// blocked kernels split the batch among the threads); for measuring what the guarantee costs.
+// `deterministic` (conv_grad_weight; default: deterministic_kernels(), on unless turned off,
+// operators/kernel_determinism.hpp): 0 runs oneDNN's weight gradient as one primitive over all
+// threads instead, whose bits depend on the thread count and the ISA (its blocked kernels split
+// the batch among the threads); faster on many cores. On a GPU it applies to all three
+// directions (cuDNN's algorithms with atomics).
 // `gpu_algorithm` (default -1): on a GPU, run this cuDNN algorithm of the op's direction (a
 // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t value) instead of the timed choice; an algorithm
 // cuDNN does not offer for the geometry is an error naming it. For tests and measurements.

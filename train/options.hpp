@@ -109,6 +109,9 @@ struct TrainOptions {
   // The arithmetic of GPU convolutions and inner products (operators/gpu_kernel.hpp): FP32, or
   // TF32 on the tensor cores. Set process-wide when a Trainer is made.
   GpuMath math = GpuMath::kFp32;
+  // Convolutions keep run-to-run bit identity (operators/kernel_determinism.hpp); off, they may
+  // use faster kernels whose sums vary in order. Set process-wide when a Trainer is made.
+  bool deterministic = true;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,
   // every blob keeps its own (its values stay readable after a run, for debugging).

@@ -19,6 +19,7 @@
 #include "graphs/pipeline.hpp"
 #include "models/models.hpp"
 #include "operators/data_source.hpp"
+#include "operators/kernel_determinism.hpp"
 #include "purine/dsl.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/mpi_bytes.hpp"
@@ -364,6 +365,7 @@ class Trainer::Impl {
       : options_(std::move(options)), train_("train"), test_("test") {
     validate_options(options_);
     set_gpu_math(options_.math);
+    set_deterministic_kernels(options_.deterministic);
     const std::vector<Location> locations = replica_locations(options_);
     const int replicas = replicas_per_rank(options_);
     DataParallelOptions dp_options;

@@ -12,6 +12,7 @@
 #include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/dnnl_context.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/kernel_determinism.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -500,7 +501,8 @@ ConvKernel& ConvOpBase::kernel(ConvDirection direction, const ConvGeometry& g) {
   if (!kernel_ || !kernel_->matches(g, threads)) {
     try {
       kernel_ = make_kernel(attrs_.get_string("engine", "auto"),
-                            attrs_.get_int("deterministic", 1) != 0, direction, g, threads);
+                            attrs_.get_int("deterministic", deterministic_kernels() ? 1 : 0) != 0,
+                            direction, g, threads);
     } catch (const Error& e) {
       throw Error(str(type(), ": ", e.what()));
     }

@@ -1,9 +1,10 @@
 // GPU kernels of operators/conv.hpp through cuDNN: FP32 cross-correlation with FMA math (TF32
-// tensor cores only under GpuMath::kTf32, non-fused Winograd not under kExact), the algorithm timed once
-// per geometry within a workspace limit and cached (conv_algorithms.hpp), deterministic ones unless
-// the op's `deterministic` attribute is 0 (the attribute of conv_grad_weight's CPU kernel; here it
-// applies to all three directions). The descriptors and the algorithm are made once per (device,
-// direction, geometry) on each executor thread and kept, so a call costs a map lookup on the host.
+// tensor cores only under GpuMath::kTf32, non-fused Winograd not under kExact), the algorithm timed
+// once per geometry within a workspace limit and cached (conv_algorithms.hpp), deterministic ones
+// unless the op's `deterministic` attribute is 0 (the attribute of conv_grad_weight's CPU kernel;
+// here it applies to all three directions). The descriptors and the algorithm are made once per
+// (device, direction, geometry) on each executor thread and kept, so a call costs a map lookup on
+// the host.
 #include "operators/conv.hpp"
 
 #include <array>
@@ -16,6 +17,7 @@
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/cudnn_descriptors.hpp"
 #include "operators/gpu_kernel.hpp"
+#include "operators/kernel_determinism.hpp"
 
 namespace purine::cuda {
 
@@ -95,7 +97,8 @@ void convolve(const Operator& op, ConvDirection direction, int x_input, int w_in
       base.geometry(inputs[x_input]->shape(), x_input, inputs[w_input]->shape(), w_input);
   if (g.n == 0) return;
   CudaStream& stream = stream_of(context);
-  const bool deterministic = op.attrs().get_int("deterministic", 1) != 0;
+  const bool deterministic =
+      op.attrs().get_int("deterministic", deterministic_kernels() ? 1 : 0) != 0;
   const int forced = static_cast<int>(op.attrs().get_int("gpu_algorithm", -1));
   const Plan& plan = plan_for(g, stream, direction, deterministic, forced);
   const Descriptors& d = plan.d;

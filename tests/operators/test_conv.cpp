@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "operators/conv.hpp"
+#include "operators/kernel_determinism.hpp"
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
 
@@ -207,6 +208,30 @@ TEST_CASE("conv_grad_weight with deterministic=0 runs one oneDNN primitive and s
     CHECK(name.rfind("onednn:", 0) == 0);
     CHECK((name.find(" in 8 chunks") != std::string::npos) == (deterministic == 1));
   }
+}
+
+TEST_CASE("conv_grad_weight without the attribute follows deterministic_kernels()", "[conv]") {
+  const Geometry g{11, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1};
+  Rng rng(43);
+  Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+  Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+  Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+  // The kernel that ran, for an op made while the process-wide default is `on`.
+  const auto kernel_under = [&](bool on, const Attrs& attrs) {
+    set_deterministic_kernels(on);
+    auto op = OperatorRegistry::create("conv_grad_weight", attrs);
+    Tensor dw(w.shape());
+    OpContext context;
+    op->compute({&dy, &x, &w}, {&dw}, context);
+    set_deterministic_kernels(true);
+    return dynamic_cast<ConvOpBase&>(*op).kernel_name();
+  };
+  REQUIRE(deterministic_kernels());  // the default
+  CHECK(kernel_under(true, g.attrs("onednn")).find(" in 8 chunks") != std::string::npos);
+  CHECK(kernel_under(false, g.attrs("onednn")).find(" in 8 chunks") == std::string::npos);
+  // The op's own attribute wins.
+  CHECK(kernel_under(false, g.attrs("onednn").set("deterministic", int64_t{1}))
+            .find(" in 8 chunks") != std::string::npos);
 }
 
 TEST_CASE("conv caches its kernel and rebuilds it for a new shape", "[conv]") {

@@ -10,6 +10,7 @@
 #include "base/device_runtime.hpp"
 #include "dispatcher/emulated_devices.hpp"
 #include "operators/cuda/gpu_test.hpp"
+#include "operators/kernel_determinism.hpp"
 #include "train/trainer.hpp"
 
 using namespace purine;
@@ -77,14 +78,19 @@ TEST_CASE("steady training iterations at a GPU location never wait for the devic
   }
 }
 
-TEST_CASE("a trainer sets the GPU math of its options", "[trainer][device]") {
+TEST_CASE("a trainer sets the GPU math and the kernel determinism of its options",
+          "[trainer][device]") {
   TrainOptions o = small_run("mlp", Optimizer::kSgd);
   o.math = GpuMath::kTf32;
+  o.deterministic = false;
   Trainer tf32(o);
   CHECK(gpu_math() == GpuMath::kTf32);
+  CHECK_FALSE(deterministic_kernels());
   o.math = GpuMath::kFp32;
+  o.deterministic = true;
   Trainer fp32(o);
   CHECK(gpu_math() == GpuMath::kFp32);
+  CHECK(deterministic_kernels());
 }
 
 TEST_CASE("steady training iterations on a real GPU never wait for it", "[trainer][gpu]") {

@@ -32,6 +32,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"reduce\": \"" << name_of(options.reduce) << "\",\n"
       << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
       << "  \"math\": \"" << name_of(options.math) << "\",\n"
+      << "  \"deterministic\": " << (options.deterministic ? "true" : "false") << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"
       << "  \"images_per_sec\": " << json_number(result.images_per_sec, 8)
       << ",\n"

@@ -133,6 +133,10 @@ DEFINE_string(math, "fp32",
               "Winograd: the CPU's results to float rounding, slower) or tf32 "
               "(operands rounded to TF32 on the tensor cores: faster, about 1e-3 from fp32; "
               "PyTorch's allow_tf32)");
+DEFINE_bool(deterministic, true,
+            "convolutions give the same bits on every run; --nodeterministic lets them use "
+            "faster kernels whose sums vary in order (cuDNN's atomics on a GPU, one oneDNN "
+            "primitive over all threads for the CPU's weight gradient)");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
               "--batch split among them; the data is read on the CPU");
@@ -253,6 +257,7 @@ TrainOptions options_from_flags() {
   o.micro_batches = FLAGS_micro_batches;
   o.schedule = parse_schedule(FLAGS_schedule);
   o.math = parse_math(FLAGS_math);
+  o.deterministic = FLAGS_deterministic;
   o.split = parse_name_list(FLAGS_split, "--split");
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
   o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}
