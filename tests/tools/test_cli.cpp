@@ -147,6 +147,13 @@ TEST_CASE("purine graph draws a layout's training graph, GoogLeNet collapsed sta
   Result bad = run_purine("graph --model=mlp --format=gif");
   CHECK(bad.status != 0);
   CHECK(bad.output == "error: --format must be dot, svg or png, got 'gif'\n");
+  for (const char* format : {"dot", "png"}) {
+    Result missing = run_purine(std::string("graph --model=mlp --format=") + format +
+                                " --output=/no-such-folder/g." + format);
+    CHECK(missing.status != 0);
+    CHECK(missing.output == std::string("error: --output=/no-such-folder/g.") + format +
+                                ": the folder /no-such-folder does not exist\n");
+  }
   if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;

@@ -3,12 +3,14 @@
 #include <gflags/gflags.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -405,10 +407,35 @@ int run_train() {
   return 0;
 }
 
+// Pipes `dot` into Graphviz's dot, which writes `path` in `format` (its own messages go to our
+// stderr); an exit status is decoded into what went wrong.
+void draw_with_graphviz(const std::string& dot, const std::string& format,
+                        const std::string& path) {
+  std::string quoted;  // the path in single quotes for the shell, each ' written as '\''
+  for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  const std::string command = "dot -T" + format + " -o '" + quoted + "'";
+  FILE* pipe = popen(command.c_str(), "w");
+  require(pipe != nullptr, "cannot start a shell to run Graphviz's dot");
+  std::fwrite(dot.data(), 1, dot.size(), pipe);
+  const int status = pclose(pipe);
+  if (status == 0) return;
+  require(!(WIFEXITED(status) && WEXITSTATUS(status) == 127),
+          "Graphviz's dot is not installed (apt-get install graphviz, or --format=dot)");
+  if (WIFSIGNALED(status))
+    throw Error(
+        str("Graphviz's dot was killed by signal ", WTERMSIG(status), " while writing ", path));
+  throw Error(str("Graphviz's dot could not write ", path, " (exit status ",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : status, "; its message is above)"));
+}
+
 int run_graph() {
   const ConfigFile config = apply_config_file(FLAGS_config);
   require(FLAGS_format == "dot" || FLAGS_format == "svg" || FLAGS_format == "png",
           "--format must be dot, svg or png, got '", FLAGS_format, "'");
+  // Refused before the graph is built, and before dot would say it less clearly.
+  const std::filesystem::path folder = std::filesystem::path(FLAGS_output).parent_path();
+  require(folder.empty() || std::filesystem::is_directory(folder), "--output=", FLAGS_output,
+          ": the folder ", folder.string(), " does not exist");
   TrainOptions options;
   std::unique_ptr<Trainer> built;
   try {
@@ -428,14 +455,7 @@ int run_graph() {
   if (FLAGS_format == "dot") {
     write_file_durably(path, dot);
   } else {
-    // Graphviz draws it; its errors go to our stderr.
-    const std::string command = "dot -T" + FLAGS_format + " -o '" + path + "'";
-    FILE* pipe = popen(command.c_str(), "w");
-    require(pipe != nullptr, "cannot run Graphviz's dot");
-    std::fwrite(dot.data(), 1, dot.size(), pipe);
-    const int status = pclose(pipe);
-    require(status == 0, "Graphviz's dot failed (exit status ", status,
-            "); is it installed? (apt-get install graphviz, or --format=dot)");
+    draw_with_graphviz(dot, FLAGS_format, path);
   }
   std::printf("wrote %s\n", path.c_str());
   return 0;
