@@ -4,10 +4,11 @@
 # cuDNN (and NCCL), found in the nvidia-* Python wheels of its python3 or under
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
-# Usage: run.sh [tests|bench|all|quick]   (default all; quick fits a short lease: the GPU tests
-# with a time limit each, then one round of the GPU benchmark with fewer iterations and PyTorch
-# eager and graph only; KEEP=folder keeps its traces). Needs root only to make the data set visible
-# at /usr/share/datasets/fashion-mnist, where the tests look for it.
+# Usage: run.sh [tests|bench|all|quick]   (default all; quick fits a short lease, about 3.5
+# minutes on an H200: the GPU tests with a time limit each, one round of the GPU benchmark of 30
+# iterations, GoogLeNet's cuDNN choices and --math=exact; KEEP=folder keeps its traces and log).
+# Needs root only to make the data set visible at /usr/share/datasets/fashion-mnist, where the
+# tests look for it.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 what=${1:-all}
@@ -68,7 +69,7 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = quick ]; then
 fi
 if [ "$what" = quick ]; then
   step "GPU training: Purine against PyTorch on this GPU (one round, 30 iterations)"
-  ROUNDS=1 TORCH_MODES="eager graph" RUN_TIMEOUT=60 PURINE_BIN="$here/bin/purine" \
+  ROUNDS=1 TORCH_MODES="eager benchmark graph" RUN_TIMEOUT=60 PURINE_BIN="$here/bin/purine" \
     bash "$here/tools/bench/gpu_vs_pytorch.sh" 30 || status=1
   step "cuDNN's algorithms for GoogLeNet's convolutions (FP32, batch 128): what the rules cost"
   log=${KEEP:-/tmp}/conv-algorithms.log
