@@ -15,6 +15,7 @@
 #include "base/error.hpp"
 #include "gpu_test.hpp"
 #include "operators/registry.hpp"
+#include "random_tensors.hpp"
 
 namespace purine::testing {
 namespace {
@@ -23,13 +24,6 @@ struct ConvCase {
   Shape x, w;
   int64_t stride, pad;
 };
-
-Tensor uniform_tensor(const Shape& shape, std::mt19937& gen) {
-  Tensor t(shape);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  for (int64_t i = 0; i < t.count(); ++i) t.mutable_data()[i] = uniform(gen);
-  return t;
-}
 
 // The output of `type` on `inputs`, on the CPU or on GPU 0.
 std::vector<float> run(const std::string& type, const Attrs& attrs,
@@ -81,9 +75,9 @@ TEST_CASE("GPU convolutions under exact math choose FP32-accurate cuDNN algorith
                                     {{2, 3, 32, 32}, {8, 3, 7, 7}, 2, 3}};
   for (const ConvCase& c : cases) {
     const Attrs attrs = Attrs().set("stride", c.stride).set("pad", c.pad);
-    const Tensor x = uniform_tensor(c.x, gen), w = uniform_tensor(c.w, gen);
+    const Tensor x = random_tensor(c.x, gen), w = random_tensor(c.w, gen);
     const Shape y = OperatorRegistry::create("conv", attrs)->infer_shapes({c.x, c.w})[0];
-    const Tensor dy = uniform_tensor(y, gen);
+    const Tensor dy = random_tensor(y, gen);
     struct Direction {
       const char* type;
       std::vector<Tensor> inputs;

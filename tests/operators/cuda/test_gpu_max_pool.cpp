@@ -12,29 +12,10 @@
 
 #include "gpu_test.hpp"
 #include "operators/registry.hpp"
+#include "random_tensors.hpp"
 
 namespace purine::testing {
 namespace {
-
-// Small integers (many ties), zeros of either sign.
-Tensor tied_tensor(const Shape& shape, std::mt19937& gen) {
-  Tensor t(shape);
-  std::uniform_int_distribution<int> pick(-1, 2);
-  float* p = t.mutable_data();
-  for (int64_t i = 0; i < t.count(); ++i) {
-    const int v = pick(gen);
-    p[i] = v == -1 ? -0.0f : float(v);
-  }
-  return t;
-}
-
-Tensor uniform_tensor(const Shape& shape, std::mt19937& gen) {
-  Tensor t(shape);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  float* p = t.mutable_data();
-  for (int64_t i = 0; i < t.count(); ++i) p[i] = uniform(gen);
-  return t;
-}
 
 // Output 0 of `type` on host tensors `inputs`, run on the CPU or on GPU 0, as a host tensor.
 Tensor run(const std::string& type, const Attrs& attrs, const std::vector<Tensor>& inputs,
@@ -75,7 +56,7 @@ int64_t differing_bits(const Tensor& a, const Tensor& b) {
 void check_max_pool(const Attrs& attrs, const Tensor& x, std::mt19937& gen) {
   const Tensor y = run("pool", attrs, {x}, false);
   CHECK(differing_bits(run("pool", attrs, {x}, true), y) == 0);
-  const Tensor dy = uniform_tensor(y.shape(), gen);
+  const Tensor dy = random_tensor(y.shape(), gen);
   const Tensor dx = run("pool_grad", attrs, {x, y, dy}, false);
   CHECK(differing_bits(run("pool_grad", attrs, {x, y, dy}, true), dx) == 0);
 }
@@ -122,7 +103,7 @@ TEST_CASE("GPU max pooling matches the CPU bit for bit on ties and random inputs
   for (const Case& c : cases) {
     INFO(c.what << ", x " << c.x);
     check_max_pool(c.attrs, tied_tensor(c.x, gen), gen);
-    check_max_pool(c.attrs, uniform_tensor(c.x, gen), gen);
+    check_max_pool(c.attrs, random_tensor(c.x, gen), gen);
   }
 }
 }  // namespace purine::testing

@@ -15,17 +15,10 @@
 #include "gpu_test.hpp"
 #include "operators/gpu_kernel.hpp"
 #include "operators/registry.hpp"
+#include "random_tensors.hpp"
 
 namespace purine::testing {
 namespace {
-
-Tensor random_tensor(const Shape& shape, std::mt19937& gen, float lo = -2.0f, float hi = 2.0f) {
-  Tensor t(shape);
-  std::uniform_real_distribution<float> uniform(lo, hi);
-  float* p = t.mutable_data();
-  for (int64_t i = 0; i < t.count(); ++i) p[i] = uniform(gen);
-  return t;
-}
 
 // The values of every output of `type` run on `inputs` (host tensors): on the CPU, or on GPU 0
 // through a fresh stream (so a kernel sees a fresh workspace).

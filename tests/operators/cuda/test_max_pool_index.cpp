@@ -13,9 +13,12 @@
 #include "base/tensor.hpp"
 #include "operators/cuda/max_pool_index.hpp"
 #include "operators/registry.hpp"
+#include "random_tensors.hpp"
 
 using namespace purine;
 using namespace purine::cuda;
+using purine::testing::random_tensor;
+using purine::testing::tied_tensor;
 
 namespace {
 
@@ -60,26 +63,6 @@ Tensor run_cpu(const std::string& type, const Attrs& attrs, const std::vector<co
   OpContext context;
   op->compute(in, outs, context);
   return out;
-}
-
-// Small integers (many ties), zeros of either sign.
-Tensor tied_tensor(const Shape& shape, std::mt19937& gen) {
-  Tensor t(shape);
-  std::uniform_int_distribution<int> pick(-1, 2);
-  float* p = t.mutable_data();
-  for (int64_t i = 0; i < t.count(); ++i) {
-    const int v = pick(gen);
-    p[i] = v == -1 ? -0.0f : float(v);
-  }
-  return t;
-}
-
-Tensor random_tensor(const Shape& shape, std::mt19937& gen) {
-  Tensor t(shape);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  float* p = t.mutable_data();
-  for (int64_t i = 0; i < t.count(); ++i) p[i] = uniform(gen);
-  return t;
 }
 
 bool same_bits(const std::vector<float>& a, const Tensor& b) {
