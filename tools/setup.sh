@@ -10,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas0-pthread
   libdnnl-dev
+  libonnx-dev python3-onnx  # purine export --onnx, and its test (tools/onnx_check.py)
   catch2
   libtbb-dev
   zlib1g-dev

@@ -11,6 +11,7 @@
 
 #include "base/error.hpp"
 #include "purine/serialize.hpp"
+#include "train/onnx_export.hpp"
 #include "train/predictor.hpp"
 
 DECLARE_string(model);
@@ -39,6 +40,9 @@ DEFINE_string(output, "", "export, graph: the file to write (graph: MODEL.FORMAT
 DEFINE_string(forward_graph, "",
               "export: write the model's forward graph (images in, probabilities out; no "
               "weights) here, .pb or .pbtxt, for import_graph (purine/serialize.hpp)");
+DEFINE_string(onnx, "",
+              "export: write the model's forward graph with the weights of --checkpoint here as "
+              "an ONNX model (images in, probabilities out)");
 
 namespace purine::cli {
 
@@ -203,7 +207,8 @@ std::vector<FlagHelp> export_flags() {
   return {
       {"model", kModelHelp},
       {"checkpoint",
-       "with --weights-only: the checkpoint to read (of purine train: --checkpoint=FILE, or a "
+       "with --weights-only or --onnx: the checkpoint to read (of purine train: "
+       "--checkpoint=FILE, or a "
        "ckpt-<iteration>.purine of --checkpoint-dir)"},
       {"weights_only",
        "write the parameters and states of --checkpoint, without its "
@@ -213,6 +218,12 @@ std::vector<FlagHelp> export_flags() {
        "write the model's forward graph (images in, probabilities out; no "
        "weights) to this file, .pb or .pbtxt, for import_graph "
        "(purine/serialize.hpp)"},
+      {"onnx",
+       "write the model's forward graph with the weights of --checkpoint to this file as an "
+       "ONNX model (opset 13): input \"images\" [batch, C, H, W] standardized as in training "
+       "(--input-mean, --input-std), output \"probabilities\" [batch, classes], the softmax "
+       "purine predict prints; batch is symbolic. An op without an ONNX mapping is refused, "
+       "naming it, and nothing is written. Needs a build with libonnx-dev"},
       {"predict_batch", "with --forward-graph: the batch of images the graph is built for"},
       {"data",
        "the directory of the data set whose images the model takes (their shape "
@@ -350,6 +361,17 @@ int run_predict() {
 }
 
 int run_export() {
+  if (!FLAGS_onnx.empty()) {
+    require(onnx_export_supported(),
+            "--onnx: this build of purine lacks ONNX export (libonnx-dev was not found when it "
+            "was configured); install libonnx-dev (tools/setup.sh), re-run cmake and rebuild");
+    const std::string model = choose_model().name;
+    const Shape image = test_image_shape(FLAGS_data);
+    export_onnx(predictor_options(model, {1, image[0], image[1], image[2]}), FLAGS_onnx);
+    std::printf("wrote the ONNX model of %s with the weights of %s to %s\n", model.c_str(),
+                FLAGS_checkpoint.c_str(), FLAGS_onnx.c_str());
+    if (FLAGS_forward_graph.empty() && !FLAGS_weights_only) return 0;
+  }
   if (!FLAGS_forward_graph.empty()) {
     const Shape image = test_image_shape(FLAGS_data);
     PredictorOptions o;
@@ -363,7 +385,8 @@ int run_export() {
   }
   require(FLAGS_weights_only,
           "give what to export: --weights-only (with --checkpoint and "
-          "--output) or --forward-graph=FILE (the training graph is exported by purine train "
+          "--output), --onnx=FILE (with --checkpoint) or --forward-graph=FILE (the training graph "
+          "is exported by purine train "
           "--export-graph=FILE)");
   require(!FLAGS_output.empty(), "give the file to write: --output=FILE");
   const Shape image = test_image_shape(FLAGS_data);
