@@ -19,6 +19,8 @@
 
 #include "base/error.hpp"
 #include "models/models.hpp"
+#include "operators/conv.hpp"
+#include "operators/pool.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/graph.hpp"
 #include "purine/serialize.hpp"
@@ -49,15 +51,13 @@ class OnnxWriter {
       throw Error(str("ONNX export: op '", op.name(), "' of type '", type, "' ", why));
     };
     if (type == "conv") {
+      // The op's own reading of its attributes (stride/pad or their _h/_w forms, defaults).
+      const ConvGeometry g = static_cast<const ConvOpBase&>(op.kernel())
+                                 .geometry(in[0]->shape(), 0, in[1]->shape(), 1);
       onnx::NodeProto* n = node(op, "Conv", {in[0]->name(), weight(in[1])}, {outs[0]->name()});
-      const Shape& w = in[1]->shape();
-      ints(n, "kernel_shape", {w[2], w[3]});
-      const int64_t sh = a.get_int("stride_h", a.get_int("stride", 1));
-      const int64_t sw = a.get_int("stride_w", a.get_int("stride", 1));
-      const int64_t ph = a.get_int("pad_h", a.get_int("pad", 0));
-      const int64_t pw = a.get_int("pad_w", a.get_int("pad", 0));
-      ints(n, "strides", {sh, sw});
-      ints(n, "pads", {ph, pw, ph, pw});
+      ints(n, "kernel_shape", {g.kh, g.kw});
+      ints(n, "strides", {g.stride_h, g.stride_w});
+      ints(n, "pads", {g.pad_h, g.pad_w, g.pad_h, g.pad_w});
     } else if (type == "bias") {
       const int64_t rank = in[0]->shape().ndim();
       std::vector<int64_t> dims{in[1]->shape().count()};
@@ -77,21 +77,14 @@ class OnnxWriter {
       const char* onnx_type = type == "relu" ? "Relu" : type == "sigmoid" ? "Sigmoid" : "Tanh";
       node(op, onnx_type, {in[0]->name()}, {outs[0]->name()});
     } else if (type == "pool") {
-      const std::string mode = a.get_string("mode", "max");
-      if (mode != "max" && mode != "avg") refuse("has mode '" + mode + "' (max or avg export)");
-      const int64_t kh = a.has("kernel_h") ? a.get_int("kernel_h") : a.get_int("kernel");
-      const int64_t kw = a.has("kernel_w") ? a.get_int("kernel_w") : a.get_int("kernel");
-      const int64_t sh = a.get_int("stride_h", a.get_int("stride", kh));
-      const int64_t sw = a.get_int("stride_w", a.get_int("stride", kw));
-      const int64_t ph = a.get_int("pad_h", a.get_int("pad", 0));
-      const int64_t pw = a.get_int("pad_w", a.get_int("pad", 0));
+      const PoolGeometry g = static_cast<const PoolOpBase&>(op.kernel()).geometry(in[0]->shape());
       onnx::NodeProto* n =
-          node(op, mode == "max" ? "MaxPool" : "AveragePool", {in[0]->name()}, {outs[0]->name()});
-      ints(n, "kernel_shape", {kh, kw});
-      ints(n, "strides", {sh, sw});
-      ints(n, "pads", {ph, pw, ph, pw});
+          node(op, g.max ? "MaxPool" : "AveragePool", {in[0]->name()}, {outs[0]->name()});
+      ints(n, "kernel_shape", {g.kernel_h, g.kernel_w});
+      ints(n, "strides", {g.stride_h, g.stride_w});
+      ints(n, "pads", {g.pad_h, g.pad_w, g.pad_h, g.pad_w});
       integer(n, "ceil_mode", 0);
-      if (mode == "avg") integer(n, "count_include_pad", 1);
+      if (!g.max) integer(n, "count_include_pad", 1);
     } else if (type == "lrn") {
       onnx::NodeProto* n = node(op, "LRN", {in[0]->name()}, {outs[0]->name()});
       integer(n, "size", a.get_int("size", 5));

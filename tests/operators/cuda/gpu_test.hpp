@@ -13,6 +13,7 @@
 #include "base/tensor.hpp"
 #include "operators/gpu_kernel.hpp"
 #include "operators/operator.hpp"
+#include "operators/registry.hpp"
 
 namespace purine::testing {
 
@@ -64,6 +65,32 @@ inline Tensor on_gpu(const Tensor& t) {
   Tensor g(t.shape(), Location::gpu(0));
   g.copy_from(t);
   return g;
+}
+
+// Output 0 of `type` on host tensors `inputs`, run on the CPU or on GPU 0, as a host tensor.
+inline Tensor op_output(const std::string& type, const Attrs& attrs,
+                        const std::vector<Tensor>& inputs, bool gpu) {
+  std::unique_ptr<Operator> op = OperatorRegistry::create(type, attrs);
+  std::vector<Shape> shapes;
+  std::vector<Tensor> in;
+  for (const Tensor& t : inputs) {
+    shapes.push_back(t.shape());
+    in.push_back(gpu ? on_gpu(t) : t);
+  }
+  const Shape out_shape = op->infer_shapes(shapes)[0];
+  Tensor out(out_shape, gpu ? Location::gpu(0) : Location::cpu());
+  std::vector<const Tensor*> in_ptrs;
+  for (const Tensor& t : in) in_ptrs.push_back(&t);
+  std::vector<Tensor*> out_ptrs{&out};
+  if (gpu) {
+    run_on_gpu(*op, in_ptrs, out_ptrs);
+  } else {
+    OpContext context;
+    op->compute(in_ptrs, out_ptrs, context);
+  }
+  Tensor host(out_shape);
+  host.copy_from(out);
+  return host;
 }
 
 }  // namespace purine::testing

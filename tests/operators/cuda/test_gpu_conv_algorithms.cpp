@@ -28,24 +28,7 @@ struct ConvCase {
 // The output of `type` on `inputs`, on the CPU or on GPU 0.
 std::vector<float> run(const std::string& type, const Attrs& attrs,
                        const std::vector<Tensor>& inputs, bool gpu) {
-  std::unique_ptr<Operator> op = OperatorRegistry::create(type, attrs);
-  std::vector<Shape> shapes;
-  std::vector<Tensor> placed;
-  for (const Tensor& t : inputs) {
-    shapes.push_back(t.shape());
-    placed.push_back(gpu ? on_gpu(t) : t);
-  }
-  Tensor out(op->infer_shapes(shapes)[0], gpu ? Location::gpu(0) : Location::cpu());
-  std::vector<const Tensor*> in;
-  for (const Tensor& t : placed) in.push_back(&t);
-  std::vector<Tensor*> outs{&out};
-  if (gpu) {
-    run_on_gpu(*op, in, outs);
-  } else {
-    OpContext context;
-    op->compute(in, outs, context);
-  }
-  return out.values();
+  return op_output(type, attrs, inputs, gpu).values();
 }
 
 // ||gpu - cpu|| / ||cpu||: a weight gradient sums N Ho Wo products (12,544 here), whose float

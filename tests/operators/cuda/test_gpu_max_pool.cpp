@@ -17,32 +17,6 @@
 namespace purine::testing {
 namespace {
 
-// Output 0 of `type` on host tensors `inputs`, run on the CPU or on GPU 0, as a host tensor.
-Tensor run(const std::string& type, const Attrs& attrs, const std::vector<Tensor>& inputs,
-           bool gpu) {
-  std::unique_ptr<Operator> op = OperatorRegistry::create(type, attrs);
-  std::vector<Shape> shapes;
-  std::vector<Tensor> in;
-  for (const Tensor& t : inputs) {
-    shapes.push_back(t.shape());
-    in.push_back(gpu ? on_gpu(t) : t);
-  }
-  const Shape out_shape = op->infer_shapes(shapes)[0];
-  Tensor out(out_shape, gpu ? Location::gpu(0) : Location::cpu());
-  std::vector<const Tensor*> in_ptrs;
-  for (const Tensor& t : in) in_ptrs.push_back(&t);
-  std::vector<Tensor*> out_ptrs{&out};
-  if (gpu) {
-    run_on_gpu(*op, in_ptrs, out_ptrs);
-  } else {
-    OpContext context;
-    op->compute(in_ptrs, out_ptrs, context);
-  }
-  Tensor host(out_shape);
-  host.copy_from(out);
-  return host;
-}
-
 // How many elements of a and b differ in their bits (all of them if the shapes differ).
 int64_t differing_bits(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return a.count() + b.count();
@@ -54,11 +28,11 @@ int64_t differing_bits(const Tensor& a, const Tensor& b) {
 
 // pool and pool_grad with `attrs` on x, GPU against CPU.
 void check_max_pool(const Attrs& attrs, const Tensor& x, std::mt19937& gen) {
-  const Tensor y = run("pool", attrs, {x}, false);
-  CHECK(differing_bits(run("pool", attrs, {x}, true), y) == 0);
+  const Tensor y = op_output("pool", attrs, {x}, false);
+  CHECK(differing_bits(op_output("pool", attrs, {x}, true), y) == 0);
   const Tensor dy = random_tensor(y.shape(), gen);
-  const Tensor dx = run("pool_grad", attrs, {x, y, dy}, false);
-  CHECK(differing_bits(run("pool_grad", attrs, {x, y, dy}, true), dx) == 0);
+  const Tensor dx = op_output("pool_grad", attrs, {x, y, dy}, false);
+  CHECK(differing_bits(op_output("pool_grad", attrs, {x, y, dy}, true), dx) == 0);
 }
 
 Attrs max_pool(int64_t kernel, int64_t stride, int64_t pad) {
