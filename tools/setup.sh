@@ -14,6 +14,7 @@ packages=(
   catch2
   libtbb-dev
   zlib1g-dev
+  libpng-dev  # purine predict: PNG images (--image, --write-samples), required by CMake
   dataset-fashion-mnist
   graphviz  # purine graph --format=svg|png
   clang libclang-rt-14-dev libomp-14-dev  # tools/check_threads.sh: -Wthread-safety, TSan

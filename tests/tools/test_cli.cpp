@@ -315,7 +315,8 @@ TEST_CASE("predict and export use a trained checkpoint, bad input is one error l
   Result bad =
       run_purine("predict --model=mlp --image=" + dir.file("bad.pgm") + " --checkpoint=" + ckpt);
   CHECK(bad.status != 0);
-  CHECK_THAT(bad.output, Contains("not a binary 8-bit PGM"));
+  CHECK_THAT(bad.output, Contains(dir.file("bad.pgm") + ": a plain (text) PGM, P2; purine reads "
+                                                        "binary PGM (P5) and PNG"));
 }
 
 TEST_CASE("train --config reads a TrainConfig, flags override it, --print-config shows the result",

@@ -11,6 +11,7 @@
 
 #include "base/error.hpp"
 #include "purine/serialize.hpp"
+#include "tools/cli/image_file.hpp"
 #include "train/onnx_export.hpp"
 #include "train/predictor.hpp"
 
@@ -23,13 +24,16 @@ DECLARE_double(input_std);
 DECLARE_int32(threads);
 DECLARE_int64(test_samples);
 DEFINE_string(image, "",
-              "predict: classify this binary PGM image (P5, 8 bits) instead of evaluating the "
-              "test split of --data");
+              "predict: classify this image (PNG or binary PGM, converted to 8-bit grayscale) "
+              "instead of evaluating the test split of --data");
 DEFINE_string(labels, "",
               "predict: a file of class names, one per line (default: Fashion-MNIST's with the "
               "default --data and --classes)");
 DEFINE_string(write_samples, "",
-              "predict: write --count test images of --data to this directory as PGM files");
+              "predict: write --count test images of --data to this directory as image files "
+              "(--sample-format)");
+DEFINE_string(sample_format, "png",
+              "predict --write-samples: the format of the images written, png or pgm");
 DEFINE_int32(count, 10, "predict --write-samples: how many test images to write");
 DEFINE_int32(top, 5, "predict --image: print this many classes, most probable first");
 DEFINE_int32(predict_batch, 100, "predict: images per batch on the test split");
@@ -48,51 +52,8 @@ namespace purine::cli {
 
 namespace {
 
-// An 8-bit grayscale image as read from a file.
-struct Image {
-  int64_t width = 0;
-  int64_t height = 0;
-  std::vector<unsigned char> pixels;  // row by row
-};
-
-// A binary PGM (P5, maxval 255).
-Image read_pgm(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  require(in.good(), "--image=", path, ": cannot open it");
-  std::string magic;
-  Image image;
-  int64_t maxval = 0;
-  in >> magic;
-  // Header fields may be separated by comments ("# ...") and white space.
-  auto field = [&](int64_t* value) {
-    in >> std::ws;
-    while (in.peek() == '#') {
-      std::string comment;
-      std::getline(in, comment);
-      in >> std::ws;
-    }
-    in >> *value;
-  };
-  if (magic == "P5") {
-    field(&image.width);
-    field(&image.height);
-    field(&maxval);
-  }
-  require(magic == "P5" && in.good() && image.width > 0 && image.height > 0 && maxval == 255,
-          "--image=", path,
-          ": not a binary 8-bit PGM (P5 with maxval 255); purine predict "
-          "--write-samples=DIR writes some");
-  in.get();  // the single white-space character before the pixels
-  image.pixels.resize(static_cast<size_t>(image.width * image.height));
-  in.read(reinterpret_cast<char*>(image.pixels.data()),
-          static_cast<std::streamsize>(image.pixels.size()));
-  require(in.gcount() == static_cast<std::streamsize>(image.pixels.size()), "--image=", path,
-          ": the file ends after ", in.gcount(), " of its ", image.pixels.size(), " pixels");
-  return image;
-}
-
 // The image as a [1, 1, H, W] tensor, standardized as in training.
-Tensor standardized(const Image& image) {
+Tensor standardized(const GrayImage& image) {
   std::vector<float> values;
   for (unsigned char p : image.pixels)
     values.push_back(static_cast<float>((p / 255.0 - FLAGS_input_mean) / FLAGS_input_std));
@@ -180,16 +141,19 @@ std::vector<FlagHelp> predict_flags() {
        "or a ckpt-<iteration>.purine of --checkpoint-dir) or a file of purine export "
        "--weights-only"},
       {"image",
-       "classify this binary PGM image (P5, 8 bits) instead of evaluating the test "
-       "split of --data"},
+       "classify this image instead of evaluating the test split of --data: a PNG (gray, "
+       "colour, palette, 16-bit, interlaced; colour to gray by (299 R + 587 G + 114 B) / 1000, "
+       "alpha onto black) or a binary PGM (P5), told apart by the file's first bytes, of the "
+       "model's image size"},
       {"top", "with --image: print this many classes, most probable first"},
       {"labels",
        "class names, one per line, printed beside the class numbers (default: "
        "Fashion-MNIST's ten with the default --data and --classes=10)"},
       {"write_samples",
-       "write --count test images of --data to this directory as PGM files named by index "
-       "and true class (0007-sneaker.pgm), to try --image with"},
+       "write --count test images of --data to this directory as 8-bit grayscale image files "
+       "named by index and true class (0007-sneaker.png), to try --image with"},
       {"count", "with --write-samples: how many test images to write"},
+      {"sample_format", "with --write-samples: the format of the images, png or pgm"},
       {"data",
        "without --image: the directory whose test split (t10k-*, IDX files) is "
        "evaluated; its accuracy and confusion matrix are printed"},
@@ -237,7 +201,7 @@ namespace {
 // A Predictor for `image`. When the image's size differs from --data's, first checks that the
 // checkpoint takes images of --data's size, so that a wrong-size image is reported as such
 // rather than as a tensor of the checkpoint that does not fit.
-std::unique_ptr<Predictor> predictor_for(const ModelChoice& model, const Image& image) {
+std::unique_ptr<Predictor> predictor_for(const ModelChoice& model, const GrayImage& image) {
   const Shape shape{1, 1, image.height, image.width};
   Shape expected;  // [C, H, W] of --data's images, where it can be read
   try {
@@ -258,8 +222,9 @@ std::unique_ptr<Predictor> predictor_for(const ModelChoice& model, const Image& 
     }
     throw;
   }
-  throw Error(str(FLAGS_image, " is ", image.width, "x", image.height, "; model '", model.name,
-                  "' takes ", expected[2], "x", expected[1], " images (the checkpoint's)"));
+  throw Error(str("--image=", FLAGS_image, " is ", image.width, "x", image.height, "; model '",
+                  model.name, "' takes ", expected[2], "x", expected[1],
+                  expected[0] == 1 ? " grayscale" : "", " images (the checkpoint's)"));
 }
 
 std::string describe(const ModelChoice& model, const Predictor& predictor) {
@@ -268,7 +233,7 @@ std::string describe(const ModelChoice& model, const Predictor& predictor) {
 }
 
 int predict_image(const ModelChoice& model, const std::vector<std::string>& names) {
-  const Image image = read_pgm(FLAGS_image);
+  const GrayImage image = read_gray_image(FLAGS_image, "--image=" + FLAGS_image);
   const std::unique_ptr<Predictor> predictor = predictor_for(model, image);
   const Tensor probabilities = predictor->probabilities(standardized(image));
   const std::vector<float> p = probabilities.values();
@@ -298,6 +263,7 @@ std::string file_name_part(const std::string& name) {
 
 int write_samples(const std::vector<std::string>& names) {
   require(FLAGS_count >= 1, "--count must be at least 1, got ", FLAGS_count);
+  const ImageFormat format = parse_image_format(FLAGS_sample_format, "--sample-format");
   const std::string& dir = FLAGS_write_samples;
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) mkdir(dir.c_str(), 0777);
@@ -313,12 +279,8 @@ int write_samples(const std::vector<std::string>& names) {
                                   : "class" + std::to_string(image.label);
     char index[32];
     std::snprintf(index, sizeof index, "%04zu-", i);
-    const std::string path = prefix + index + label + ".pgm";
-    std::ofstream out(path, std::ios::binary);
-    out << "P5\n" << image.cols << " " << image.rows << "\n255\n";
-    out.write(reinterpret_cast<const char*>(image.pixels.data()),
-              static_cast<std::streamsize>(image.pixels.size()));
-    require(out.good(), "--write-samples=", dir, ": cannot write ", path);
+    const std::string path = prefix + index + label + "." + image_format_extension(format);
+    write_gray_image(path, {image.cols, image.rows, image.pixels}, format);
     if (first.empty()) first = path;
     std::printf("%s: %s\n", path.c_str(), class_label(names, image.label).c_str());
   }
