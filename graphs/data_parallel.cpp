@@ -3,9 +3,11 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "base/error.hpp"
@@ -231,6 +233,56 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
   }
 }
 
+// The replica whose scope "replica<r>::" holds `name`, or -1.
+int replica_of(const std::string& name) {
+  for (size_t at = name.find("replica"); at != std::string::npos;
+       at = name.find("replica", at + 1)) {
+    if (at != 0 && name.compare(at - 2, 2, "::") != 0) continue;
+    size_t end = at + 7;
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    if (end > at + 7 && name.compare(end, 2, "::") == 0) return std::stoi(name.substr(at + 7));
+  }
+  return -1;
+}
+
+// Writes every sum over replicas that the replicas' layers asked for (synchronized batch norm):
+// the partials of one single-device name, one per replica, reduced by a ring allreduce, each
+// replica's result then written into its requested blob (a zero-copy reshape).
+void reduce_replica_sums(Graph& g, const std::vector<Graph::ReplicaSums::Request>& requests,
+                         int n) {
+  std::vector<std::string> names;  // in creation order
+  std::map<std::string, std::vector<const Graph::ReplicaSums::Request*>> by_name;
+  for (const Graph::ReplicaSums::Request& request : requests) {
+    const int r = replica_of(request.partial->name());
+    CHECK(r >= 0 && r < n) << request.partial->name() << " is in no replica's scope";
+    const std::string name = single_device_name(request.partial->name(), r);
+    auto& group = by_name[name];
+    if (group.empty()) {
+      names.push_back(name);
+      group.resize(n, nullptr);
+    }
+    CHECK(!group[r]) << request.partial->name() << ": a sum over replicas asked for twice";
+    group[r] = &request;
+  }
+  for (const std::string& name : names) {
+    std::vector<Blob*> parts;
+    for (int r = 0; r < n; ++r) {
+      require(by_name[name][r] != nullptr, "data parallel: replica ", r, " has no '", name,
+              "' to sum over the replicas, replica 0 has; build the same graph in every replica");
+      parts.push_back(by_name[name][r]->partial);
+    }
+    const std::vector<Blob*> sums = ring_allreduce(g, name + "::replica_sum", parts);
+    for (int r = 0; r < n; ++r) {
+      Blob* wanted = by_name[name][r]->sum;
+      Graph::Placement placement(g, wanted->location(), Graph::kCommThread);
+      Graph::Scope scope(g, wanted->name(), true);
+      Op* op = g.add_op("write", "reshape", Attrs().set("shape", wanted->shape().dims()));
+      g.set_inputs(op, {sums[r]});
+      g.set_outputs(op, {wanted});
+    }
+  }
+}
+
 // Every parameter and state of the graph is in the map (an internal invariant).
 void check_checkpoint_map(const Graph& g, const CheckpointMap& map) {
   std::set<const Blob*> mapped;
@@ -262,6 +314,9 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   }
   DataParallelGraph dp;
   dp.locations = locations;
+  // Sums over replicas asked for while the replicas and their gradients are built.
+  std::optional<Graph::ReplicaSums> replica_sums;
+  if (options.sync_batch_norm && n > 1) replica_sums.emplace(g);
   std::vector<std::vector<Parameter>> replica_states;  // registered while building each replica
   for (int r = 0; r < n; ++r) {
     Graph::Scope scope(g, "replica" + std::to_string(r));
@@ -301,6 +356,11 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   // What follows moves gradients and scalars between replicas (the updates inside are the
   // optimizer's).
   Graph::RoleScope role(g, OpRole::kCommunication);
+  if (replica_sums) {
+    const std::vector<Graph::ReplicaSums::Request> requests = replica_sums->requests();
+    replica_sums.reset();
+    reduce_replica_sums(g, requests, n);
+  }
   // Last parameters first: the backward pass produces their gradients first, and creation
   // order is the tie-break that orders collectives (mpi_allreduce) on every rank.
   std::vector<int> order;

@@ -55,6 +55,12 @@ struct DataParallelOptions {
   // (averaged) gradients of all parameters together. Every update then waits for every
   // reduction.
   double clip_norm = 0;
+  // With more than one replica, layers that compute statistics of their batch (batch norm, in
+  // training) compute them over every replica's batch together, so that N replicas at batch b
+  // follow one replica at batch N*b (PyTorch's SyncBatchNorm): their per-channel sums, forward
+  // and backward, are reduced by a ring allreduce inside the graph (Graph::ReplicaSums), in a
+  // fixed order. False: each replica normalizes by the statistics of its own batch.
+  bool sync_batch_norm = true;
 };
 
 struct DataParallelGraph {

@@ -144,7 +144,10 @@ class LrnLayer : public Composite {
 };
 
 // Batch normalization with learned scale and shift. Its running statistics are graph state:
-// the op writes new ones each training run and the graph swaps them in afterwards.
+// the op writes new ones each training run and the graph swaps them in afterwards. Training
+// inside a data-parallel graph that sums over replicas (DataParallelOptions::sync_batch_norm,
+// Graph::ReplicaSums), it is synchronized: its statistics and its gradient's per-channel sums
+// cover every replica's batch (operators/sync_batch_norm.hpp); otherwise its own batch's.
 class BatchNormLayer : public Composite {
  public:
   struct Options {

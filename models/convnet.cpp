@@ -2,9 +2,9 @@
 // ReLU + max pool 2, fc 1024 + ReLU, fc 10; "same" padding keeps 28x28 -> 14x14 -> 7x7.
 // convnet_bn: the same with batch normalization after each convolution, before its ReLU. Its
 // batch statistics train it faster: it is `purine train`'s default, since after 5 epochs on
-// Fashion-MNIST it tests about 1% higher than convnet (README). Data parallel, each replica
-// normalizes with its own batch's statistics and keeps its own running ones (no synchronized
-// batch norm), so its replicas follow the one-location run only in expectation.
+// Fashion-MNIST it tests about 1% higher than convnet (README). Data parallel, its batch norm is
+// synchronized by default (DataParallelOptions::sync_batch_norm): N replicas at batch b follow
+// one at batch N*b to float rounding; without it each replica normalizes by its own batch.
 #include <string>
 
 #include "graphs/layers.hpp"

@@ -102,6 +102,7 @@ std::map<int, Tensor> run_gradient(const Operator& op, const OpRunner& runner,
       case GradRef::kInputGrad:
         return &input_grads.at(ref.index);
       case GradRef::kTemp:
+      case GradRef::kReplicaSum:  // one replica: the temporary itself
         return &temps.at(ref.index);
     }
     throw Error(str("gradient of ", op.type(), ": unknown reference kind"));

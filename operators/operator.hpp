@@ -90,9 +90,10 @@ class AsyncWork {
 
 // A reference to a tensor while building a gradient: the forward op's i-th input or output, the
 // gradient of its i-th output (dL/dy_i), the gradient being built for its i-th input (dL/dx_i),
-// or the i-th temporary of the gradient computation.
+// the i-th temporary of the gradient computation, or the sum of the i-th temporary over the
+// replicas of a data-parallel graph (Graph::replica_sum; the temporary itself outside one).
 struct GradRef {
-  enum Kind { kInput, kOutput, kOutputGrad, kInputGrad, kTemp };
+  enum Kind { kInput, kOutput, kOutputGrad, kInputGrad, kTemp, kReplicaSum };
   Kind kind;
   int index;
 };
@@ -101,6 +102,7 @@ inline GradRef output(int i) { return {GradRef::kOutput, i}; }
 inline GradRef output_grad(int i) { return {GradRef::kOutputGrad, i}; }
 inline GradRef input_grad(int i) { return {GradRef::kInputGrad, i}; }
 inline GradRef temp(int i) { return {GradRef::kTemp, i}; }
+inline GradRef replica_sum_of_temp(int i) { return {GradRef::kReplicaSum, i}; }
 
 // One op of a gradient computation. Its outputs are input_grad(i) or temp(k) references; its
 // inputs may be any reference (a temp only after the op that writes it).

@@ -130,13 +130,15 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
     }
     if (op_needed[k])
       for (const GradRef& r : spec.ops[k].inputs)
-        if (r.kind == GradRef::kTemp) temps_needed.insert(r.index);
+        if (r.kind == GradRef::kTemp || r.kind == GradRef::kReplicaSum)
+          temps_needed.insert(r.index);
   }
 
   Graph::Scope scope(graph, op.name() + "::grad", true);
   Graph::Placement placement(graph, op.location(), op.thread());
   std::map<int, Blob*> input_grads;
   std::map<int, Blob*> temps;
+  std::map<int, Blob*> replica_sums;
   auto output_grad = [&](int j) {
     if (!out_grads.at(j)) {
       const Blob* out = op.outputs()[j];
@@ -168,6 +170,12 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
         case GradRef::kTemp:
           inputs.push_back(temps.at(r.index));
           break;
+        case GradRef::kReplicaSum: {
+          Blob*& sum = replica_sums[r.index];
+          if (!sum) sum = graph.replica_sum(temps.at(r.index));
+          inputs.push_back(sum);
+          break;
+        }
       }
     }
     std::vector<std::string> names;

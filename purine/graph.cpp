@@ -534,6 +534,21 @@ void Graph::own(std::unique_ptr<Composite> composite) {
   composites_.push_back(std::move(composite));
 }
 
+Graph::ReplicaSums::ReplicaSums(Graph& graph) : graph_(graph), saved_(graph.replica_sums_) {
+  graph_.replica_sums_ = this;
+}
+Graph::ReplicaSums::~ReplicaSums() { graph_.replica_sums_ = saved_; }
+
+Blob* Graph::replica_sum(Blob* partial) {
+  require(partial != nullptr, "replica_sum: null blob");
+  if (!replica_sums_) return partial;
+  Scope root(*this, "", true);
+  Placement placement(*this, partial->location(), thread_);
+  Blob* sum = add_blob(partial->name() + "::replica_sum", partial->shape());
+  replica_sums_->requests_.push_back({partial, sum});
+  return sum;
+}
+
 Graph::RoleScope::RoleScope(Graph& graph, OpRole role) : graph_(graph), saved_(graph.role_) {
   graph_.role_ = role;
 }

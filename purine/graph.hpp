@@ -282,6 +282,34 @@ class Graph {
   std::string to_dot(const DotOptions& options) const;
   std::string to_dot() const { return to_dot(DotOptions{}); }
 
+  // Sums over the replicas of a data-parallel graph, for statistics that span every replica's
+  // batch (synchronized batch norm). While a ReplicaSums lives, replica_sum(partial) makes a blob
+  // "<partial>::replica_sum" of partial's shape at its location, with no writer yet, and records
+  // the request; the owner (graphs/data_parallel.cpp) later writes each such blob with the sum of
+  // the partials of the same name in every replica. With none, the sum over the one replica is
+  // `partial` itself. Builders ask sums_over_replicas() to choose their composition.
+  class ReplicaSums {
+   public:
+    struct Request {
+      Blob* partial = nullptr;
+      Blob* sum = nullptr;
+    };
+    explicit ReplicaSums(Graph& graph);
+    ~ReplicaSums();
+    ReplicaSums(const ReplicaSums&) = delete;
+    ReplicaSums& operator=(const ReplicaSums&) = delete;
+    // In creation order.
+    const std::vector<Request>& requests() const { return requests_; }
+
+   private:
+    friend class Graph;
+    Graph& graph_;
+    ReplicaSums* saved_;
+    std::vector<Request> requests_;
+  };
+  Blob* replica_sum(Blob* partial);
+  bool sums_over_replicas() const { return replica_sums_ != nullptr; }
+
   // Ops created while it lives get `role` (the default is kForward).
   class RoleScope {
    public:
@@ -371,6 +399,7 @@ class Graph {
   std::map<const Blob*, Slices> slices_;        // join_later()
   std::set<const Blob*> joins_pending_;
   int setups_running_ = 0;  // composites in setup() now (nesting)
+  ReplicaSums* replica_sums_ = nullptr;
 };
 
 // A sub-graph with bottom and top blobs: a layer, an inception module, an optimizer. Subclasses

@@ -105,6 +105,10 @@ struct TrainOptions {
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
   int64_t bucket_kb = 256;
+  // Batch norm over several replicas (data parallel, hybrid) normalizes by the statistics of
+  // every replica's batch together, so that N replicas at batch b follow one at batch N*b
+  // (synchronized batch norm, graphs/data_parallel.hpp); false: by each replica's own batch.
+  bool sync_bn = true;
   std::chrono::milliseconds stall_timeout{60000};
   // The arithmetic of GPU convolutions and inner products (operators/gpu_kernel.hpp): FP32, or
   // TF32 on the tensor cores. Set process-wide when a Trainer is made.

@@ -371,6 +371,7 @@ class Trainer::Impl {
     DataParallelOptions dp_options;
     dp_options.reduction = options_.reduce;
     dp_options.bucket_bytes = options_.bucket_kb * 1024;
+    dp_options.sync_batch_norm = options_.sync_bn;
     dp_options.sgd.optimizer = options_.optimizer;
     dp_options.sgd.momentum = options_.momentum;
     dp_options.sgd.beta1 = options_.beta1;

@@ -27,11 +27,21 @@ void BatchNormLayer::setup() {
   Blob* new_mean = make_blob("new_running_mean", c);
   Blob* new_var = make_blob("new_running_var", c);
   Attrs attrs;
-  attrs.set("eps", options_.eps)
-      .set("momentum", options_.momentum)
-      .set("mode", options_.training ? "train" : "test");
-  make_op("bn", "batch_norm", attrs, {x, gamma, beta, mean, var},
-          {y, saved_mean, saved_inv_std, new_mean, new_var});
+  attrs.set("eps", options_.eps).set("momentum", options_.momentum);
+  if (options_.training && graph().sums_over_replicas()) {
+    // Synchronized: the statistics of every replica's batch, from per-channel sums added over
+    // the replicas (two passes, as batch_norm: the mean, then the squares about it); the
+    // gradient adds its sums over the replicas too (operators/sync_batch_norm.hpp).
+    Blob* sums = graph().replica_sum(make_op("sums", "batch_norm_sums", {}, {x})[0]);
+    Blob* squares =
+        graph().replica_sum(make_op("square_sums", "batch_norm_square_sums", {}, {x, sums})[0]);
+    make_op("bn", "sync_batch_norm", attrs, {x, gamma, beta, mean, var, sums, squares},
+            {y, saved_mean, saved_inv_std, new_mean, new_var});
+  } else {
+    attrs.set("mode", options_.training ? "train" : "test");
+    make_op("bn", "batch_norm", attrs, {x, gamma, beta, mean, var},
+            {y, saved_mean, saved_inv_std, new_mean, new_var});
+  }
   if (options_.training) {
     graph().add_swap(mean, new_mean);
     graph().add_swap(var, new_var);

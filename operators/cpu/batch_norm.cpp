@@ -4,11 +4,16 @@
 #include <cmath>
 
 #include "base/error.hpp"
+#include "operators/cpu/channel_sums.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
+
+using cpu::row_dot_centered;
+using cpu::row_square_sum;
+using cpu::row_sum;
 
 namespace {
 
@@ -32,43 +37,6 @@ int64_t check_channels(const std::string& type, const std::vector<Shape>& inputs
             inputs[i + 1], ", expected [", x[1], "] (the channels of x ", x, ")");
   }
   return x[1];
-}
-
-// Sums of a row of floats in a fixed order (eight interleaved partial sums), in double.
-double row_sum(const float* p, int64_t n) {
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) lanes[l] += p[i + l];
-  }
-  for (int l = 0; i < n; ++i, ++l) lanes[l] += p[i];
-  double total = 0;
-  for (int l = 0; l < 8; ++l) total += lanes[l];
-  return total;
-}
-// Sum of (p - mean)^2.
-double row_square_sum(const float* p, int64_t n, float mean) {
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) lanes[l] += (p[i + l] - mean) * (p[i + l] - mean);
-  }
-  for (int l = 0; i < n; ++i, ++l) lanes[l] += (p[i] - mean) * (p[i] - mean);
-  double total = 0;
-  for (int l = 0; l < 8; ++l) total += lanes[l];
-  return total;
-}
-// Sum of g * (p - mean).
-double row_dot_centered(const float* g, const float* p, int64_t n, float mean) {
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) lanes[l] += g[i + l] * (p[i + l] - mean);
-  }
-  for (int l = 0; i < n; ++i, ++l) lanes[l] += g[i] * (p[i] - mean);
-  double total = 0;
-  for (int l = 0; l < 8; ++l) total += lanes[l];
-  return total;
 }
 
 }  // namespace

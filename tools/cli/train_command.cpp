@@ -148,6 +148,10 @@ DEFINE_string(reduce, "ring",
 DEFINE_int64(bucket_kb, 256,
              "data parallel: fuse gradients smaller than this many KiB into buckets of up to "
              "this size, each reduced at once (0: reduce every gradient alone)");
+DEFINE_bool(sync_bn, true,
+            "data parallel and hybrid: batch norm normalizes by the statistics of every "
+            "replica's batch together (synchronized batch norm), so N replicas at batch b follow "
+            "one at batch N*b; --nosync-bn: by each replica's own batch");
 DEFINE_bool(reuse_memory, true,
             "let blobs never needed at the same time share memory (1F1B then holds at most "
             "S micro-batches' activations per stage); --noreuse-memory gives every blob its own");
@@ -254,6 +258,7 @@ TrainOptions options_from_flags() {
   o.evaluate = FLAGS_evaluate;
   o.reduce = parse_reduction(FLAGS_reduce);
   o.bucket_kb = FLAGS_bucket_kb;
+  o.sync_bn = FLAGS_sync_bn;
   o.locations = FLAGS_locations;
   o.stages = FLAGS_stages;
   o.micro_batches = FLAGS_micro_batches;

@@ -355,6 +355,39 @@ TEST_CASE("GPU batch norm over many blocks per channel matches the CPU, bit-iden
   }
 }
 
+TEST_CASE("GPU synchronized batch norm pieces match the CPU, bit-identically", "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(12);
+  for (const Shape& shape : channel_shapes()) {
+    if (shape[0] * shape.count_from(2) < 2) continue;  // training needs 2 values per channel
+    INFO(shape);
+    const int64_t c = shape[1];
+    const Tensor x = random_tensor(shape, gen, -1.0f, 3.0f), dy = random_tensor(shape, gen);
+    const Tensor gamma = random_tensor({c}, gen), beta = random_tensor({c}, gen);
+    const Tensor mean = random_tensor({c}, gen), var = random_tensor({c}, gen, 0.5f, 2.0f);
+    // Each piece at the CPU's inputs, the totals those of one replica.
+    CHECK(parity_error("batch_norm_sums", {}, {x}) <= 1e-4);
+    CHECK(gpu_repeats_bits("batch_norm_sums", {}, {x}));
+    const Tensor sums = tensor_of(run_op("batch_norm_sums", {}, {x}, false)[0], {c + 1});
+    CHECK(parity_error("batch_norm_square_sums", {}, {x, sums}) <= 1e-4);
+    CHECK(gpu_repeats_bits("batch_norm_square_sums", {}, {x, sums}));
+    const Tensor squares =
+        tensor_of(run_op("batch_norm_square_sums", {}, {x, sums}, false)[0], {c + 1});
+    const std::vector<Tensor> in{x, gamma, beta, mean, var, sums, squares};
+    CHECK(parity_error("sync_batch_norm", {}, in) <= 1e-4);
+    CHECK(gpu_repeats_bits("sync_batch_norm", {}, in));
+    const std::vector<std::vector<float>> stats = run_op("sync_batch_norm", {}, in, false);
+    const Tensor saved_mean = tensor_of(stats[1], {c}), inv_std = tensor_of(stats[2], {c});
+    CHECK(parity_error("batch_norm_grad_sums", {}, {x, saved_mean, dy}) <= 1e-3);
+    CHECK(gpu_repeats_bits("batch_norm_grad_sums", {}, {x, saved_mean, dy}));
+    const Tensor local =
+        tensor_of(run_op("batch_norm_grad_sums", {}, {x, saved_mean, dy}, false)[0], {2 * c + 1});
+    const std::vector<Tensor> grad_in{x, gamma, saved_mean, inv_std, dy, local, local};
+    CHECK(parity_error("sync_batch_norm_grad", {}, grad_in) <= 1e-3);
+    CHECK(gpu_repeats_bits("sync_batch_norm_grad", {}, grad_in));
+  }
+}
+
 TEST_CASE("GPU softmax, loss and accuracy with a warp per row match the CPU, bit-identically",
           "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();

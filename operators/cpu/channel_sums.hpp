@@ -1,0 +1,37 @@
+// Sums over a row of floats in a fixed order (eight interleaved float partial sums, added in
+// double at the end), so that any thread count gives equal bits. Shared by batch_norm and
+// sync_batch_norm (operators/cpu/batch_norm.cpp, sync_batch_norm.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace purine::cpu {
+
+// Sum of f(i) for i in [0, n).
+template <typename F>
+double lane_sum(int64_t n, F f) {
+  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] += f(i + l);
+  }
+  for (int l = 0; i < n; ++i, ++l) lanes[l] += f(i);
+  double total = 0;
+  for (int l = 0; l < 8; ++l) total += lanes[l];
+  return total;
+}
+
+// Sum of p.
+inline double row_sum(const float* p, int64_t n) {
+  return lane_sum(n, [p](int64_t i) { return p[i]; });
+}
+// Sum of (p - mean)^2.
+inline double row_square_sum(const float* p, int64_t n, float mean) {
+  return lane_sum(n, [p, mean](int64_t i) { return (p[i] - mean) * (p[i] - mean); });
+}
+// Sum of g * (p - mean).
+inline double row_dot_centered(const float* g, const float* p, int64_t n, float mean) {
+  return lane_sum(n, [g, p, mean](int64_t i) { return g[i] * (p[i] - mean); });
+}
+
+}  // namespace purine::cpu

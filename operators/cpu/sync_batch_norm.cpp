@@ -1,0 +1,243 @@
+#include "operators/sync_batch_norm.hpp"
+
+#include <cmath>
+
+#include "base/error.hpp"
+#include "operators/cpu/channel_sums.hpp"
+#include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/threading.hpp"
+#include "operators/registry.hpp"
+
+namespace purine {
+
+using cpu::row_dot_centered;
+using cpu::row_square_sum;
+using cpu::row_sum;
+
+namespace {
+
+// Checks x [N, C, ...] and returns C.
+int64_t channels_of(const std::string& type, const Shape& x) {
+  require(x.ndim() >= 2, type, ": input 0 (x) has shape ", x,
+          ", expected rank 2 or more ([N, C] or [N, C, H, W])");
+  return x[1];
+}
+
+// Checks that input `i` (named `name`) has shape `expected`.
+void require_shape(const std::string& type, const std::vector<Shape>& inputs, size_t i,
+                   const char* name, const Shape& expected) {
+  require(inputs[i] == expected, type, ": input ", i, " (", name, ") has shape ", inputs[i],
+          ", expected ", expected, " (from the channels of x ", inputs[0], ")");
+}
+
+struct Layout {
+  int64_t n, channels, inner;
+  explicit Layout(const Shape& shape)
+      : n(shape[0]), channels(shape[1]), inner(shape.count_from(2)) {}
+  int64_t offset(int64_t i, int64_t c) const { return (i * channels + c) * inner; }
+  int64_t count() const { return n * channels * inner; }
+};
+
+}  // namespace
+
+// ---- batch_norm_sums ----
+
+std::vector<Shape> BatchNormSumsOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  return {Shape{channels_of(type(), inputs[0]) + 1}};
+}
+
+void BatchNormSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                  const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const Layout l(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  float* sums = outputs[0]->mutable_data();
+#pragma omp parallel for if (l.count() > kParallelMinArithmetic)
+  for (int64_t c = 0; c < l.channels; ++c) {
+    double sum = 0;
+    for (int64_t i = 0; i < l.n; ++i) sum += row_sum(x + l.offset(i, c), l.inner);
+    sums[c] = static_cast<float>(sum);
+  }
+  sums[l.channels] = static_cast<float>(l.n * l.inner);
+}
+
+// ---- batch_norm_square_sums ----
+
+std::vector<Shape> BatchNormSquareSumsOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  const int64_t c = channels_of(type(), inputs[0]);
+  require_shape(type(), inputs, 1, "total_sums", Shape{c + 1});
+  return {Shape{c + 1}};
+}
+
+void BatchNormSquareSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                        const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const Layout l(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  const float* totals = inputs[1]->data();
+  float* squares = outputs[0]->mutable_data();
+  const double count = totals[l.channels];
+#pragma omp parallel for if (l.count() > kParallelMinArithmetic)
+  for (int64_t c = 0; c < l.channels; ++c) {
+    const float mean = static_cast<float>(totals[c] / count);
+    double sum = 0;
+    for (int64_t i = 0; i < l.n; ++i) sum += row_square_sum(x + l.offset(i, c), l.inner, mean);
+    squares[c] = static_cast<float>(sum);
+  }
+  squares[l.channels] = static_cast<float>(l.n * l.inner);
+}
+
+// ---- sync_batch_norm ----
+
+std::vector<Shape> SyncBatchNormOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 5);
+  const int64_t c = channels_of(type(), inputs[0]);
+  const char* names[] = {"gamma", "beta", "running_mean", "running_var"};
+  for (size_t i = 1; i <= 4; ++i) require_shape(type(), inputs, i, names[i - 1], Shape{c});
+  require_shape(type(), inputs, 5, "total_sums", Shape{c + 1});
+  require_shape(type(), inputs, 6, "total_squares", Shape{c + 1});
+  return {inputs[0], Shape{c}, Shape{c}, Shape{c}, Shape{c}};
+}
+
+GradientSpec SyncBatchNormOp::gradient() const {
+  GradientSpec spec;
+  spec.ops.push_back(
+      {BatchNormGradSumsOp::kType, attrs_, {input(0), output(1), output_grad(0)}, {temp(0)}});
+  spec.ops.push_back(
+      {SyncBatchNormGradOp::kType,
+       attrs_,
+       {input(0), input(1), output(1), output(2), output_grad(0), temp(0), replica_sum_of_temp(0)},
+       {input_grad(0), input_grad(1), input_grad(2)}});
+  return spec;
+}
+
+void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                  const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const float eps = static_cast<float>(attrs_.get_float("eps", 1e-5));
+  const float momentum = static_cast<float>(attrs_.get_float("momentum", 0.9));
+  const Layout l(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  const float* gamma = inputs[1]->data();
+  const float* beta = inputs[2]->data();
+  const float* running_mean = inputs[3]->data();
+  const float* running_var = inputs[4]->data();
+  const float* sums = inputs[5]->data();
+  const float* squares = inputs[6]->data();
+  float* y = outputs[0]->mutable_data();
+  float* saved_mean = outputs[1]->mutable_data();
+  float* saved_inv_std = outputs[2]->mutable_data();
+  float* new_mean = outputs[3]->mutable_data();
+  float* new_var = outputs[4]->mutable_data();
+  const double m = sums[l.channels];
+  require(m > 1, type(), ": training needs more than one value per channel over the replicas; ",
+          "the totals count ", m, " (use a larger batch)");
+#pragma omp parallel for if (l.count() > kParallelMinArithmetic)
+  for (int64_t c = 0; c < l.channels; ++c) {
+    const float mean = static_cast<float>(sums[c] / m);
+    const float var = static_cast<float>(squares[c] / m);
+    const float unbiased = static_cast<float>(squares[c] / (m - 1));
+    new_mean[c] = momentum * running_mean[c] + (1.0f - momentum) * mean;
+    new_var[c] = momentum * running_var[c] + (1.0f - momentum) * unbiased;
+    const float inv_std = 1.0f / std::sqrt(var + eps);
+    saved_mean[c] = mean;
+    saved_inv_std[c] = inv_std;
+    const float scale = gamma[c] * inv_std;
+    const float shift = beta[c] - mean * scale;
+    for (int64_t i = 0; i < l.n; ++i) {
+      const float* in = x + l.offset(i, c);
+      float* out = y + l.offset(i, c);
+      for (int64_t s = 0; s < l.inner; ++s) out[s] = in[s] * scale + shift;
+    }
+  }
+}
+
+// ---- batch_norm_grad_sums ----
+
+std::vector<Shape> BatchNormGradSumsOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  const int64_t c = channels_of(type(), inputs[0]);
+  require_shape(type(), inputs, 1, "saved_mean", Shape{c});
+  require_shape(type(), inputs, 2, "dy", inputs[0]);
+  return {Shape{2 * c + 1}};
+}
+
+void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                      const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const Layout l(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  const float* mean = inputs[1]->data();
+  const float* dy = inputs[2]->data();
+  float* sums = outputs[0]->mutable_data();
+#pragma omp parallel for if (2 * l.count() > kParallelMinArithmetic)
+  for (int64_t c = 0; c < l.channels; ++c) {
+    double sum_dy = 0, sum_dy_centered = 0;
+    for (int64_t i = 0; i < l.n; ++i) {
+      sum_dy += row_sum(dy + l.offset(i, c), l.inner);
+      sum_dy_centered +=
+          row_dot_centered(dy + l.offset(i, c), x + l.offset(i, c), l.inner, mean[c]);
+    }
+    sums[c] = static_cast<float>(sum_dy);
+    sums[l.channels + c] = static_cast<float>(sum_dy_centered);
+  }
+  sums[2 * l.channels] = static_cast<float>(l.n * l.inner);
+}
+
+// ---- sync_batch_norm_grad ----
+
+std::vector<Shape> SyncBatchNormGradOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 3);
+  const int64_t c = channels_of(type(), inputs[0]);
+  const char* names[] = {"gamma", "saved_mean", "saved_inv_std"};
+  for (size_t i = 1; i <= 3; ++i) require_shape(type(), inputs, i, names[i - 1], Shape{c});
+  require_shape(type(), inputs, 4, "dy", inputs[0]);
+  require_shape(type(), inputs, 5, "grad_sums", Shape{2 * c + 1});
+  require_shape(type(), inputs, 6, "total_grad_sums", Shape{2 * c + 1});
+  return {inputs[0], Shape{c}, Shape{c}};
+}
+
+void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                      const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const Layout l(inputs[0]->shape());
+  const float* x = inputs[0]->data();
+  const float* gamma = inputs[1]->data();
+  const float* saved_mean = inputs[2]->data();
+  const float* saved_inv_std = inputs[3]->data();
+  const float* dy = inputs[4]->data();
+  const float* local = inputs[5]->data();
+  const float* total = inputs[6]->data();
+  float* dx = outputs[0]->mutable_data();
+  float* dgamma = outputs[1]->mutable_data();
+  float* dbeta = outputs[2]->mutable_data();
+  const double m = total[2 * l.channels];
+#pragma omp parallel for if (l.count() > kParallelMinArithmetic)
+  for (int64_t c = 0; c < l.channels; ++c) {
+    const float mean = saved_mean[c], inv_std = saved_inv_std[c];
+    dgamma[c] = local[l.channels + c] * inv_std;
+    dbeta[c] = local[c];
+    // As batch_norm_grad, with the sums over every replica.
+    const float dg = total[l.channels + c] * inv_std;
+    const float scale = gamma[c] * inv_std;
+    const float mean_dy = m > 0 ? static_cast<float>(total[c] / m) : 0.0f;
+    const float slope = m > 0 ? static_cast<float>(dg * inv_std / m) : 0.0f;
+    for (int64_t i = 0; i < l.n; ++i) {
+      const float* g = dy + l.offset(i, c);
+      const float* in = x + l.offset(i, c);
+      float* out = dx + l.offset(i, c);
+      for (int64_t s = 0; s < l.inner; ++s)
+        out[s] = scale * (g[s] - mean_dy - (in[s] - mean) * slope);
+    }
+  }
+}
+
+PURINE_REGISTER_OPERATOR(BatchNormSumsOp);
+PURINE_REGISTER_OPERATOR(BatchNormSquareSumsOp);
+PURINE_REGISTER_OPERATOR(SyncBatchNormOp);
+PURINE_REGISTER_OPERATOR(BatchNormGradSumsOp);
+PURINE_REGISTER_OPERATOR(SyncBatchNormGradOp);
+
+}  // namespace purine
