@@ -2,7 +2,8 @@
 // N ranks with batch b each follow the loss trajectory of one process with batch N*b (same seed,
 // same data order), for every reduction (ring, ps, mpi), with the default gradient buckets (in
 // mlp and lenet the small gradients are fused, the first layer's weight is reduced alone) and
-// with every gradient reduced alone, and with two replicas per rank (--locations=2); every
+// with every gradient reduced alone, and with two replicas per rank (--locations=2), and for
+// convnet_bn with its batch norm synchronized over the ranks (the default --sync-bn); every
 // replica ends with the same weights, bit for bit; two identical N-rank runs are bit-identical.
 
 #include <algorithm>
@@ -33,8 +34,8 @@ TrainOptions options(const std::string& model, int ranks, int rank, int batch,
   o.data_dir = purine::testing::kFashionMnistDir;
   o.max_iters = kIters;
   o.batch = batch;
-  o.lr = model == "lenet" ? 0.002 : 0.02;  // stays clear of divergence, where trajectories part
-  o.threads = 1;                           // several ranks share two cores
+  o.lr = model == "mlp" ? 0.02 : 0.002;  // stays clear of divergence, where trajectories part
+  o.threads = 1;                         // several ranks share two cores
   o.seed = 7;
   o.ranks = ranks;
   o.rank = rank;
@@ -148,6 +149,11 @@ TEST_CASE("data parallel lenet with ring allreduce follows one process with the 
 TEST_CASE("data parallel mlp with every gradient reduced alone follows one process",
           "[mpi][data_parallel]") {
   for (const char* reduce : {"ring", "ps", "mpi"}) check_follows_reference("mlp", reduce, 0);
+}
+
+TEST_CASE("data parallel convnet_bn with synchronized batch norm follows one process",
+          "[mpi][data_parallel][sync_bn]") {
+  check_follows_reference("convnet_bn", "ring");
 }
 
 TEST_CASE("data parallel mlp over two locations per rank follows one process",
