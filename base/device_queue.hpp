@@ -29,6 +29,16 @@ class QueueEvent {
   virtual double seconds_since(QueueEvent& earlier) = 0;
 };
 
+// A queue's work recorded once (DeviceQueue::end_capture) and run again, whole, by each launch():
+// a CUDA graph. Thread-safety: launch() from the thread that drives the queue it was recorded on.
+class QueueGraph {
+ public:
+  virtual ~QueueGraph() = default;
+  // Puts the recorded work on the queue it was recorded on, as one piece: work put on that
+  // queue afterwards starts once all of it has run, on every queue it spanned.
+  virtual void launch() = 0;
+};
+
 class DeviceQueue {
  public:
   virtual ~DeviceQueue() = default;
@@ -47,6 +57,16 @@ class DeviceQueue {
   // (DeviceRuntime::kernels_on_host()). The default throws purine::Error: a CUDA stream runs
   // only device work.
   virtual void enqueue_host(std::function<void()> work);
+
+  // Recording (CUDA stream capture). From begin_capture() until end_capture(), work put on this
+  // queue is recorded, not run; so is the work of every queue made to wait() for an event
+  // recorded here while recording (it joins the recording), which must be rejoined before
+  // end_capture(): this queue waits for an event recorded on it after its last work. Only the
+  // calling thread may use the queues meanwhile. end_capture() returns what was recorded, or
+  // throws purine::Error (a call that cannot be recorded, a queue not rejoined); either way the
+  // queues then run work again. The defaults throw purine::Error: this queue cannot record.
+  virtual void begin_capture();
+  virtual std::unique_ptr<QueueGraph> end_capture();
 };
 
 }  // namespace purine

@@ -3,7 +3,9 @@
 #include <atomic>
 #include <deque>
 #include <exception>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "base/error.hpp"
 #include "dispatcher/internal/first_failure.hpp"
@@ -34,6 +36,8 @@ class QueueFailure {
   std::string message_ GUARDED_BY(mu_);
 };
 
+struct Recording;
+
 // Generations: record() raises `recorded`; the queue's thread raises `reached` to it when it gets
 // there. done() compares the two, so an event recorded again is pending again. Queued signals
 // and waits share this state, so an event may be destroyed with work still queued (a failed
@@ -44,6 +48,9 @@ struct EventState {
   // When the queue's thread reached the latest record (written before `reached`, so a reader
   // that saw done() sees it).
   std::chrono::steady_clock::time_point reached_at;
+  // The open recording that recorded this event, if any: a queue that waits for it joins that
+  // recording. Used by the recording thread only.
+  std::shared_ptr<Recording> recorded_in;
 };
 
 class EmulatedEvent : public QueueEvent {
@@ -75,6 +82,53 @@ struct Item {
   uint64_t generation;                // kSignal: the value to publish; kWait: to wait for
 };
 
+// The calls made on the queues of one recording (DeviceQueue::begin_capture), in order, each
+// with a closure that makes it again on its queue.
+struct Recording {
+  struct Step {
+    const void* queue;  // the queue's State
+    std::string queue_name;
+    Item::Kind kind;
+    const EventState* event;  // kSignal, kWait
+    std::function<void()> replay;
+  };
+  const void* origin = nullptr;
+  std::string origin_name;
+  std::vector<Step> steps;
+  std::vector<std::shared_ptr<EventState>> tagged;  // events recorded while recording
+  std::vector<std::function<void()>> leave;         // ends the recording on each of its queues
+
+  // Every queue that joined ended with a signal that the origin waited for afterwards (what CUDA
+  // requires of a capture, too).
+  void check_rejoined() const {
+    std::map<const void*, size_t> last_step;
+    for (size_t i = 0; i < steps.size(); ++i) last_step[steps[i].queue] = i;
+    for (const auto& [queue, i] : last_step) {
+      if (queue == origin) continue;
+      const Step& last = steps[i];
+      bool rejoined = false;
+      for (size_t j = i + 1; j < steps.size() && last.kind == Item::kSignal; ++j)
+        rejoined |= steps[j].queue == origin && steps[j].kind == Item::kWait &&
+                    steps[j].event == last.event;
+      require(rejoined, "device queue ", last.queue_name, " joined the recording of ", origin_name,
+              " but was not rejoined: ", origin_name,
+              " must wait for an event recorded on it after its last work");
+    }
+  }
+};
+
+// A recording's calls, made again by each launch.
+class ReplayedCalls : public QueueGraph {
+ public:
+  explicit ReplayedCalls(std::vector<std::function<void()>> calls) : calls_(std::move(calls)) {}
+  void launch() override {
+    for (const auto& call : calls_) call();
+  }
+
+ private:
+  std::vector<std::function<void()>> calls_;
+};
+
 }  // namespace
 
 struct EmulatedQueue::State {
@@ -88,6 +142,22 @@ struct EmulatedQueue::State {
     cv.signal();
   }
   void thread_main() EXCLUDES(mu);
+  void signal(const std::shared_ptr<EventState>& event) {
+    const uint64_t generation = event->recorded.load(std::memory_order_relaxed) + 1;
+    event->recorded.store(generation, std::memory_order_relaxed);
+    push({Item::kSignal, {}, event, generation});
+  }
+  void wait_for(const std::shared_ptr<EventState>& event) {
+    push({Item::kWait, {}, event, event->recorded.load(std::memory_order_relaxed)});
+  }
+  std::shared_ptr<Recording> recording_now() EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    return recording;
+  }
+  void set_recording(std::shared_ptr<Recording> r) EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    recording = std::move(r);
+  }
 
   const std::string name;
   const std::chrono::microseconds delay;
@@ -96,6 +166,7 @@ struct EmulatedQueue::State {
   CondVar cv{&mu};
   std::deque<Item> items GUARDED_BY(mu);
   bool stop GUARDED_BY(mu) = false;
+  std::shared_ptr<Recording> recording GUARDED_BY(mu);  // while this queue records
   std::thread thread;
 };
 
@@ -147,6 +218,13 @@ EmulatedQueue::~EmulatedQueue() {
 }
 
 void EmulatedQueue::enqueue(std::function<void()> work) {
+  if (const std::shared_ptr<Recording> r = state_->recording_now()) {
+    r->steps.push_back({state_.get(), state_->name, Item::kWork, nullptr,
+                        [state = state_, work = std::move(work)] {
+                          state->push({Item::kWork, work, nullptr, 0});
+                        }});
+    return;
+  }
   state_->push({Item::kWork, std::move(work), nullptr, 0});
 }
 
@@ -156,14 +234,51 @@ std::unique_ptr<QueueEvent> EmulatedQueue::create_event(bool) {
 
 void EmulatedQueue::record(QueueEvent& event) {
   const std::shared_ptr<EventState>& e = static_cast<EmulatedEvent&>(event).state;
-  const uint64_t generation = e->recorded.load(std::memory_order_relaxed) + 1;
-  e->recorded.store(generation, std::memory_order_relaxed);
-  state_->push({Item::kSignal, {}, e, generation});
+  if (const std::shared_ptr<Recording> r = state_->recording_now()) {
+    e->recorded_in = r;
+    r->tagged.push_back(e);
+    r->steps.push_back({state_.get(), state_->name, Item::kSignal, e.get(),
+                        [state = state_, e] { state->signal(e); }});
+    return;
+  }
+  state_->signal(e);
 }
 
 void EmulatedQueue::wait(QueueEvent& event) {
   const std::shared_ptr<EventState>& e = static_cast<EmulatedEvent&>(event).state;
-  state_->push({Item::kWait, {}, e, e->recorded.load(std::memory_order_relaxed)});
+  std::shared_ptr<Recording> r = state_->recording_now();
+  if (!r && e->recorded_in) {  // joins the recording that recorded the event
+    r = e->recorded_in;
+    state_->set_recording(r);
+    r->leave.push_back([state = state_] { state->set_recording(nullptr); });
+  }
+  if (r) {
+    r->steps.push_back({state_.get(), state_->name, Item::kWait, e.get(),
+                        [state = state_, e] { state->wait_for(e); }});
+    return;
+  }
+  state_->wait_for(e);
+}
+
+void EmulatedQueue::begin_capture() {
+  require(!state_->recording_now(), "device queue ", state_->name, " is recording already");
+  auto r = std::make_shared<Recording>();
+  r->origin = state_.get();
+  r->origin_name = state_->name;
+  r->leave.push_back([state = state_] { state->set_recording(nullptr); });
+  state_->set_recording(std::move(r));
+}
+
+std::unique_ptr<QueueGraph> EmulatedQueue::end_capture() {
+  const std::shared_ptr<Recording> r = state_->recording_now();
+  require(r && r->origin == state_.get(), "device queue ", state_->name,
+          " is not recording (end_capture() belongs to the queue that began it)");
+  for (const auto& leave : r->leave) leave();
+  for (const auto& e : r->tagged) e->recorded_in.reset();
+  r->check_rejoined();
+  std::vector<std::function<void()>> calls;
+  for (auto& step : r->steps) calls.push_back(std::move(step.replay));
+  return std::make_unique<ReplayedCalls>(std::move(calls));
 }
 
 bool EmulatedQueue::on_queue_thread() { return on_a_queue_thread; }

@@ -4,6 +4,11 @@
 // holds back the work put after it). It lets the dispatcher's device executors, their events and
 // cross-queue waits be tested without a GPU, and a delay per item makes "later" really later.
 //
+// Recording (begin_capture/end_capture) keeps each call on the queues that join it, in order;
+// launching the graph makes the same calls again, so its work runs anew each time (a CPU kernel
+// then reads its tensors' memory as it is at that time, where a CUDA graph keeps the addresses it
+// was recorded with).
+//
 // Ownership: the queue owns its thread; the destructor runs what is queued, then joins. Events
 // must not outlive the queue that created them. Thread-safety: enqueue(), record() and wait()
 // from the one thread that drives the queue; an event's done() and drain() from any thread. An
@@ -42,6 +47,8 @@ class EmulatedQueue : public DeviceQueue {
   void record(QueueEvent& event) override;
   void wait(QueueEvent& event) override;
   std::string name() const override;
+  void begin_capture() override;
+  std::unique_ptr<QueueGraph> end_capture() override;
 
  private:
   struct State;

@@ -112,13 +112,30 @@ class Executors {
   std::map<std::pair<Location, std::string>, dispatch::ExecutorId> ids_;
 };
 
+// Page-locked memory for `host` where the runtime can give it: a new tensor for a blob without
+// one; for a blob whose memory was written before (the learning rate), a move of that memory's
+// values to page-locked memory, exchanged under every tensor and view that shares it. A view
+// into a larger block keeps its memory.
+void pin(Blob* host) {
+  if (!host->has_tensor()) {
+    host->alias(Tensor::pinned(host->shape(), host->location()));
+    return;
+  }
+  Tensor& tensor = host->tensor();
+  if (tensor.is_pinned() || !tensor.covers_storage() || !tensor.storage()->buffer()) return;
+  Tensor pinned = Tensor::pinned(tensor.shape(), tensor.location());
+  if (!pinned.is_pinned()) return;
+  pinned.copy_from(tensor);
+  tensor.swap_memory(pinned);
+}
+
 }  // namespace
 
 // The host ends of this rank's copies to and from its GPUs get page-locked memory (where the
-// runtime can give it), so that those copies run asynchronously on the GPU's stream. Blobs that
-// already have memory (a parameter, a view) keep it. So does the other blob of a swap with such
-// an end (a batch prefetched into it is swapped into the copy's input after each run): a swap
-// exchanges the memory itself.
+// runtime can give it), so that those copies run asynchronously on the GPU's stream and a
+// recorded CUDA graph reads and writes them when it runs, not when it was recorded. So does the
+// other blob of a swap with such an end (a batch prefetched into it is swapped into the copy's
+// input after each run): a swap exchanges the memory itself.
 void pin_host_ends_of_gpu_copies(Graph& graph, int rank) {
   for (const auto& op : graph.ops()) {
     if (!op->kernel().traits().bridges_locations || op->location().rank != rank) continue;
@@ -126,8 +143,7 @@ void pin_host_ends_of_gpu_copies(Graph& graph, int rank) {
     Blob* out = op->outputs()[0];
     if (in->location().rank != rank || in->location().is_cpu() == out->location().is_cpu())
       continue;
-    Blob* host = in->location().is_cpu() ? in : out;
-    if (!host->has_tensor()) host->alias(Tensor::pinned(host->shape(), host->location()));
+    pin(in->location().is_cpu() ? in : out);
   }
   for (const auto& [a, b] : graph.swaps())
     for (auto [pinned, other] : {std::pair(a, b), std::pair(b, a)})

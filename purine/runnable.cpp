@@ -8,6 +8,7 @@
 #include "operators/communicator.hpp"
 #include "operators/compute_threads.hpp"
 #include "purine/compile.hpp"
+#include "purine/internal/device_graphs.hpp"
 #include "purine/mpi.hpp"
 
 namespace purine {
@@ -88,17 +89,27 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   dispatch::EngineOptions engine_options;
   engine_options.mode = options_.mode;
   engine_options.stall_timeout = options_.stall_timeout;
+  if (options_.device_graphs) {
+    device_graphs_refusal_ = DeviceGraphs::refusal(graph_, options_.rank);
+    if (device_graphs_refusal_.empty() && options_.mode == dispatch::Mode::kSerial)
+      device_graphs_refusal_ = "the serial executor launches op by op";
+    if (device_graphs_refusal_.empty())
+      device_graphs_ = std::make_unique<DeviceGraphs>(graph_, options_.rank, compiled.plan,
+                                                      engine_options, options_.eager_runs);
+  }
   engine_ = std::make_unique<dispatch::Engine>(std::move(compiled.plan), engine_options);
 }
 
 Runnable::~Runnable() {
+  device_graphs_.reset();
   engine_.reset();  // its transfers use the communicator
 }
 
 void Runnable::run_async() {
   if (!parameters_checked_) check_parameters_initialized();
   parameters_checked_ = true;
-  engine_->run_async();
+  replaying_ = device_graphs_ && device_graphs_->start_run(completed_runs_);
+  if (!replaying_) engine_->run_async();
 }
 
 void Runnable::check_parameters_initialized() const {
@@ -116,13 +127,31 @@ void Runnable::check_parameters_initialized() const {
 }
 
 void Runnable::sync() {
-  engine_->sync();
+  if (replaying_)
+    device_graphs_->engine().sync();
+  else
+    engine_->sync();
+  ++completed_runs_;
   for (auto& [a, b] : graph_.swaps()) {
     if (a->location().rank == options_.rank) a->tensor().swap_memory(b->tensor());
   }
 }
 
-void Runnable::add_observer(dispatch::Observer* observer) { engine_->add_observer(observer); }
+void Runnable::add_observer(dispatch::Observer* observer) {
+  engine_->add_observer(observer);
+  if (device_graphs_) device_graphs_->add_observer(observer);
+}
+
+std::string Runnable::device_graphs_state() const {
+  if (!options_.device_graphs) return "off (not asked)";
+  if (!device_graphs_) return "off: " + device_graphs_refusal_;
+  if (!device_graphs_->on()) return "off: " + device_graphs_->off_reason();
+  return str("on: ", device_graphs_->recordings(), " recording",
+             device_graphs_->recordings() == 1 ? "" : "s", ", ", device_graphs_->replays(),
+             " replayed run", device_graphs_->replays() == 1 ? "" : "s");
+}
+
+int64_t Runnable::replayed_runs() const { return device_graphs_ ? device_graphs_->replays() : 0; }
 
 std::map<std::string, std::string> Runnable::rng_states() const {
   std::map<std::string, std::string> states;

@@ -24,6 +24,7 @@
 namespace purine {
 
 class Communicator;  // operators/communicator.hpp
+class DeviceGraphs;  // purine/internal/device_graphs.hpp
 
 struct RunOptions {
   dispatch::Mode mode = dispatch::Mode::kParallel;
@@ -43,6 +44,13 @@ struct RunOptions {
   // compiled: a later Runnable of the same graph keeps its memory as it was given.
   bool reuse_memory = false;
   std::set<const Blob*> observed{};
+  // Device graphs (a CUDA graph per memory layout; purine/internal/device_graphs.hpp): after
+  // `eager_runs` runs launched op by op, this rank's GPU work that waits for no host work is
+  // recorded once and each later run launches it with one call. Refused (runs go on op by op;
+  // device_graphs_state() says why) for a rank without GPU ops or with ops at several GPUs, ops
+  // that communicate, and GPU ops that draw random numbers at launch.
+  bool device_graphs = false;
+  int eager_runs = 2;
 };
 
 class Runnable {
@@ -75,6 +83,11 @@ class Runnable {
   // location this rank has no generator for, or a bad state, and then changes nothing.
   std::map<std::string, std::string> rng_states() const;
   void set_rng_states(const std::map<std::string, std::string>& states);
+  // RunOptions::device_graphs: "off (not asked)", "off: <why>", or "on: <n> recordings, <m>
+  // replayed runs".
+  std::string device_graphs_state() const;
+  // Runs started by replaying a recording.
+  int64_t replayed_runs() const;
 
  private:
   Graph& graph_;
@@ -86,6 +99,10 @@ class Runnable {
   // Released (not freed: see operators/mpi/communicator.hpp) after the engine.
   std::shared_ptr<Communicator> comm_;
   std::unique_ptr<dispatch::Engine> engine_;
+  std::unique_ptr<DeviceGraphs> device_graphs_;  // with RunOptions::device_graphs
+  std::string device_graphs_refusal_;             // why device_graphs_ is null when asked
+  int completed_runs_ = 0;
+  bool replaying_ = false;  // the run in progress replays
   // The first run checks that every parameter of this rank was initialized (a forgotten
   // initialize_parameters() would otherwise train from zeros without a word).
   void check_parameters_initialized() const;

@@ -116,6 +116,11 @@ struct TrainOptions {
   // Convolutions keep run-to-run bit identity (operators/kernel_determinism.hpp); off, they may
   // use faster kernels whose sums vary in order. Set process-wide when a Trainer is made.
   bool deterministic = true;
+  // At a GPU: after two iterations launched op by op, the GPU work of an iteration is recorded
+  // as a CUDA graph (two: the weights and batches alternate between two buffers) and each later
+  // iteration launches it with one call (RunOptions::device_graphs). Refused with a reason (the
+  // run goes on op by op) for several GPUs or ranks and for GPU ops that draw random numbers.
+  bool cuda_graph = false;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,
   // every blob keeps its own (its values stay readable after a run, for debugging).

@@ -430,6 +430,7 @@ class Trainer::Impl {
     run.world_size = options_.ranks;
     run.stall_timeout = options_.stall_timeout;
     run.reuse_memory = options_.reuse_memory;
+    run.device_graphs = options_.cuda_graph;
     run.observed = {dp_.loss, dp_.accuracy};
     for (const ReplicaOutputs& replica : dp_.replicas)
       run.observed.insert({replica.loss, replica.accuracy});
@@ -574,6 +575,8 @@ class Trainer::Impl {
       }
     }
     result.blame_scans = blame_scans_;
+    result.device_graphs = train_run_->device_graphs_state();
+    result.replayed_iterations = train_run_->replayed_runs();
     // The training is kept before anything else may fail.
     result.iteration = iterations_done_;
     if (!options_.checkpoint_dir.empty()) result.checkpoints.push_back(save_to_dir());

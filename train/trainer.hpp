@@ -62,6 +62,9 @@ struct TrainResult {
   // as a finished one does, but skips the evaluation (test_accuracy stays 0).
   bool stopped = false;
   int stop_signal = 0;  // the signal request_stop() was given (0: none)
+  // TrainOptions::cuda_graph: Runnable::device_graphs_state() of the training runs.
+  std::string device_graphs;
+  int64_t replayed_iterations = 0;  // iterations launched as one recorded graph
 };
 
 class Trainer {

@@ -14,8 +14,9 @@ class CudaEvent : public QueueEvent {
  public:
   CudaEvent(int device, std::string stream, bool timed) : stream_(std::move(stream)) {
     DeviceGuard on(device);
-    PURINE_CUDA_CALL("stream event", cudaEventCreateWithFlags(
-                                         &event_, timed ? cudaEventDefault : cudaEventDisableTiming));
+    PURINE_CUDA_CALL(
+        "stream event",
+        cudaEventCreateWithFlags(&event_, timed ? cudaEventDefault : cudaEventDisableTiming));
   }
   ~CudaEvent() override { (void)cudaEventDestroy(event_); }
   bool done() override {
@@ -27,8 +28,8 @@ class CudaEvent : public QueueEvent {
   }
   double seconds_since(QueueEvent& earlier) override {
     float ms = 0;
-    PURINE_CUDA_CALL("trace", cudaEventElapsedTime(&ms, static_cast<CudaEvent&>(earlier).event_,
-                                                   event_));
+    PURINE_CUDA_CALL("trace",
+                     cudaEventElapsedTime(&ms, static_cast<CudaEvent&>(earlier).event_, event_));
     return ms / 1000.0;
   }
   cudaEvent_t get() const { return event_; }
@@ -37,6 +38,26 @@ class CudaEvent : public QueueEvent {
   cudaEvent_t event_ = nullptr;
   const std::string stream_;
 };
+
+// A captured graph, instantiated for launches on the stream it was captured on.
+class CudaGraph : public QueueGraph {
+ public:
+  CudaGraph(int device, cudaStream_t stream, cudaGraphExec_t exec)
+      : device_(device), stream_(stream), exec_(exec) {}
+  ~CudaGraph() override {
+    DeviceGuard on(device_);
+    (void)cudaGraphExecDestroy(exec_);
+  }
+  void launch() override { PURINE_CUDA_CALL("graph launch", cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  const int device_;
+  const cudaStream_t stream_;
+  const cudaGraphExec_t exec_;
+};
+
+// cuBLAS's workspace per stream: what NVIDIA recommends on Hopper (smaller cards need less).
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 
 }  // namespace
 
@@ -48,6 +69,7 @@ CudaStream::CudaStream(int device, std::string name) : device_(device), name_(st
 CudaStream::~CudaStream() {
   // Nothing is queued any more: every run completed before its plan was destroyed.
   if (workspace_) (void)cudaFree(workspace_);
+  if (cublas_workspace_) (void)cudaFree(cublas_workspace_);
   if (cudnn_) (void)cudnnDestroy(cudnn_);
   if (cublas_) (void)cublasDestroy(cublas_);
   (void)cudaStreamDestroy(stream_);
@@ -59,6 +81,10 @@ cublasHandle_t CudaStream::cublas() {
     PURINE_CUBLAS_CALL("stream", cublasCreate(&cublas_));
     PURINE_CUBLAS_CALL("stream", cublasSetStream(cublas_, stream_));
     PURINE_CUBLAS_CALL("stream", cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+    // After cublasSetStream, which resets the workspace.
+    PURINE_CUDA_CALL("stream", cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
+    PURINE_CUBLAS_CALL("stream",
+                       cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   }
   return cublas_;
 }
@@ -97,8 +123,23 @@ void CudaStream::record(QueueEvent& event) {
 }
 
 void CudaStream::wait(QueueEvent& event) {
-  PURINE_CUDA_CALL("stream",
-                   cudaStreamWaitEvent(stream_, static_cast<CudaEvent&>(event).get(), 0));
+  PURINE_CUDA_CALL("stream", cudaStreamWaitEvent(stream_, static_cast<CudaEvent&>(event).get(), 0));
+}
+
+void CudaStream::begin_capture() {
+  DeviceGuard on(device_);
+  PURINE_CUDA_CALL("recording", cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+std::unique_ptr<QueueGraph> CudaStream::end_capture() {
+  DeviceGuard on(device_);
+  cudaGraph_t graph = nullptr;
+  PURINE_CUDA_CALL("recording", cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  PURINE_CUDA_CALL("recording", instantiated);
+  return std::make_unique<CudaGraph>(device_, stream_, exec);
 }
 
 CudaStream& stream_of(const OpContext& context) {

@@ -2,6 +2,8 @@
 // non-blocking CUDA stream of its device, with the cuBLAS and cuDNN handles that launch on it,
 // made on first use. Events are CUDA events without timing; done() is cudaEventQuery, wait() is
 // cudaStreamWaitEvent, so readiness crosses streams on the device and the host never waits.
+// Recording is CUDA stream capture in thread-local mode; its graph is instantiated once and each
+// launch() is one cudaGraphLaunch on this stream.
 //
 // Ownership: created by the CUDA runtime for the compile step and shared by the device executor
 // (its ExecutorSpec) and the bindings of the ops it runs. Thread-safety: as DeviceQueue; the
@@ -42,6 +44,8 @@ class CudaStream : public DeviceQueue {
   void record(QueueEvent& event) override;
   void wait(QueueEvent& event) override;
   std::string name() const override { return name_; }
+  void begin_capture() override;
+  std::unique_ptr<QueueGraph> end_capture() override;
 
  private:
   const int device_;
@@ -51,6 +55,7 @@ class CudaStream : public DeviceQueue {
   cudnnHandle_t cudnn_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  void* cublas_workspace_ = nullptr;  // cuBLAS's own, set once, so that capture allocates none
 };
 
 // The stream a GPU kernel launches on: its context's queue (the compile step sets it).

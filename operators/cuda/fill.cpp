@@ -1,7 +1,8 @@
-// GPU side of operators/fill.hpp: the filler runs its CPU kernel into host memory, with the
-// same generator, and the result is copied to the device on the op's stream. So a GPU tensor
-// gets exactly the values the CPU one gets for the same seed, and the random number code exists
-// once. Fills run when graphs are initialized, not in the training step.
+// GPU side of the random fillers of operators/fill.hpp: the filler runs its CPU kernel into host
+// memory, with the same generator, and the result is copied to the device on the op's stream.
+// So a GPU tensor gets exactly the values the CPU one gets for the same seed, and the random
+// number code exists once. They run when graphs are initialized, not in the training step;
+// fill_constant, which does, has a kernel of its own (fill_constant.cu).
 #include <cuda_runtime.h>
 
 #include "base/error.hpp"
@@ -31,7 +32,6 @@ void fill_on_host_then_copy(const Operator& op, const std::vector<const Tensor*>
 
 }  // namespace
 
-PURINE_REGISTER_GPU_KERNEL(FillConstantOp, fill_on_host_then_copy);
 PURINE_REGISTER_GPU_KERNEL(FillUniformOp, fill_on_host_then_copy);
 PURINE_REGISTER_GPU_KERNEL(FillGaussianOp, fill_on_host_then_copy);
 PURINE_REGISTER_GPU_KERNEL(FillXavierOp, fill_on_host_then_copy);

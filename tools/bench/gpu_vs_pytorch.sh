@@ -3,8 +3,11 @@
 # convnet (batch 64, synthetic 1x28x28 data) and GoogLeNet (inception v1, batch 128, synthetic
 # 3x224x224 data) on one GPU, in FP32 and then with TF32 on both sides (`--math=tf32`, PyTorch's
 # allow_tf32). PyTorch runs three ways: eager as it is, with cudnn.benchmark, and with its step
-# captured in a CUDA graph (tools/bench/pytorch_gpu_peer.py). Each run is made twice,
-# alternating, keeping the best; the ratios are Purine over each PyTorch setting. Then, from a
+# captured in a CUDA graph (tools/bench/pytorch_gpu_peer.py); Purine two ways: launching op by
+# op, and with --cuda-graph (its iterations replayed from recordings; refused for GoogLeNet,
+# whose dropout draws random numbers at each launch). Each run is made twice, alternating,
+# keeping the best; the ratios are Purine's better way over each PyTorch setting, then
+# --cuda-graph over op by op. Then, from a
 # trace of Purine's FP32 runs, where an iteration's time goes (tools/bench/trace_gaps.py: the
 # host's gap between iterations and each stream's busy share), and mlp on this machine's CPU.
 # Usage: tools/bench/gpu_vs_pytorch.sh [iters=60] [googlenet batch=128]
@@ -47,21 +50,25 @@ torch_run() {  # MODEL BATCH MODE MATH: images/s, or 0 when PyTorch fails or is 
     field images_per_sec || { tail -3 "$work/torch.err" >&2; echo 0; }
 }
 
-printf "%-9s %5s %4s %11s %11s %11s %11s %7s %7s %7s\n" model batch math purine torch_eager \
-  torch_bench torch_graph /eager /bench /graph
+printf "%-9s %5s %4s %11s %11s %11s %11s %11s %7s %7s %7s %7s\n" model batch math purine \
+  purine_cg torch_eager torch_bench torch_graph /eager /bench /graph cg/op
 for math in $maths; do
   for spec in "${specs[@]}"; do
     read -r model batch data <<<"$spec"
-    p=0 eager=0 bench=0 graph=0
+    p=0 cg=0 eager=0 bench=0 graph=0
     for ((round = 0; round < rounds; ++round)); do
       p=$(best "$p" "$(purine_run "$model" "$batch" "$data" "$math" || echo 0)")
+      cg=$(best "$cg" "$(purine_run "$model" "$batch" "$data" "$math" --cuda-graph || echo 0)")
+      sed -n 's/^CUDA graphs /  CUDA graphs /p' "$work/log" >"$work/cg_state"
       eager=$(best "$eager" "$(torch_run "$model" "$batch" eager "$math")")
       bench=$(best "$bench" "$(torch_run "$model" "$batch" benchmark "$math")")
       graph=$(best "$graph" "$(torch_run "$model" "$batch" graph "$math")")
     done
-    printf "%-9s %5d %4s %11.0f %11.0f %11.0f %11.0f %7s %7s %7s\n" "$model" "$batch" "$math" \
-      "$p" "$eager" "$bench" "$graph" "$(ratio "$p" "$eager")" "$(ratio "$p" "$bench")" \
-      "$(ratio "$p" "$graph")"
+    top=$(best "$p" "$cg")
+    printf "%-9s %5d %4s %11.0f %11.0f %11.0f %11.0f %11.0f %7s %7s %7s %7s\n" "$model" "$batch" \
+      "$math" "$p" "$cg" "$eager" "$bench" "$graph" "$(ratio "$top" "$eager")" \
+      "$(ratio "$top" "$bench")" "$(ratio "$top" "$graph")" "$(ratio "$cg" "$p")"
+    cat "$work/cg_state"
   done
 done
 

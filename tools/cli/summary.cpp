@@ -34,6 +34,8 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"sync_bn\": " << (options.sync_bn ? "true" : "false") << ",\n"
       << "  \"math\": \"" << name_of(options.math) << "\",\n"
       << "  \"deterministic\": " << (options.deterministic ? "true" : "false") << ",\n"
+      << "  \"cuda_graph\": " << (options.cuda_graph ? "true" : "false") << ",\n"
+      << "  \"replayed_iterations\": " << result.replayed_iterations << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"
       << "  \"images_per_sec\": " << json_number(result.images_per_sec, 8)
       << ",\n"

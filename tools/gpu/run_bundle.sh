@@ -4,9 +4,9 @@
 # cuDNN (and NCCL), found in the nvidia-* Python wheels of its python3 or under
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
-# Usage: run.sh [tests|bench|all|quick]   (default all; quick fits a short lease, about 3.5
+# Usage: run.sh [tests|bench|all|quick|exec COMMAND...]   (default all; quick fits a short lease, about 3.5
 # minutes on an H200: the GPU tests with a time limit each, one round of the GPU benchmark of 30
-# iterations, GoogLeNet's cuDNN choices and --math=exact; KEEP=folder keeps its traces and log).
+# iterations, GoogLeNet's cuDNN choices, --math=exact and --nodeterministic; KEEP=folder keeps its traces and log).
 # Needs root only to make the data set visible at /usr/share/datasets/fashion-mnist, where the
 # tests look for it.
 set -uo pipefail
@@ -52,6 +52,11 @@ if [ ! -e "$data" ]; then
     echo "warning: cannot link $data; the tests that train will skip"
 fi
 
+# run.sh exec COMMAND...: one command of the bundle (purine, a test program) in this environment.
+if [ "$what" = exec ]; then
+  shift
+  exec "$@"
+fi
 echo "bundle $(cat "$here/VERSION"); CUDA libraries from: ${cuda_libs:-nowhere}"
 missing=$(ldd "$here/bin/purine" "$here/lib/libpurine.so."* | grep "not found" | sort -u)
 [ -z "$missing" ] || { echo "error: libraries not found:"; echo "$missing"; exit 1; }
@@ -76,10 +81,10 @@ if [ "$what" = quick ]; then
   GLOG_v=1 GLOG_logtostderr=1 timeout 90 purine train --model=googlenet --device=0 \
     --data=synthetic:3x224x224:1000 --batch=128 --max-iters=2 --noevaluate >/dev/null 2>"$log"
   python3 "$here/tools/bench/conv_choices.py" "$log" || status=1
-  for math in fp32 exact; do
+  for flags in --math=exact --nodeterministic; do
     timeout 90 purine train --model=googlenet --device=0 --data=synthetic:3x224x224:1000 \
-      --batch=128 --max-iters=30 --noevaluate --math=$math --summary=/tmp/summary.json >/dev/null
-    echo "googlenet, batch 128, --math=$math: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json)"
+      --batch=128 --max-iters=30 --noevaluate $flags --summary=/tmp/summary.json >/dev/null
+    echo "googlenet, batch 128, $flags: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json)"
   done
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then

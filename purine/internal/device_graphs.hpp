@@ -1,0 +1,65 @@
+// DeviceGraphs: a Runnable's runs replayed as device graphs (RunOptions::device_graphs). The
+// plan's device region (dispatcher/device_graph.hpp) is recorded once per memory layout of the
+// rank's blobs, and each later run launches the recording with one call from a condensed plan's
+// engine, which runs the rest of the plan as usual. A layout is the data pointers of every
+// tensor of the rank: a recording keeps the addresses it was made with, and the swaps after each
+// run (new and old weights, prefetched batches) alternate between two layouts, so a training run
+// has two recordings. refusal() names what a recording could not replay faithfully; a recording
+// that fails (a kernel that cannot be recorded) turns replay off for good, with a warning, and
+// the runs go on as before. Not thread-safe: used by its Runnable's thread, between runs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "dispatcher/device_graph.hpp"
+#include "dispatcher/engine.hpp"
+#include "purine/graph.hpp"
+
+namespace purine {
+
+class DeviceGraphs {
+ public:
+  // Why the ops of `graph` on `rank` cannot be replayed from a recording ("" when they can):
+  // none is at a GPU location, they are at several GPUs, one communicates, or one draws random
+  // numbers at each launch (a recording would repeat them).
+  static std::string refusal(const Graph& graph, int rank);
+
+  // `plan` is the Runnable's (copied); runs go eagerly until `eager_runs` have completed (they
+  // make every lazy choice, such as cuDNN's algorithms and workspaces, before recording).
+  DeviceGraphs(const Graph& graph, int rank, dispatch::Plan plan,
+               dispatch::EngineOptions engine_options, int eager_runs);
+  ~DeviceGraphs();
+
+  // Starts this run as a replay and returns true, or returns false (an eager run now, or replay
+  // turned off) having started nothing. Records the current layout first when it is new.
+  bool start_run(int completed_runs);
+  // The engine of the replayed runs (its observers see one task per replay).
+  dispatch::Engine& engine() { return *engine_; }
+  bool on() const { return off_reason_.empty(); }
+  const std::string& off_reason() const { return off_reason_; }
+  int recordings() const { return static_cast<int>(recordings_.size()); }
+  int64_t replays() const { return replays_; }
+  void add_observer(dispatch::Observer* observer);
+  void remove_observer(dispatch::Observer* observer);
+
+ private:
+  // A hash of the data pointers of the rank's tensors.
+  uint64_t layout() const;
+  void turn_off(const std::string& reason);
+
+  const Graph& graph_;
+  const int rank_;
+  const dispatch::Plan plan_;
+  const dispatch::DeviceRegion region_;
+  const int eager_runs_;
+  std::map<uint64_t, std::unique_ptr<dispatch::RecordedRegion>> recordings_;
+  dispatch::RecordedRegion* current_ = nullptr;
+  std::unique_ptr<dispatch::Engine> engine_;
+  std::string off_reason_;
+  int64_t replays_ = 0;
+};
+
+}  // namespace purine

@@ -1,0 +1,114 @@
+// CUDA graphs (TrainOptions::cuda_graph, RunOptions::device_graphs): after two iterations
+// launched op by op, a GPU replica's iterations replay two recordings (the weights and batches
+// alternate between two buffers), with the losses and weights of a run without them, bit for bit,
+// and within the steady-state budget of the device runtime; layouts a recording cannot replay
+// faithfully are refused with the reason, and train as before. On emulated devices
+// (dispatcher/emulated_devices.hpp), and on a real GPU where one is at hand.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "base/device_runtime.hpp"
+#include "dispatcher/emulated_devices.hpp"
+#include "operators/cuda/gpu_test.hpp"
+#include "train/trainer.hpp"
+
+using namespace purine;
+
+namespace {
+
+TrainOptions small_run(const std::string& model, Optimizer optimizer, bool cuda_graph) {
+  TrainOptions o;
+  o.model = model;
+  o.data_dir = "synthetic:1x28x28:10";
+  o.batch = 16;
+  o.max_iters = 7;
+  o.lr = 0.01;
+  o.optimizer = optimizer;
+  o.threads = 1;
+  o.seed = 5;
+  o.evaluate = false;
+  o.devices = {0};
+  o.cuda_graph = cuda_graph;
+  return o;
+}
+
+struct Outcome {
+  TrainResult result;
+  std::vector<double> losses;
+  std::vector<std::vector<float>> weights;
+  DeviceCounters after_warm_up, at_end;
+};
+
+Outcome train(const TrainOptions& o) {
+  Outcome out;
+  Trainer trainer(o);
+  out.result = trainer.train([&](const TrainProgress& p) {
+    out.losses.push_back(p.loss);
+    if (p.iteration == 3) out.after_warm_up = device_runtime()->counters();
+  });
+  out.at_end = device_runtime()->counters();
+  for (const Parameter& p : trainer.training_graph().parameters())
+    out.weights.push_back(p.blob->tensor().values());
+  return out;
+}
+
+// Replayed and launched op by op, the same training; iterations 3 to 7 replay (1 and 2 make the
+// lazy choices, 3 and 4 record one layout each).
+void check_replays_like_op_by_op(const std::string& model, Optimizer optimizer,
+                                 bool prefetch = true) {
+  INFO(model << (prefetch ? "" : ", without prefetching"));
+  TrainOptions o = small_run(model, optimizer, true);
+  o.prefetch = prefetch;
+  const Outcome replayed = train(o);
+  o.cuda_graph = false;
+  const Outcome op_by_op = train(o);
+  CHECK(replayed.result.device_graphs == "on: 2 recordings, 5 replayed runs");
+  CHECK(replayed.result.replayed_iterations == 5);
+  CHECK(op_by_op.result.replayed_iterations == 0);
+  CHECK(replayed.losses == op_by_op.losses);
+  CHECK(replayed.weights == op_by_op.weights);
+  // After the recordings, nothing waits for the device, reads it or allocates.
+  CHECK(replayed.at_end.synchronizations == replayed.after_warm_up.synchronizations);
+  CHECK(replayed.at_end.device_to_host_bytes == replayed.after_warm_up.device_to_host_bytes);
+  CHECK(replayed.at_end.allocations == replayed.after_warm_up.allocations);
+}
+
+}  // namespace
+
+TEST_CASE("replayed iterations at an emulated GPU train as iterations launched op by op",
+          "[trainer][device][graph]") {
+  dispatch::ScopedEmulatedDevices emulated(2);
+  check_replays_like_op_by_op("mlp", Optimizer::kSgd);
+  check_replays_like_op_by_op("convnet_bn", Optimizer::kAdam);
+  check_replays_like_op_by_op("mlp", Optimizer::kSgd, false);
+}
+
+TEST_CASE("CUDA graphs are refused, with the reason, where a recording cannot replay",
+          "[trainer][device][graph]") {
+  dispatch::ScopedEmulatedDevices emulated(2);
+  SECTION("not asked") {
+    const Outcome o = train(small_run("mlp", Optimizer::kSgd, false));
+    CHECK(o.result.device_graphs == "off (not asked)");
+  }
+  SECTION("two GPUs") {
+    TrainOptions o = small_run("mlp", Optimizer::kSgd, true);
+    o.devices = {0, 1};
+    o.parallel = ParallelLayout::kData;
+    const Outcome two = train(o);
+    CHECK(two.result.device_graphs == "off: rank 0's ops are at 2 GPUs");
+    CHECK(two.result.replayed_iterations == 0);
+  }
+  SECTION("on the CPU") {
+    TrainOptions o = small_run("mlp", Optimizer::kSgd, true);
+    o.devices.clear();
+    CHECK(train(o).result.device_graphs == "off: rank 0 has no op at a GPU location");
+  }
+}
+
+TEST_CASE("replayed iterations on a real GPU train as iterations launched op by op",
+          "[trainer][gpu][graph]") {
+  PURINE_REQUIRE_GPU();
+  check_replays_like_op_by_op("mlp", Optimizer::kSgd);
+  check_replays_like_op_by_op("convnet_bn", Optimizer::kAdam);
+}
