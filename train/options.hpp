@@ -118,9 +118,10 @@ struct TrainOptions {
   bool deterministic = true;
   // At a GPU: after two iterations launched op by op, the GPU work of an iteration is recorded
   // as a CUDA graph (two: the weights and batches alternate between two buffers) and each later
-  // iteration launches it with one call (RunOptions::device_graphs). Refused with a reason (the
-  // run goes on op by op) for several GPUs or ranks and for GPU ops that draw random numbers.
-  bool cuda_graph = false;
+  // iteration launches it with one call (RunOptions::device_graphs), with the same results bit
+  // for bit. Refused with a reason (the run goes on op by op) for several GPUs or ranks and for
+  // GPU ops that draw random numbers. A trace then shows one task per iteration for the graph.
+  bool cuda_graph = true;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,
   // every blob keeps its own (its values stay readable after a run, for debugging).

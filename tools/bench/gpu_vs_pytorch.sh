@@ -4,8 +4,8 @@
 # 3x224x224 data) on one GPU, in FP32 and then with TF32 on both sides (`--math=tf32`, PyTorch's
 # allow_tf32). PyTorch runs three ways: eager as it is, with cudnn.benchmark, and with its step
 # captured in a CUDA graph (tools/bench/pytorch_gpu_peer.py); Purine two ways: launching op by
-# op, and with --cuda-graph (its iterations replayed from recordings; refused for GoogLeNet,
-# whose dropout draws random numbers at each launch). Each run is made twice, alternating,
+# op (--nocuda-graph), and as it is, its iterations replayed from CUDA graphs (refused for
+# GoogLeNet, whose dropout draws random numbers at each launch). Each run is made twice, alternating,
 # keeping the best; the ratios are Purine's better way over each PyTorch setting, then
 # --cuda-graph over op by op. Then, from a
 # trace of Purine's FP32 runs, where an iteration's time goes (tools/bench/trace_gaps.py: the
@@ -57,8 +57,8 @@ for math in $maths; do
     read -r model batch data <<<"$spec"
     p=0 cg=0 eager=0 bench=0 graph=0
     for ((round = 0; round < rounds; ++round)); do
-      p=$(best "$p" "$(purine_run "$model" "$batch" "$data" "$math" || echo 0)")
-      cg=$(best "$cg" "$(purine_run "$model" "$batch" "$data" "$math" --cuda-graph || echo 0)")
+      p=$(best "$p" "$(purine_run "$model" "$batch" "$data" "$math" --nocuda-graph || echo 0)")
+      cg=$(best "$cg" "$(purine_run "$model" "$batch" "$data" "$math" || echo 0)")
       sed -n 's/^CUDA graphs /  CUDA graphs /p' "$work/log" >"$work/cg_state"
       eager=$(best "$eager" "$(torch_run "$model" "$batch" eager "$math")")
       bench=$(best "$bench" "$(torch_run "$model" "$batch" benchmark "$math")")
@@ -73,10 +73,11 @@ for math in $maths; do
 done
 
 echo
-echo "Where Purine's FP32 iteration goes (trace of $iters iterations):"
+echo "Where Purine's FP32 iteration goes, op by op (--nocuda-graph; trace of $iters iterations):"
 for spec in "${specs[@]}"; do
   read -r model batch data <<<"$spec"
-  purine_run "$model" "$batch" "$data" fp32 --trace="$work/trace.json" >/dev/null || continue
+  purine_run "$model" "$batch" "$data" fp32 --nocuda-graph --trace="$work/trace.json" >/dev/null ||
+    continue
   echo "$model, batch $batch:"
   "$python" tools/bench/trace_gaps.py "$work/trace.json" --skip=10 --top=8 | sed 's/^/  /'
   [ -z "${KEEP:-}" ] || cp "$work/trace.json" "$KEEP/trace-$model.json"

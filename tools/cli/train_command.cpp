@@ -139,10 +139,11 @@ DEFINE_bool(deterministic, true,
             "convolutions give the same bits on every run; --nodeterministic lets them use "
             "faster kernels whose sums vary in order (cuDNN's atomics on a GPU, one oneDNN "
             "primitive over all threads for the CPU's weight gradient)");
-DEFINE_bool(cuda_graph, false,
+DEFINE_bool(cuda_graph, true,
             "at a GPU: after two iterations launched op by op, record an iteration's GPU work "
             "as CUDA graphs and launch each later iteration with one call (the same results; "
-            "refused, with the reason, for several GPUs or ranks and for dropout)");
+            "refused, with the reason, for several GPUs or ranks and for dropout); "
+            "--nocuda-graph launches op by op (a --trace then times each op)");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
               "--batch split among them; the data is read on the CPU");
@@ -401,7 +402,8 @@ int run_train() {
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);
-  if (options.cuda_graph) std::printf("CUDA graphs %s\n", result.device_graphs.c_str());
+  if (options.cuda_graph && !options.devices.empty())
+    std::printf("CUDA graphs %s\n", result.device_graphs.c_str());
   if (result.pipeline) {
     const PipelineTimes& times = *result.pipeline;
     std::printf(
