@@ -2,6 +2,7 @@
 // hold, the condensed plan an engine runs, recording that runs nothing, replays that redo the
 // recorded work in order across queues, and recordings that fail cleanly.
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
@@ -165,8 +166,8 @@ TEST_CASE("An emulated queue that joins a recording must be rejoined", "[device]
   REQUIRE_THROWS_WITH(origin.end_capture(),
                       "device queue other joined the recording of origin but was not rejoined: "
                       "origin must wait for an event recorded on it after its last work");
-  // Both record nothing any more.
-  int ran = 0;
+  // Both record nothing any more (they run work on their own threads: an atomic count).
+  std::atomic<int> ran{0};
   other.enqueue([&ran] { ++ran; });
   origin.enqueue([&ran] { ++ran; });
   other.drain();
