@@ -87,7 +87,8 @@ Tensor Tensor::deferred(Shape shape, Location location) {
 }
 
 Tensor Tensor::pinned(Shape shape, Location location) {
-  CHECK(location.is_cpu()) << "pinned memory is host memory, not " << location;
+  require(location.is_cpu(), "page-locked memory is host memory: a pinned tensor of shape ", shape,
+          " cannot be at ", location);
   Tensor t;
   t.storage_ = std::make_shared<Storage>(shape.count(), location, /*pinned=*/true);
   t.shape_ = std::move(shape);
@@ -98,21 +99,29 @@ Tensor Tensor::pinned(Shape shape, Location location) {
 
 bool Tensor::is_contiguous() const { return strides_ == shape_.contiguous_strides(); }
 
+// Not require(): the message is built only on failure (data() is on every kernel's path).
+void Tensor::check_allocated(const char* use) const {
+  if (!storage_)
+    throw Error(str(use, " a tensor of shape ", shape_, " at ", location_,
+                    " that has no memory (a default-constructed Tensor; a blob's tensor gets "
+                    "its memory when the graph is compiled)"));
+}
+
 const float* Tensor::data() const {
-  CHECK(storage_) << "reading an unallocated tensor";
+  check_allocated("reading");
   return storage_->ptr() + offset_;
 }
 
 float* Tensor::mutable_data() {
-  CHECK(storage_) << "writing an unallocated tensor";
+  check_allocated("writing");
   return storage_->ptr() + offset_;
 }
 
 Tensor Tensor::view(int64_t offset, Shape shape) const {
-  CHECK(is_contiguous()) << "view of a strided tensor";
-  CHECK_GE(offset, 0);
-  CHECK_LE(offset + shape.count(), count())
-      << "view " << shape << " at " << offset << " exceeds " << shape_;
+  require(is_contiguous(), "a view of ", shape, " into a strided tensor of shape ", shape_,
+          ": views need contiguous memory (copy it first)");
+  require(offset >= 0 && offset + shape.count() <= count(), "a view of ", shape, " at offset ",
+          offset, " does not fit in a tensor of shape ", shape_, " (", count(), " elements)");
   Tensor v = *this;
   v.offset_ = offset_ + offset;
   v.shape_ = std::move(shape);
@@ -121,8 +130,11 @@ Tensor Tensor::view(int64_t offset, Shape shape) const {
 }
 
 Tensor Tensor::slice(int axis, int64_t begin, int64_t end) const {
-  CHECK(axis >= 0 && axis < shape_.ndim()) << "slice axis " << axis << " of " << shape_;
-  CHECK(0 <= begin && begin <= end && end <= shape_[axis]);
+  require(axis >= 0 && axis < shape_.ndim(), "slice along axis ", axis, " of a tensor of shape ",
+          shape_, ", which has ", shape_.ndim(), " axes");
+  require(0 <= begin && begin <= end && end <= shape_[axis], "slice [", begin, ", ", end,
+          ") along axis ", axis, " of a tensor of shape ", shape_, ": outside [0, ", shape_[axis],
+          "]");
   Tensor v = *this;
   v.offset_ = offset_ + begin * strides_[axis];
   v.shape_[axis] = end - begin;
@@ -130,8 +142,10 @@ Tensor Tensor::slice(int axis, int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::reshaped(Shape shape) const {
-  CHECK(is_contiguous()) << "reshape of a strided tensor";
-  CHECK_EQ(shape.count(), count()) << "reshape " << shape_ << " to " << shape;
+  require(is_contiguous(), "reshape of a strided tensor of shape ", shape_, " to ", shape,
+          ": copy it to contiguous memory first");
+  require(shape.count() == count(), "reshape of a tensor of shape ", shape_, " (", count(),
+          " elements) to ", shape, " (", shape.count(), " elements)");
   Tensor v = *this;
   v.shape_ = std::move(shape);
   v.strides_ = v.shape_.contiguous_strides();
@@ -149,10 +163,11 @@ void Storage::swap_contents(Storage& other) {
 }
 
 void Tensor::swap_memory(Tensor& other) {
-  CHECK(shape_ == other.shape_) << "swap of " << shape_ << " with " << other.shape_;
-  CHECK(location_ == other.location_);
-  CHECK(covers_storage() && other.covers_storage())
-      << "swap of tensors that are views of part of a larger storage";
+  require(shape_ == other.shape_ && location_ == other.location_, "swap of a tensor of shape ",
+          shape_, " at ", location_, " with one of shape ", other.shape_, " at ", other.location_,
+          ": both must have one shape and location");
+  require(covers_storage() && other.covers_storage(), "swap of tensors of shape ", shape_,
+          " that are views of part of a larger memory block (swaps exchange whole blocks)");
   if (storage_ != other.storage_) storage_->swap_contents(*other.storage_);
 }
 
@@ -180,18 +195,22 @@ std::vector<float> Tensor::values() const {
 }
 
 void Tensor::set_values(const std::vector<float>& values) {
-  CHECK_EQ(static_cast<int64_t>(values.size()), count()) << "values for " << shape_;
+  require(static_cast<int64_t>(values.size()) == count(), values.size(),
+          " values for a tensor of shape ", shape_, ", which holds ", count());
   Tensor host(shape_, Location::cpu(location_.rank));
   std::copy(values.begin(), values.end(), host.mutable_data());
   copy_from(host);
 }
 
 void Tensor::copy_from(const Tensor& source) {
-  CHECK(shape_ == source.shape_) << "copy of " << source.shape_ << " into " << shape_;
+  require(shape_ == source.shape_, "copy of a tensor of shape ", source.shape_, " at ",
+          source.location_, " into one of shape ", shape_, " at ", location_);
   if (count() == 0) return;
   if (!location_.is_cpu() || !source.location_.is_cpu()) {
     // A GPU side: contiguous blocks only (the device runtime copies bytes).
-    CHECK(is_contiguous() && source.is_contiguous()) << "strided copy to or from a GPU tensor";
+    require(is_contiguous() && source.is_contiguous(), "copy of a strided tensor of shape ", shape_,
+            " between ", source.location_, " and ", location_,
+            ": copies to and from a GPU take contiguous tensors");
     const int device = location_.is_cpu() ? source.location_.device : location_.device;
     require_device(device,
                    "copy from " + source.location_.to_string() + " to " + location_.to_string())
@@ -208,7 +227,8 @@ void Tensor::copy_from(const Tensor& source) {
 }
 
 void Tensor::fill(float value) {
-  CHECK(is_contiguous());
+  require(is_contiguous(), "fill of a strided tensor of shape ", shape_,
+          " (fill the tensor it is a view of)");
   if (!location_.is_cpu()) {
     set_values(std::vector<float>(static_cast<size_t>(count()), value));
     return;

@@ -1,7 +1,10 @@
 // Tensor: an N-dimensional float32 array at a Location (host or device memory). Storage is shared
 // between a tensor and its views (offset + shape + strides), so slices and concatenations need no
 // copy. Copying a Tensor object copies the handle, not the data; copy_from() copies data. Reads use
-// data(), writes mutable_data(). Not thread-safe: the dispatcher guarantees one writer per run.
+// data(), writes mutable_data(). A caller's mistake (shapes or locations that do not match, a view
+// or slice outside the tensor, reading a tensor without memory) throws purine::Error naming the
+// shapes and locations; CHECK stays for the storage's own invariants. Not thread-safe: the
+// dispatcher guarantees one writer per run.
 #pragma once
 
 #include <cstdint>
@@ -128,6 +131,8 @@ class Tensor {
   void fill(float value);
 
  private:
+  // Throws purine::Error, naming `use` ("reading"), when the tensor has no storage.
+  void check_allocated(const char* use) const;
   std::shared_ptr<Storage> storage_;
   Shape shape_;
   std::vector<int64_t> strides_;

@@ -5,6 +5,7 @@
 #include "base/shape.hpp"
 #include "base/tensor.hpp"
 
+using purine::Location;
 using purine::Shape;
 using purine::Tensor;
 
@@ -109,4 +110,31 @@ TEST_CASE("a pinned tensor is ordinary host memory where no GPU can pin it", "[t
   t.set_values(std::vector<float>(12, 2.5f));
   CHECK(t.values() == std::vector<float>(12, 2.5f));
   CHECK(t.shape() == Shape{3, 4});
+}
+
+TEST_CASE("a caller's mistakes on a tensor throw purine::Error naming the shapes", "[tensor]") {
+  Tensor t(Shape{2, 3});
+  using Catch::Contains;
+  CHECK_THROWS_WITH(Tensor().data(),
+                    Contains("reading a tensor of shape []") && Contains("that has no memory"));
+  CHECK_THROWS_WITH(t.view(4, Shape{3}),
+                    "a view of [3] at offset 4 does not fit in a tensor of "
+                    "shape [2,3] (6 elements)");
+  CHECK_THROWS_WITH(t.slice(2, 0, 1),
+                    "slice along axis 2 of a tensor of shape [2,3], which has "
+                    "2 axes");
+  CHECK_THROWS_WITH(t.slice(1, 2, 4),
+                    Contains("slice [2, 4) along axis 1") && Contains("outside [0, 3]"));
+  CHECK_THROWS_WITH(t.reshaped(Shape{4}),
+                    "reshape of a tensor of shape [2,3] (6 elements) to [4] (4 elements)");
+  CHECK_THROWS_WITH(t.slice(1, 0, 2).reshaped(Shape{4}), Contains("reshape of a strided tensor"));
+  CHECK_THROWS_WITH(t.set_values({1, 2}), "2 values for a tensor of shape [2,3], which holds 6");
+  Tensor other(Shape{3, 2});
+  CHECK_THROWS_WITH(t.copy_from(other), Contains("copy of a tensor of shape [3,2]") &&
+                                            Contains("into one of shape [2,3]"));
+  CHECK_THROWS_WITH(t.swap_memory(other), Contains("swap of a tensor of shape [2,3]"));
+  CHECK_THROWS_WITH(Tensor::pinned(Shape{2}, Location::gpu(0)),
+                    Contains("cannot be at ") && Contains("gpu0"));
+  // Nothing changed on the way.
+  CHECK(t.values() == std::vector<float>(6, 0.0f));
 }
