@@ -69,6 +69,14 @@ int mpi_world_size() {
   return size;
 }
 
+int mpi_count_ranks(bool yes) {
+  int mine = yes ? 1 : 0;
+  if (!mpi_initialized()) return mine;
+  int count = 0;
+  MPI_Allreduce(&mine, &count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return count;
+}
+
 LaunchedWorld mpi_launched_world() {
   auto number = [](const char* name, int* value) {
     const char* text = std::getenv(name);

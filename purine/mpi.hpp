@@ -36,6 +36,9 @@ bool mpi_initialized();
 // The world rank and size, or 0 and 1 when MPI is not initialized.
 int mpi_world_rank();
 int mpi_world_size();
+// How many ranks pass `yes`: a collective over MPI_COMM_WORLD (MPI_Allreduce) that every rank
+// must call at the same point; `yes` ? 1 : 0 when MPI is not initialized.
+int mpi_count_ranks(bool yes);
 
 // The world a launcher announced to this process in its environment, whether or not MPI was
 // initialized: Open MPI's OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK, MPICH's PMI_SIZE and

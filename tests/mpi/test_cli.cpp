@@ -1,7 +1,9 @@
 // `mpirun -n N purine train --parallel=data`, launched by this ordinary (non-MPI) test process
-// with N from PURINE_MPI_RANKS: training writes a summary that counts every rank, and a bad flag
-// or a missing --parallel=data gives a non-zero exit from mpirun and whole `error: rank R: ...`
-// lines (at most one per rank, at least one: MPI_Abort may end the others before they print).
+// with N from PURINE_MPI_RANKS: training writes a summary that counts every rank. An error every
+// rank meets alike before any communication (a bad flag, a missing --parallel=data) is told once,
+// `error: <message>`, without MPI_Abort's banner, and mpirun exits non-zero; an error of a rank's
+// own (a missing file) gives whole `error: rank R: ...` lines (at most one per rank, at least one:
+// MPI_Abort may end the others before they print).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fashion_mnist.hpp"
 #include "run_command.hpp"
@@ -80,12 +83,36 @@ void check_error_lines(const Result& r, const std::string& expected) {
   CHECK(error_lines <= ranks());
 }
 
+// An error of the flags, told once: exactly one `error:` line, without a rank (it is every
+// rank's), and no MPI_Abort banner (mpirun still reports the non-zero exit status in its own
+// words).
+void check_told_once(const Result& r, const std::string& expected) {
+  INFO("mpirun output:\n" << r.output);
+  CHECK(r.status != 0);
+  std::istringstream lines(r.output);
+  std::string line;
+  std::vector<std::string> errors;
+  while (std::getline(lines, line))
+    if (line.find("error:") != std::string::npos) errors.push_back(line);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0] == "error: " + expected);
+  CHECK_THAT(r.output, !Catch::Contains("MPI_ABORT") &&
+                           !Catch::Contains("mpirun has exited due to process rank") &&
+                           !Catch::Contains("rank 0:"));
+}
+
 const char kBadFlag[] = "train --parallel=data --model=mlp --max-iters=1 --reduce=bogus";
-const char kBadFlagError[] = "unknown reduction 'bogus'";
+const char kBadFlagError[] = "unknown reduction 'bogus' for --reduce; choose ring, ps, mpi or nccl";
 const char kNoParallel[] = "train --model=mlp --max-iters=1";
 std::string no_parallel_error() {
-  return "running on " + std::to_string(ranks()) + " MPI ranks needs --parallel=data";
+  return "running on " + std::to_string(ranks()) +
+         " MPI ranks needs --parallel=data, pipeline, model or hybrid";
 }
+// Missing on this machine, so on every rank, but found by each rank on its own, once training
+// runs: an error of the ranks' own, not of the flags.
+const char kMissingData[] =
+    "train --parallel=data --model=mlp --max-iters=1 --threads=1 --data=/nonexistent/dir";
+const char kMissingDataError[] = "no such file: /nonexistent/dir/train-images-idx3-ubyte.gz";
 
 }  // namespace
 
@@ -381,10 +408,28 @@ TEST_CASE("mpirun purine train without --parallel=data fails with an error", "[m
   check_failed(mpirun(kNoParallel), no_parallel_error());
 }
 
+// Every rank used to print the error of a bad flag inside MPI_Abort's banner (regression).
+TEST_CASE("a bad flag under mpirun is told once, without the abort banner", "[mpi][cli]") {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    check_told_once(mpirun(kBadFlag), kBadFlagError);
+    check_told_once(mpirun(kNoParallel), no_parallel_error());
+  }
+  check_told_once(mpirun("train --max-iter=5"),
+                  "unknown flag --max-iter for purine train; did you mean --max-iters? (purine "
+                  "train --help lists its flags)");
+  check_told_once(mpirun("train --batch=abc"), "--batch takes an integer, got 'abc'");
+  check_told_once(mpirun("train --parallel=data --lr"), "--lr needs a value: give --lr=VALUE");
+  check_told_once(mpirun("train --resume=ckpt"),
+                  "--resume takes no file (it continues from the newest checkpoint in "
+                  "--checkpoint-dir); for a file use --resume-from=ckpt");
+  check_told_once(mpirun("train --parallel=data extra"), "unexpected argument 'extra'");
+}
+
 TEST_CASE("failing ranks print whole error lines, one per rank at most", "[mpi][cli]") {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    check_error_lines(mpirun(kBadFlag), kBadFlagError);
-    check_error_lines(mpirun(kNoParallel), no_parallel_error());
+    const Result r = mpirun(kMissingData);
+    check_failed(r, kMissingDataError);
+    check_error_lines(r, kMissingDataError);
   }
 }
 

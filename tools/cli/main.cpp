@@ -2,7 +2,8 @@
 //   purine train [--model=convnet_bn] [--data=DIR] [--epochs=5] [--max-iters=N] [--batch=64] ...
 //   purine models
 //   purine devices
-// Errors print one line, "error: ...", and exit non-zero.
+// Errors print one line, "error: ...", and exit non-zero; under mpirun see
+// tools/cli/startup_errors.hpp for which rank prints it.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "purine/mpi.hpp"
 #include "tools/cli/help.hpp"
 #include "tools/cli/predict_command.hpp"
+#include "tools/cli/startup_errors.hpp"
 #include "tools/cli/train_command.hpp"
 
 namespace {
@@ -88,14 +90,17 @@ int main(int argc, char** argv) {
   char** cargv = cargs.data();
   gflags::SetUsageMessage("purine train [flags]");
   std::unique_ptr<purine::MpiContext> mpi;
-  // On several ranks a failure on one may leave the others waiting: end the whole job.
-  auto fail = [&](const std::string& message) {
-    const bool several = mpi && mpi->size() > 1;
-    // One write per line, so that the lines of several ranks do not interleave.
-    const std::string line =
-        "error: " + (several ? "rank " + std::to_string(mpi->rank()) + ": " : "") + message + "\n";
+  // One write per line, so that the lines of several ranks do not interleave.
+  auto print_line = [](const std::string& line) {
     std::fwrite(line.data(), 1, line.size(), stderr);
     std::fflush(stderr);
+  };
+  // An error that may be this rank's own, with other ranks waiting for it: each failing rank
+  // prints its line, and the whole job ends (tools/cli/startup_errors.hpp).
+  auto fail = [&](const std::string& message) {
+    const bool several = mpi && mpi->size() > 1;
+    print_line("error: " + (several ? "rank " + std::to_string(mpi->rank()) + ": " : "") + message +
+               "\n");
     if (several) mpi->abort(1);
     return 1;
   };
@@ -105,22 +110,32 @@ int main(int argc, char** argv) {
       return a == "--help" || a == "-help" || a == "-h";
     });
     if (command == "train" || command == "predict" || command == "export" || command == "graph") {
-      // Earlier versions took --resume=FILE; --resume is a switch now.
-      for (const std::string& a : args)
-        if (a.rfind("--resume=", 0) == 0 && a != "--resume=true" && a != "--resume=false")
-          throw purine::Error(
-              purine::str("--resume takes no file (it continues from the newest "
-                          "checkpoint in --checkpoint-dir); for a file use ",
-                          "--resume-from=", a.substr(9)));
-      if (wants_help) {
+      // The flags, the same on every rank: their errors are told once (startup_errors.hpp).
+      std::string problem;
+      try {
+        // Earlier versions took --resume=FILE; --resume is a switch now.
+        for (const std::string& a : args)
+          if (a.rfind("--resume=", 0) == 0 && a != "--resume=true" && a != "--resume=false")
+            throw purine::Error(
+                purine::str("--resume takes no file (it continues from the newest "
+                            "checkpoint in --checkpoint-dir); for a file use ",
+                            "--resume-from=", a.substr(9)));
+        if (!wants_help) {
+          // gflags would end the process on an unknown flag, or a value it cannot read, with
+          // a line of its own; refuse them here, in the words of the flags.
+          purine::cli::check_flags_known(command, {args.begin() + 1, args.end()});
+          purine::cli::check_flag_values({args.begin() + 1, args.end()});
+          gflags::ParseCommandLineFlags(&cargc, &cargv, true);
+          if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
+        }
+      } catch (const purine::Error& e) {
+        problem = e.what();
+      }
+      if (wants_help && problem.empty()) {
         std::cout << purine::cli::help_text(command);
         return 0;
       }
-      // gflags would end the process on an unknown flag with a line of its own; refuse it
-      // here, with the flag it is likely a typo of.
-      purine::cli::check_flags_known(command, {args.begin() + 1, args.end()});
-      gflags::ParseCommandLineFlags(&cargc, &cargv, true);
-      if (cargc > 1) throw purine::Error(purine::str("unexpected argument '", cargv[1], "'"));
+      purine::cli::settle_startup(problem);
       if (FLAGS_v > 0) FLAGS_minloglevel = 0;  // verbose logging asked for (--v=1 or GLOG_v=1)
       if (command == "predict") return purine::cli::run_predict();
       if (command == "export") return purine::cli::run_export();
@@ -137,8 +152,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (command == "devices") return list_devices();
-    std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
+    if (mpi->rank() == 0) std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
     return 2;
+  } catch (const purine::cli::EveryRankError& e) {
+    // Every rank met it before any communication: rank 0 tells it, every rank finalizes MPI
+    // (MpiContext's destructor) and exits 1, without MPI_Abort's banner.
+    if (!mpi || mpi->rank() == 0) print_line(std::string("error: ") + e.what() + "\n");
+    return 1;
   } catch (const std::exception& e) {
     return fail(e.what());
   }

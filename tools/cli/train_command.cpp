@@ -19,6 +19,7 @@
 #include "purine/durable_file.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/config.hpp"
+#include "tools/cli/startup_errors.hpp"
 #include "tools/cli/summary.hpp"
 #include "train/options.hpp"
 #include "train/trainer.hpp"
@@ -314,10 +315,18 @@ int run_train() {
     return 0;
   }
   TrainOptions options;
+  // The options follow from the flags and the config file alone: every rank refuses them alike,
+  // before any communication (startup_errors.hpp).
+  std::string problem;
+  try {
+    options = options_from_flags();
+  } catch (const Error& e) {
+    problem = config.place(e.what());
+  }
+  settle_startup(problem);
   std::unique_ptr<Trainer> built;
   std::string resumed;
   try {
-    options = options_from_flags();
     warn_if_threads_exceed_cores(options);
     // Fail on an unwritable output path now, not after training (the trainer checks its own).
     if (options.rank == 0 && !FLAGS_summary.empty())
@@ -450,9 +459,15 @@ int run_graph() {
   require(folder.empty() || std::filesystem::is_directory(folder), "--output=", FLAGS_output,
           ": the folder ", folder.string(), " does not exist");
   TrainOptions options;
-  std::unique_ptr<Trainer> built;
+  std::string problem;
   try {
     options = options_from_flags();
+  } catch (const Error& e) {
+    problem = config.place(e.what());
+  }
+  settle_startup(problem);
+  std::unique_ptr<Trainer> built;
+  try {
     options.evaluate = false;
     options.max_iters = 1;
     built = std::make_unique<Trainer>(options);
