@@ -70,7 +70,7 @@ uint64_t DeviceGraphs::layout() const {
   uint64_t h = 0;
   for (const auto& blob : graph_.blobs()) {
     if (blob->location().rank != rank_ || !blob->has_tensor()) continue;
-    const Tensor& t = const_cast<Blob&>(*blob).tensor();
+    const Tensor& t = blob->tensor();
     if (!t.allocated() || !t.storage()->buffer()) continue;
     h = mix64(h ^ reinterpret_cast<uintptr_t>(t.data()));
   }
@@ -109,10 +109,6 @@ bool DeviceGraphs::start_run(int completed_runs) {
 
 void DeviceGraphs::add_observer(dispatch::Observer* observer) {
   if (engine_) engine_->add_observer(observer);
-}
-
-void DeviceGraphs::remove_observer(dispatch::Observer* observer) {
-  if (engine_) engine_->remove_observer(observer);
 }
 
 }  // namespace purine

@@ -43,7 +43,6 @@ class DeviceGraphs {
   int recordings() const { return static_cast<int>(recordings_.size()); }
   int64_t replays() const { return replays_; }
   void add_observer(dispatch::Observer* observer);
-  void remove_observer(dispatch::Observer* observer);
 
  private:
   // A hash of the data pointers of the rank's tensors.
