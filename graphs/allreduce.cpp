@@ -111,10 +111,67 @@ std::vector<Blob*> ring_all_gather(Graph& g, const std::string& name, const Ring
   return results;
 }
 
+std::vector<Blob*> exchange_allreduce(Graph& g, const std::string& name,
+                                      const std::vector<Blob*>& parts) {
+  check_parts(name, parts);
+  const int n = static_cast<int>(parts.size());
+  if (n == 1) return parts;
+  Graph::Scope scope(g, name);
+  // The ring's chunk layout, to sum each chunk in the ring's order.
+  RingShards layout;
+  layout.shape = parts[0]->shape();
+  const int64_t count = layout.shape.count();
+  for (int c = 0; c < n; ++c) layout.sizes.push_back(count / n + (c < count % n ? 1 : 0));
+  auto at = [&](int r) { return parts[r]->location(); };
+  std::vector<Blob*> flat(n);
+  for (int r = 0; r < n; ++r) {
+    Graph::Placement placement(g, at(r), Graph::kCommThread);
+    flat[r] = g.apply("x" + std::to_string(r) + "_flat", "reshape",
+                      Attrs().set("shape", std::vector<int64_t>{count}), {parts[r]})[0];
+  }
+  std::vector<Blob*> results;
+  for (int r = 0; r < n; ++r) {
+    Graph::Placement placement(g, at(r), Graph::kCommThread);
+    const std::string local = "x" + std::to_string(r);
+    // here[q]: part q, whole, at location r (one message from q; the own part as it is).
+    std::vector<Blob*> here(n);
+    for (int q = 0; q < n; ++q)
+      here[q] = q == r ? flat[r] : g.copy_to(flat[q], at(r), Graph::kCommThread);
+    // The ring sums chunk c as x_c + x_(c+1) + ... + x_(c-1) (its reduce-scatter starts chunk c
+    // on rank c; every step adds the next rank's part), and a sum op adds its inputs in order, so
+    // each chunk gets the ring's bits. With 2 parts both orders are one (a + b == b + a in
+    // IEEE arithmetic): one sum over the whole buffer.
+    Blob* total = nullptr;
+    if (n == 2) {
+      total = g.apply(local + "_add", "sum", {}, {here[0], here[1]})[0];
+    } else {
+      std::vector<std::vector<Blob*>> chunks(n);
+      for (int q = 0; q < n; ++q)
+        chunks[q] = flat_chunks(g, local + "_p" + std::to_string(q), here[q], layout);
+      std::vector<Blob*> sums;
+      for (int c = 0; c < n; ++c) {
+        if (layout.sizes[c] == 0) continue;
+        std::vector<Blob*> terms;
+        for (int k = 0; k < n; ++k) terms.push_back(chunks[(c + k) % n][c]);
+        sums.push_back(g.apply(local + "_add_c" + std::to_string(c), "sum", {}, terms)[0]);
+      }
+      total = sums[0];
+      if (sums.size() > 1)
+        total = g.apply(local + "_concat", "concat", Attrs().set("axis", 0), sums)[0];
+    }
+    results.push_back(
+        g.apply(local + "_sum", "reshape", Attrs().set("shape", layout.shape.dims()), {total})[0]);
+  }
+  return results;
+}
+
 std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
-                                  const std::vector<Blob*>& parts) {
+                                  const std::vector<Blob*>& parts, int64_t exchange_max_bytes) {
   check_parts(name, parts);
   if (parts.size() == 1) return parts;
+  const int64_t received = static_cast<int64_t>(parts.size() - 1) * parts[0]->shape().count() *
+                           static_cast<int64_t>(sizeof(float));
+  if (received <= exchange_max_bytes) return exchange_allreduce(g, name, parts);
   const RingShards shards = ring_reduce_scatter(g, name, parts);
   return ring_all_gather(g, name, shards, shards.owned);
 }
@@ -146,9 +203,8 @@ std::vector<Blob*> collective_per_rank(Graph& g, const std::string& name, const 
 std::vector<Blob*> mpi_allreduce(Graph& g, const std::string& name,
                                  const std::vector<Blob*>& parts) {
   // MPI reduces host memory: a GPU part goes through its rank's CPU (the builder's copies).
-  return collective_per_rank(g, name, "mpi_allreduce", "MPI_Allreduce", parts, [](Location l) {
-    return l.is_cpu() ? l : Location::cpu(l.rank);
-  });
+  return collective_per_rank(g, name, "mpi_allreduce", "MPI_Allreduce", parts,
+                             [](Location l) { return l.is_cpu() ? l : Location::cpu(l.rank); });
 }
 
 std::vector<Blob*> nccl_allreduce(Graph& g, const std::string& name,

@@ -4,7 +4,12 @@
 // `name`. Between locations of one rank the copies are memory copies, between ranks MPI. The ops
 // run on each location's Graph::kCommThread, so that reductions overlap the backward pass.
 //   ring_allreduce:  reduce-scatter then all-gather around the ring of parts; each rank sends
-//                    2(N-1)/N of the data. Returns the sum at every part's location.
+//                    2(N-1)/N of the data. Returns the sum at every part's location. Small
+//                    buffers go by exchange_allreduce instead (see kExchangeMaxBytes).
+//   exchange_allreduce: every part sent whole to every other location in one step, then summed
+//                    where it arrived: one message latency instead of the ring's 2(N-1), at
+//                    (N-1) times the data per rank. Each chunk is summed in the ring's order,
+//                    so its results are bit for bit the ring's.
 //   ring_reduce_scatter, ring_all_gather: its two halves, for work on the summed chunks in
 //                    between (data_parallel updates each chunk of the weights on its owner).
 //   mpi_allreduce:   one native MPI_Allreduce op per rank, for comparison (one part per rank;
@@ -27,8 +32,20 @@ namespace purine {
 // "nccl") are parsed in train/options.hpp.
 enum class Reduction { kRing, kParameterServer, kMpi, kNccl };
 
+// ring_allreduce reduces by exchange_allreduce when each location would receive at most this
+// many bytes that way ((N-1) * the part's bytes). Measured with build/tools/bench_allreduce
+// --exchange on this 2-core machine (Open MPI shared memory, 2026-11-26): at 2 ranks the
+// exchange is ahead of the ring up to 64 KB per part and level at 256 KB; at 3 ranks
+// (oversubscribed) ahead up to 16 KB per part (32 KB received). The README's benchmark section
+// has the table.
+constexpr int64_t kExchangeMaxBytes = int64_t{256} << 10;
+
+// `exchange_max_bytes`: 0 always takes the ring; tests and the benchmark pass other values.
 std::vector<Blob*> ring_allreduce(Graph& graph, const std::string& name,
-                                  const std::vector<Blob*>& parts);
+                                  const std::vector<Blob*>& parts,
+                                  int64_t exchange_max_bytes = kExchangeMaxBytes);
+std::vector<Blob*> exchange_allreduce(Graph& graph, const std::string& name,
+                                      const std::vector<Blob*>& parts);
 
 // The reduce-scatter's result: every part's elements cut into N chunks of consecutive elements
 // (the first count % N one longer; empty when count < N), chunk (r + 1) % N summed on rank r.

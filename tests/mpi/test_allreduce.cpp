@@ -22,12 +22,18 @@ using namespace purine::mpitest;
 
 namespace {
 
-enum class Kind { kRing, kParameterServer, kMpi };
+// kRing: ring_allreduce as data_parallel calls it (the exchange below its threshold);
+// kRingOnly and kExchange force one algorithm at every size.
+enum class Kind { kRing, kRingOnly, kExchange, kParameterServer, kMpi };
 
 const char* kind_name(Kind kind) {
   switch (kind) {
     case Kind::kRing:
       return "ring";
+    case Kind::kRingOnly:
+      return "ringonly";
+    case Kind::kExchange:
+      return "exchange";
     case Kind::kParameterServer:
       return "ps";
     case Kind::kMpi:
@@ -52,6 +58,10 @@ std::vector<Blob*> add_reduction(Graph& g, Kind kind, const std::string& name,
   switch (kind) {
     case Kind::kRing:
       return ring_allreduce(g, name, parts);
+    case Kind::kRingOnly:
+      return ring_allreduce(g, name, parts, 0);
+    case Kind::kExchange:
+      return exchange_allreduce(g, name, parts);
     case Kind::kMpi:
       return mpi_allreduce(g, name, parts);
     case Kind::kParameterServer: {
@@ -158,6 +168,47 @@ void check_kind(Kind kind) {
 
 TEST_CASE("ring allreduce equals MPI_Allreduce", "[mpi][allreduce]") { check_kind(Kind::kRing); }
 
+TEST_CASE("ring allreduce without the small-buffer exchange equals MPI_Allreduce",
+          "[mpi][allreduce]") {
+  check_kind(Kind::kRingOnly);
+}
+
+TEST_CASE("exchange allreduce equals MPI_Allreduce", "[mpi][allreduce]") {
+  check_kind(Kind::kExchange);
+}
+
+TEST_CASE("exchange allreduce gives the ring's bits on either side of the threshold",
+          "[mpi][allreduce]") {
+  // Sizes below the ranks, odd sizes, one below kExchangeMaxBytes and one above it (at every
+  // world size), so that the default path takes the exchange for some and the ring for others.
+  const int64_t above = kExchangeMaxBytes / static_cast<int64_t>(sizeof(float)) + 3;
+  const std::vector<Shape> shapes = {{2}, {7}, {1001}, {3, 333}, {above}};
+  for (const Shape& shape : shapes) {
+    INFO("rank " << rank() << " of " << size() << ", " << shape);
+    const std::vector<float> input = real_input(shape.count());
+    const std::vector<float> expected = mpi_sum(input);
+    std::vector<Outcome> outs;
+    for (Kind kind : {Kind::kRingOnly, Kind::kExchange, Kind::kRing}) {
+      outs.push_back(run_reduction("threshold", kind, shape, input));
+      outs.back().first.resize(shape.count());  // keeps the gather collective after a failure
+    }
+    const std::vector<std::vector<float>> everyone = allgather(outs[1].first);
+    for (const Outcome& out : outs) CHECK(out.error == "");
+    REQUIRE(all_ranks(outs[0].error.empty() && outs[1].error.empty() && outs[2].error.empty()));
+    CHECK(mismatch(outs[1].first, outs[0].first) == "");  // the exchange has the ring's bits
+    CHECK(mismatch(outs[2].first, outs[0].first) == "");
+    for (const Outcome& out : outs) {
+      CHECK(mismatch(out.second, out.first) == "");  // reruns repeat bit for bit
+      CHECK(mismatch(out.third, out.first) != "");   // and see the new input
+    }
+    for (int r = 1; r < size(); ++r) CHECK(mismatch(everyone[r], everyone[0]) == "");
+    for (size_t i = 0; i < expected.size(); ++i)
+      if (std::abs(outs[1].first[i] - expected[i]) > 1e-3f * (1 + std::abs(expected[i])))
+        FAIL_CHECK("element " << i << ": " << outs[1].first[i] << " vs MPI " << expected[i]);
+  }
+  barrier();
+}
+
 TEST_CASE("parameter server aggregate + distribute equals MPI_Allreduce", "[mpi][allreduce]") {
   check_kind(Kind::kParameterServer);
 }
@@ -166,7 +217,8 @@ TEST_CASE("mpi_allreduce ops equal MPI_Allreduce", "[mpi][allreduce]") { check_k
 
 TEST_CASE("non-integer sums are bit-identical on every rank and close to MPI_Allreduce",
           "[mpi][allreduce]") {
-  for (Kind kind : {Kind::kRing, Kind::kParameterServer, Kind::kMpi}) {
+  for (Kind kind :
+       {Kind::kRing, Kind::kRingOnly, Kind::kExchange, Kind::kParameterServer, Kind::kMpi}) {
     INFO("rank " << rank() << " of " << size() << ", " << kind_name(kind));
     const Shape shape{1001};
     const std::vector<float> input = real_input(shape.count());

@@ -5,7 +5,7 @@
 //   mpirun --oversubscribe -np 2 build/tools/bench_allreduce [--min_bytes=1024]
 //       [--max_bytes=67108864] [--factor=4] [--reps=15] [--burst=4] [--stat=median|min]
 //       [--warmup=3] [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N
-//       [--timeline_pipe]]
+//       [--timeline_pipe]] [--exchange_max_bytes=65536]
 //
 // For every size (float32 buffers, --min_bytes to --max_bytes by --factor) rank 0 prints the
 // median (or --stat=min: the fastest) of --reps runs (after --warmup untimed calls) of the slowest
@@ -33,6 +33,8 @@
 // not spent in any task on rank 0 (waiting for transfers, hand-offs between executors).
 // --timeline_bytes=N prints every task start and end of one ring (or --timeline_pipe: ring-pipe)
 // run of N bytes, per rank, in microseconds from a common barrier: where a transfer waited.
+// --exchange_max_bytes sets ring_allreduce's switch to the one-step exchange for small buffers
+// (graphs/allreduce.hpp): 0 times the ring alone at every size, 1099511627776 the exchange alone.
 #include <gflags/gflags.h>
 #include <mpi.h>
 
@@ -68,6 +70,9 @@ DEFINE_int64(segment_bytes, 256 << 10, "ring-pipe: largest segment in bytes");
 DEFINE_int64(timeline_bytes, 0,
              "print every rank's task start/end times in one ring run of this size (0: none)");
 DEFINE_bool(timeline_pipe, false, "--timeline_bytes: trace ring-pipe instead of ring");
+DEFINE_int64(exchange_max_bytes, purine::kExchangeMaxBytes,
+             "ring: reduce by the one-step exchange when each rank would receive at most this many "
+             "bytes that way (0: always the ring; graphs/allreduce.hpp)");
 DEFINE_bool(profile, false, "print rank 0's mean busy time per op type in a ring run, per size");
 
 namespace {
@@ -166,7 +171,7 @@ std::unique_ptr<GraphMethod> make_ring(int64_t count, int ranks, int rank) {
     Graph::Placement placement(*g, Location::cpu(r), Graph::kCommThread);
     parts.push_back(g->add_blob("grad" + std::to_string(r), {count}));
   }
-  std::vector<Blob*> sums = purine::ring_allreduce(*g, "ring", parts);
+  std::vector<Blob*> sums = purine::ring_allreduce(*g, "ring", parts, FLAGS_exchange_max_bytes);
   Blob* in = parts[rank];
   Blob* out = sums[rank];
   return std::make_unique<GraphMethod>(std::move(g), std::vector<Blob*>{in},
