@@ -19,6 +19,14 @@ void check_parts(const std::string& name, const std::vector<Blob*>& parts) {
   }
 }
 
+// The ring's chunks of `count` elements over `n` ranks: chunk c has sizes[c] consecutive elements.
+// Fewer elements than ranks leaves some chunks empty; they take no ops at all.
+std::vector<int64_t> ring_chunk_sizes(int64_t count, int n) {
+  std::vector<int64_t> sizes;
+  for (int c = 0; c < n; ++c) sizes.push_back(count / n + (c < count % n ? 1 : 0));
+  return sizes;
+}
+
 }  // namespace
 
 RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vector<Blob*>& parts) {
@@ -29,9 +37,7 @@ RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vec
   shards.shape = parts[0]->shape();
   const int64_t count = shards.shape.count();
   for (Blob* b : parts) shards.locations.push_back(b->location());
-  // Chunk c of every part: `sizes[c]` consecutive elements. Fewer elements than ranks leaves
-  // some chunks empty; they take no ops at all.
-  for (int c = 0; c < n; ++c) shards.sizes.push_back(count / n + (c < count % n ? 1 : 0));
+  shards.sizes = ring_chunk_sizes(count, n);
   auto at = [&](int r) { return parts[r]->location(); };
   // acc[r][c]: rank r's running sum of chunk c.
   std::vector<std::vector<Blob*>> acc(n, std::vector<Blob*>(n, nullptr));
@@ -120,15 +126,8 @@ std::vector<Blob*> exchange_allreduce(Graph& g, const std::string& name,
   // The ring's chunk layout, to sum each chunk in the ring's order.
   RingShards layout;
   layout.shape = parts[0]->shape();
-  const int64_t count = layout.shape.count();
-  for (int c = 0; c < n; ++c) layout.sizes.push_back(count / n + (c < count % n ? 1 : 0));
+  layout.sizes = ring_chunk_sizes(layout.shape.count(), n);
   auto at = [&](int r) { return parts[r]->location(); };
-  std::vector<Blob*> flat(n);
-  for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(g, at(r), Graph::kCommThread);
-    flat[r] = g.apply("x" + std::to_string(r) + "_flat", "reshape",
-                      Attrs().set("shape", std::vector<int64_t>{count}), {parts[r]})[0];
-  }
   std::vector<Blob*> results;
   for (int r = 0; r < n; ++r) {
     Graph::Placement placement(g, at(r), Graph::kCommThread);
@@ -136,7 +135,7 @@ std::vector<Blob*> exchange_allreduce(Graph& g, const std::string& name,
     // here[q]: part q, whole, at location r (one message from q; the own part as it is).
     std::vector<Blob*> here(n);
     for (int q = 0; q < n; ++q)
-      here[q] = q == r ? flat[r] : g.copy_to(flat[q], at(r), Graph::kCommThread);
+      here[q] = q == r ? parts[r] : g.copy_to(parts[q], at(r), Graph::kCommThread);
     // The ring sums chunk c as x_c + x_(c+1) + ... + x_(c-1) (its reduce-scatter starts chunk c
     // on rank c; every step adds the next rank's part), and a sum op adds its inputs in order, so
     // each chunk gets the ring's bits. With 2 parts both orders are one (a + b == b + a in
