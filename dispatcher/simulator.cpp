@@ -1,0 +1,333 @@
+#include "dispatcher/simulator.hpp"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <set>
+#include <tuple>
+
+#include "base/error.hpp"
+#include "dispatcher/internal/schedule.hpp"
+#include "dispatcher/tracer.hpp"
+
+namespace purine::dispatch {
+namespace {
+
+enum class EventKind { kBusyEnd, kTransferEnd, kGateOpen };
+
+struct Event {
+  double time;
+  long seq;  // ties: in the order they were made
+  EventKind kind;
+  long payload;  // an instance (iteration * n + task), or group * iterations + iteration
+  bool operator>(const Event& other) const {
+    return std::tie(time, seq) > std::tie(other.time, other.seq);
+  }
+};
+
+void check_duration(double seconds, const std::string& what, const std::string& task) {
+  require(std::isfinite(seconds) && seconds >= 0, "simulate: task ", task, ": its ", what,
+          " must be a finite number of seconds >= 0, got ", seconds);
+}
+
+class Replay {
+ public:
+  Replay(const Plan& plan, const SimulationSetup& setup)
+      : plan_(plan),
+        setup_(setup),
+        schedule_(Schedule::build(plan)),
+        n_(static_cast<int>(plan.tasks().size())),
+        iterations_(setup.iterations) {
+    validate();
+    position_.resize(n_);
+    for (int i = 0; i < n_; ++i) position_[schedule_.order()[i]] = i;
+    const int executors = static_cast<int>(plan.executors().size());
+    group_of_.assign(executors, 0);
+    if (!setup.executor_group.empty()) group_of_ = setup.executor_group;
+    groups_ = 1 + *std::max_element(group_of_.begin(), group_of_.end());
+    pool_of_.assign(executors, -1);
+    if (!setup.executor_pool.empty()) pool_of_ = setup.executor_pool;
+    free_cores_ = setup.pool_cores;
+    group_tasks_.assign(groups_, 0);
+    for (TaskId t = 0; t < n_; ++t) ++group_tasks_[group_of_[plan.tasks()[t].executor]];
+    for (TaskId t = 0; t < n_; ++t)
+      if (setup.costs[t].collective >= 0) ++collective_members_[setup.costs[t].collective];
+  }
+
+  Simulation run() {
+    const long instances = static_cast<long>(n_) * iterations_;
+    sim_.num_tasks = n_;
+    sim_.intervals.assign(instances, {});
+    sim_.iteration_start.assign(groups_, std::vector<double>(iterations_, -1));
+    sim_.iteration_end.assign(groups_, std::vector<double>(iterations_, 0));
+    sim_.executor_busy.assign(plan_.executors().size(), 0);
+    sim_.channel_busy.assign(setup_.channels, 0);
+    waiting_.assign(instances, 0);
+    ready_at_.assign(instances, 0);
+    completed_in_.assign(static_cast<size_t>(groups_) * iterations_, 0);
+    ready_.assign(plan_.executors().size(), {});
+    executor_free_.assign(plan_.executors().size(), true);
+    channel_free_.assign(setup_.channels, true);
+    for (long i = 0; i < instances; ++i) {
+      const TaskId t = static_cast<TaskId>(i % n_);
+      waiting_[i] = schedule_.in_degree(t) + (i >= n_ ? 1 : 0);  // + the iteration's gate
+    }
+    for (TaskId t = 0; t < n_; ++t)
+      if (waiting_[t] == 0) make_ready(t, 0.0);
+    dispatch(0.0);
+    while (!events_.empty()) {
+      const double now = events_.top().time;
+      while (!events_.empty() && events_.top().time == now) {
+        const Event e = events_.top();
+        events_.pop();
+        handle(e, now);
+      }
+      start_transfers(now);
+      dispatch(now);
+    }
+    for (long i = 0; i < instances; ++i)
+      CHECK_EQ(waiting_[i], -1) << "simulate: task " << plan_.tasks()[i % n_].name
+                                << " never completed";
+    for (const auto& ends : sim_.iteration_end)
+      for (double end : ends) sim_.makespan = std::max(sim_.makespan, end);
+    return std::move(sim_);
+  }
+
+ private:
+  void validate() {
+    require(static_cast<int>(setup_.costs.size()) == n_, "simulate: ", setup_.costs.size(),
+            " costs for a plan of ", n_, " tasks");
+    require(setup_.iterations >= 1, "simulate: iterations must be at least 1, got ",
+            setup_.iterations);
+    check_duration(setup_.iteration_gap, "iteration gap", "(all)");
+    const size_t executors = plan_.executors().size();
+    require(setup_.executor_group.empty() || setup_.executor_group.size() == executors,
+            "simulate: ", setup_.executor_group.size(), " executor groups for ", executors,
+            " executors");
+    require(setup_.executor_pool.empty() || setup_.executor_pool.size() == executors,
+            "simulate: ", setup_.executor_pool.size(), " executor pools for ", executors,
+            " executors");
+    for (int g : setup_.executor_group) require(g >= 0, "simulate: a negative executor group");
+    for (int p : setup_.executor_pool)
+      require(p < static_cast<int>(setup_.pool_cores.size()), "simulate: executor pool ", p, " of ",
+              setup_.pool_cores.size());
+    for (int cores : setup_.pool_cores)
+      require(cores >= 1, "simulate: a pool needs a core at least, got ", cores);
+    for (TaskId t = 0; t < n_; ++t) {
+      const Task& task = plan_.tasks()[t];
+      require(task.executor != kAnyExecutor, "simulate: task ", task.name,
+              " floats over executors (kAnyExecutor), which the simulation does not model; give "
+              "it an executor");
+      const SimulatedCost& c = setup_.costs[t];
+      check_duration(c.busy, "busy time", task.name);
+      check_duration(c.latency, "latency", task.name);
+      check_duration(c.transfer, "transfer time", task.name);
+      for (int ch : c.channels)
+        require(ch >= 0 && ch < setup_.channels, "simulate: task ", task.name, " uses channel ", ch,
+                ", not one of the ", setup_.channels, " channels");
+      require(c.collective < 0 || c.channels.empty(), "simulate: task ", task.name,
+              " is collective and uses channels; a collective's time is latency + transfer");
+    }
+  }
+
+  TaskId task_of(long instance) const { return static_cast<TaskId>(instance % n_); }
+  int iteration_of(long instance) const { return static_cast<int>(instance / n_); }
+  int group_of_task(TaskId t) const { return group_of_[plan_.tasks()[t].executor]; }
+
+  void push(double time, EventKind kind, long payload) {
+    events_.push({time, seq_++, kind, payload});
+  }
+
+  void make_ready(long instance, double now) {
+    const TaskId t = task_of(instance);
+    ready_at_[instance] = now;
+    ready_[plan_.tasks()[t].executor].push(
+        {position_[t] + static_cast<long>(n_) * iteration_of(instance), instance});
+  }
+
+  // Idle executors take their first ready task, pools permitting.
+  void dispatch(double now) {
+    std::vector<std::tuple<double, ExecutorId>> waiting;
+    for (ExecutorId e = 0; e < static_cast<int>(ready_.size()); ++e)
+      if (executor_free_[e] && !ready_[e].empty())
+        waiting.emplace_back(ready_at_[ready_[e].top().second], e);
+    std::sort(waiting.begin(), waiting.end());
+    for (const auto& [since, e] : waiting) {
+      const int pool = pool_of_[e];
+      if (pool >= 0 && free_cores_[pool] == 0) continue;
+      if (pool >= 0) --free_cores_[pool];
+      const long instance = ready_[e].top().second;
+      ready_[e].pop();
+      executor_free_[e] = false;
+      const TaskId t = task_of(instance);
+      TaskInterval& in = sim_.intervals[instance];
+      in.start = now;
+      const int group = group_of_task(t), k = iteration_of(instance);
+      double& first = sim_.iteration_start[group][k];
+      if (first < 0 || now < first) first = now;
+      push(now + setup_.costs[t].busy, EventKind::kBusyEnd, instance);
+    }
+  }
+
+  void handle(const Event& e, double now) {
+    if (e.kind == EventKind::kGateOpen) {
+      const int group = static_cast<int>(e.payload / iterations_);
+      const int k = static_cast<int>(e.payload % iterations_);
+      for (TaskId t = 0; t < n_; ++t)
+        if (group_of_task(t) == group) release(static_cast<long>(k) * n_ + t, now);
+      return;
+    }
+    const long instance = e.payload;
+    const TaskId t = task_of(instance);
+    const SimulatedCost& c = setup_.costs[t];
+    const ExecutorId executor = plan_.tasks()[t].executor;
+    TaskInterval& in = sim_.intervals[instance];
+    if (e.kind == EventKind::kBusyEnd) {
+      in.busy_end = now;
+      sim_.executor_busy[executor] += c.busy;
+      const int pool = pool_of_[executor];
+      if (pool >= 0) ++free_cores_[pool];
+      if (!c.hold_executor) executor_free_[executor] = true;
+      if (c.collective >= 0) {
+        auto& arrived = arrivals_[{c.collective, iteration_of(instance)}];
+        arrived.push_back(instance);
+        if (static_cast<int>(arrived.size()) < collective_members_[c.collective]) return;
+        for (long member : arrived) {
+          const SimulatedCost& mc = setup_.costs[task_of(member)];
+          sim_.intervals[member].transfer_start = now;
+          push(now + mc.latency + mc.transfer, EventKind::kTransferEnd, member);
+        }
+        return;
+      }
+      if (c.channels.empty()) {
+        in.transfer_start = now;
+        if (c.latency + c.transfer == 0) {
+          complete(instance, now);
+        } else {
+          push(now + c.latency + c.transfer, EventKind::kTransferEnd, instance);
+        }
+        return;
+      }
+      transfers_.push_back(instance);  // started by start_transfers(), in order
+      return;
+    }
+    // kTransferEnd
+    for (int ch : c.channels) channel_free_[ch] = true;
+    if (c.hold_executor) executor_free_[executor] = true;
+    complete(instance, now);
+  }
+
+  // Waiting transfers start in the order they came, each once all its channels are free and no
+  // earlier waiting transfer wants one of them.
+  void start_transfers(double now) {
+    std::set<int> claimed;
+    std::vector<long> still;
+    for (long instance : transfers_) {
+      const SimulatedCost& c = setup_.costs[task_of(instance)];
+      const bool can = std::all_of(c.channels.begin(), c.channels.end(),
+                                   [&](int ch) { return channel_free_[ch] && !claimed.count(ch); });
+      if (!can) {
+        claimed.insert(c.channels.begin(), c.channels.end());
+        still.push_back(instance);
+        continue;
+      }
+      for (int ch : c.channels) {
+        channel_free_[ch] = false;
+        sim_.channel_busy[ch] += c.latency + c.transfer;
+      }
+      sim_.intervals[instance].transfer_start = now;
+      push(now + c.latency + c.transfer, EventKind::kTransferEnd, instance);
+    }
+    transfers_.swap(still);
+  }
+
+  void release(long instance, double now) {
+    CHECK_GT(waiting_[instance], 0);
+    if (--waiting_[instance] == 0) make_ready(instance, now);
+  }
+
+  void complete(long instance, double now) {
+    const TaskId t = task_of(instance);
+    const int k = iteration_of(instance);
+    sim_.intervals[instance].end = now;
+    waiting_[instance] = -1;
+    const long base = static_cast<long>(k) * n_;
+    for (const TaskId* s = schedule_.successors_begin(t); s != schedule_.successors_end(t); ++s)
+      release(base + *s, now);
+    const int group = group_of_task(t);
+    double& end = sim_.iteration_end[group][k];
+    end = std::max(end, now);
+    if (++completed_in_[static_cast<size_t>(group) * iterations_ + k] == group_tasks_[group] &&
+        k + 1 < iterations_)
+      push(now + setup_.iteration_gap, EventKind::kGateOpen,
+           static_cast<long>(group) * iterations_ + k + 1);
+  }
+
+  const Plan& plan_;
+  const SimulationSetup& setup_;
+  const Schedule schedule_;
+  const int n_;
+  const int iterations_;
+  std::vector<int> position_;
+  std::vector<int> group_of_, pool_of_, free_cores_, group_tasks_;
+  int groups_ = 1;
+  std::map<int, int> collective_members_;
+  std::map<std::pair<int, int>, std::vector<long>> arrivals_;
+
+  Simulation sim_;
+  std::vector<int> waiting_;  // predecessors (and gate) not yet completed; -1: completed
+  std::vector<double> ready_at_;
+  std::vector<int> completed_in_;
+  using Ready = std::pair<long, long>;  // (order key, instance)
+  std::vector<std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>>> ready_;
+  std::vector<bool> executor_free_, channel_free_;
+  std::vector<long> transfers_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  long seq_ = 0;
+};
+
+}  // namespace
+
+Simulation simulate(const Plan& plan, const SimulationSetup& setup) {
+  return Replay(plan, setup).run();
+}
+
+void write_simulation_trace(const Plan& plan, const SimulationSetup& setup, const Simulation& sim,
+                            const std::vector<std::string>& channel_names, const std::string& path,
+                            int rank) {
+  const int executors = static_cast<int>(plan.executors().size());
+  require(executors + static_cast<int>(channel_names.size()) <= Tracer::kMaxExecutors,
+          "the simulated timeline has ", executors, " executors and ", channel_names.size(),
+          " channels, more than a trace's ", Tracer::kMaxExecutors, " threads");
+  Tracer tracer;
+  const auto at = [](double seconds) {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::nanoseconds(static_cast<int64_t>(std::llround(seconds * 1e9))));
+  };
+  for (int k = 0; k < static_cast<int>(sim.intervals.size()) / std::max(1, sim.num_tasks); ++k) {
+    for (TaskId t = 0; t < sim.num_tasks; ++t) {
+      const Task& task = plan.tasks()[t];
+      const TaskInterval& in = sim.at(t, k);
+      const SimulatedCost& c = setup.costs[t];
+      TaskEvent event{&task.name, &task.location, &plan.executors()[task.executor].name,
+                      task.executor, at(in.start)};
+      tracer.on_task_start(event);
+      event.time = at(c.hold_executor ? in.end : in.busy_end);
+      tracer.on_task_end(event);
+      for (int ch : c.channels) {
+        TaskEvent transfer{&task.name, &task.location, &channel_names.at(ch), executors + ch,
+                           at(in.transfer_start)};
+        tracer.on_task_start(transfer);
+        transfer.time = at(in.end);
+        tracer.on_task_end(transfer);
+      }
+    }
+  }
+  tracer.write_chrome_trace(path, rank);
+}
+
+}  // namespace purine::dispatch

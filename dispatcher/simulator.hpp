@@ -1,0 +1,94 @@
+// simulate(): replays a Plan by discrete-event simulation instead of running it, under the
+// dispatcher's own rules, with a duration per task given by the caller (the dispatcher never
+// learns what a task does; purine/ and train/ turn ops, shapes and a cluster into durations).
+//
+//   Plan plan = ...;                       // as for an Engine; the tasks' run() is never called
+//   SimulationSetup setup;
+//   setup.costs.assign(plan.tasks().size(), {});
+//   setup.costs[t].busy = 2e-3;            // seconds each
+//   Simulation sim = simulate(plan, setup);  // sim.at(t).start, sim.at(t).end, sim.makespan
+//
+// The rules replayed: a task becomes ready when all its predecessors have completed (the edges
+// of the plan and the resource chains, exactly as Schedule builds them for an Engine); every
+// executor runs one task at a time; among its ready tasks it runs the first in the plan's
+// deterministic topological order (the serial engine's order: on one executor with every cost
+// equal the simulated order is the serial engine's). A task holds its executor for `busy`, then
+// optionally transfers for latency + transfer seconds over channels (links: each carries one
+// transfer at a time, first come first served, a transfer holding all its channels at once),
+// with its executor free (an MPI send polled in the background) or held (a copy on an in-order
+// device queue). Tasks sharing a collective id complete together once the last of them has
+// finished its busy part, plus latency + transfer (MPI_Allreduce). Executors may share a pool
+// of cores (threads of one CPU): a task's busy part then also needs a free core; the executors
+// waiting for one are served by the ready time of their next task, then by executor id.
+//
+// Iterations: executor_group says which process (rank) each executor belongs to. Iteration k+1
+// of a group starts (its tasks may become ready) once every task of that group has completed
+// iteration k, plus iteration_gap: each rank drives its own Engine, one run after another, and
+// the ranks meet only through the tasks that join them. Floating tasks (kAnyExecutor) are not
+// simulated: give every task an executor.
+//
+// Deterministic: equal inputs give equal timelines. A function without state; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dispatcher/plan.hpp"
+
+namespace purine::dispatch {
+
+struct SimulatedCost {
+  double busy = 0;  // seconds on its executor (and a core of its pool)
+  // After busy: latency + transfer seconds, holding every channel listed (none: latency only).
+  double latency = 0;
+  double transfer = 0;
+  std::vector<int> channels;
+  bool hold_executor = false;  // the executor stays busy until the transfer ends
+  int collective = -1;         // >= 0: completes with every other task of this id
+};
+
+struct SimulationSetup {
+  std::vector<SimulatedCost> costs;  // one per task of the plan
+  std::vector<int> executor_group;   // per executor; empty: one group
+  std::vector<int> executor_pool;    // per executor, -1: no pool; empty: none
+  std::vector<int> pool_cores;       // per pool, at least 1
+  int channels = 0;                  // channel ids in costs are below this
+  int iterations = 1;
+  double iteration_gap = 0;  // seconds between a group's iterations
+};
+
+struct TaskInterval {
+  double start = 0;           // its executor took it
+  double busy_end = 0;        // its busy part ended
+  double transfer_start = 0;  // its channels were free (== busy_end without a wait)
+  double end = 0;             // completed: its successors may start
+};
+
+struct Simulation {
+  int num_tasks = 0;
+  std::vector<TaskInterval> intervals;  // [iteration * num_tasks + task]
+  // Per group and iteration: when its first task started and its last one completed.
+  std::vector<std::vector<double>> iteration_start, iteration_end;
+  double makespan = 0;
+  // Per executor and channel: seconds busy over all iterations.
+  std::vector<double> executor_busy, channel_busy;
+
+  const TaskInterval& at(TaskId task, int iteration = 0) const {
+    return intervals[static_cast<size_t>(iteration) * num_tasks + task];
+  }
+};
+
+// Throws purine::Error on a cycle (naming it, as an Engine does), a floating task, costs of the
+// wrong count, a negative or non-finite duration, or a channel, pool or group out of range.
+Simulation simulate(const Plan& plan, const SimulationSetup& setup);
+
+// Writes the simulated timeline as Chrome-trace JSON in the Tracer's format (dispatcher/
+// tracer.hpp: pid `rank`, tid = executor index, one thread name per executor), so that a real
+// run's trace and a simulated one open side by side in Perfetto. Channels appear as threads
+// after the executors, named `channel_names` (transfers as their tasks' names). Throws
+// purine::Error naming the file when it cannot be written.
+void write_simulation_trace(const Plan& plan, const SimulationSetup& setup, const Simulation& sim,
+                            const std::vector<std::string>& channel_names, const std::string& path,
+                            int rank = 0);
+
+}  // namespace purine::dispatch
