@@ -12,9 +12,11 @@
 // orders the two through its readiness counters).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace purine {
 
@@ -39,6 +41,37 @@ class QueueGraph {
   virtual void launch() = 0;
 };
 
+// A value the host makes anew for every launch of a recording, such as a dropout's random key.
+// A recording keeps its kernels' arguments, so a kernel that needs such a value reads it from
+// device memory instead, and says how the host makes it: while a recording is made on this
+// thread (LaunchWords::recording()), it adds a LaunchWord; each launch of the recording then
+// calls every `next` in the order they were added and writes the values (write_word()) on the
+// launching queue just before the recorded work.
+struct LaunchWord {
+  void* device_word = nullptr;     // 8 bytes of device memory the recorded work reads
+  std::function<uint64_t()> next;  // called on the launching thread, once per launch
+};
+
+// The launch words of the recording being made on the calling thread, from construction to
+// take(). One at a time per thread. Not thread-safe: the recording thread only.
+class LaunchWords {
+ public:
+  LaunchWords();
+  ~LaunchWords();
+  LaunchWords(const LaunchWords&) = delete;
+  LaunchWords& operator=(const LaunchWords&) = delete;
+  // The collector of the recording made on this thread, or null when none is.
+  static LaunchWords* recording();
+  // How many words were added so far (the next word's index).
+  int size() const { return static_cast<int>(words_.size()); }
+  void add(LaunchWord word) { words_.push_back(std::move(word)); }
+  // The words added, in order; the thread records no more.
+  std::vector<LaunchWord> take();
+
+ private:
+  std::vector<LaunchWord> words_;
+};
+
 class DeviceQueue {
  public:
   virtual ~DeviceQueue() = default;
@@ -57,6 +90,10 @@ class DeviceQueue {
   // (DeviceRuntime::kernels_on_host()). The default throws purine::Error: a CUDA stream runs
   // only device work.
   virtual void enqueue_host(std::function<void()> work);
+  // Puts a write of `value` to the 8 bytes of device memory at `device_word` on the queue: a
+  // launch word's value (LaunchWord), passed by value, so the host may forget it at once. The
+  // default throws purine::Error: this queue cannot record.
+  virtual void write_word(void* device_word, uint64_t value);
 
   // Recording (CUDA stream capture). From begin_capture() until end_capture(), work put on this
   // queue is recorded, not run; so is the work of every queue made to wait() for an event

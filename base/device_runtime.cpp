@@ -23,18 +23,6 @@ DeviceRuntime* replace_device_runtime(DeviceRuntime* runtime) {
   return previous;
 }
 
-void DeviceQueue::enqueue_host(std::function<void()>) {
-  throw Error(str("device queue ", name(), " runs device work only, not host work"));
-}
-
-void DeviceQueue::begin_capture() {
-  throw Error(str("device queue ", name(), " cannot record its work as a graph"));
-}
-
-std::unique_ptr<QueueGraph> DeviceQueue::end_capture() {
-  throw Error(str("device queue ", name(), " is not recording"));
-}
-
 DeviceRuntime& require_device(int device, const std::string& what) {
   require(registered != nullptr, what,
           ": GPU locations need the CUDA backend, which this build does not have (build where "

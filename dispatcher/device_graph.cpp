@@ -92,6 +92,7 @@ std::unique_ptr<RecordedRegion> record(const Plan& plan, const DeviceRegion& reg
   // The recording thread launches as the origin's executor thread does (its device current).
   if (origin_spec.on_thread_start) origin_spec.on_thread_start();
   std::set<DeviceQueue*> joined;
+  LaunchWords words;
   origin.begin_capture();
   try {
     origin.record(fork);
@@ -120,7 +121,8 @@ std::unique_ptr<RecordedRegion> record(const Plan& plan, const DeviceRegion& reg
     throw;
   }
   std::unique_ptr<QueueGraph> graph = origin.end_capture();
-  return std::make_unique<RecordedRegion>(std::move(graph), std::move(events));
+  return std::make_unique<RecordedRegion>(origin, std::move(graph), std::move(events),
+                                          words.take());
 }
 
 }  // namespace purine::dispatch

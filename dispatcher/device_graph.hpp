@@ -11,8 +11,9 @@
 //
 // A recording keeps what its tasks' run() read on the host when they were recorded (a CUDA graph
 // keeps its kernels' arguments and memory addresses): it replays correctly only while those stay
-// as they were. Keeping that true is the caller's part (purine/runnable.cpp records once per
-// memory layout and refuses tasks that draw random numbers at launch).
+// as they were, except for the launch words its tasks added (base/device_queue.hpp), which each
+// launch makes anew. Keeping the rest true is the caller's part (purine/runnable.cpp records
+// once per memory layout and refuses tasks that draw random numbers at launch without words).
 // Not thread-safe: one thread records and launches, between runs of the plan.
 #pragma once
 
@@ -41,17 +42,29 @@ DeviceRegion find_device_region(const Plan& plan);
 Plan condense(const Plan& plan, const DeviceRegion& region, std::string name,
               std::function<void()> launch);
 
-// A region's recording and the events it was recorded with (which it may refer to).
+// A region's recording, the events it was recorded with (which it may refer to) and its launch
+// words.
 class RecordedRegion {
  public:
-  RecordedRegion(std::unique_ptr<QueueGraph> graph, std::vector<std::unique_ptr<QueueEvent>> events)
-      : graph_(std::move(graph)), events_(std::move(events)) {}
-  // Puts the recorded work on the origin's queue (from the thread that drives it).
-  void launch() { graph_->launch(); }
+  RecordedRegion(DeviceQueue& origin, std::unique_ptr<QueueGraph> graph,
+                 std::vector<std::unique_ptr<QueueEvent>> events, std::vector<LaunchWord> words)
+      : origin_(origin),
+        graph_(std::move(graph)),
+        events_(std::move(events)),
+        words_(std::move(words)) {}
+  // Writes this launch's words, then puts the recorded work on the origin's queue (from the
+  // thread that drives it).
+  void launch() {
+    for (const LaunchWord& word : words_) origin_.write_word(word.device_word, word.next());
+    graph_->launch();
+  }
+  int launch_words() const { return static_cast<int>(words_.size()); }
 
  private:
+  DeviceQueue& origin_;
   std::unique_ptr<QueueGraph> graph_;
   std::vector<std::unique_ptr<QueueEvent>> events_;
+  std::vector<LaunchWord> words_;
 };
 
 // Records `region` of `plan` (nothing runs). Throws purine::Error naming the task whose run()

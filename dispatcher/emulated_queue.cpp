@@ -1,6 +1,7 @@
 #include "dispatcher/emulated_queue.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <map>
@@ -226,6 +227,10 @@ void EmulatedQueue::enqueue(std::function<void()> work) {
     return;
   }
   state_->push({Item::kWork, std::move(work), nullptr, 0});
+}
+
+void EmulatedQueue::write_word(void* device_word, uint64_t value) {
+  enqueue([device_word, value] { std::memcpy(device_word, &value, sizeof value); });
 }
 
 std::unique_ptr<QueueEvent> EmulatedQueue::create_event(bool) {

@@ -37,6 +37,8 @@ class EmulatedQueue : public DeviceQueue {
   // Puts `work` on the queue: it runs on the queue's thread after everything put before it.
   void enqueue(std::function<void()> work);
   void enqueue_host(std::function<void()> work) override { enqueue(std::move(work)); }
+  // Device memory is host memory here: the write is queued work.
+  void write_word(void* device_word, uint64_t value) override;
   // Returns once everything put on the queue before this call has run (or been skipped after a
   // failure): the emulated device synchronize. Unlike the others, callable from any thread.
   void drain();

@@ -75,6 +75,10 @@ struct OperatorTraits {
   bool communicates = false;
   // Every rank must start it in the same order (collectives).
   bool ordered_across_ranks = false;
+  // Recorded in a device graph, its GPU kernel still draws new random numbers at every replay
+  // (it reads its key from a launch word, base/device_queue.hpp). Another op that uses_rng() at
+  // a GPU keeps its graph from being recorded, since a replay would repeat its numbers.
+  bool replays_random_draws = false;
 };
 
 // The asynchronous form of an operator, bound to one op's tensors: start() begins a run's work

@@ -64,11 +64,13 @@ constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 CudaStream::CudaStream(int device, std::string name) : device_(device), name_(std::move(name)) {
   DeviceGuard on(device_);
   PURINE_CUDA_CALL("stream", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  PURINE_CUDA_CALL("stream", cudaMalloc(&launch_words_, kLaunchWords * sizeof(uint64_t)));
 }
 
 CudaStream::~CudaStream() {
   // Nothing is queued any more: every run completed before its plan was destroyed.
   if (workspace_) (void)cudaFree(workspace_);
+  (void)cudaFree(launch_words_);
   if (cublas_workspace_) (void)cudaFree(cublas_workspace_);
   if (cudnn_) (void)cudnnDestroy(cudnn_);
   if (cublas_) (void)cublasDestroy(cublas_);
@@ -112,6 +114,12 @@ void* CudaStream::workspace(size_t bytes) {
   PURINE_CUDA_CALL("workspace", cudaMalloc(&workspace_, rounded));
   workspace_bytes_ = rounded;
   return workspace_;
+}
+
+void* CudaStream::launch_word(int index) {
+  require(index >= 0 && index < kLaunchWords, "stream ", name_,
+          ": a recording's kernels use more than ", kLaunchWords, " launch words");
+  return static_cast<uint64_t*>(launch_words_) + index;
 }
 
 std::unique_ptr<QueueEvent> CudaStream::create_event(bool timed) {

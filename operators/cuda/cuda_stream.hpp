@@ -3,7 +3,9 @@
 // made on first use. Events are CUDA events without timing; done() is cudaEventQuery, wait() is
 // cudaStreamWaitEvent, so readiness crosses streams on the device and the host never waits.
 // Recording is CUDA stream capture in thread-local mode; its graph is instantiated once and each
-// launch() is one cudaGraphLaunch on this stream.
+// launch() is one cudaGraphLaunch on this stream; its launch words (base/device_queue.hpp) live
+// in a few bytes of device memory each stream makes with itself, since a recording may not
+// allocate.
 //
 // Ownership: created by the CUDA runtime for the compile step and shared by the device executor
 // (its ExecutorSpec) and the bindings of the ops it runs. Thread-safety: as DeviceQueue; the
@@ -39,11 +41,17 @@ class CudaStream : public DeviceQueue {
   // kernel safe. Growing it waits for the stream once (in the first iterations of a run), so the
   // steady state allocates nothing.
   void* workspace(size_t bytes);
+  // Launch words a recording's kernels on this stream may read: at most this many per recording.
+  static constexpr int kLaunchWords = 64;
+  // The device memory of launch word `index` (LaunchWords::size() when the kernel adds it);
+  // throws purine::Error past kLaunchWords.
+  void* launch_word(int index);
 
   std::unique_ptr<QueueEvent> create_event(bool timed = false) override;
   void record(QueueEvent& event) override;
   void wait(QueueEvent& event) override;
   std::string name() const override { return name_; }
+  void write_word(void* device_word, uint64_t value) override;  // cuda_stream_words.cu
   void begin_capture() override;
   std::unique_ptr<QueueGraph> end_capture() override;
 
@@ -56,6 +64,7 @@ class CudaStream : public DeviceQueue {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* cublas_workspace_ = nullptr;  // cuBLAS's own, set once, so that capture allocates none
+  void* launch_words_ = nullptr;      // kLaunchWords words of 8 bytes
 };
 
 // The stream a GPU kernel launches on: its context's queue (the compile step sets it).

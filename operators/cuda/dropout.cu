@@ -1,7 +1,9 @@
 // GPU kernels of operators/dropout.hpp. The keep decisions come from a counter-based stream
 // (counter_rng.hpp) keyed by two draws of the op's generator, so the masks differ from the CPU
 // kernel's (which draws element by element) but are the same for a seed, run after run, and
-// follow the generator's checkpointed state.
+// follow the generator's checkpointed state. In a recording (a CUDA graph) the key is a launch
+// word (base/device_queue.hpp): each replay draws it from the generator as a launch op by op
+// would, so replayed training follows training launched op by op bit for bit.
 #include "operators/cuda/counter_rng.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
@@ -12,8 +14,10 @@ namespace purine::cuda {
 
 namespace {
 
-__global__ void drop(int64_t n, uint64_t key, float ratio, float scale, const float* x, float* y,
-                     float* mask) {
+// The key is `*key_word` where that is set (a recording), else `key`.
+__global__ void drop(int64_t n, const uint64_t* key_word, uint64_t key, float ratio, float scale,
+                     const float* x, float* y, float* mask) {
+  if (key_word) key = *key_word;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const float m = counter_uniform01(key, uint64_t(i)) >= ratio ? scale : 0.0f;
@@ -30,6 +34,11 @@ __global__ void keep_all(int64_t n, const float* x, float* y, float* mask) {
   }
 }
 
+uint64_t draw_key(Rng& rng) {
+  const uint64_t high = rng.next_u32();
+  return high << 32 | rng.next_u32();
+}
+
 struct Multiply {
   __device__ float operator()(float a, float b) const { return a * b; }
 };
@@ -39,22 +48,29 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
   require_contiguous_gpu(DropoutOp::kType, inputs, outputs);
   const int64_t n = inputs[0]->count();
   const bool train = op.attrs().get_string("mode", "train") == "train";
+  CudaStream& queue = stream_of(context);
   uint64_t key = 0;
-  if (train) {  // drawn even for an empty tensor, so the generator's sequence never depends on n
-    key = uint64_t(context.rng->next_u32()) << 32;
-    key |= context.rng->next_u32();
+  const uint64_t* key_word = nullptr;
+  // Drawn even for an empty tensor, so the generator's sequence never depends on n.
+  if (train) {
+    if (LaunchWords* words = LaunchWords::recording()) {
+      void* word = queue.launch_word(words->size());
+      words->add({word, [rng = context.rng] { return draw_key(*rng); }});
+      key_word = static_cast<const uint64_t*>(word);
+    } else {
+      key = draw_key(*context.rng);
+    }
   }
   if (n == 0) return;
-  const cudaStream_t stream = stream_of(context).stream();
+  const cudaStream_t stream = queue.stream();
   if (train) {
     const double ratio = op.attrs().get_float("ratio", 0.5);
-    drop<<<blocks_for(n), kThreads, 0, stream>>>(n, key, float(ratio), float(1.0 / (1.0 - ratio)),
-                                                 inputs[0]->data(), outputs[0]->mutable_data(),
-                                                 outputs[1]->mutable_data());
+    drop<<<blocks_for(n), kThreads, 0, stream>>>(
+        n, key_word, key, float(ratio), float(1.0 / (1.0 - ratio)), inputs[0]->data(),
+        outputs[0]->mutable_data(), outputs[1]->mutable_data());
   } else {
-    keep_all<<<blocks_for(n), kThreads, 0, stream>>>(n, inputs[0]->data(),
-                                                     outputs[0]->mutable_data(),
-                                                     outputs[1]->mutable_data());
+    keep_all<<<blocks_for(n), kThreads, 0, stream>>>(
+        n, inputs[0]->data(), outputs[0]->mutable_data(), outputs[1]->mutable_data());
   }
   PURINE_CUDA_LAUNCHED(DropoutOp::kType);
 }

@@ -38,7 +38,7 @@ std::string DeviceGraphs::refusal(const Graph& graph, int rank) {
     }
     if (op->location().is_cpu()) continue;
     devices.insert(op->location().device);
-    if (op->kernel().uses_rng())
+    if (op->kernel().uses_rng() && !traits.replays_random_draws)
       return str("op ", op->name(), " (", op->type(),
                  ") draws random numbers at each launch, which a recording would repeat");
   }

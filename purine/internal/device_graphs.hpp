@@ -24,7 +24,7 @@ class DeviceGraphs {
  public:
   // Why the ops of `graph` on `rank` cannot be replayed from a recording ("" when they can):
   // none is at a GPU location, they are at several GPUs, one communicates, or one draws random
-  // numbers at each launch (a recording would repeat them).
+  // numbers at each launch that a replay would repeat (dropout draws them anew at each replay).
   static std::string refusal(const Graph& graph, int rank);
 
   // `plan` is the Runnable's (copied); runs go eagerly until `eager_runs` have completed (they

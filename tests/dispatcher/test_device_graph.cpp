@@ -1,6 +1,7 @@
 // Device graphs (dispatcher/device_graph.hpp) on emulated queues: which tasks a recording can
 // hold, the condensed plan an engine runs, recording that runs nothing, replays that redo the
-// recorded work in order across queues, and recordings that fail cleanly.
+// recorded work in order across queues, launch words made anew for each launch, and recordings
+// that fail cleanly.
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -43,6 +44,7 @@ struct Fixture {
   Log log;
   int value = 0;  // written by a_source's work, read by b_middle's: ordered by the queue wait
   int runs = 0;   // counts a_source's work
+  std::function<void()> b_middle_run;  // replaces b_middle's run when set
   pd::Plan plan;
   pd::TaskId host_source, a_after_host, a_source, b_middle, a_last, host_sink;
 
@@ -59,6 +61,7 @@ struct Fixture {
       });
     });
     b_middle = add("b_middle", on_b, [this] {
+      if (b_middle_run) return b_middle_run();
       b->enqueue([this] { log.add("b_middle saw " + std::to_string(value)); });
     });
     a_last = add("a_last", on_a, [this] { on(*a, "a_last"); });
@@ -154,6 +157,38 @@ TEST_CASE("A recording whose task fails names it, and the queues work again", "[
   f.on(*f.a, "after");
   f.a->drain();
   CHECK(f.log.take() == std::vector<std::string>{"after"});
+  CHECK(purine::LaunchWords::recording() == nullptr);
+}
+
+TEST_CASE("A launch word is made anew for each launch, before the recorded work that reads it",
+          "[device][graph]") {
+  // b_middle draws a number at launch, as a dropout draws its key: by value when launched op by
+  // op, from a launch word (`word`, its "device memory") when recorded.
+  Fixture f;
+  uint64_t draws = 0;
+  uint64_t word = 0;
+  f.b_middle_run = [&] {
+    if (purine::LaunchWords* words = purine::LaunchWords::recording()) {
+      CHECK(words->size() == 0);
+      words->add({&word, [&draws] { return ++draws; }});
+      f.b->enqueue([&] { f.log.add("b_middle drew " + std::to_string(word)); });
+    } else {
+      f.b->enqueue([&f, n = ++draws] { f.log.add("b_middle drew " + std::to_string(n)); });
+    }
+  };
+  const pd::DeviceRegion region = pd::find_device_region(f.plan);
+  pd::Engine eager(f.plan);
+  eager.run();  // draws 1
+  std::unique_ptr<pd::RecordedRegion> recorded = pd::record(f.plan, region);
+  CHECK(recorded->launch_words() == 1);
+  CHECK(draws == 1);  // recording draws nothing
+  pd::Engine replays(pd::condense(f.plan, region, "graph", [&] { recorded->launch(); }));
+  for (int run = 0; run < 3; ++run) replays.run();  // draw 2, 3, 4
+  std::vector<std::string> drawn;
+  for (const std::string& entry : f.log.take())
+    if (entry.rfind("b_middle drew", 0) == 0) drawn.push_back(entry);
+  CHECK(drawn == std::vector<std::string>{"b_middle drew 1", "b_middle drew 2", "b_middle drew 3",
+                                          "b_middle drew 4"});
 }
 
 TEST_CASE("An emulated queue that joins a recording must be rejoined", "[device][graph]") {

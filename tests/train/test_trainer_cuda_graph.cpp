@@ -2,20 +2,35 @@
 // launched op by op, a GPU replica's iterations replay two recordings (the weights and batches
 // alternate between two buffers), with the losses and weights of a run without them, bit for bit,
 // and within the steady-state budget of the device runtime; layouts a recording cannot replay
-// faithfully are refused with the reason, and train as before. On emulated devices
-// (dispatcher/emulated_devices.hpp), and on a real GPU where one is at hand.
+// faithfully are refused with the reason, and train as before; dropout draws new masks at every
+// replay, as launched op by op. On emulated devices (dispatcher/emulated_devices.hpp), and on a
+// real GPU where one is at hand.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "base/device_runtime.hpp"
 #include "dispatcher/emulated_devices.hpp"
+#include "graphs/layers.hpp"
+#include "models/models.hpp"
 #include "operators/cuda/gpu_test.hpp"
+#include "purine/dsl.hpp"
 #include "train/trainer.hpp"
 
 using namespace purine;
 
 namespace {
+
+// mlp with dropout after its hidden layer: masks drawn at every iteration.
+Blob* mlp_dropout(Graph& g, Blob* images, const ModelSpec& spec) {
+  Graph::Scope scope(g, "mlp_dropout");
+  return (B{images} >> g.add<InnerProductLayer>("fc1", InnerProductLayer::Options{64}) >>
+          g.add<ActivationLayer>("relu1", "relu") >>
+          g.add<DropoutLayer>("drop1", 0.5, spec.training) >>
+          g.add<InnerProductLayer>("fc2", InnerProductLayer::Options{spec.classes}))
+      .top(0);
+}
+PURINE_REGISTER_MODEL("test_mlp_dropout", mlp_dropout);
 
 TrainOptions small_run(const std::string& model, Optimizer optimizer, bool cuda_graph) {
   TrainOptions o;
@@ -82,6 +97,7 @@ TEST_CASE("replayed iterations at an emulated GPU train as iterations launched o
   check_replays_like_op_by_op("mlp", Optimizer::kSgd);
   check_replays_like_op_by_op("convnet_bn", Optimizer::kAdam);
   check_replays_like_op_by_op("mlp", Optimizer::kSgd, false);
+  check_replays_like_op_by_op("test_mlp_dropout", Optimizer::kSgd);
 }
 
 TEST_CASE("CUDA graphs are refused, with the reason, where a recording cannot replay",
@@ -111,4 +127,5 @@ TEST_CASE("replayed iterations on a real GPU train as iterations launched op by 
   PURINE_REQUIRE_GPU();
   check_replays_like_op_by_op("mlp", Optimizer::kSgd);
   check_replays_like_op_by_op("convnet_bn", Optimizer::kAdam);
+  check_replays_like_op_by_op("test_mlp_dropout", Optimizer::kSgd);
 }
