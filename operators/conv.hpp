@@ -83,6 +83,8 @@ class ConvOp : public TypedOperator<ConvOp, ConvOpBase> {
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  OpCost cost(const std::vector<Shape>& inputs,
+              const std::vector<Shape>& outputs) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 
@@ -99,6 +101,8 @@ class ConvGradDataOp : public TypedOperator<ConvGradDataOp, ConvOpBase> {
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  OpCost cost(const std::vector<Shape>& inputs,
+              const std::vector<Shape>& outputs) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
@@ -113,6 +117,8 @@ class ConvGradWeightOp : public TypedOperator<ConvGradWeightOp, ConvOpBase> {
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  OpCost cost(const std::vector<Shape>& inputs,
+              const std::vector<Shape>& outputs) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

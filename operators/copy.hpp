@@ -20,6 +20,9 @@ class CopyOp : public TypedOperator<CopyOp, SameShapeOp> {
   int num_inputs() const override { return 1; }
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override { return {{}, {{0, 0}}}; }
+  // No arithmetic: the bytes moved (what a link carries between locations).
+  OpCost cost(const std::vector<Shape>& inputs,
+              const std::vector<Shape>& outputs) const override;
   OperatorTraits traits() const override {
     OperatorTraits t;
     t.bridges_locations = t.communicates = true;

@@ -81,6 +81,14 @@ struct OperatorTraits {
   bool replays_random_draws = false;
 };
 
+// The work of one run of an operator, for performance models (purine simulate, train/
+// simulation.hpp): floating-point operations and bytes read and written in memory. Declared by
+// the operator for given shapes (Operator::cost), never guessed from its type name.
+struct OpCost {
+  double flops = 0;
+  double bytes = 0;
+};
+
 // The asynchronous form of an operator, bound to one op's tensors: start() begins a run's work
 // and returns at once; done() reports completion and is polled by the executor that started
 // it, between its other tasks. Made once per op when a graph is compiled and reused run after
@@ -154,6 +162,10 @@ class Operator {
   }
   virtual bool differentiable() const { return false; }
   virtual OperatorTraits traits() const { return {}; }
+  // The work of one run on inputs and outputs of these shapes (operators/op_costs.cpp). The
+  // default is an element-wise operator's: a flop per output element, every input and output
+  // read or written once (4-byte elements). GEMM-like operators override it.
+  virtual OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const;
   // The asynchronous form for these tensors (an input or output of another rank is null), or
   // nullptr when the operator runs synchronously through compute() (the default).
   virtual std::unique_ptr<AsyncWork> bind_async(const std::vector<const Tensor*>& inputs,

@@ -359,6 +359,67 @@ std::string reseeded_state(uint64_t seed, int64_t iteration, const std::string& 
 
 }  // namespace
 
+// What the trainer keeps of the training graph it composes.
+struct TrainingGraphParts {
+  DataParallelGraph dp;
+  std::vector<DataFeed> feeds;       // this rank's replicas' data ops
+  DataSource* epoch_data = nullptr;  // replica 0's, on any rank (its metadata)
+  DivergenceWatch watch;             // this rank's
+  Blob* leader_loss = nullptr;       // dp.loss, host-readable (rank 0)
+};
+
+// Composes the training graph of `o` in `train` (validated options): the replicas' networks,
+// the reduction, the updates, the pipelines' schedules and the monitors this rank reads after a
+// run (every rank's with `every_rank`, as a simulation of all ranks needs). Allocates nothing:
+// no parameter is initialized and nothing is compiled.
+TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, bool every_rank) {
+  TrainingGraphParts out;
+  const std::vector<Location> locations = replica_locations(o);
+  const int replicas = replicas_per_rank(o);
+  DataParallelOptions dp_options;
+  dp_options.reduction = o.reduce;
+  dp_options.bucket_bytes = o.bucket_kb * 1024;
+  dp_options.sync_batch_norm = o.sync_bn;
+  dp_options.sgd.optimizer = o.optimizer;
+  dp_options.sgd.momentum = o.momentum;
+  dp_options.sgd.beta1 = o.beta1;
+  dp_options.sgd.beta2 = o.beta2;
+  dp_options.sgd.eps = o.eps;
+  dp_options.clip_norm = o.clip_norm;
+  dp_options.sgd.weight_decay = o.weight_decay;
+  out.dp = build_data_parallel(
+      train, locations,
+      [&](Graph& g, int r, int n) {
+        std::vector<DataFeed> feeds;
+        const ReplicaOutputs replica =
+            build_network(g, o, "train", o.batch / replicas, true, r, n, &feeds);
+        // This process's own data ops; every rank knows the first one's epoch.
+        if (locations[r].rank == o.rank)
+          out.feeds.insert(out.feeds.end(), feeds.begin(), feeds.end());
+        if (r == 0) out.epoch_data = feeds[0].source;
+        return replica;
+      },
+      dp_options);
+  // The micro-batches of a pipeline, and of a replica at one location (gradient
+  // accumulation: a one-stage pipeline, so that 1F1B runs them one after another and the
+  // memory plan gives them one micro-batch's memory), follow the schedule.
+  const bool one_location_replicas =
+      o.parallel == ParallelLayout::kNone || o.parallel == ParallelLayout::kData;
+  if (o.micro_batches > 1 && (o.stages > 1 || one_location_replicas))
+    for (int r = 0; r < static_cast<int>(locations.size()); ++r)
+      schedule_pipeline(train,
+                        o.stages > 1 ? layout_locations(o, r) : std::vector<Location>{locations[r]},
+                        o.micro_batches, o.schedule);
+  // After the schedules, which need not know these ops (they only read what updates wrote).
+  for (int rank = 0; rank < o.ranks; ++rank) {
+    if (!every_rank && rank != o.rank) continue;
+    DivergenceWatch watch = watch_divergence(train, out.dp, rank);
+    if (rank == o.rank) out.watch = std::move(watch);
+  }
+  if (o.rank == 0 || every_rank) out.leader_loss = host_readable(train, out.dp.loss);
+  return out;
+}
+
 class Trainer::Impl {
  public:
   explicit Impl(TrainOptions options)
@@ -367,46 +428,13 @@ class Trainer::Impl {
     set_gpu_math(options_.math);
     set_deterministic_kernels(options_.deterministic);
     const std::vector<Location> locations = replica_locations(options_);
-    const int replicas = replicas_per_rank(options_);
-    DataParallelOptions dp_options;
-    dp_options.reduction = options_.reduce;
-    dp_options.bucket_bytes = options_.bucket_kb * 1024;
-    dp_options.sync_batch_norm = options_.sync_bn;
-    dp_options.sgd.optimizer = options_.optimizer;
-    dp_options.sgd.momentum = options_.momentum;
-    dp_options.sgd.beta1 = options_.beta1;
-    dp_options.sgd.beta2 = options_.beta2;
-    dp_options.sgd.eps = options_.eps;
-    dp_options.clip_norm = options_.clip_norm;
-    dp_options.sgd.weight_decay = options_.weight_decay;
-    dp_ = build_data_parallel(
-        train_, locations,
-        [&](Graph& g, int r, int n) {
-          std::vector<DataFeed> feeds;
-          ReplicaOutputs out =
-              build_network(g, options_, "train", options_.batch / replicas, true, r, n, &feeds);
-          // This process's own data ops; every rank knows the first one's epoch.
-          if (locations[r].rank == options_.rank)
-            train_feeds_.insert(train_feeds_.end(), feeds.begin(), feeds.end());
-          if (r == 0) epoch_data_ = feeds[0].source;
-          return out;
-        },
-        dp_options);
+    TrainingGraphParts parts = compose_training_graph(train_, options_, /*every_rank=*/false);
+    dp_ = std::move(parts.dp);
+    train_feeds_ = std::move(parts.feeds);
+    epoch_data_ = parts.epoch_data;
+    watch_ = std::move(parts.watch);
+    leader_loss_ = parts.leader_loss;
     initialize_parameters(dp_.checkpoint, train_, options_.seed, options_.rank);
-    // The micro-batches of a pipeline, and of a replica at one location (gradient
-    // accumulation: a one-stage pipeline, so that 1F1B runs them one after another and the
-    // memory plan gives them one micro-batch's memory), follow the schedule.
-    const bool one_location_replicas =
-        options_.parallel == ParallelLayout::kNone || options_.parallel == ParallelLayout::kData;
-    if (options_.micro_batches > 1 && (options_.stages > 1 || one_location_replicas))
-      for (int r = 0; r < static_cast<int>(locations.size()); ++r)
-        schedule_pipeline(train_,
-                          options_.stages > 1 ? layout_locations(options_, r)
-                                              : std::vector<Location>{locations[r]},
-                          options_.micro_batches, options_.schedule);
-    // After the schedules, which need not know these ops (they only read what updates wrote).
-    watch_ = watch_divergence(train_, dp_, options_.rank);
-    if (options_.rank == 0) leader_loss_ = host_readable(train_, dp_.loss);
 
     LrScheduleOptions lr;
     lr.policy = options_.lr_policy;
@@ -805,6 +833,13 @@ class Trainer::Impl {
   int64_t saved_to_dir_ = -1;  // the iteration of the last save_to_dir()
   static_assert(std::atomic<int>::is_always_lock_free, "request_stop must be async-signal-safe");
 };
+
+std::unique_ptr<Graph> build_training_graph(const TrainOptions& options) {
+  validate_options(options);
+  auto graph = std::make_unique<Graph>("train");
+  compose_training_graph(*graph, options, /*every_rank=*/true);
+  return graph;
+}
 
 Trainer::Trainer(TrainOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Trainer::~Trainer() = default;

@@ -67,6 +67,14 @@ struct TrainResult {
   int64_t replayed_iterations = 0;  // iterations launched as one recorded graph
 };
 
+// The training graph a Trainer with `options` trains, with every rank's part (SPMD: each rank
+// builds the same global graph; a Trainer adds the monitors of its own rank only), built without
+// memory: nothing is allocated, initialized or compiled. For performance models of a layout over
+// any number of ranks in one process (`purine simulate`, train/simulation.hpp): set
+// options.ranks (options.rank stays 0). Throws purine::Error as the Trainer does for bad options
+// or data.
+std::unique_ptr<Graph> build_training_graph(const TrainOptions& options);
+
 class Trainer {
  public:
   // Validates the options (validate_options), checks the output paths and builds and validates

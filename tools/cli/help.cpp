@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "tools/cli/predict_command.hpp"
+#include "tools/cli/simulate_command.hpp"
 
 namespace purine::cli {
 
@@ -55,6 +56,7 @@ std::string default_text(const gflags::CommandLineFlagInfo& f) {
 std::vector<FlagHelp> command_flags(const std::string& command) {
   if (command == "predict") return predict_flags();
   if (command == "export") return export_flags();
+  if (command == "simulate") return simulate_flags();
   if (command != "train" && command != "graph") return {};
   std::vector<gflags::CommandLineFlagInfo> all;
   gflags::GetAllFlags(&all);  // sorted by file, then by name
@@ -133,7 +135,7 @@ void check_flags_known(const std::string& command, const std::vector<std::string
       // A flag of another purine command would be ignored without a word.
       if (info.filename.find("tools/cli/") != std::string::npos && !has_flag(command, info.name)) {
         std::string owners;
-        for (const char* other : {"train", "graph", "predict", "export"})
+        for (const char* other : {"train", "graph", "predict", "export", "simulate"})
           if (has_flag(other, info.name)) owners += str(owners.empty() ? "" : ", ", other);
         throw Error(str("--", dashed(info.name), " is no flag of purine ", command,
                         owners.empty() ? std::string() : " (only of " + owners + ")", "; purine ",

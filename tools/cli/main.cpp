@@ -23,6 +23,7 @@
 #include "purine/mpi.hpp"
 #include "tools/cli/help.hpp"
 #include "tools/cli/predict_command.hpp"
+#include "tools/cli/simulate_command.hpp"
 #include "tools/cli/startup_errors.hpp"
 #include "tools/cli/train_command.hpp"
 
@@ -36,6 +37,8 @@ const char kUsage[] =
     "  export   write a checkpoint's weights alone (--weights-only), as an ONNX model (--onnx)\n"
     "           or the forward graph (--forward-graph)\n"
     "  graph    draw the training graph a layout builds (purine graph --help)\n"
+    "  simulate predict a layout's step time and img/s on a cluster by simulation\n"
+    "           (purine simulate --help)\n"
     "  models   list the registered models\n"
     "  ops      list the operators with their inputs, outputs and attributes\n"
     "  devices  list the GPUs this process can use\n";
@@ -109,7 +112,8 @@ int main(int argc, char** argv) {
     const bool wants_help = std::any_of(args.begin(), args.end(), [](const std::string& a) {
       return a == "--help" || a == "-help" || a == "-h";
     });
-    if (command == "train" || command == "predict" || command == "export" || command == "graph") {
+    if (command == "train" || command == "predict" || command == "export" || command == "graph" ||
+        command == "simulate") {
       // The flags, the same on every rank: their errors are told once (startup_errors.hpp).
       std::string problem;
       try {
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
       if (command == "predict") return purine::cli::run_predict();
       if (command == "export") return purine::cli::run_export();
       if (command == "graph") return purine::cli::run_graph();
+      if (command == "simulate") return purine::cli::run_simulate();
       return purine::cli::run_train();
     }
     if (command == "ops") {

@@ -230,8 +230,11 @@ void warn_if_threads_exceed_cores(const TrainOptions& o) {
   if (!warning.empty()) std::fprintf(stderr, "warning: %s\n", warning.c_str());
 }
 
-TrainOptions options_from_flags() {
+}  // namespace
+
+TrainOptions options_from_flags(int ranks) {
   TrainOptions o;
+  if (ranks > 0) o.ranks = ranks;
   o.model = FLAGS_model;
   o.data_dir = FLAGS_data;
   o.epochs = FLAGS_epochs;
@@ -290,6 +293,8 @@ TrainOptions options_from_flags() {
   validate_options(o);
   return o;
 }
+
+namespace {
 
 // What the training graph's compile allocated on this rank, in total and per location.
 std::string memory_line(const MemoryPlan& memory, bool reuse) {

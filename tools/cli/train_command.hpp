@@ -2,7 +2,13 @@
 // and the test accuracy, and optionally writes a JSON summary.
 #pragma once
 
+#include "train/options.hpp"
+
 namespace purine::cli {
+
+// The TrainOptions the train flags (train_command.cpp) give, validated; with `ranks` > 0 for
+// that many ranks instead of the MPI world's (purine simulate).
+TrainOptions options_from_flags(int ranks = 0);
 
 // Returns the process exit code. Throws purine::Error on bad flags or data.
 int run_train();

@@ -1,0 +1,152 @@
+#include "tools/cli/simulate_command.hpp"
+
+#include <gflags/gflags.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "base/error.hpp"
+#include "tools/cli/train_command.hpp"
+#include "train/simulation.hpp"
+
+DECLARE_string(trace);  // train_command.cpp: here, the simulated timeline
+
+DEFINE_int32(ranks, 1, "simulate: the ranks (processes) of the layout, all simulated here");
+DEFINE_string(cluster, "",
+              "simulate: the cluster file (protobuf text, tools/sim/clusters/); default: one "
+              "node with this machine's cores at default speeds");
+DEFINE_string(calibrate, "",
+              "simulate: a Chrome trace of a real run (purine train --trace) to take op times "
+              "from");
+DEFINE_string(scaling, "", "simulate: rank counts to tabulate, e.g. 1,2,4,8");
+DEFINE_int32(sim_iterations, 6, "simulate: runs of the graph simulated (at least 2)");
+
+namespace purine::cli {
+namespace {
+
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> counts;
+  for (double v : parse_number_list(text, "--scaling")) {
+    require(v >= 1 && v == static_cast<int>(v) && v <= 100000,
+            "--scaling: rank counts are whole numbers from 1, got ", v);
+    counts.push_back(static_cast<int>(v));
+  }
+  return counts;
+}
+
+double ms(double seconds) { return seconds * 1e3; }
+
+void print_report(const SimulateOptions& s, const SimulationReport& r) {
+  const TrainOptions& o = s.train;
+  std::printf(
+      "simulated %s, --parallel=%s over %d rank%s (%d node%s of '%s'), --reduce=%s, "
+      "batch %d%s\n",
+      o.model.c_str(), name_of(o.parallel), r.ranks, r.ranks == 1 ? "" : "s", r.nodes,
+      r.nodes == 1 ? "" : "s", s.cluster.name().c_str(), name_of(o.reduce), o.batch,
+      o.parallel == ParallelLayout::kData || o.parallel == ParallelLayout::kHybrid ? " per rank"
+                                                                                   : "");
+  std::printf("  step %.3f ms, %.1f img/s, exposed communication %.1f%% of the step\n",
+              ms(r.step_seconds), r.images_per_second, 100 * r.exposed_communication);
+  std::printf(
+      "  %d tasks per step: %d timed by name in the trace, %d by op type and shape, %d "
+      "by roofline (x%.3g), %d views; %.3f ms between runs\n",
+      r.tasks, r.by_name, r.by_shape, r.by_roofline, r.roofline_scale, r.views,
+      ms(r.iteration_gap_seconds));
+  std::printf("  busiest executor of rank 0: %s, %.0f%% busy\n", r.busiest_executor.c_str(),
+              100 * r.busiest_executor_share);
+  if (s.calibration) {
+    std::printf("  calibration %s: %d runs, step %.3f ms\n", s.calibration->path.c_str(),
+                s.calibration->iterations, ms(r.calibration_step_seconds));
+    if (!r.op_errors.empty()) {
+      double weighted = 0, total = 0;
+      for (const OpError& e : r.op_errors) {
+        weighted += std::abs(e.modelled - e.measured);
+        total += e.measured;
+      }
+      std::printf(
+          "  roofline against the trace, per op (rank 0, longest first; the "
+          "simulation uses the measured times): time-weighted error %.0f%%\n",
+          total > 0 ? 100 * weighted / total : 0.0);
+      std::printf("    %-48s %12s %12s %8s\n", "op", "measured ms", "roofline ms", "error");
+      for (size_t i = 0; i < r.op_errors.size() && i < 10; ++i) {
+        const OpError& e = r.op_errors[i];
+        std::printf("    %-48s %12.3f %12.3f %+7.0f%%\n", e.name.substr(0, 48).c_str(),
+                    ms(e.measured), ms(e.modelled), 100 * (e.modelled - e.measured) / e.measured);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<FlagHelp> simulate_flags() {
+  return {
+      {"ranks", ""},
+      {"cluster", ""},
+      {"calibrate", ""},
+      {"scaling", ""},
+      {"sim_iterations", ""},
+      {"trace",
+       "write the simulated timeline of every rank as Chrome-trace JSON to this file "
+       "(the format of purine train --trace: open both in ui.perfetto.dev)"},
+      {"model", "the model whose training is simulated (purine models lists them)"},
+      {"data", "the data set or synthetic:CxHxW:CLASSES: its image size shapes the graph"},
+      {"batch", ""},
+      {"parallel", ""},
+      {"reduce", ""},
+      {"bucket_kb", ""},
+      {"threads", "compute threads per rank (the calibration trace's run should use the same)"},
+      {"locations", ""},
+      {"devices", ""},
+      {"device", ""},
+      {"stages", ""},
+      {"split", ""},
+      {"micro_batches", ""},
+      {"schedule", ""},
+      {"optimizer", ""},
+      {"clip_norm", ""},
+      {"sync_bn", ""},
+      {"prefetch", ""},
+      {"classes", ""},
+  };
+}
+
+int run_simulate() {
+  SimulateOptions s;
+  s.train = options_from_flags(FLAGS_ranks);
+  require(FLAGS_ranks >= 1, "--ranks must be at least 1, got ", FLAGS_ranks);
+  if (!FLAGS_cluster.empty()) s.cluster = load_cluster(FLAGS_cluster);
+  if (!FLAGS_calibrate.empty()) s.calibration = read_trace_times(FLAGS_calibrate);
+  require(FLAGS_sim_iterations >= 2, "--sim-iterations must be at least 2, got ",
+          FLAGS_sim_iterations);
+  s.iterations = FLAGS_sim_iterations;
+  const std::vector<int> counts = parse_counts(FLAGS_scaling);
+  s.trace_path = FLAGS_trace;
+  const SimulationReport report = simulate_training(s);
+  print_report(s, report);
+  if (!s.trace_path.empty())
+    std::printf("  wrote the simulated timeline to %s\n", s.trace_path.c_str());
+  if (counts.empty()) return 0;
+  std::printf("\n%6s %6s %10s %10s %8s %10s %12s\n", "ranks", "nodes", "step ms", "img/s",
+              "speedup", "efficiency", "exposed comm");
+  double base = 0;
+  int base_ranks = 0;
+  for (int n : counts) {
+    SimulateOptions at = s;
+    at.trace_path.clear();
+    at.train = options_from_flags(n);
+    const SimulationReport r = simulate_training(at);
+    if (base == 0) {
+      base = r.images_per_second;
+      base_ranks = n;
+    }
+    const double speedup = r.images_per_second / base;
+    std::printf("%6d %6d %10.3f %10.1f %7.2fx %9.0f%% %11.1f%%\n", n, r.nodes, ms(r.step_seconds),
+                r.images_per_second, speedup, 100 * speedup * base_ranks / n,
+                100 * r.exposed_communication);
+  }
+  return 0;
+}
+
+}  // namespace purine::cli

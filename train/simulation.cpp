@@ -1,0 +1,537 @@
+#include "train/simulation.hpp"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "base/error.hpp"
+#include "dispatcher/simulator.hpp"
+#include "purine/graph.hpp"
+#include "purine/simulation_plan.hpp"
+#include "train/trainer.hpp"
+
+namespace purine {
+namespace {
+
+constexpr double kUs = 1e-6;
+constexpr double kGiga = 1e9;
+
+class FirstError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (!message_.empty()) return;
+    line_ = line + 1;
+    column_ = column + 1;
+    message_ = message;
+  }
+  int line_ = 0, column_ = 0;
+  std::string message_;
+};
+
+std::string read_text(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  require(in.good(), what, " '", path, "': cannot open it");
+  std::stringstream text;
+  text << in.rdbuf();
+  require(!in.bad(), what, " '", path, "': cannot read it");
+  return text.str();
+}
+
+void check_speed(const proto::DeviceSpeedProto& speed, const std::string& where) {
+  require(speed.peak_gflops() > 0 && std::isfinite(speed.peak_gflops()), where,
+          ".peak_gflops must be positive, got ", speed.peak_gflops());
+  require(
+      speed.memory_gigabytes_per_second() > 0 && std::isfinite(speed.memory_gigabytes_per_second()),
+      where, ".memory_gigabytes_per_second must be positive, got ",
+      speed.memory_gigabytes_per_second());
+  require(speed.op_overhead_us() >= 0, where, ".op_overhead_us must be >= 0, got ",
+          speed.op_overhead_us());
+}
+
+void check_link(const proto::LinkProto& link, const std::string& where) {
+  require(link.gigabytes_per_second() > 0 && std::isfinite(link.gigabytes_per_second()), where,
+          ".gigabytes_per_second must be positive, got ", link.gigabytes_per_second());
+  require(link.latency_us() >= 0, where, ".latency_us must be >= 0, got ", link.latency_us());
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// The value of "key": in one event object of a trace, as text ("" when absent).
+std::string field(const std::string& event, const std::string& key) {
+  const std::string quoted = "\"" + key + "\":";
+  size_t at = event.find(quoted);
+  if (at == std::string::npos) return "";
+  at += quoted.size();
+  if (event[at] == '"') {
+    std::string value;
+    for (size_t i = at + 1; i < event.size() && event[i] != '"'; ++i) {
+      if (event[i] == '\\' && i + 1 < event.size()) {
+        ++i;
+        value += event[i] == 'n' ? '\n' : event[i] == 't' ? '\t' : event[i];
+        continue;
+      }
+      value += event[i];
+    }
+    return value;
+  }
+  const size_t end = event.find_first_of(",}", at);
+  return event.substr(at, end - at);
+}
+
+std::string without_replica_scope(const std::string& name) {
+  static const std::regex scope("replica[0-9]+::");
+  return std::regex_replace(name, scope, "");
+}
+
+// Where rank r runs and the cluster's channels.
+struct Placement {
+  struct Node {
+    const proto::NodeGroupProto* group;
+    int pool;  // the core pool of its CPU
+    int nic_tx, nic_rx, memory;
+    int first_gpu_channel;  // 4 per GPU: PCIe down, PCIe up, GPU link out, GPU link in
+  };
+  std::vector<Node> nodes;
+  std::vector<int> node_of_rank, slot_of_rank;  // slot: the rank's index on its node
+  std::vector<std::string> channel_names;
+  std::vector<int> pool_cores;
+};
+
+int devices_per_rank(const TrainOptions& o) {
+  return o.devices.empty() ? 0 : static_cast<int>(o.devices.size());
+}
+
+Placement place(const proto::ClusterProto& cluster, const TrainOptions& o) {
+  Placement p;
+  const int gpus_per_rank = devices_per_rank(o);
+  int group_index = 0;
+  for (const proto::NodeGroupProto& group : cluster.nodes()) {
+    const int count = group.has_count() ? group.count() : 1;
+    int per_node = group.ranks_per_node();
+    if (per_node == 0)
+      per_node = gpus_per_rank > 0 ? std::max(1, group.gpus() / gpus_per_rank)
+                                   : std::max(1, group.cores() / std::max(1, o.threads));
+    for (int k = 0; k < count; ++k) {
+      const int id = static_cast<int>(p.nodes.size());
+      const std::string name =
+          (group.name().empty() ? "node" + std::to_string(group_index) : group.name()) +
+          (count > 1 ? "[" + std::to_string(k) + "]" : "");
+      Placement::Node node{&group, static_cast<int>(p.pool_cores.size()), 0, 0, 0, 0};
+      p.pool_cores.push_back(group.cores());
+      auto channel = [&](const std::string& what) {
+        p.channel_names.push_back(name + ":" + what);
+        return static_cast<int>(p.channel_names.size()) - 1;
+      };
+      node.nic_tx = channel("nic send");
+      node.nic_rx = channel("nic receive");
+      node.memory = channel("host memory");
+      node.first_gpu_channel = static_cast<int>(p.channel_names.size());
+      for (int g = 0; g < group.gpus(); ++g)
+        for (const char* what : {"pcie down", "pcie up", "gpu link out", "gpu link in"})
+          channel("gpu" + std::to_string(g) + " " + what);
+      p.nodes.push_back(node);
+      for (int slot = 0; slot < per_node && static_cast<int>(p.node_of_rank.size()) < o.ranks;
+           ++slot) {
+        p.node_of_rank.push_back(id);
+        p.slot_of_rank.push_back(slot);
+      }
+    }
+    ++group_index;
+  }
+  require(static_cast<int>(p.node_of_rank.size()) >= o.ranks, "impossible layout: ", o.ranks,
+          " ranks, but the cluster '", cluster.name(), "' takes ", p.node_of_rank.size(),
+          " (its nodes' ranks_per_node, or their GPUs / --devices, or cores / --threads); add "
+          "nodes or give fewer ranks");
+  if (gpus_per_rank > 0)
+    for (int r = 0; r < o.ranks; ++r) {
+      const Placement::Node& node = p.nodes[p.node_of_rank[r]];
+      require((p.slot_of_rank[r] + 1) * gpus_per_rank <= node.group->gpus(),
+              "impossible layout: rank ", r, " needs ", gpus_per_rank, " GPUs on a node of '",
+              node.group->name(), "' with ", node.group->gpus(), " (ranks_per_node ",
+              node.group->ranks_per_node(), ")");
+    }
+  return p;
+}
+
+// The physical GPU of a location's device on its node.
+int gpu_of(const Placement& p, const TrainOptions& o, const Location& l) {
+  const auto it = std::find(o.devices.begin(), o.devices.end(), l.device);
+  const int index = it == o.devices.end() ? l.device : static_cast<int>(it - o.devices.begin());
+  return p.slot_of_rank[l.rank] * std::max(1, devices_per_rank(o)) + index;
+}
+
+struct Route {
+  std::vector<int> channels;
+  double latency = 0;
+  double bandwidth = 0;  // bytes per second, the slowest link's
+};
+
+void through(Route& route, int channel, const proto::LinkProto& link) {
+  route.channels.push_back(channel);
+  route.latency += link.latency_us() * kUs;
+  const double bw = link.gigabytes_per_second() * kGiga;
+  route.bandwidth = route.bandwidth == 0 ? bw : std::min(route.bandwidth, bw);
+}
+
+Route route(const Placement& p, const TrainOptions& o, const proto::ClusterProto& cluster,
+            const Location& from, const Location& to) {
+  Route r;
+  const Placement::Node& a = p.nodes[p.node_of_rank[from.rank]];
+  const Placement::Node& b = p.nodes[p.node_of_rank[to.rank]];
+  const proto::NodeGroupProto& ga = *a.group;
+  const proto::NodeGroupProto& gb = *b.group;
+  if (!from.is_cpu() && !to.is_cpu() && &a == &b && ga.has_gpu_link()) {
+    through(r, a.first_gpu_channel + 4 * gpu_of(p, o, from) + 2, ga.gpu_link());
+    through(r, a.first_gpu_channel + 4 * gpu_of(p, o, to) + 3, ga.gpu_link());
+    return r;
+  }
+  if (!from.is_cpu()) through(r, a.first_gpu_channel + 4 * gpu_of(p, o, from) + 1, ga.pcie());
+  if (from.rank != to.rank || (from.is_cpu() && to.is_cpu())) {
+    if (&a == &b) {
+      through(r, a.memory, ga.host_memory());
+    } else {
+      through(r, a.nic_tx, cluster.network());
+      through(r, b.nic_rx, cluster.network());
+      r.latency -= cluster.network().latency_us() * kUs;  // one network latency, not two
+    }
+  }
+  if (!to.is_cpu()) through(r, b.first_gpu_channel + 4 * gpu_of(p, o, to), gb.pcie());
+  return r;
+}
+
+double images_per_step(const TrainOptions& o) {
+  const bool replicated =
+      o.parallel == ParallelLayout::kData || o.parallel == ParallelLayout::kHybrid;
+  return static_cast<double>(o.batch) * (replicated ? o.ranks : 1);
+}
+
+std::vector<Shape> shapes(const std::vector<Blob*>& blobs) {
+  std::vector<Shape> out;
+  for (const Blob* b : blobs) out.push_back(b->shape());
+  return out;
+}
+
+std::string shape_key(const SimulatedTask& t) {
+  std::ostringstream key;
+  key << t.op->type() << '|' << t.role << '|' << (t.at.is_cpu() ? "cpu" : "gpu");
+  for (const Blob* b : t.op->inputs()) key << '|' << b->shape();
+  key << "->";
+  for (const Blob* b : t.op->outputs()) key << '|' << b->shape();
+  return key.str();
+}
+
+// The costs of every task, and what the report says of them.
+struct CostModel {
+  dispatch::SimulationSetup setup;
+  SimulationReport report;
+};
+
+CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
+                      const Placement& p) {
+  const TrainOptions& o = options.train;
+  const proto::ClusterProto& cluster = options.cluster;
+  CostModel m;
+  dispatch::SimulationSetup& setup = m.setup;
+  SimulationReport& report = m.report;
+  const int n = static_cast<int>(sp.tasks.size());
+  setup.costs.assign(n, {});
+  setup.channels = static_cast<int>(p.channel_names.size());
+  setup.pool_cores = p.pool_cores;
+  setup.executor_group = sp.executor_rank;
+  for (const Location& l : sp.executor_location)
+    setup.executor_pool.push_back(l.is_cpu() ? p.nodes[p.node_of_rank[l.rank]].pool : -1);
+
+  // Compute threads per CPU location, as compile() gives them.
+  std::map<int, int> cpu_locations;  // per rank
+  {
+    std::set<Location> seen;
+    for (const SimulatedTask& t : sp.tasks)
+      if (t.at.is_cpu() && seen.insert(t.at).second) ++cpu_locations[t.at.rank];
+  }
+  auto device = [&](const Location& l) -> std::pair<const proto::DeviceSpeedProto*, double> {
+    const proto::NodeGroupProto& g = *p.nodes[p.node_of_rank[l.rank]].group;
+    if (!l.is_cpu()) return {&g.gpu(), 1.0};
+    const int threads = std::max(1, o.threads / std::max(1, cpu_locations[l.rank]));
+    return {&g.cpu(), static_cast<double>(std::min(threads, std::max(1, g.cores())))};
+  };
+  auto roofline = [&](const SimulatedTask& t) {
+    const auto [speed, units] = device(t.at);
+    const OpCost c = t.op->kernel().cost(shapes(t.op->inputs()), shapes(t.op->outputs()));
+    return std::max(c.flops / (speed->peak_gflops() * kGiga * units),
+                    c.bytes / (speed->memory_gigabytes_per_second() * kGiga));
+  };
+  auto overhead = [&](const SimulatedTask& t) {
+    return device(t.at).first->op_overhead_us() * kUs;
+  };
+
+  // Calibration: by name, by name without the replica scope, then by type and shapes.
+  std::map<std::string, double> by_plain_name, by_shape;
+  const TraceTimes* trace = options.calibration ? &*options.calibration : nullptr;
+  if (trace)
+    for (const auto& [name, seconds] : trace->seconds)
+      by_plain_name.emplace(without_replica_scope(name), seconds);
+  std::vector<double> measured(n, -1);
+  std::vector<bool> exact(n, false);
+  if (trace) {
+    for (int t = 0; t < n; ++t) {
+      const std::string& name = sp.plan.tasks()[t].name;
+      auto it = trace->seconds.find(name);
+      if (it != trace->seconds.end()) {
+        measured[t] = it->second;
+        exact[t] = true;
+        continue;
+      }
+      auto plain = by_plain_name.find(without_replica_scope(name));
+      if (plain != by_plain_name.end()) measured[t] = plain->second;
+    }
+    for (int t = 0; t < n; ++t)
+      if (measured[t] >= 0) by_shape.emplace(shape_key(sp.tasks[t]), measured[t]);
+  }
+  // The roofline's scale: measured over modelled, over the compute ops the trace timed.
+  double measured_sum = 0, roofline_sum = 0;
+  for (int t = 0; t < n; ++t) {
+    const SimulatedTask& task = sp.tasks[t];
+    if (measured[t] < 0 || task.role != SimulatedTask::kCompute || task.view) continue;
+    measured_sum += measured[t];
+    roofline_sum += roofline(task) + overhead(task);
+  }
+  report.roofline_scale = roofline_sum > 0 ? measured_sum / roofline_sum : 1;
+  std::set<std::string> reported;
+
+  // Collectives: the k-th ordered op of every rank forms collective k (the ranks start them in
+  // one order, the resource chain's: the plan's task ids follow a topological order).
+  std::map<int, int> ordered_seen;  // per rank
+  for (int t = 0; t < n; ++t) {
+    const SimulatedTask& task = sp.tasks[t];
+    dispatch::SimulatedCost& c = setup.costs[t];
+    const OperatorTraits traits = task.op->kernel().traits();
+    if (task.view) {
+      ++report.views;
+      continue;
+    }
+    const bool transfer = task.role == SimulatedTask::kSend || task.role == SimulatedTask::kCopy;
+    const bool receive = task.role == SimulatedTask::kReceive;
+    if (transfer || receive) {
+      c.busy = measured[t] >= 0 ? measured[t] : overhead(task);
+      if (receive) continue;
+      const Location from = task.op->inputs()[0]->location(), to = task.op->location();
+      const Route r = route(p, o, cluster, from, to);
+      const double bytes =
+          task.op->kernel().cost(shapes(task.op->inputs()), shapes(task.op->outputs())).bytes;
+      c.channels = r.channels;
+      c.latency = r.latency;
+      c.transfer = r.bandwidth > 0 ? bytes / r.bandwidth : 0;
+      // A copy within a rank runs on its thread (a GPU's stream, or a memcpy on the host).
+      c.hold_executor = task.role == SimulatedTask::kCopy;
+      if (c.hold_executor && measured[t] >= 0) c.busy = 0;  // the trace timed the copy itself
+      continue;
+    }
+    const double modelled = report.roofline_scale * (roofline(task) + overhead(task));
+    if (measured[t] >= 0) {
+      c.busy = measured[t];
+      ++report.by_name;
+      if (task.at.rank == 0 &&
+          reported.insert(without_replica_scope(sp.plan.tasks()[t].name)).second)
+        report.op_errors.push_back({sp.plan.tasks()[t].name, measured[t], modelled});
+    } else if (trace && by_shape.count(shape_key(task))) {
+      c.busy = by_shape.at(shape_key(task));
+      ++report.by_shape;
+    } else {
+      c.busy = modelled;
+      ++report.by_roofline;
+    }
+    if (traits.ordered_across_ranks && traits.communicates) {
+      // An allreduce over every rank: a ring's 2(N-1) steps over the slowest link it crosses.
+      c.collective = ordered_seen[task.at.rank]++;
+      const double bytes = 4.0 * task.op->outputs()[0]->shape().count();
+      const int ranks = std::max(1, sp.ranks);
+      Route slowest;
+      for (int r = 1; r < ranks; ++r) {
+        const Route hop = route(p, o, cluster, Location::cpu(r - 1), Location::cpu(r));
+        if (slowest.bandwidth == 0 || hop.bandwidth < slowest.bandwidth) slowest = hop;
+      }
+      if (ranks > 1 && slowest.bandwidth > 0) {
+        c.latency = 2.0 * (ranks - 1) * slowest.latency;
+        c.transfer = 2.0 * (ranks - 1) / ranks * bytes / slowest.bandwidth;
+      }
+    }
+  }
+  std::sort(report.op_errors.begin(), report.op_errors.end(),
+            [](const OpError& a, const OpError& b) { return a.measured > b.measured; });
+  setup.iterations = std::max(2, options.iterations);
+  setup.iteration_gap = trace ? trace->gap_seconds : cluster.iteration_overhead_us() * kUs;
+  report.iteration_gap_seconds = setup.iteration_gap;
+  if (trace) report.calibration_step_seconds = trace->step_seconds;
+  return m;
+}
+
+// The step: rank 0's iterations, start to start, over all but the first.
+double step_of(const dispatch::Simulation& sim) {
+  const auto& starts = sim.iteration_start[0];
+  const int k = static_cast<int>(starts.size());
+  double step = 0;
+  for (int r = 0; r < static_cast<int>(sim.iteration_end.size()); ++r) {
+    const auto& ends = sim.iteration_end[r];
+    step = std::max(step, (ends[k - 1] - ends[0]) / (k - 1));
+  }
+  return step;
+}
+
+}  // namespace
+
+proto::ClusterProto parse_cluster(const std::string& text, const std::string& source) {
+  proto::ClusterProto cluster;
+  google::protobuf::TextFormat::Parser parser;
+  FirstError error;
+  parser.RecordErrorsTo(&error);
+  require(parser.ParseFromString(text, &cluster), "cluster file ", source, ":", error.line_, ":",
+          error.column_, ": ", error.message_);
+  require(cluster.nodes_size() > 0, "cluster file ", source, ": no nodes (add a `nodes { ... }`)");
+  for (int i = 0; i < cluster.nodes_size(); ++i) {
+    const proto::NodeGroupProto& g = cluster.nodes(i);
+    const std::string where = str("cluster file ", source, ": nodes[", i, "]",
+                                  g.name().empty() ? "" : " ('" + g.name() + "')");
+    require(!g.has_count() || g.count() >= 1, where, ".count must be at least 1, got ", g.count());
+    require(g.cores() >= 1, where, ".cores must be at least 1, got ", g.cores());
+    require(g.has_cpu(), where, " has no cpu { peak_gflops memory_gigabytes_per_second }");
+    check_speed(g.cpu(), where + ".cpu");
+    require(g.gpus() >= 0, where, ".gpus must be >= 0, got ", g.gpus());
+    require(g.ranks_per_node() >= 0, where, ".ranks_per_node must be >= 0, got ",
+            g.ranks_per_node());
+    if (g.gpus() > 0) {
+      require(g.has_gpu() && g.has_pcie(), where, " has ", g.gpus(),
+              " GPUs: it needs gpu { ... } and pcie { ... }");
+      check_speed(g.gpu(), where + ".gpu");
+      check_link(g.pcie(), where + ".pcie");
+      if (g.has_gpu_link()) check_link(g.gpu_link(), where + ".gpu_link");
+    }
+    require(g.has_host_memory(), where, " has no host_memory { latency_us gigabytes_per_second }");
+    check_link(g.host_memory(), where + ".host_memory");
+  }
+  int nodes = 0;
+  for (const auto& g : cluster.nodes()) nodes += g.has_count() ? g.count() : 1;
+  if (nodes > 1 || cluster.has_network()) {
+    require(cluster.has_network(), "cluster file ", source, ": ", nodes,
+            " nodes need network { latency_us gigabytes_per_second }");
+    check_link(cluster.network(), str("cluster file ", source, ": network"));
+  }
+  require(cluster.iteration_overhead_us() >= 0, "cluster file ", source,
+          ": iteration_overhead_us must be >= 0, got ", cluster.iteration_overhead_us());
+  return cluster;
+}
+
+proto::ClusterProto load_cluster(const std::string& path) {
+  return parse_cluster(read_text(path, "cluster file"), path);
+}
+
+proto::ClusterProto default_cluster() {
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  return parse_cluster(
+      str("name: \"this machine (", cores, " cores, default speeds)\"\n", "nodes { cores: ", cores,
+          " cpu { peak_gflops: 50 memory_gigabytes_per_second: 10 "
+          "op_overhead_us: 5 } host_memory { latency_us: 2 "
+          "gigabytes_per_second: 5 } }\n"),
+      "(default)");
+}
+
+TraceTimes read_trace_times(const std::string& path) {
+  const std::string text = read_text(path, "--calibrate trace");
+  TraceTimes times;
+  times.path = path;
+  require(text.find("\"traceEvents\"") != std::string::npos, "--calibrate trace '", path,
+          "' is not a Chrome trace (no \"traceEvents\"); give a file purine train --trace wrote");
+  struct Run {
+    double start = 1e300, end = -1e300;
+  };
+  std::map<std::string, std::vector<double>> durations;
+  std::vector<Run> runs;
+  // Events are objects on lines of their own, as the tracer writes them.
+  std::istringstream lines(text);
+  std::string line;
+  std::map<std::string, int> seen;
+  // Occurrences are counted per executor row in time order; the tracer writes each executor's
+  // events in order, so the i-th occurrence of a name is its run i.
+  while (std::getline(lines, line)) {
+    if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
+    const std::string name = field(line, "name");
+    const std::string ts = field(line, "ts"), dur = field(line, "dur");
+    require(!name.empty() && !ts.empty() && !dur.empty(), "--calibrate trace '", path,
+            "': an event without name, ts or dur: ", line.substr(0, 120));
+    const double start = std::stod(ts) * kUs, seconds = std::stod(dur) * kUs;
+    durations[name].push_back(seconds);
+    const int run = seen[name]++;
+    if (run >= static_cast<int>(runs.size())) runs.resize(run + 1);
+    runs[run].start = std::min(runs[run].start, start);
+    runs[run].end = std::max(runs[run].end, start + seconds);
+  }
+  require(!durations.empty(), "--calibrate trace '", path, "' has no task events");
+  for (auto& [name, list] : durations) times.seconds[name] = median(list);
+  times.iterations = static_cast<int>(runs.size());
+  std::vector<double> steps, gaps;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    steps.push_back(runs[i].start - runs[i - 1].start);
+    gaps.push_back(std::max(0.0, runs[i].start - runs[i - 1].end));
+  }
+  times.step_seconds = median(steps);
+  times.gap_seconds = median(gaps);
+  return times;
+}
+
+SimulationReport simulate_training(const SimulateOptions& options) {
+  TrainOptions o = options.train;
+  o.rank = 0;
+  o.evaluate = false;
+  require(o.ranks >= 1, "--ranks must be at least 1, got ", o.ranks);
+  const Placement placement = place(options.cluster, o);
+  std::unique_ptr<Graph> graph = build_training_graph(o);
+  const SimulationPlan sp = build_simulation_plan(*graph);
+  CostModel model = model_costs(sp, options, placement);
+  SimulationReport report = std::move(model.report);
+  report.ranks = o.ranks;
+  std::set<int> nodes(placement.node_of_rank.begin(), placement.node_of_rank.end());
+  report.nodes = static_cast<int>(nodes.size());
+  report.tasks = static_cast<int>(sp.tasks.size());
+  const dispatch::Simulation sim = dispatch::simulate(sp.plan, model.setup);
+  report.step_seconds = step_of(sim);
+  report.images_per_second = images_per_step(o) / report.step_seconds;
+  // Without communication: every transfer and collective free.
+  dispatch::SimulationSetup free = model.setup;
+  for (int t = 0; t < static_cast<int>(sp.tasks.size()); ++t) {
+    const SimulatedTask& task = sp.tasks[t];
+    dispatch::SimulatedCost& c = free.costs[t];
+    if (task.role == SimulatedTask::kSend || c.collective >= 0) {
+      c.latency = c.transfer = 0;
+      c.channels.clear();
+    }
+  }
+  const double alone = step_of(dispatch::simulate(sp.plan, free));
+  report.exposed_communication = std::max(0.0, 1 - alone / report.step_seconds);
+  const double span = sim.makespan;
+  for (size_t e = 0; e < sp.executor_rank.size(); ++e) {
+    if (sp.executor_rank[e] != 0) continue;
+    const double share = sim.executor_busy[e] / std::max(1e-12, span);
+    if (share > report.busiest_executor_share) {
+      report.busiest_executor_share = share;
+      report.busiest_executor = sp.plan.executors()[e].name;
+    }
+  }
+  if (!options.trace_path.empty())
+    dispatch::write_simulation_trace(sp.plan, model.setup, sim, placement.channel_names,
+                                     options.trace_path);
+  return report;
+}
+
+}  // namespace purine

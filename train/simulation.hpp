@@ -1,0 +1,96 @@
+// Simulated training: the global graph `purine train` builds for a layout over any number of
+// ranks (build_training_graph, without memory), turned into one dispatcher plan of every rank
+// (purine/simulation_plan.hpp), its tasks given durations by a cost model of a cluster, and
+// replayed by the dispatcher's discrete-event simulator (dispatcher/simulator.hpp). The model
+// and its limits: train/SIMULATION.md.
+//
+//   SimulateOptions s;
+//   s.train.model = "convnet";
+//   s.train.parallel = ParallelLayout::kData;
+//   s.train.ranks = 4;                      // every rank in this one process
+//   s.cluster = load_cluster("tools/sim/clusters/this_machine.pbtxt");
+//   s.calibration = read_trace_times("convnet.trace.json");  // optional
+//   SimulationReport r = simulate_training(s);  // r.step_seconds, r.images_per_second, ...
+//
+// Op times: a task's busy time is its op's time measured in a calibration trace (a `purine train
+// --trace` file, matched by op name, then by the name without its "replica<r>::" scope, then by
+// op type, shapes and device kind among the ops matched so), or else the roofline: the op's
+// declared cost (Operator::cost) against its device's peak FLOP/s and memory bandwidth plus a
+// fixed overhead, scaled by how far the calibrated ops' measured times were from their roofline.
+// Transfers (copies between ranks or locations) and collectives take latency + bytes / bandwidth
+// over the links of the cluster, each link carrying one transfer at a time.
+// Functions without state; thread-safe.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "purine.pb.h"
+#include "train/options.hpp"
+
+namespace purine {
+
+// Reads a cluster file (protobuf text format, proto/purine.proto's ClusterProto). Throws
+// purine::Error naming the file and the line and column of a syntax error or unknown field, or
+// the field whose value is impossible (a node without cores, a speed that is not positive).
+proto::ClusterProto load_cluster(const std::string& path);
+// The same for text; `source` names it in errors.
+proto::ClusterProto parse_cluster(const std::string& text, const std::string& source);
+// One node with the cores of this machine and a modest CPU speed, for runs without --cluster.
+proto::ClusterProto default_cluster();
+
+// What a Chrome trace of a real run (dispatcher/tracer.hpp) says about its tasks: the median
+// duration per task name over its runs, and the iterations' rhythm (a run is the i-th
+// occurrence of every task name).
+struct TraceTimes {
+  std::string path;
+  std::map<std::string, double> seconds;  // by task name, the median
+  int iterations = 0;                     // occurrences of the most frequent name
+  double step_seconds = 0;                // median start-to-start of consecutive runs
+  double gap_seconds = 0;                 // median end of a run to start of the next
+};
+// Throws purine::Error naming the file when it cannot be read or is no trace.
+TraceTimes read_trace_times(const std::string& path);
+
+struct SimulateOptions {
+  TrainOptions train;  // the layout; train.ranks ranks, all simulated (train.rank stays 0)
+  proto::ClusterProto cluster = default_cluster();
+  std::optional<TraceTimes> calibration;
+  int iterations = 6;      // simulated runs; the step is measured over all but the first
+  std::string trace_path;  // the simulated timeline as Chrome-trace JSON; empty: none
+};
+
+// A calibrated op: its measured time and what the roofline said.
+struct OpError {
+  std::string name;
+  double measured = 0;  // seconds
+  double modelled = 0;  // the scaled roofline, seconds
+};
+
+struct SimulationReport {
+  int ranks = 1;
+  int nodes = 1;  // nodes the ranks occupy
+  int tasks = 0;  // per run, every rank's
+  double step_seconds = 0;
+  double images_per_second = 0;
+  // The share of the step that communication adds: 1 - step without any transfer time / step.
+  double exposed_communication = 0;
+  double iteration_gap_seconds = 0;
+  // Busy share of rank 0's busiest executor over the step.
+  double busiest_executor_share = 0;
+  std::string busiest_executor;
+  // How the tasks got their times.
+  int by_name = 0, by_shape = 0, by_roofline = 0, views = 0;
+  double roofline_scale = 1;            // measured / roofline over the calibrated compute ops
+  std::vector<OpError> op_errors;       // calibrated compute ops, the longest first
+  double calibration_step_seconds = 0;  // the trace's own step (0 without one)
+};
+
+// Builds the graph, simulates it and, with trace_path, writes the timeline. Throws
+// purine::Error for options the trainer refuses, a layout the cluster cannot hold (more ranks
+// than its nodes take, more GPUs than a node has), or an unreadable file.
+SimulationReport simulate_training(const SimulateOptions& options);
+
+}  // namespace purine
