@@ -408,7 +408,8 @@ TEST_CASE("mpirun purine train without --parallel=data fails with an error", "[m
   check_failed(mpirun(kNoParallel), no_parallel_error());
 }
 
-// Every rank used to print the error of a bad flag inside MPI_Abort's banner (regression).
+// Every rank used to print the error of a bad flag, or of a config file, inside MPI_Abort's
+// banner, and its help (regression).
 TEST_CASE("a bad flag under mpirun is told once, without the abort banner", "[mpi][cli]") {
   for (int attempt = 0; attempt < 2; ++attempt) {
     check_told_once(mpirun(kBadFlag), kBadFlagError);
@@ -423,6 +424,16 @@ TEST_CASE("a bad flag under mpirun is told once, without the abort banner", "[mp
                   "--resume takes no file (it continues from the newest checkpoint in "
                   "--checkpoint-dir); for a file use --resume-from=ckpt");
   check_told_once(mpirun("train --parallel=data extra"), "unexpected argument 'extra'");
+  // The config file is the same on every rank too.
+  check_told_once(mpirun("train --config=/nonexistent/run.pbtxt"),
+                  "--config=/nonexistent/run.pbtxt: cannot open it");
+  // Help, too, is printed once.
+  const Result help = mpirun("train --help");
+  CHECK(help.status == 0);
+  const std::string usage = "usage: purine train";
+  const size_t first = help.output.find(usage);
+  CHECK(first != std::string::npos);
+  CHECK(help.output.find(usage, first + 1) == std::string::npos);
 }
 
 TEST_CASE("failing ranks print whole error lines, one per rank at most", "[mpi][cli]") {

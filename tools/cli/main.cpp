@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
         problem = e.what();
       }
       if (wants_help && problem.empty()) {
-        std::cout << purine::cli::help_text(command);
+        if (mpi->rank() == 0) std::cout << purine::cli::help_text(command);  // once under mpirun
         return 0;
       }
       purine::cli::settle_startup(problem);

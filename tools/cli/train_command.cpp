@@ -17,6 +17,7 @@
 #include "base/error.hpp"
 #include "graphs/pipeline.hpp"
 #include "purine/durable_file.hpp"
+#include "purine/mpi.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/config.hpp"
 #include "tools/cli/startup_errors.hpp"
@@ -314,21 +315,23 @@ std::string memory_line(const MemoryPlan& memory, bool reuse) {
 }  // namespace
 
 int run_train() {
-  const ConfigFile config = apply_config_file(FLAGS_config);
-  if (FLAGS_print_config) {
-    std::fputs(effective_config().c_str(), stdout);
-    return 0;
-  }
+  // The config file and the options follow from the command line alone: every rank meets their
+  // errors alike, before any communication (startup_errors.hpp), unless the file differs
+  // between nodes.
+  ConfigFile config;
   TrainOptions options;
-  // The options follow from the flags and the config file alone: every rank refuses them alike,
-  // before any communication (startup_errors.hpp).
   std::string problem;
   try {
-    options = options_from_flags();
+    config = apply_config_file(FLAGS_config);
+    if (!FLAGS_print_config) options = options_from_flags();
   } catch (const Error& e) {
     problem = config.place(e.what());
   }
   settle_startup(problem);
+  if (FLAGS_print_config) {
+    if (mpi_world_rank() == 0) std::fputs(effective_config().c_str(), stdout);
+    return 0;
+  }
   std::unique_ptr<Trainer> built;
   std::string resumed;
   try {
