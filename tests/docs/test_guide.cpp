@@ -13,6 +13,7 @@
 
 // Defined by the guide's snippets.
 std::pair<double, double> guide_train_tiny_cnn();
+std::pair<int, std::pair<double, double>> guide_train_tiny_resnet();
 bool guide_check_tanh_gradient();
 int guide_split_tiny_cnn();
 double guide_train_split();
@@ -24,6 +25,13 @@ TEST_CASE("the guide's model trains", "[guide]") {
   const auto [first, last] = guide_train_tiny_cnn();
   CHECK(std::isfinite(first));
   CHECK(last < first);
+}
+
+TEST_CASE("the guide's branching model sums its gradients and trains", "[guide]") {
+  const auto [sums, losses] = guide_train_tiny_resnet();
+  CHECK(sums == 2);
+  CHECK(std::isfinite(losses.first));
+  CHECK(losses.second < losses.first);
 }
 
 TEST_CASE("the guide's gradient check passes", "[guide]") { CHECK(guide_check_tanh_gradient()); }
