@@ -1,0 +1,255 @@
+// Simulated training (train/simulation.hpp): cluster files and their errors, calibration traces,
+// the plan of every rank against compile()'s, and the simulation of data parallelism on 1 and 2
+// ranks behaving as it should (compute per rank, communication appearing, a slow network
+// costing, impossible layouts refused).
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+
+#include "purine/compile.hpp"
+#include "purine/simulation_plan.hpp"
+#include "temp_dir.hpp"
+#include "train/simulation.hpp"
+#include "train/trainer.hpp"
+
+using namespace purine;
+using Catch::Contains;
+using testing::TempDir;
+
+namespace {
+
+const char kSynthetic[] = "synthetic:1x28x28:10";
+
+// tools/sim/clusters/ of the source tree (this file is tests/train/test_simulation.cpp).
+std::string clusters() {
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string() +
+         "/tools/sim/clusters/";
+}
+
+// Two nodes of plenty of cores, one rank each, a network of `network_gbs` GB/s.
+proto::ClusterProto two_nodes(double network_gbs = 1.0, int count = 2) {
+  return parse_cluster(
+      "name: \"test\"\n"
+      "nodes { count: " +
+          std::to_string(count) +
+          " cores: 8 ranks_per_node: 1\n"
+          "  cpu { peak_gflops: 50 memory_gigabytes_per_second: 10 op_overhead_us: 5 }\n"
+          "  host_memory { latency_us: 1 gigabytes_per_second: 5 } }\n"
+          "network { latency_us: 20 gigabytes_per_second: " +
+          std::to_string(network_gbs) + " }\n",
+      "test.pbtxt");
+}
+
+SimulateOptions convnet(int ranks, int batch = 64) {
+  SimulateOptions s;
+  s.train.model = "convnet";
+  s.train.data_dir = kSynthetic;
+  s.train.parallel = ranks > 1 ? ParallelLayout::kData : ParallelLayout::kNone;
+  s.train.ranks = ranks;
+  s.train.rank = 0;
+  s.train.batch = batch;
+  s.train.threads = 1;
+  s.cluster = two_nodes();
+  s.iterations = 3;
+  return s;
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+TEST_CASE("cluster files: the example clusters parse", "[simulation]") {
+  for (const char* name : {"this_machine", "host_16_cores", "paper_titan_10gbe"}) {
+    const proto::ClusterProto c = load_cluster(clusters() + name + ".pbtxt");
+    CHECK(c.nodes_size() >= 1);
+  }
+  const proto::ClusterProto paper = load_cluster(clusters() + "paper_titan_10gbe.pbtxt");
+  CHECK(paper.nodes(0).count() * paper.nodes(0).gpus() == 12);
+}
+
+TEST_CASE("cluster files: mistakes are refused naming the line or the field", "[simulation]") {
+  const std::string cpu =
+      "cpu { peak_gflops: 1 memory_gigabytes_per_second: 1 } host_memory { latency_us: 1 "
+      "gigabytes_per_second: 1 }";
+  CHECK_THROWS_WITH(parse_cluster("name: \"x\"\nnodes { cores: 2 speed: 3 }\n", "c.pbtxt"),
+                    Contains("cluster file c.pbtxt:2:") && Contains("speed"));
+  CHECK_THROWS_WITH(parse_cluster("name: \"x\"\nnodes { cores: 2 \n", "c.pbtxt"),
+                    Contains("cluster file c.pbtxt:"));
+  CHECK_THROWS_WITH(parse_cluster("name: \"x\"", "c.pbtxt"), Contains("no nodes"));
+  CHECK_THROWS_WITH(parse_cluster("nodes { name: \"a\" cores: 0 " + cpu + " }", "c.pbtxt"),
+                    Contains("nodes[0] ('a').cores must be at least 1, got 0"));
+  CHECK_THROWS_WITH(parse_cluster("nodes { cores: 1 gpus: 2 " + cpu + " }", "c.pbtxt"),
+                    Contains("nodes[0] has 2 GPUs: it needs gpu { ... } and pcie { ... }"));
+  CHECK_THROWS_WITH(parse_cluster("nodes { count: 2 cores: 1 " + cpu + " }", "c.pbtxt"),
+                    Contains("2 nodes need network"));
+  CHECK_THROWS_WITH(
+      parse_cluster("nodes { cores: 1 cpu { peak_gflops: -1 memory_gigabytes_per_second: 1 } }",
+                    "c.pbtxt"),
+      Contains("nodes[0].cpu.peak_gflops must be positive, got -1"));
+  CHECK_THROWS_WITH(load_cluster("/nonexistent/cluster.pbtxt"),
+                    Contains("cluster file '/nonexistent/cluster.pbtxt': cannot open it"));
+}
+
+TEST_CASE("calibration traces: medians per task and the runs' rhythm", "[simulation]") {
+  TempDir dir;
+  // Two executors, three runs 10 ms apart; "b" takes 1, 2 and 3 ms.
+  write(dir.file("t.json"),
+        "{\"traceEvents\":[\n"
+        "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":0,\"tid\":0,\"name\":\"a\",\"ts\":0.000,\"dur\":"
+        "4000.000,\"args\":{\"location\":\"rank0:cpu\"}},\n"
+        "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":0,\"tid\":0,\"name\":\"a\",\"ts\":10000.000,"
+        "\"dur\":4000.000},\n"
+        "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":0,\"tid\":0,\"name\":\"a\",\"ts\":20000.000,"
+        "\"dur\":4000.000},\n"
+        "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":0,\"tid\":1,\"name\":\"b\",\"ts\":4000.000,"
+        "\"dur\":1000.000},\n"
+        "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":0,\"tid\":1,\"name\":\"b\",\"ts\":14000.000,"
+        "\"dur\":3000.000},\n"
+        "{\"ph\":\"X\",\"cat\":\"task\",\"pid\":0,\"tid\":1,\"name\":\"b\",\"ts\":24000.000,"
+        "\"dur\":2000.000},\n"
+        "{\"ph\":\"M\",\"pid\":0,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"x\"}}\n"
+        "],\"displayTimeUnit\":\"ms\"}\n");
+  const TraceTimes t = read_trace_times(dir.file("t.json"));
+  CHECK(t.iterations == 3);
+  CHECK(t.seconds.at("a") == Approx(4e-3));
+  CHECK(t.seconds.at("b") == Approx(2e-3));
+  CHECK(t.step_seconds == Approx(10e-3));
+  CHECK(t.gap_seconds == Approx(4e-3));  // ends 5, 17 ms; next starts 10, 20: 5 and 3
+  write(dir.file("bad.json"), "{\"events\": []}");
+  CHECK_THROWS_WITH(read_trace_times(dir.file("bad.json")), Contains("is not a Chrome trace"));
+  CHECK_THROWS_WITH(read_trace_times(dir.file("missing.json")), Contains("cannot open it"));
+}
+
+TEST_CASE("the simulation plan of every rank is what compile() makes on each rank",
+          "[simulation]") {
+  TrainOptions o = convnet(2).train;
+  o.reduce = Reduction::kRing;
+  std::unique_ptr<Graph> graph = build_training_graph(o);
+  const SimulationPlan sp = build_simulation_plan(*graph);
+  REQUIRE(sp.ranks == 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    CompileOptions options;
+    options.rank = rank;
+    const CompiledGraph compiled = compile(*graph, options);
+    const dispatch::Plan& real = compiled.plan;
+    // This rank's simulated tasks, in order, by name.
+    std::vector<int> mine;
+    for (int t = 0; t < static_cast<int>(sp.tasks.size()); ++t)
+      if (sp.executor_rank[sp.plan.tasks()[t].executor] == rank) mine.push_back(t);
+    REQUIRE(mine.size() == real.tasks().size());
+    std::map<int, int> to_real;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const dispatch::Task& s = sp.plan.tasks()[mine[i]];
+      REQUIRE(s.name == real.tasks()[i].name);
+      CHECK(s.location == real.tasks()[i].location);
+      CHECK(sp.plan.executors()[s.executor].name ==
+            real.executors()[real.tasks()[i].executor].name);
+      to_real[mine[i]] = static_cast<int>(i);
+    }
+    for (size_t i = 0; i < mine.size(); ++i) {
+      std::set<int> simulated,
+          compiled_successors(real.successors()[i].begin(), real.successors()[i].end());
+      for (int next : sp.plan.successors()[mine[i]])
+        if (to_real.count(next)) simulated.insert(to_real[next]);
+      CHECK(simulated == compiled_successors);
+    }
+  }
+}
+
+TEST_CASE("operators declare their cost: convolutions and inner products by FLOPs",
+          "[simulation]") {
+  std::unique_ptr<Graph> graph = build_training_graph(convnet(1).train);
+  int convs = 0;
+  for (const auto& op : graph->ops()) {
+    std::vector<Shape> in, out;
+    for (const Blob* b : op->inputs()) in.push_back(b->shape());
+    for (const Blob* b : op->outputs()) out.push_back(b->shape());
+    const OpCost c = op->kernel().cost(in, out);
+    CHECK(c.bytes >= 0);
+    if (op->type() == "conv") {
+      ++convs;
+      // y [N, O, Ho, Wo] * C * kh * kw multiply-adds.
+      CHECK(c.flops == 2.0 * out[0].count() * in[1].count_from(1));
+    } else if (op->type() == "inner_product") {
+      CHECK(c.flops == 2.0 * out[0].count() * in[1][1]);
+    } else if (op->type() == "copy") {
+      CHECK(c.flops == 0);
+    } else if (op->type() == "relu") {
+      CHECK(c.flops == out[0].count());
+      CHECK(c.bytes == 4.0 * (in[0].count() + out[0].count()));
+    }
+  }
+  CHECK(convs == 2);
+}
+
+TEST_CASE("simulated data parallelism: 2 ranks add communication, not compute per rank",
+          "[simulation]") {
+  const SimulationReport one = simulate_training(convnet(1));
+  const SimulationReport two = simulate_training(convnet(2));
+  CHECK(one.exposed_communication == 0);
+  CHECK(two.exposed_communication > 0);
+  CHECK(two.nodes == 2);
+  // The same compute per rank, but that the ring's sharded update leaves each rank half of
+  // the large weights' updates.
+  CHECK(two.step_seconds > 0.85 * one.step_seconds);
+  CHECK(two.images_per_second > 1.5 * one.images_per_second);
+  CHECK(two.images_per_second < 2.4 * one.images_per_second);
+  // The same global batch over 2 ranks: half the compute per rank.
+  SimulateOptions fast = convnet(2, 32);
+  fast.cluster = two_nodes(1000);
+  const SimulationReport halves = simulate_training(fast);
+  CHECK(halves.step_seconds < 0.7 * one.step_seconds);
+  CHECK(halves.step_seconds > 0.4 * one.step_seconds);
+  // A slow network costs.
+  SimulateOptions slow = convnet(2);
+  slow.cluster = two_nodes(0.01);
+  const SimulationReport crawling = simulate_training(slow);
+  CHECK(crawling.step_seconds > 2 * two.step_seconds);
+  CHECK(crawling.exposed_communication > two.exposed_communication);
+}
+
+TEST_CASE("simulated training: impossible layouts are refused", "[simulation]") {
+  SimulateOptions s = convnet(3);
+  CHECK_THROWS_WITH(simulate_training(s),
+                    Contains("impossible layout: 3 ranks, but the cluster 'test' takes 2"));
+  s = convnet(2);
+  s.train.devices = {0, 1};
+  s.cluster = parse_cluster(
+      "name: \"gpus\" nodes { count: 2 cores: 4 gpus: 1 ranks_per_node: 1 cpu { peak_gflops: 1 "
+      "memory_gigabytes_per_second: 1 } gpu { peak_gflops: 1 memory_gigabytes_per_second: 1 } "
+      "pcie { latency_us: 1 gigabytes_per_second: 1 } host_memory { latency_us: 1 "
+      "gigabytes_per_second: 1 } } network { latency_us: 1 gigabytes_per_second: 1 }",
+      "gpus.pbtxt");
+  CHECK_THROWS_WITH(simulate_training(s), Contains("impossible layout: rank 0 needs 2 GPUs"));
+}
+
+TEST_CASE("simulated training: a calibration trace's times replace the roofline", "[simulation]") {
+  TempDir dir;
+  SimulateOptions s = convnet(1);
+  const SimulationReport roofline = simulate_training(s);
+  // Every op of the graph timed at 1 ms in a made-up trace of two runs.
+  std::unique_ptr<Graph> graph = build_training_graph(s.train);
+  const SimulationPlan sp = build_simulation_plan(*graph);
+  std::string events;
+  for (int run = 0; run < 2; ++run)
+    for (const auto& task : sp.plan.tasks())
+      events += std::string(events.empty() ? "" : ",\n") +
+                "{\"ph\":\"X\",\"pid\":0,\"tid\":0,\"name\":\"" + task.name +
+                "\",\"ts\":" + std::to_string(run * 1e6) + ",\"dur\":1000.000}";
+  write(dir.file("trace.json"), "{\"traceEvents\":[\n" + events + "\n]}\n");
+  s.calibration = read_trace_times(dir.file("trace.json"));
+  s.trace_path = dir.file("simulated.json");
+  const SimulationReport calibrated = simulate_training(s);
+  CHECK(calibrated.by_name + calibrated.views == calibrated.tasks);
+  CHECK(calibrated.by_roofline == 0);
+  CHECK(calibrated.step_seconds != roofline.step_seconds);
+  CHECK(!calibrated.op_errors.empty());
+  CHECK(calibrated.op_errors[0].measured == Approx(1e-3));
+  std::ifstream written(s.trace_path);
+  std::string text((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
+  CHECK(text.find("\"traceEvents\"") != std::string::npos);
+  CHECK(text.find("rank0:cpu/main") != std::string::npos);
+}
