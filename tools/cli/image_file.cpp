@@ -211,7 +211,8 @@ GrayImage read_pgm(const std::string& path, const std::string& label) {
   require(in.good() && image.width > 0 && image.height > 0 && maxval >= 1 && maxval <= 65535, label,
           ": a PGM whose header is not \"P5 width height maxval\" with a width, height and maxval "
           "(1 to 65535) above 0");
-  require(static_cast<uint64_t>(image.width) * static_cast<uint64_t>(image.height) <= kMaxPixels,
+  // Divided, not multiplied: a product of two huge sides could wrap to a small one.
+  require(static_cast<uint64_t>(image.height) <= kMaxPixels / static_cast<uint64_t>(image.width),
           label, ": a PGM of ", image.width, "x", image.height, " pixels, more than purine reads (",
           kMaxPixels, ")");
   in.get();  // the single white-space character before the pixels

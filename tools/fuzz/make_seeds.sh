@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Writes the seed inputs of the fuzz targets into tests/fuzz_corpus/{idx,checkpoint}/seed-*:
+# Writes the seed inputs of the fuzz targets into tests/fuzz_corpus/{idx,checkpoint,image}/seed-*:
 # valid files, raw and gzip, in the input layouts of tools/fuzz/idx_input.hpp and
-# checkpoint_input.hpp. The output is deterministic; the seeds are checked in, so run this only
+# checkpoint_input.hpp, and small PNG and PGM images of every kind the image reader converts. The output is deterministic; the seeds are checked in, so run this only
 # after changing a layout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=tests/fuzz_corpus
-mkdir -p "$out/idx" "$out/checkpoint"
+mkdir -p "$out/idx" "$out/checkpoint" "$out/image"
 
 python3 - "$out/idx" <<'PY'
 import gzip, struct, sys
@@ -60,4 +60,36 @@ tensors { name: "s" tensor { shape: [3] data: [1, 2, 3] } }
 tensors { name: "w" tensor { shape: [2, 3] data: [1, 2, 3, 4, 5, 6] } }
 tensors { name: "extra" tensor { shape: [1] data: [9] } }
 TXT
-ls -l "$out"/idx "$out"/checkpoint
+# Images, 3x2 pixels, PNG written here chunk by chunk (no imaging library needed).
+python3 - "$out/image" <<'PY'
+import struct, sys, zlib
+out = sys.argv[1]
+
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+# `rows` are the scanlines as stored (for an interlaced image, those of its Adam7 passes), each
+# given filter type 0; the image is 3 pixels wide and `height` high.
+def png(name, depth, colour, rows, extra=b"", interlace=0, height=2):
+    header = struct.pack(">IIBBBBB", 3, height, depth, colour, 0, 0, interlace)
+    raw = b"".join(b"\0" + row for row in rows)
+    with open(f"{out}/seed-{name}", "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + extra +
+                chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+png("gray8.png", 8, 0, [bytes([0, 128, 255]), bytes([1, 2, 3])])
+png("gray1.png", 1, 0, [bytes([0b10100000]), bytes([0b01000000])])
+png("gray16.png", 16, 0, [struct.pack(">HHH", 0, 32768, 65535), struct.pack(">HHH", 1, 2, 3)])
+png("rgb8.png", 8, 2, [bytes([255, 0, 0, 0, 255, 0, 0, 0, 255]), bytes(9)])
+png("rgba8.png", 8, 6, [bytes([255, 255, 255, 128] * 3), bytes([10, 20, 30, 255] * 3)])
+png("palette-trns.png", 8, 3, [bytes([0, 1, 0]), bytes([1, 0, 1])],
+    chunk(b"PLTE", bytes([0, 0, 0, 200, 100, 50])) + chunk(b"tRNS", bytes([255, 0])))
+# 3x2 in Adam7: pass 1 holds pixel (0,0), pass 4 (2,0), pass 6 (1,0), pass 7 the second row.
+png("interlaced.png", 8, 0, [bytes([0]), bytes([255]), bytes([128]), bytes([1, 2, 3])],
+    interlace=1)
+with open(f"{out}/seed-gray8.pgm", "wb") as f:
+    f.write(b"P5\n# a comment\n3 2\n255\n" + bytes([0, 128, 255, 1, 2, 3]))
+with open(f"{out}/seed-gray16.pgm", "wb") as f:
+    f.write(b"P5 3 2 1000\n" + struct.pack(">HHHHHH", 0, 500, 1000, 1, 2, 3))
+PY
+ls -l "$out"/idx "$out"/checkpoint "$out"/image

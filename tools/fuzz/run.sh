@@ -2,6 +2,7 @@
 # Fuzzes the file readers with libFuzzer: tools/fuzz/run.sh [seconds per target, default 60]
 #   fuzz_idx         the IDX reader, raw and gzip (tools/fuzz/idx_input.hpp)
 #   fuzz_checkpoint  purine::load_checkpoint (tools/fuzz/checkpoint_input.hpp)
+#   fuzz_image       purine predict's PNG and PGM reader (tools/fuzz/image_input.hpp)
 # Installs clang and its fuzzer runtime (Debian packages) when missing, builds the targets with
 # clang, ASan and UBSan into build-fuzz/, and runs each for the given time, starting from the
 # checked-in corpus tests/fuzz_corpus/<target> (copied, so the fuzzers' own growth stays in
@@ -26,11 +27,11 @@ fi
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DPURINE_FUZZ=ON -DPURINE_WITH_CUDA=OFF \
   -DPURINE_BUILD_TESTS=OFF -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache || true)" >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_idx fuzz_checkpoint
+cmake --build build-fuzz -j"$jobs" --target fuzz_idx fuzz_checkpoint fuzz_image
 
 status=0
 stamp=$(date +%Y%m%d-%H%M%S)
-for target in idx checkpoint; do
+for target in idx checkpoint image; do
   corpus=build-fuzz/corpus/$target findings=build-fuzz/findings/$stamp/$target
   mkdir -p "$corpus" "$findings"
   cp -n tests/fuzz_corpus/$target/* "$corpus"/
