@@ -15,6 +15,7 @@ dir=build-tsan
 
 step() { printf '== %s\n' "$*"; }
 SECONDS=0
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1  # as tools/build.sh: fresh clones share objects
 cmake -S . -B $dir -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DPURINE_TSAN=ON -DPURINE_WITH_CUDA=OFF \
   -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache || true)" >/dev/null

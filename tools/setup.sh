@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  ccache  # tools/build.sh: rebuilds and fresh clones reuse the objects of unchanged files
   libgoogle-glog-dev libgflags-dev
   libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin
