@@ -17,7 +17,7 @@
 namespace purine::dispatch {
 namespace {
 
-enum class EventKind { kBusyEnd, kTransferEnd, kGateOpen };
+enum class EventKind { kBusyEnd, kTransferEnd, kGateOpen, kRoundEnd };
 
 struct Event {
   double time;
@@ -71,6 +71,7 @@ class Replay {
     completed_in_.assign(static_cast<size_t>(groups_) * iterations_, 0);
     ready_.assign(plan_.executors().size(), {});
     executor_free_.assign(plan_.executors().size(), true);
+    awaiting_.assign(plan_.executors().size(), {});
     channel_free_.assign(setup_.channels, true);
     for (long i = 0; i < instances; ++i) {
       const TaskId t = static_cast<TaskId>(i % n_);
@@ -131,6 +132,8 @@ class Replay {
                 ", not one of the ", setup_.channels, " channels");
       require(c.collective < 0 || c.channels.empty(), "simulate: task ", task.name,
               " is collective and uses channels; a collective's time is latency + transfer");
+      require(c.poll_rounds >= 0 && (c.poll_rounds == 0 || c.channels.empty()), "simulate: task ",
+              task.name, ": poll_rounds must be >= 0, and 0 with channels, got ", c.poll_rounds);
     }
   }
 
@@ -151,6 +154,21 @@ class Replay {
 
   // Idle executors take their first ready task, pools permitting.
   void dispatch(double now) {
+    // Free executors poll their in-flight polled tasks first: the next round, or completion.
+    for (ExecutorId e = 0; e < static_cast<int>(awaiting_.size()); ++e) {
+      if (!executor_free_[e] || awaiting_[e].empty()) continue;
+      std::vector<long> polled;
+      polled.swap(awaiting_[e]);
+      for (long instance : polled) {
+        const SimulatedCost& c = setup_.costs[task_of(instance)];
+        if (rounds_left_[instance] > 0) {
+          --rounds_left_[instance];
+          push(now + (c.latency + c.transfer) / c.poll_rounds, EventKind::kRoundEnd, instance);
+        } else {
+          complete(instance, now);
+        }
+      }
+    }
     std::vector<std::tuple<double, ExecutorId>> waiting;
     for (ExecutorId e = 0; e < static_cast<int>(ready_.size()); ++e)
       if (executor_free_[e] && !ready_[e].empty())
@@ -199,13 +217,19 @@ class Replay {
         for (long member : arrived) {
           const SimulatedCost& mc = setup_.costs[task_of(member)];
           sim_.intervals[member].transfer_start = now;
-          push(now + mc.latency + mc.transfer, EventKind::kTransferEnd, member);
+          if (mc.poll_rounds > 0) {
+            await_poll(member, mc.poll_rounds);
+          } else {
+            push(now + mc.latency + mc.transfer, EventKind::kTransferEnd, member);
+          }
         }
         return;
       }
       if (c.channels.empty()) {
         in.transfer_start = now;
-        if (c.latency + c.transfer == 0) {
+        if (c.poll_rounds > 0) {
+          await_poll(instance, c.poll_rounds);
+        } else if (c.latency + c.transfer == 0) {
           complete(instance, now);
         } else {
           push(now + c.latency + c.transfer, EventKind::kTransferEnd, instance);
@@ -213,6 +237,10 @@ class Replay {
         return;
       }
       transfers_.push_back(instance);  // started by start_transfers(), in order
+      return;
+    }
+    if (e.kind == EventKind::kRoundEnd) {
+      awaiting_[executor].push_back(instance);
       return;
     }
     // kTransferEnd
@@ -243,6 +271,12 @@ class Replay {
       push(now + c.latency + c.transfer, EventKind::kTransferEnd, instance);
     }
     transfers_.swap(still);
+  }
+
+  // A polled transfer of `rounds` rounds waits for its executor's first poll.
+  void await_poll(long instance, int rounds) {
+    rounds_left_[instance] = rounds;
+    awaiting_[plan_.tasks()[task_of(instance)].executor].push_back(instance);
   }
 
   void release(long instance, double now) {
@@ -286,6 +320,8 @@ class Replay {
   std::vector<std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>>> ready_;
   std::vector<bool> executor_free_, channel_free_;
   std::vector<long> transfers_;
+  std::vector<std::vector<long>> awaiting_;  // per executor: polled tasks waiting for a poll
+  std::map<long, int> rounds_left_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   long seq_ = 0;
 };

@@ -45,6 +45,10 @@ struct SimulatedCost {
   std::vector<int> channels;
   bool hold_executor = false;  // the executor stays busy until the transfer ends
   int collective = -1;         // >= 0: completes with every other task of this id
+  // > 0: the transfer (without channels) advances only when polled, as a non-blocking MPI
+  // collective does: in this many equal rounds, each started, and the task completed, only when
+  // its executor is between tasks (at once when it is idle; else when its current task ends).
+  int poll_rounds = 0;
 };
 
 struct SimulationSetup {

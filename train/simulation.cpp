@@ -366,6 +366,9 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
       if (ranks > 1 && slowest.bandwidth > 0) {
         c.latency = 2.0 * (ranks - 1) * slowest.latency;
         c.transfer = 2.0 * (ranks - 1) / ranks * bytes / slowest.bandwidth;
+        // A non-blocking collective progresses only inside MPI calls: the executor's polls
+        // between its tasks (libnbc's rounds, recursive doubling: log2 N of them).
+        c.poll_rounds = static_cast<int>(std::ceil(std::log2(ranks)));
       }
     }
   }

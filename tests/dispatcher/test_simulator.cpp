@@ -159,6 +159,26 @@ TEST_CASE("simulate: a collective completes when its last member arrives", "[sim
   CHECK(sim.at(r1).end == 6.5);
 }
 
+TEST_CASE("simulate: a polled collective advances only between its executor's tasks",
+          "[simulator]") {
+  pd::Plan plan;
+  const auto e0 = plan.add_executor({"rank0"}), e1 = plan.add_executor({"rank1"});
+  const auto r0 = add(plan, "allreduce0", e0), r1 = add(plan, "allreduce1", e1);
+  const auto long0 = add(plan, "long0", e0);
+  pd::SimulationSetup setup = busy_times(plan, {1, 1, 10});
+  for (auto r : {r0, r1}) {
+    setup.costs[r].collective = 0;
+    setup.costs[r].transfer = 2;
+    setup.costs[r].poll_rounds = 2;
+  }
+  const pd::Simulation sim = pd::simulate(plan, setup);
+  // Both arrive at 1; rank 0 then runs long0 (1..11), so its rounds wait for polls: round one
+  // starts at 1 (its executor is free then), ends at 2, is noticed at 11; round two 11..12.
+  CHECK(sim.at(long0).start == 1);
+  CHECK(sim.at(r0).end == 12);
+  CHECK(sim.at(r1).end == 3);  // rank 1's executor is idle: rounds back to back
+}
+
 TEST_CASE("simulate: executors sharing one core take turns", "[simulator]") {
   pd::Plan plan;
   const auto e0 = plan.add_executor({"main"}), e1 = plan.add_executor({"data"});
