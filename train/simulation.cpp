@@ -325,6 +325,7 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
     const bool transfer = task.role == SimulatedTask::kSend || task.role == SimulatedTask::kCopy;
     const bool receive = task.role == SimulatedTask::kReceive;
     if (transfer || receive) {
+      ++report.transfers;
       c.busy = measured[t] >= 0 ? measured[t] : overhead(task);
       if (receive) continue;
       const Location from = task.op->inputs()[0]->location(), to = task.op->location();

@@ -83,6 +83,7 @@ struct SimulationReport {
   std::string busiest_executor;
   // How the tasks got their times.
   int by_name = 0, by_shape = 0, by_roofline = 0, views = 0;
+  int transfers = 0;                    // sends, receives and copies: timed by the links
   double roofline_scale = 1;            // measured / roofline over the calibrated compute ops
   std::vector<OpError> op_errors;       // calibrated compute ops, the longest first
   double calibration_step_seconds = 0;  // the trace's own step (0 without one)

@@ -50,8 +50,8 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
               ms(r.step_seconds), r.images_per_second, 100 * r.exposed_communication);
   std::printf(
       "  %d tasks per step: %d timed by name in the trace, %d by op type and shape, %d "
-      "by roofline (x%.3g), %d views; %.3f ms between runs\n",
-      r.tasks, r.by_name, r.by_shape, r.by_roofline, r.roofline_scale, r.views,
+      "by roofline (x%.3g), %d views, %d transfers by the links; %.3f ms between runs\n",
+      r.tasks, r.by_name, r.by_shape, r.by_roofline, r.roofline_scale, r.views, r.transfers,
       ms(r.iteration_gap_seconds));
   std::printf("  busiest executor of rank 0: %s, %.0f%% busy\n", r.busiest_executor.c_str(),
               100 * r.busiest_executor_share);
