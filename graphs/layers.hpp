@@ -148,6 +148,11 @@ class LrnLayer : public Composite {
 // inside a data-parallel graph that sums over replicas (DataParallelOptions::sync_batch_norm,
 // Graph::ReplicaSums), it is synchronized: its statistics and its gradient's per-channel sums
 // cover every replica's batch (operators/sync_batch_norm.hpp); otherwise its own batch's.
+// Copies of a model sharing their parameters (Graph::share_parameters: the micro-batches of a
+// pipeline or of gradient accumulation) share the running statistics too, as GPipe does: each
+// copy normalizes by its own micro-batch's statistics, and its op updates the running
+// statistics from the value the copy set up before it wrote (micro-batch m after m - 1, a data
+// edge), the last copy's value swapped in after the run: M momentum updates in a fixed order.
 class BatchNormLayer : public Composite {
  public:
   struct Options {

@@ -130,7 +130,10 @@ Blob* Composite::make_parameter_piece(const std::string& local_name, const Shape
 }
 
 Blob* Composite::make_state(const std::string& local_name, Shape shape, double value) {
-  Blob* b = graph_.add_blob(local_name, shape);
+  std::string name;
+  if (Blob* shared = graph_.shared_state(graph_.full_name(local_name), shape, &name)) return shared;
+  Graph::Scope root(graph_, "", true);
+  Blob* b = graph_.add_blob(name, shape);
   Attrs attrs;
   attrs.set("shape", shape.dims()).set("value", value);
   graph_.add_state({b, "fill_constant", std::move(attrs), 0.0});

@@ -267,8 +267,8 @@ void Graph::add_state(Parameter state) {
   for (const auto& [scope, with] : shared_)
     require(state.blob->name().compare(0, scope.size() + 2, scope + "::") != 0, "state '",
             state.blob->name(), "' is under scope '", scope,
-            "', whose parameters are shared: copies of a model sharing weights cannot all "
-            "update one running statistic (use a model without batch norm)");
+            "', whose parameters are shared: make it with Composite::make_state, which shares "
+            "it among the copies of the model");
   CHECK(state.blob != nullptr);
   states_.push_back(std::move(state));
 }
@@ -278,6 +278,22 @@ void Graph::add_swap(Blob* a, Blob* b) {
           a->shape(), " at ", a->location(), " with '", b->name(), "' ", b->shape(), " at ",
           b->location(), ": shapes and locations must match");
   swaps_.emplace_back(a, b);
+}
+
+Blob* Graph::swapped_with(const Blob* a) const {
+  for (const auto& [from, to] : swaps_)
+    if (from == a) return to;
+  return nullptr;
+}
+
+void Graph::replace_swap(Blob* a, Blob* b) {
+  auto it = std::find_if(swaps_.begin(), swaps_.end(),
+                         [&](const std::pair<Blob*, Blob*>& swap) { return swap.first == a; });
+  require(it != swaps_.end(), "replace_swap: '", a->name(), "' has no swap to replace");
+  require(a->shape() == b->shape() && a->location() == b->location(), "swap of '", a->name(), "' ",
+          a->shape(), " at ", a->location(), " with '", b->name(), "' ", b->shape(), " at ",
+          b->location(), ": shapes and locations must match");
+  it->second = b;
 }
 
 void Graph::add_order(Op* before, Op* after) {
@@ -456,13 +472,15 @@ void Graph::share_parameters(const std::string& scope, const std::string& with) 
   shared_[scope] = with;
 }
 
+std::string Graph::shared_name(const std::string& full_name) const {
+  for (const auto& [scope, with] : shared_)
+    if (full_name.compare(0, scope.size() + 2, scope + "::") == 0)
+      return (with.empty() ? "" : with + "::") + full_name.substr(scope.size() + 2);
+  return full_name;
+}
+
 Blob* Graph::shared_parameter(const std::string& full_name, const Shape& shape, std::string* name) {
-  *name = full_name;
-  for (const auto& [scope, with] : shared_) {
-    if (full_name.compare(0, scope.size() + 2, scope + "::") != 0) continue;
-    *name = (with.empty() ? "" : with + "::") + full_name.substr(scope.size() + 2);
-    break;
-  }
+  *name = shared_name(full_name);
   if (*name == full_name) return nullptr;
   Blob* existing = find_blob(*name);
   if (!existing) return nullptr;
@@ -472,6 +490,19 @@ Blob* Graph::shared_parameter(const std::string& full_name, const Shape& shape, 
           "', which is not a parameter");
   require(existing->shape() == shape, "parameter '", full_name, "' of shape ", shape,
           " would share '", *name, "' of shape ", existing->shape());
+  return existing;
+}
+
+Blob* Graph::shared_state(const std::string& full_name, const Shape& shape, std::string* name) {
+  *name = shared_name(full_name);
+  if (*name == full_name) return nullptr;
+  Blob* existing = find_blob(*name);
+  if (!existing) return nullptr;
+  const bool is_state = std::any_of(states_.begin(), states_.end(),
+                                    [&](const Parameter& s) { return s.blob == existing; });
+  require(is_state, "state '", full_name, "' would share '", *name, "', which is not a state");
+  require(existing->shape() == shape, "state '", full_name, "' of shape ", shape, " would share '",
+          *name, "' of shape ", existing->shape());
   return existing;
 }
 

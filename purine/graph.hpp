@@ -218,7 +218,9 @@ class Graph {
   const std::vector<Parameter>& parameters();
   const std::vector<Parameter>& parameters() const;
   // State: initialized and checkpointed like parameters, but not trained (batch norm's running
-  // statistics). The same rules for pending composites.
+  // statistics). The same rules for pending composites. A state under a scope whose parameters
+  // are shared (share_parameters) is an error: make it with Composite::make_state, which shares
+  // it among the copies.
   void add_state(Parameter state);
   const std::vector<Parameter>& states();
   const std::vector<Parameter>& states() const;
@@ -226,12 +228,20 @@ class Graph {
   // weights of the next run).
   void add_swap(Blob* a, Blob* b);
   const std::vector<std::pair<Blob*, Blob*>>& swaps() const { return swaps_; }
+  // The blob whose memory `a` takes after each run (add_swap); nullptr when there is none.
+  Blob* swapped_with(const Blob* a) const;
+  // Makes `b` the blob `a`'s swap takes, in place of the one add_swap gave: a state that several
+  // copies of a model update in turn (batch norm's running statistics under micro-batches) is
+  // swapped with the value the last copy wrote.
+  void replace_swap(Blob* a, Blob* b);
 
   // Weight sharing, for several copies of one model (the micro-batches of a pipeline): the
   // parameters that composites under the scope `scope` (a full prefix) create are named under
   // `with` instead ("<scope>::fc1::weight" becomes "<with>::fc1::weight"), and one that exists
   // already is reused, so every copy reads the same weights and autodiff sums their gradients.
-  // A state (running statistics, which every copy would write) under `scope` is an error.
+  // States that composites make under `scope` (Composite::make_state: running statistics) are
+  // shared the same way; the composites that update one chain their updates, each reading the
+  // value the copy set up before it wrote (swapped_with, replace_swap), in setup order.
   void share_parameters(const std::string& scope, const std::string& with);
 
   // Layer placement, to lay out a model written for one location without changing its code: a
@@ -376,6 +386,10 @@ class Graph {
   // The parameter blob named `full_name` (or its name under share_parameters()): an existing
   // parameter reused, or nullptr with `*name` set to the name to create it under.
   Blob* shared_parameter(const std::string& full_name, const Shape& shape, std::string* name);
+  // `full_name` under share_parameters() (itself outside every shared scope).
+  std::string shared_name(const std::string& full_name) const;
+  // The same for a state (Composite::make_state).
+  Blob* shared_state(const std::string& full_name, const Shape& shape, std::string* name);
 
   std::string name_;
   std::vector<std::unique_ptr<Blob>> blobs_;
@@ -443,7 +457,9 @@ class Composite {
                              Shape shape, int64_t offset, int64_t row_stride,
                              const std::string& filler, Attrs filler_attrs = {},
                              double decay_mult = 1.0);
-  // A state blob (not trained) initialized to `value`.
+  // A state blob (not trained) initialized to `value`. Under a scope whose parameters are shared
+  // (Graph::share_parameters) it is named and shared as a parameter would be: the first copy
+  // makes it, the others get the same blob.
   Blob* make_state(const std::string& local_name, Shape shape, double value);
   // An op reading `inputs` and writing `outputs` (created from inferred shapes when empty).
   std::vector<Blob*> make_op(const std::string& local_name, const std::string& type,

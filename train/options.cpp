@@ -12,8 +12,6 @@
 #include <stdexcept>
 
 #include "base/error.hpp"
-#include "models/models.hpp"
-#include "purine/graph.hpp"
 
 namespace purine {
 
@@ -76,27 +74,6 @@ const char* name_in(const Choice<E> (&choices)[N], E value) {
     if (value == c.value) return c.name;
   LOG(FATAL) << "no name for choice " << static_cast<int>(value);
   return "";
-}
-
-// Whether `model` keeps state that every copy would update (batch norm's running statistics),
-// found by building it in a scratch graph on two images of the data's shape (Fashion-MNIST's
-// 1x28x28 for IDX files). A model that does not build on that shape is let through: the trainer
-// reports why when it builds it.
-bool model_keeps_state(const TrainOptions& o) {
-  SyntheticData synthetic{1, 28, 28, o.classes};
-  parse_synthetic_data(o.data_dir, &synthetic);
-  try {
-    Graph scratch("scratch");
-    ModelSpec spec;
-    spec.classes = synthetic.classes;
-    find_model(o.model)(
-        scratch,
-        scratch.add_blob("images", {2, synthetic.channels, synthetic.rows, synthetic.cols}), spec);
-    scratch.validate();  // sets every composite up, so that its state exists
-    return !scratch.states().empty();
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 }  // namespace
@@ -334,12 +311,6 @@ void validate_options(const TrainOptions& o) {
               "its rank: give one --device");
     }
   }
-
-  // Copies of a model sharing its weights cannot share running statistics (Graph::add_state).
-  require(o.micro_batches == 1 || !model_keeps_state(o), "--micro-batches=", o.micro_batches,
-          ": model '", o.model,
-          "' has batch norm, whose running statistics micro-batches cannot share yet; use a model "
-          "without batch norm (convnet, mlp, lenet) or --micro-batches=1");
 
   // Checkpoints.
   require(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative, got ",

@@ -18,9 +18,25 @@ void BatchNormLayer::setup() {
   const Shape c{x->shape()[1]};
   Blob* gamma = make_parameter("gamma", c, "fill_constant", Attrs().set("value", 1.0), 0.0);
   Blob* beta = make_parameter("beta", c, "fill_constant", Attrs().set("value", 0.0), 0.0);
-  // Running statistics: state, not trained; mean starts at 0 and variance at 1.
+  // Running statistics: state, not trained; mean starts at 0 and variance at 1. Shared by the
+  // copies of a model that share its parameters (micro-batches).
   Blob* mean = make_state("running_mean", c, 0.0);
   Blob* var = make_state("running_var", c, 1.0);
+  // In training, the statistics as the copies set up before this one left them: this copy's
+  // update follows theirs (micro-batch m reads what m - 1 wrote), and its result is swapped in
+  // after the run unless a later copy's is. Evaluation reads the statistics themselves.
+  Blob* mean_before = mean;
+  Blob* var_before = var;
+  if (options_.training) {
+    Blob* chained_mean = graph().swapped_with(mean);
+    Blob* chained_var = graph().swapped_with(var);
+    require((chained_mean == nullptr) == (chained_var == nullptr), "batch norm layer '", name(),
+            "': one of its running statistics is updated by an earlier copy, the other not");
+    if (chained_mean) {
+      mean_before = chained_mean;
+      var_before = chained_var;
+    }
+  }
   Blob* y = top_or_new(0, "top", x->shape());
   Blob* saved_mean = make_blob("saved_mean", c);
   Blob* saved_inv_std = make_blob("saved_inv_std", c);
@@ -35,14 +51,18 @@ void BatchNormLayer::setup() {
     Blob* sums = graph().replica_sum(make_op("sums", "batch_norm_sums", {}, {x})[0]);
     Blob* squares =
         graph().replica_sum(make_op("square_sums", "batch_norm_square_sums", {}, {x, sums})[0]);
-    make_op("bn", "sync_batch_norm", attrs, {x, gamma, beta, mean, var, sums, squares},
+    make_op("bn", "sync_batch_norm", attrs,
+            {x, gamma, beta, mean_before, var_before, sums, squares},
             {y, saved_mean, saved_inv_std, new_mean, new_var});
   } else {
     attrs.set("mode", options_.training ? "train" : "test");
-    make_op("bn", "batch_norm", attrs, {x, gamma, beta, mean, var},
+    make_op("bn", "batch_norm", attrs, {x, gamma, beta, mean_before, var_before},
             {y, saved_mean, saved_inv_std, new_mean, new_var});
   }
-  if (options_.training) {
+  if (options_.training && mean_before != mean) {
+    graph().replace_swap(mean, new_mean);
+    graph().replace_swap(var, new_var);
+  } else if (options_.training) {
     graph().add_swap(mean, new_mean);
     graph().add_swap(var, new_var);
   }

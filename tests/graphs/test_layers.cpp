@@ -162,3 +162,121 @@ TEST_CASE("sum layer adds its bottoms, a residual block's input gets both gradie
   CHECK_THROWS_WITH(mismatched.top(), Catch::Contains("bottom 'q' has shape") &&
                                           Catch::Contains("a sum needs one shape"));
 }
+
+namespace {
+
+constexpr int64_t kChannels = 3;
+constexpr int64_t kPerChannel = 8;  // N * H * W of a [2, 3, 2, 2] micro-batch
+
+// Micro-batch m's input: its own scale and offset per channel, so that every micro-batch's
+// statistics differ.
+std::vector<float> micro_input(int m) {
+  std::vector<float> values(kChannels * kPerChannel);
+  Rng rng(20 + m);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int64_t channel = (static_cast<int64_t>(i) / 4) % kChannels;
+    values[i] = static_cast<float>(rng.uniform(-1, 1) * (m + 1) + 0.5 * m - 0.25 * channel);
+  }
+  return values;
+}
+
+// A batch norm layer on `x` followed by a softmax loss on its flattened top, with the gradient of
+// `x` built; returns {top, dx}.
+std::pair<Blob*, Blob*> normalize(Graph& g, Blob* x, double momentum) {
+  auto& bn = g.add<BatchNormLayer>("bn", BatchNormLayer::Options{1e-5, momentum, true});
+  B{x} >> bn;
+  Blob* top = bn.top(0);
+  Blob* labels = g.add_blob("labels", {2});
+  labels->tensor().set_values({0, 1});
+  Blob* logits =
+      g.apply("flat", "reshape", Attrs().set("shape", std::vector<int64_t>{2, -1}), {top})[0];
+  Blob* loss = g.apply("xent", "softmax_cross_entropy", {}, {logits, labels}, {"loss", "p"})[0];
+  return {top, backward(g, loss, {x}).of(x)};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "batch norm under micro-batches: each normalizes by its own statistics, the running ones "
+    "take one momentum update per micro-batch, in micro-batch order",
+    "[layers][micro_batches]") {
+  constexpr int kMicro = 3;
+  constexpr double kMomentum = 0.8;
+  const Shape shape{2, kChannels, 2, 2};
+  // Copies sharing their parameters (and so their running statistics), as the trainer builds
+  // micro-batches.
+  Graph g;
+  std::vector<std::pair<Blob*, Blob*>> micro;  // {top, dx}
+  for (int m = 0; m < kMicro; ++m) {
+    Graph::Scope scope(g, "micro" + std::to_string(m));
+    g.share_parameters(g.scope_prefix(), "");
+    Blob* x = g.add_blob("x", shape);
+    x->tensor().set_values(micro_input(m));
+    micro.push_back(normalize(g, x, kMomentum));
+  }
+  // One pair of running statistics, under the name a graph without micro-batches gives them
+  // (checkpoints do not depend on the micro-batches), swapped with the last micro-batch's.
+  REQUIRE(g.states().size() == 2);
+  Blob* mean = g.blob("bn::running_mean");
+  Blob* var = g.blob("bn::running_var");
+  CHECK(g.states()[0].blob == mean);
+  CHECK(g.swapped_with(mean) == g.blob("micro2::bn::new_running_mean"));
+  CHECK(g.swapped_with(var) == g.blob("micro2::bn::new_running_var"));
+  // Each update reads the one before: micro-batch 0 the statistics, m what m - 1 wrote.
+  CHECK(g.op("micro0::bn::bn")->inputs()[3] == mean);
+  CHECK(g.op("micro1::bn::bn")->inputs()[3] == g.blob("micro0::bn::new_running_mean"));
+  CHECK(g.op("micro2::bn::bn")->inputs()[4] == g.blob("micro1::bn::new_running_var"));
+  initialize_parameters(g, 1);
+  Runnable(g).run();
+
+  // Forward and backward of micro-batch m are those of batch norm on its input alone.
+  for (int m = 0; m < kMicro; ++m) {
+    INFO("micro-batch " << m);
+    Graph alone;
+    Blob* x = alone.add_blob("x", shape);
+    x->tensor().set_values(micro_input(m));
+    const auto [top, dx] = normalize(alone, x, kMomentum);
+    initialize_parameters(alone, 1);
+    Runnable(alone).run();
+    CHECK(micro[m].first->tensor().values() == top->tensor().values());
+    CHECK(micro[m].second->tensor().values() == dx->tensor().values());
+  }
+
+  // The running statistics by hand: mean 0 and variance 1, then per micro-batch m in order
+  // r = momentum r + (1 - momentum) s, s its mean, or its variance with n / (n - 1).
+  std::vector<double> want_mean(kChannels, 0.0), want_var(kChannels, 1.0);
+  for (int m = 0; m < kMicro; ++m) {
+    const std::vector<float> x = micro_input(m);
+    for (int64_t c = 0; c < kChannels; ++c) {
+      std::vector<double> values;
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t i = 0; i < 4; ++i) values.push_back(x[(n * kChannels + c) * 4 + i]);
+      double sum = 0, squares = 0;
+      for (double v : values) sum += v;
+      const double mu = sum / kPerChannel;
+      for (double v : values) squares += (v - mu) * (v - mu);
+      want_mean[c] = kMomentum * want_mean[c] + (1 - kMomentum) * mu;
+      want_var[c] = kMomentum * want_var[c] + (1 - kMomentum) * squares / (kPerChannel - 1);
+    }
+  }
+  const std::vector<float> got_mean = mean->tensor().values(), got_var = var->tensor().values();
+  for (int64_t c = 0; c < kChannels; ++c) {
+    INFO("channel " << c);
+    CHECK(got_mean[c] == Approx(want_mean[c]).margin(1e-6));
+    CHECK(got_var[c] == Approx(want_var[c]).epsilon(1e-5));
+  }
+  // The values themselves, for this input (printed once from the computation above).
+  const std::vector<double> literal_mean{0.20715, 0.334377, -0.185752};
+  const std::vector<double> literal_var{1.30978, 1.27078, 1.65114};
+  for (int64_t c = 0; c < kChannels; ++c) {
+    CHECK(got_mean[c] == Approx(literal_mean[c]).margin(2e-6));
+    CHECK(got_var[c] == Approx(literal_var[c]).margin(2e-5));
+  }
+  // A state added by hand under a shared scope would be one per copy: refused, naming the way.
+  Graph::Scope scope(g, "micro3");
+  g.share_parameters(g.scope_prefix(), "");
+  Blob* own = g.add_blob("count", {1});
+  REQUIRE_THROWS_WITH(g.add_state({own, "fill_constant", {}, 0.0}),
+                      Catch::Contains("state 'micro3::count' is under scope 'micro3'") &&
+                          Catch::Contains("Composite::make_state"));
+}
