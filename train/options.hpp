@@ -95,7 +95,8 @@ struct TrainOptions {
   std::vector<std::string> split;
   // Each replica's batch in this many micro-batches, run as copies of the network sharing its
   // weights; their gradients accumulate before one update (any layout; a pipeline overlaps
-  // them, stage by stage). Models with batch norm cannot share their running statistics.
+  // them, stage by stage). Batch norm normalizes each micro-batch by its own statistics and
+  // updates the shared running statistics once per micro-batch, in micro-batch order.
   int micro_batches = 1;
   // The order of a pipeline's forward and backward passes over its micro-batches, and of the
   // micro-batches of a replica at one location (a one-stage pipeline: 1F1B runs them one after

@@ -128,10 +128,6 @@ TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]"
            Case{"train --parallel=model --split=fc1,fc2",
                 "error: --parallel=model splits layers over locations: give --locations=N (N >= "
                 "2), --devices, or several ranks\n"},
-           Case{"train --parallel=pipeline --stages=2 --micro-batches=4 --schedule=1f1b",
-                "error: --micro-batches=4: model 'convnet_bn' has batch norm, whose running "
-                "statistics micro-batches cannot share yet; use a model without batch norm "
-                "(convnet, mlp, lenet) or --micro-batches=1\n"},
            Case{"train --parallel=model --split=fc1,,fc2",
                 "error: --split=fc1,,fc2: an empty name; separate names by commas\n"},
        }) {
