@@ -20,7 +20,10 @@
 //           Every stage then holds S micro-batches' inputs, what 1F1B holds at stage 0.
 // GPipe and 1F1B leave the bubble (S-1)/(M+S-1) of each iteration idle when every stage takes
 // the same time; ZB-H1 about a third of it. Every rank builds the whole graph, so validate() proves
-// before the first run that the orders of all ranks together cannot wait in a circle.
+// before the first run that the orders of all ranks together cannot wait in a circle. Batch norm
+// chains the micro-batches' updates of its running statistics (micro-batch m's op reads what
+// m-1's wrote: graphs/layers.hpp), so the forward passes of its stage run in micro-batch order
+// under every schedule; an order of one's own that lists them otherwise is such a circle.
 //
 // Stages are cut by layers with parameters: with P of them and S stages, the k-th parametric
 // layer goes to stage floor(k*S/P), and every layer without parameters (an activation, a

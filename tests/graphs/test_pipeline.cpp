@@ -145,3 +145,53 @@ TEST_CASE("a schedule of one's own must list every pass of every micro-batch onc
                                       }),
                     Catch::Contains("lists forward pass of micro-batch 2, not one of 0..1"));
 }
+
+TEST_CASE(
+    "batch norm chains its micro-batches' updates of the running statistics: an order of one's "
+    "own that runs a stage's forwards out of micro-batch order is refused as a cycle",
+    "[pipeline][batch_norm]") {
+  // Two micro-batches sharing their parameters and running statistics; fc1 and bn at stage 0,
+  // fc2 and the loss at stage 1.
+  const std::vector<Location> stages = {Location::cpu(0, 0), Location::cpu(0, 1)};
+  auto build = [](Graph& graph) -> Blob* {
+    Graph::Scope scope(graph, "net");
+    Blob* logits = (B{graph.add_blob("x", {4, 3})} >>
+                    graph.add<InnerProductLayer>("fc1", InnerProductLayer::Options{5}) >>
+                    graph.add<BatchNormLayer>("bn", BatchNormLayer::Options{}) >>
+                    graph.add<ActivationLayer>("relu", "relu") >>
+                    graph.add<InnerProductLayer>("fc2", InnerProductLayer::Options{2}))
+                       .top(0);
+    return (B{logits, graph.add_blob("labels", {4})} >> graph.add<SoftmaxLossLayer>("loss")).top(0);
+  };
+  const std::vector<ModelLayer> layers = model_layers([&](Graph& graph) { build(graph); });
+  using P = std::vector<std::pair<Pass, int>>;
+  const Pass F = Pass::kForward, B = Pass::kBackward;
+  for (const bool in_order : {true, false}) {
+    INFO((in_order ? "forwards in micro-batch order"
+                   : "stage 0 runs micro-batch 1's forward first"));
+    Graph g;
+    place_stages(g, layers, assign_stages(layers, 2, "net"), stages);
+    std::vector<Blob*> losses;
+    for (int m = 0; m < 2; ++m) {
+      Graph::Scope micro(g, "micro" + std::to_string(m));
+      g.share_parameters(g.scope_prefix(), "");
+      Graph::Placement at(g, stages[0]);
+      losses.push_back(build(g));
+    }
+    REQUIRE(g.states().size() == 2);  // bn's running mean and variance, once
+    Blob* total = g.apply("total", "sum", {}, losses)[0];
+    std::vector<Blob*> weights;
+    for (const Parameter& p : g.parameters()) weights.push_back(p.blob);
+    backward(g, total, weights);
+    schedule_pipeline(g, stages, 2, [&](int s) {
+      if (s == 0 && !in_order) return P{{F, 1}, {F, 0}, {B, 0}, {B, 1}};
+      return schedule_order(PipelineSchedule::kGPipe, s, 2, 2);
+    });
+    if (in_order) {
+      g.validate();
+    } else {
+      REQUIRE_THROWS_WITH(
+          g.validate(), Catch::Contains("has a cycle: ") && Catch::Contains("micro0::net::bn::bn"));
+    }
+  }
+}
