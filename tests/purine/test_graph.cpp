@@ -128,12 +128,14 @@ TEST_CASE(
   CHECK(expanded.find("\"new_w\" -> \"fc1::weight\" [style=dashed, label=\"swap\"") !=
         std::string::npos);
   CHECK(expanded.find("label=\"rank0:cpu1\"") != std::string::npos);  // fc2's cluster
-  // Collapsed: fc1's ops are one forward circle, its weight inside it is not drawn.
+  // Collapsed: fc1's ops are one forward circle; its weight and bias one weights box read by it.
   Graph::DotOptions collapse;
   collapse.collapse = true;
   const std::string collapsed = g.to_dot(collapse);
   CHECK(collapsed.find("\"fc1|forward|rank0:cpu\" [shape=circle") != std::string::npos);
   CHECK(collapsed.find("\"fc1::inner_product\"") == std::string::npos);
+  CHECK(collapsed.find("\"weights|fc1|rank0:cpu\" -> \"fc1|forward|rank0:cpu\"") !=
+        std::string::npos);
   CHECK(collapsed.find("\"fc1::top\" [shape=box") != std::string::npos);  // between layers
   auto count = [](const std::string& s, const std::string& what) {
     size_t n = 0;

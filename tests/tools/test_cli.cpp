@@ -177,6 +177,9 @@ TEST_CASE("purine graph draws a layout's training graph, GoogLeNet collapsed sta
   const std::string googlenet = read(dir.file("g.dot"));
   CHECK(count(googlenet, "shape=circle") < 100);
   CHECK(count(googlenet, "shape=box") < 100);
+  // Laid out left to right in bands of layers, each inception's weights one box.
+  CHECK_THAT(googlenet, Contains("rankdir=LR;") && Contains("subgraph cluster_0_3 {") &&
+                            Contains("label=\"inception_3a: 12 weights\\n163.7k values\""));
   REQUIRE(run_purine("graph --model=googlenet --expand --format=dot --output=" + dir.file("gx.dot"))
               .status == 0);
   CHECK(count(read(dir.file("gx.dot")), "shape=circle") > 500);
@@ -186,6 +189,68 @@ TEST_CASE("purine graph draws a layout's training graph, GoogLeNet collapsed sta
   }
   REQUIRE(run_purine("graph --model=mlp --output=" + dir.file("mlp.svg")).status == 0);
   CHECK_THAT(read(dir.file("mlp.svg")), Contains("<svg"));
+}
+
+// A small graph to draw: quick to build, no data set needed.
+const char kSmallGraph[] = " --model=mlp --data=synthetic:1x8x8:4 --batch=8";
+
+TEST_CASE("purine graph --ranks draws every rank in one process, at the size and dpi asked",
+          "[cli][graph]") {
+  purine::testing::TempDir dir;
+  Result r = run_purine(std::string("graph --ranks=2 --size=16x10 --dpi=150 --format=dot") +
+                        kSmallGraph + " --output=" + dir.file("mlp2.dot"));
+  REQUIRE(r.status == 0);
+  const std::string dot = read_file(dir.file("mlp2.dot"));
+  // Both ranks (data parallel, as --parallel=none becomes with several ranks), the fused bucket
+  // of gradients between them named by the layers it carries.
+  CHECK_THAT(dot, Contains("label=\"rank0:cpu\"") && Contains("label=\"rank1:cpu\"") &&
+                      Contains("\"replica1::mlp::fc1|forward|rank1:cpu\"") &&
+                      Contains("label=\"bucket\\nfc1, fc2, fc3\""));
+  CHECK_THAT(dot, Contains("size=\"16,10\";") && Contains("dpi=150;"));
+}
+
+TEST_CASE("purine graph refuses a size or dpi it cannot use, in the words of the flags",
+          "[cli][graph]") {
+  for (const auto& [args, line] : std::vector<std::pair<std::string, std::string>>{
+           {"--size=16",
+            "error: --size=16: give the width and height in inches as WxH, e.g. 16x10\n"},
+           {"--dpi=0", "error: --dpi=0: give dots per inch from 1 to 1200 (96 is a screen's)\n"},
+       }) {
+    INFO(args);
+    Result bad = run_purine("graph " + args + kSmallGraph + " --format=dot --output=/tmp/x.dot");
+    CHECK(bad.status == 1);
+    CHECK(bad.output == line);
+  }
+}
+
+TEST_CASE("purine graph draws a PNG at the dpi asked, and dot's failure names the path",
+          "[cli][graph]") {
+  if (std::system("command -v dot > /dev/null") != 0) {
+    WARN("Graphviz's dot is not installed (tools/setup.sh installs it): skipped");
+    return;
+  }
+  purine::testing::TempDir dir;
+  // A folder where the file should be: dot cannot write it.
+  Result unwritable =
+      run_purine(std::string("graph --format=png") + kSmallGraph + " --output=" + dir.path());
+  CHECK(unwritable.status == 1);
+  CHECK_THAT(unwritable.output, Contains("error: Graphviz's dot could not write " + dir.path() +
+                                         " (exit status 1; its message is above)"));
+  REQUIRE(run_purine(std::string("graph --format=png --dpi=48") + kSmallGraph +
+                     " --output=" + dir.file("mlp.png"))
+              .status == 0);
+  // The PNG's width and height, big-endian at bytes 16..23: at 96 dpi about twice as large.
+  const std::string png = read_file(dir.file("mlp.png"));
+  REQUIRE(png.size() > 24);
+  auto word = [&](size_t at) {
+    uint32_t v = 0;
+    for (size_t k = 0; k < 4; ++k) v = v << 8 | static_cast<unsigned char>(png[at + k]);
+    return v;
+  };
+  CHECK(png.compare(1, 3, "PNG") == 0);
+  CHECK(word(16) > 200);
+  CHECK(word(16) < 1000);
+  CHECK(word(20) < 600);
 }
 
 TEST_CASE("purine ops lists every operator with its signature", "[cli]") {

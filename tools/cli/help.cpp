@@ -15,11 +15,6 @@ namespace purine::cli {
 
 namespace {
 
-// The flags only `purine graph` reads (defined beside train's, in train_command.cpp).
-bool graph_only(const std::string& name) {
-  return name == "format" || name == "expand" || name == "forward_only";
-}
-
 std::string dashed(std::string name) {
   std::replace(name.begin(), name.end(), '_', '-');
   return name;
@@ -62,11 +57,17 @@ std::vector<FlagHelp> command_flags(const std::string& command) {
   gflags::GetAllFlags(&all);  // sorted by file, then by name
   std::vector<FlagHelp> flags;
   for (const gflags::CommandLineFlagInfo& f : all)
-    if (f.filename.find("tools/cli/train_command.cpp") != std::string::npos &&
-        (command == "graph" || !graph_only(f.name)))
+    // graph: its own flags (graph_command.cpp) and the train flags that build the graph.
+    if (f.filename.find("tools/cli/train_command.cpp") != std::string::npos ||
+        (command == "graph" && f.filename.find("tools/cli/graph_command.cpp") != std::string::npos))
       flags.push_back({f.name, ""});
-  if (command == "graph")
+  if (command == "graph") {
     flags.push_back({"output", "the file to write (default: MODEL.FORMAT, e.g. mlp.svg)"});
+    flags.push_back({"ranks",
+                     "draw the graph of this many MPI ranks, built in this one process as every "
+                     "rank builds it (no mpirun needed); with --parallel=none, data parallel "
+                     "(without it: the ranks this process was started with, 1 without mpirun)"});
+  }
   return flags;
 }
 

@@ -21,6 +21,7 @@
 #include "models/models.hpp"
 #include "operators/registry.hpp"
 #include "purine/mpi.hpp"
+#include "tools/cli/graph_command.hpp"
 #include "tools/cli/help.hpp"
 #include "tools/cli/predict_command.hpp"
 #include "tools/cli/simulate_command.hpp"

@@ -33,10 +33,6 @@ DEFINE_string(config, "",
 DEFINE_bool(print_config, false,
             "print the effective configuration as protobuf text, every flag but --config and "
             "--print-config as a field, and exit");
-DEFINE_string(format, "svg", "graph: dot (GraphViz text), svg or png (drawn by Graphviz's dot)");
-DEFINE_bool(expand, false, "graph: draw every op of every layer (default: one circle per layer)");
-DEFINE_bool(forward_only, false, "graph: draw the forward ops only");
-DECLARE_string(output);
 DEFINE_string(model, "convnet_bn", "model to train (purine models lists them)");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist",
               "directory with the IDX files, or synthetic:CxHxW:CLASSES for random images drawn "
@@ -434,66 +430,6 @@ int run_train() {
     std::printf(" of the time; at most %d micro-batches in flight at a stage\n", times.in_flight);
   }
   if (!FLAGS_summary.empty()) write_summary(FLAGS_summary, options, result);
-  return 0;
-}
-
-// Pipes `dot` into Graphviz's dot, which writes `path` in `format` (its own messages go to our
-// stderr); an exit status is decoded into what went wrong.
-void draw_with_graphviz(const std::string& dot, const std::string& format,
-                        const std::string& path) {
-  std::string quoted;  // the path in single quotes for the shell, each ' written as '\''
-  for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  const std::string command = "dot -T" + format + " -o '" + quoted + "'";
-  FILE* pipe = popen(command.c_str(), "w");
-  require(pipe != nullptr, "cannot start a shell to run Graphviz's dot");
-  std::fwrite(dot.data(), 1, dot.size(), pipe);
-  const int status = pclose(pipe);
-  if (status == 0) return;
-  require(!(WIFEXITED(status) && WEXITSTATUS(status) == 127),
-          "Graphviz's dot is not installed (apt-get install graphviz, or --format=dot)");
-  if (WIFSIGNALED(status))
-    throw Error(
-        str("Graphviz's dot was killed by signal ", WTERMSIG(status), " while writing ", path));
-  throw Error(str("Graphviz's dot could not write ", path, " (exit status ",
-                  WIFEXITED(status) ? WEXITSTATUS(status) : status, "; its message is above)"));
-}
-
-int run_graph() {
-  const ConfigFile config = apply_config_file(FLAGS_config);
-  require(FLAGS_format == "dot" || FLAGS_format == "svg" || FLAGS_format == "png",
-          "--format must be dot, svg or png, got '", FLAGS_format, "'");
-  // Refused before the graph is built, and before dot would say it less clearly.
-  const std::filesystem::path folder = std::filesystem::path(FLAGS_output).parent_path();
-  require(folder.empty() || std::filesystem::is_directory(folder), "--output=", FLAGS_output,
-          ": the folder ", folder.string(), " does not exist");
-  TrainOptions options;
-  std::string problem;
-  try {
-    options = options_from_flags();
-  } catch (const Error& e) {
-    problem = config.place(e.what());
-  }
-  settle_startup(problem);
-  std::unique_ptr<Trainer> built;
-  try {
-    options.evaluate = false;
-    options.max_iters = 1;
-    built = std::make_unique<Trainer>(options);
-  } catch (const Error& e) {
-    throw Error(config.place(e.what()));
-  }
-  Trainer& trainer = *built;
-  Graph::DotOptions dot_options;
-  dot_options.collapse = !FLAGS_expand;
-  dot_options.forward_only = FLAGS_forward_only;
-  const std::string dot = trainer.training_graph().to_dot(dot_options);
-  const std::string path = FLAGS_output.empty() ? options.model + "." + FLAGS_format : FLAGS_output;
-  if (FLAGS_format == "dot") {
-    write_file_durably(path, dot);
-  } else {
-    draw_with_graphviz(dot, FLAGS_format, path);
-  }
-  std::printf("wrote %s\n", path.c_str());
   return 0;
 }
 

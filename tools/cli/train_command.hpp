@@ -12,8 +12,5 @@ TrainOptions options_from_flags(int ranks = 0);
 
 // Returns the process exit code. Throws purine::Error on bad flags or data.
 int run_train();
-// `purine graph`: the training graph the same flags build, drawn (purine/graph.hpp, to_dot) as
-// GraphViz text or, through Graphviz's dot, SVG or PNG.
-int run_graph();
 
 }  // namespace purine::cli
