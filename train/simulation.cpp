@@ -261,55 +261,79 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
     for (const SimulatedTask& t : sp.tasks)
       if (t.at.is_cpu() && seen.insert(t.at).second) ++cpu_locations[t.at.rank];
   }
-  auto device = [&](const Location& l) -> std::pair<const proto::DeviceSpeedProto*, double> {
+  // A location's device and how many of its units (cores) an op uses: at a CPU location its
+  // rank's threads shared among the rank's `cpu_locations` CPU locations.
+  auto device = [&](const Location& l,
+                    int locations) -> std::pair<const proto::DeviceSpeedProto*, double> {
     const proto::NodeGroupProto& g = *p.nodes[p.node_of_rank[l.rank]].group;
     if (!l.is_cpu()) return {&g.gpu(), 1.0};
-    const int threads = std::max(1, o.threads / std::max(1, cpu_locations[l.rank]));
+    const int threads = std::max(1, o.threads / std::max(1, locations));
     return {&g.cpu(), static_cast<double>(std::min(threads, std::max(1, g.cores())))};
   };
-  auto roofline = [&](const SimulatedTask& t) {
-    const auto [speed, units] = device(t.at);
+  // The roofline with the op's fixed overhead.
+  auto roofline = [&](const SimulatedTask& t, int locations) {
+    const auto [speed, units] = device(t.at, locations);
     const OpCost c = t.op->kernel().cost(shapes(t.op->inputs()), shapes(t.op->outputs()));
     return std::max(c.flops / (speed->peak_gflops() * kGiga * units),
-                    c.bytes / (speed->memory_gigabytes_per_second() * kGiga));
+                    c.bytes / (speed->memory_gigabytes_per_second() * kGiga)) +
+           speed->op_overhead_us() * kUs;
   };
   auto overhead = [&](const SimulatedTask& t) {
-    return device(t.at).first->op_overhead_us() * kUs;
+    return device(t.at, 1).first->op_overhead_us() * kUs;
   };
 
-  // Calibration: by name, by name without the replica scope, then by type and shapes.
-  std::map<std::string, double> by_plain_name, by_shape;
+  // Calibration. The trace's tasks by name, and by name without the replica scope.
   const TraceTimes* trace = options.calibration ? &*options.calibration : nullptr;
+  std::map<std::string, double> by_plain_name;
   if (trace)
     for (const auto& [name, seconds] : trace->seconds)
       by_plain_name.emplace(without_replica_scope(name), seconds);
-  std::vector<double> measured(n, -1);
-  std::vector<bool> exact(n, false);
-  if (trace) {
-    for (int t = 0; t < n; ++t) {
-      const std::string& name = sp.plan.tasks()[t].name;
-      auto it = trace->seconds.find(name);
-      if (it != trace->seconds.end()) {
-        measured[t] = it->second;
-        exact[t] = true;
-        continue;
-      }
-      auto plain = by_plain_name.find(without_replica_scope(name));
-      if (plain != by_plain_name.end()) measured[t] = plain->second;
-    }
-    for (int t = 0; t < n; ++t)
-      if (measured[t] >= 0) by_shape.emplace(shape_key(sp.tasks[t]), measured[t]);
-  }
-  // The roofline's scale: measured over modelled, over the compute ops the trace timed.
+  auto traced = [&](const std::string& name) {
+    auto it = trace->seconds.find(name);
+    if (it != trace->seconds.end()) return it->second;
+    auto plain = by_plain_name.find(without_replica_scope(name));
+    return plain != by_plain_name.end() ? plain->second : -1.0;
+  };
+  // What the trace says by op type and shapes, and per op type how far the roofline is, learnt
+  // on the graph the trace's run had: this layout on one rank, one location, no pipeline, split
+  // or micro-batches (the plain `purine train --trace` run).
+  std::map<std::string, double> by_shape;
+  std::map<std::string, std::pair<double, double>> by_type;  // measured, roofline sums
   double measured_sum = 0, roofline_sum = 0;
-  for (int t = 0; t < n; ++t) {
-    const SimulatedTask& task = sp.tasks[t];
-    if (measured[t] < 0 || task.role != SimulatedTask::kCompute || task.view) continue;
-    measured_sum += measured[t];
-    roofline_sum += roofline(task) + overhead(task);
+  if (trace) {
+    TrainOptions c = o;
+    c.ranks = 1;
+    c.parallel = ParallelLayout::kData;
+    c.stages = 1;
+    c.micro_batches = 1;
+    c.split.clear();
+    c.locations = 1;
+    if (!c.devices.empty()) c.devices = {c.devices[0]};
+    std::unique_ptr<Graph> calibration_graph = build_training_graph(c);
+    const SimulationPlan cp = build_simulation_plan(*calibration_graph);
+    std::set<std::string> reported;
+    for (size_t t = 0; t < cp.tasks.size(); ++t) {
+      const SimulatedTask& task = cp.tasks[t];
+      if (task.role != SimulatedTask::kCompute || task.view) continue;
+      const double seconds = traced(cp.plan.tasks()[t].name);
+      if (seconds < 0) continue;
+      by_shape.emplace(shape_key(task), seconds);
+      // With the threads per location of the simulated layout: the trace's run had them.
+      const double modelled = roofline(task, cpu_locations[0]);
+      auto& sums = by_type[task.op->type()];
+      sums.first += seconds;
+      sums.second += modelled;
+      measured_sum += seconds;
+      roofline_sum += modelled;
+      if (reported.insert(without_replica_scope(cp.plan.tasks()[t].name)).second)
+        report.op_errors.push_back({cp.plan.tasks()[t].name, seconds, modelled});
+    }
   }
   report.roofline_scale = roofline_sum > 0 ? measured_sum / roofline_sum : 1;
-  std::set<std::string> reported;
+  for (OpError& e : report.op_errors) e.modelled *= report.roofline_scale;
+  std::vector<double> measured(n, -1);
+  if (trace)
+    for (int t = 0; t < n; ++t) measured[t] = traced(sp.plan.tasks()[t].name);
 
   // Collectives: the k-th ordered op of every rank forms collective k (the ranks start them in
   // one order, the resource chain's: the plan's task ids follow a topological order).
@@ -340,18 +364,19 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
       if (c.hold_executor && measured[t] >= 0) c.busy = 0;  // the trace timed the copy itself
       continue;
     }
-    const double modelled = report.roofline_scale * (roofline(task) + overhead(task));
+    const auto type = by_type.find(task.op->type());
     if (measured[t] >= 0) {
       c.busy = measured[t];
       ++report.by_name;
-      if (task.at.rank == 0 &&
-          reported.insert(without_replica_scope(sp.plan.tasks()[t].name)).second)
-        report.op_errors.push_back({sp.plan.tasks()[t].name, measured[t], modelled});
-    } else if (trace && by_shape.count(shape_key(task))) {
+    } else if (by_shape.count(shape_key(task))) {
       c.busy = by_shape.at(shape_key(task));
       ++report.by_shape;
+    } else if (type != by_type.end() && type->second.second > 0) {
+      c.busy =
+          type->second.first / type->second.second * roofline(task, cpu_locations[task.at.rank]);
+      ++report.by_type;
     } else {
-      c.busy = modelled;
+      c.busy = report.roofline_scale * roofline(task, cpu_locations[task.at.rank]);
       ++report.by_roofline;
     }
     if (traits.ordered_across_ranks && traits.communicates) {
@@ -531,6 +556,20 @@ SimulationReport simulate_training(const SimulateOptions& options) {
       report.busiest_executor_share = share;
       report.busiest_executor = sp.plan.executors()[e].name;
     }
+  }
+  if (o.stages > 1) {
+    // Rank 0's runs (stage 0 starts first and ends last), and the busiest main thread.
+    const int runs = static_cast<int>(sim.iteration_start[0].size());
+    double span = 0;
+    for (int k = 1; k < runs; ++k) span += sim.iteration_end[0][k] - sim.iteration_start[0][k];
+    span /= std::max(1, runs - 1);
+    double busiest = 0;
+    for (size_t e = 0; e < sp.executor_rank.size(); ++e) {
+      const std::string& name = sp.plan.executors()[e].name;
+      if (name.size() >= 5 && name.compare(name.size() - 5, 5, "/main") == 0)
+        busiest = std::max(busiest, sim.executor_busy[e] / runs);
+    }
+    report.pipeline_bubble = span > 0 ? std::max(0.0, 1 - busiest / span) : 0;
   }
   if (!options.trace_path.empty())
     dispatch::write_simulation_trace(sp.plan, model.setup, sim, placement.channel_names,

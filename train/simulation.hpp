@@ -14,9 +14,10 @@
 //
 // Op times: a task's busy time is its op's time measured in a calibration trace (a `purine train
 // --trace` file, matched by op name, then by the name without its "replica<r>::" scope, then by
-// op type, shapes and device kind among the ops matched so), or else the roofline: the op's
-// declared cost (Operator::cost) against its device's peak FLOP/s and memory bandwidth plus a
-// fixed overhead, scaled by how far the calibrated ops' measured times were from their roofline.
+// op type, shapes and device kind among the ops of the traced run's graph: the layout on one
+// rank and location), or else the roofline: the op's declared cost (Operator::cost) against its
+// device's peak FLOP/s and memory bandwidth plus a fixed overhead, scaled by how far the traced
+// ops of its type (else of all types) were from their roofline.
 // Transfers (copies between ranks or locations) and collectives take latency + bytes / bandwidth
 // over the links of the cluster, each link carrying one transfer at a time.
 // Functions without state; thread-safe.
@@ -81,8 +82,12 @@ struct SimulationReport {
   // Busy share of rank 0's busiest executor over the step.
   double busiest_executor_share = 0;
   std::string busiest_executor;
+  // A pipeline (stages > 1): 1 - the busiest main thread's work per run / the run's span, as
+  // purine train's PipelineMeter measures it (train/pipeline_meter.hpp); else 0.
+  double pipeline_bubble = 0;
   // How the tasks got their times.
-  int by_name = 0, by_shape = 0, by_roofline = 0, views = 0;
+  // by_type: the roofline scaled by the trace's measured/roofline ratio for that op type.
+  int by_name = 0, by_shape = 0, by_type = 0, by_roofline = 0, views = 0;
   int transfers = 0;                    // sends, receives and copies: timed by the links
   double roofline_scale = 1;            // measured / roofline over the calibrated compute ops
   std::vector<OpError> op_errors;       // calibrated compute ops, the longest first

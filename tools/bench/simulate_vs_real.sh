@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # purine simulate against reality on this machine (issue 24, check (a)): calibrate op times from
-# a traced 1-rank run, then for 1 and 2 ranks (mpirun) and each reduction print the simulation's
-# img/s beside the measured one and the error. Measured runs are separate from the traced one
+# a traced 1-rank run, then for 1 and 2 ranks (mpirun) and each reduction, 2 locations in one
+# process and a 2-stage 1F1B pipeline print the simulation's img/s (and bubble) beside the
+# measured one and the error. Measured runs are separate from the traced one
 # (tracing costs time), each the best of `rounds`; img/s are global, after the first 10
 # iterations (purine train's --summary).
 #
@@ -29,14 +30,16 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-layout=(--model="$model" --threads="$threads" --parallel=data)
 field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
 
-# measure RANKS REDUCE: the best img/s of `rounds` training runs.
+# measure RANKS ARGS...: the best img/s of `rounds` training runs (and, for a pipeline, the
+# bubble of that best run in $work/bubble).
 measure() {
-  local ranks=$1 reduce=$2 best=0 ips
+  local ranks=$1 best=0 ips
+  shift
+  echo 0 >"$work/bubble"
   for _ in $(seq "$rounds"); do
-    local args=(train "${layout[@]}" --reduce="$reduce" --max-iters="$iters" --noevaluate
+    local args=(train --model="$model" "$@" --max-iters="$iters" --noevaluate
       --summary="$work/summary.json")
     if [ "$ranks" = 1 ]; then
       "$purine" "${args[@]}" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
@@ -45,32 +48,64 @@ measure() {
         { cat "$work/log" >&2; exit 1; }
     fi
     ips=$(field images_per_sec "$work/summary.json")
-    best=$(python3 -c "print(max($best, $ips))")
+    if python3 -c "import sys; sys.exit(0 if $ips > $best else 1)"; then
+      best=$ips
+      bubble=$(field pipeline_bubble "$work/summary.json")
+      echo "${bubble:-0}" >"$work/bubble"
+    fi
   done
   echo "$best"
 }
 
-# predict RANKS REDUCE: the simulation's img/s, calibrated on the 1-rank trace.
+# predict TRACE RANKS ARGS...: the simulation's img/s calibrated on TRACE (its bubble, for a
+# pipeline, in $work/sim_bubble).
 predict() {
-  "$purine" simulate "${layout[@]}" --reduce="$2" --ranks="$1" --cluster="$cluster" \
-    --calibrate="$work/trace.json" >"$work/sim.txt" 2>&1 || { cat "$work/sim.txt" >&2; exit 1; }
+  local trace=$1 ranks=$2
+  shift 2
+  "$purine" simulate --model="$model" "$@" --ranks="$ranks" --cluster="$cluster" \
+    --calibrate="$trace" >"$work/sim.txt" 2>&1 || { cat "$work/sim.txt" >&2; exit 1; }
+  sed -n 's/.*bubble \([0-9.]*\).*/\1/p' "$work/sim.txt" | head -1 >"$work/sim_bubble"
   sed -n 's/.*ms, \([0-9.]*\) img\/s.*/\1/p' "$work/sim.txt" | head -1
 }
 
-echo "model $model, --threads=$threads per rank, $iters iterations, best of $rounds; cluster" \
+# row NAME TRACE RANKS ARGS...: prediction, measurement and error side by side.
+row() {
+  local name=$1 trace=$2 ranks=$3 p m
+  shift 3
+  p=$(predict "$trace" "$ranks" "$@")
+  m=$(measure "$ranks" "$@")
+  python3 -c "
+import sys
+name, n, p, m, pb, mb = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:7])
+bubble = f'{pb:9.3f} {mb:9.3f}' if mb > 0 else f'{\"-\":>9} {\"-\":>9}'
+print(f'{name:<22} {n:>5} {p:11.1f} {m:11.1f} {100 * (p - m) / m:+7.1f}%  {bubble}')" \
+    "$name" "$ranks" "$p" "$m" "$(cat "$work/sim_bubble" 2>/dev/null || echo 0)" \
+    "$(cat "$work/bubble")"
+}
+
+echo "model $model, --threads=$threads per replica, $iters iterations, best of $rounds; cluster" \
   "$cluster; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-"$purine" train "${layout[@]}" --reduce=ring --max-iters="$iters" --noevaluate \
-  --trace="$work/trace.json" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
-printf "%-7s %6s %14s %14s %8s\n" reduce ranks "predicted/s" "measured/s" error
+# Calibration runs: one location, one rank; and with 4 micro-batches for the pipeline.
+"$purine" train --model="$model" --threads="$threads" --parallel=data --reduce=ring \
+  --max-iters="$iters" --noevaluate --trace="$work/trace.json" >"$work/log" 2>&1 ||
+  { cat "$work/log" >&2; exit 1; }
+"$purine" train --model="$model" --threads="$threads" --parallel=data --micro-batches=4 \
+  --max-iters="$iters" --noevaluate --trace="$work/trace_micro.json" >"$work/log" 2>&1 ||
+  { cat "$work/log" >&2; exit 1; }
+printf "%-22s %5s %11s %11s %8s  %9s %9s\n" layout ranks predicted/s measured/s error \
+  "bubble p" "bubble m"
+dp=(--parallel=data --threads="$threads")
 for reduce in $reductions; do
   for ranks in 1 2; do
     [ "$reduce" = mpi ] && [ "$ranks" = 1 ] && continue  # one rank has nothing to reduce
-    p=$(predict "$ranks" "$reduce")
-    m=$(measure "$ranks" "$reduce")
-    python3 -c "import sys; r, n, p, m = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]); print(f'{r:<7} {n:>6} {p:14.1f} {m:14.1f} {100 * (p - m) / m:+7.1f}%')" \
-      "$reduce" "$ranks" "$p" "$m"
+    row "data --reduce=$reduce" "$work/trace.json" "$ranks" "${dp[@]}" --reduce="$reduce"
   done
 done
-echo "(img/s, global; predicted by purine simulate --calibrate on a traced 1-rank ring run," \
-  "measured by purine train, mpirun -np 2 for 2 ranks)"
+row "data --locations=2" "$work/trace.json" 1 --parallel=data --locations=2 \
+  --threads=$((2 * threads))
+row "pipeline 2 stages 1f1b" "$work/trace_micro.json" 1 --parallel=pipeline --stages=2 \
+  --micro-batches=4 --schedule=1f1b --threads=$((2 * threads))
+echo "(img/s, global; predicted by purine simulate --calibrate on a traced 1-rank run (one with" \
+  "--micro-batches=4 for the pipeline), measured by purine train, mpirun -np 2 for 2 ranks;" \
+  "bubble: 1 - the busiest stage's work / the iteration)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -49,10 +49,14 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
   std::printf("  step %.3f ms, %.1f img/s, exposed communication %.1f%% of the step\n",
               ms(r.step_seconds), r.images_per_second, 100 * r.exposed_communication);
   std::printf(
-      "  %d tasks per step: %d timed by name in the trace, %d by op type and shape, %d "
-      "by roofline (x%.3g), %d views, %d transfers by the links; %.3f ms between runs\n",
-      r.tasks, r.by_name, r.by_shape, r.by_roofline, r.roofline_scale, r.views, r.transfers,
-      ms(r.iteration_gap_seconds));
+      "  %d tasks per step: %d timed by name in the trace, %d by op type and shape, %d by "
+      "the roofline scaled per op type, %d by the roofline (x%.3g), %d views, %d transfers by "
+      "the links; %.3f ms between runs\n",
+      r.tasks, r.by_name, r.by_shape, r.by_type, r.by_roofline, r.roofline_scale, r.views,
+      r.transfers, ms(r.iteration_gap_seconds));
+  if (o.stages > 1)
+    std::printf("  pipeline of %d stages, %d micro-batches (%s): bubble %.3f\n", o.stages,
+                o.micro_batches, name_of(o.schedule), r.pipeline_bubble);
   std::printf("  busiest executor of rank 0: %s, %.0f%% busy\n", r.busiest_executor.c_str(),
               100 * r.busiest_executor_share);
   if (s.calibration) {
@@ -65,7 +69,7 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
         total += e.measured;
       }
       std::printf(
-          "  roofline against the trace, per op (rank 0, longest first; the "
+          "  roofline against the trace, per op of the traced run (longest first; the "
           "simulation uses the measured times): time-weighted error %.0f%%\n",
           total > 0 ? 100 * weighted / total : 0.0);
       std::printf("    %-48s %12s %12s %8s\n", "op", "measured ms", "roofline ms", "error");

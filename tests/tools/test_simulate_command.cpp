@@ -1,0 +1,74 @@
+// `purine simulate` as a user runs it: its help, a prediction with a scaling table and a
+// timeline, and bad input refused with "error: ..." naming what and where, exit status 1.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <string>
+
+#include "purine_cli.hpp"
+#include "temp_dir.hpp"
+
+using namespace purine::testing;
+using Catch::Contains;
+
+namespace {
+
+const std::string kLayout =
+    "simulate --model=convnet --data=synthetic:1x28x28:10 --parallel=data --threads=1 ";
+
+}  // namespace
+
+TEST_CASE("purine simulate --help lists its own flags in its own words", "[cli][simulate]") {
+  const CommandResult r = run_purine("simulate --help");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("usage: purine simulate"));
+  CHECK_THAT(r.output, Contains("--ranks"));
+  CHECK_THAT(r.output, Contains("--calibrate"));
+  CHECK_THAT(r.output, Contains("write the simulated timeline"));
+  CHECK_THAT(r.output, !Contains("--lr-policy"));  // no flag that does not shape the graph
+}
+
+TEST_CASE("purine simulate prints the step, a scaling table and writes a timeline",
+          "[cli][simulate]") {
+  TempDir dir;
+  const CommandResult r =
+      run_purine(kLayout + "--ranks=2 --scaling=1,2 --trace=" + dir.file("sim.json"));
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("over 2 ranks"));
+  CHECK_THAT(r.output, Contains("img/s, exposed communication"));
+  CHECK_THAT(r.output, Contains("efficiency"));
+  CHECK_THAT(read_file(dir.file("sim.json")), Contains("\"traceEvents\""));
+}
+
+// Each run starts MPI (about a second here): two runs per test case. The cluster file's and the
+// trace's errors one by one are tested in tests/train/test_simulation.cpp.
+namespace {
+
+void check_refused(const std::string& args, const std::string& message) {
+  const CommandResult r = run_purine(kLayout + args);
+  INFO(args << "\n" << r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Contains("error: ") && Contains(message));
+}
+
+}  // namespace
+
+TEST_CASE("purine simulate refuses a missing or mistyped cluster file naming the line",
+          "[cli][simulate]") {
+  TempDir dir;
+  std::ofstream(dir.file("typo.pbtxt")) << "name: \"x\"\nnodes {\n  cores: 2\n  speed: 3\n}\n";
+  check_refused("--cluster=/nonexistent.pbtxt", "cluster file '/nonexistent.pbtxt': cannot open");
+  check_refused("--cluster=" + dir.file("typo.pbtxt"), "typo.pbtxt:4:");
+}
+
+TEST_CASE("purine simulate refuses an impossible layout and a file that is no trace",
+          "[cli][simulate]") {
+  TempDir dir;
+  std::ofstream(dir.file("small.pbtxt"))
+      << "nodes { cores: 1 ranks_per_node: 1 cpu { peak_gflops: 1 memory_gigabytes_per_second: "
+         "1 } host_memory { latency_us: 1 gigabytes_per_second: 1 } }\n";
+  std::ofstream(dir.file("no_trace.json")) << "{\"not\": 1}\n";
+  check_refused("--cluster=" + dir.file("small.pbtxt") + " --ranks=2",
+                "impossible layout: 2 ranks");
+  check_refused("--calibrate=" + dir.file("no_trace.json") + " --scaling=1,2",
+                "is not a Chrome trace");
+}
