@@ -297,26 +297,43 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
   // What the trace says by op type and shapes, and per op type how far the roofline is, learnt
   // on the graph the trace's run had: this layout on one rank, one location, no pipeline, split
   // or micro-batches (the plain `purine train --trace` run).
-  std::map<std::string, double> by_shape;
+  std::map<std::string, double> by_name_and_shape, by_shape;
   std::map<std::string, std::pair<double, double>> by_type;  // measured, roofline sums
+  // A name without its replica scope, with the shapes: an op of another batch is another op.
+  auto named_key = [](const std::string& name, const SimulatedTask& task) {
+    return without_replica_scope(name) + "#" + shape_key(task);
+  };
   double measured_sum = 0, roofline_sum = 0;
   if (trace) {
-    TrainOptions c = o;
-    c.ranks = 1;
-    c.parallel = ParallelLayout::kData;
-    c.stages = 1;
-    c.micro_batches = 1;
-    c.split.clear();
-    c.locations = 1;
-    if (!c.devices.empty()) c.devices = {c.devices[0]};
-    std::unique_ptr<Graph> calibration_graph = build_training_graph(c);
-    const SimulationPlan cp = build_simulation_plan(*calibration_graph);
+    // The traced run had this layout on one rank and location, without or with this layout's
+    // micro-batches (gradient accumulation): the variant whose names the trace has the most of.
+    std::unique_ptr<Graph> best_graph;
+    int best_matches = -1;
+    for (int micro : std::set<int>{1, o.micro_batches}) {
+      TrainOptions c = o;
+      c.ranks = 1;
+      c.parallel = ParallelLayout::kData;
+      c.stages = 1;
+      c.micro_batches = micro;
+      c.split.clear();
+      c.locations = 1;
+      if (!c.devices.empty()) c.devices = {c.devices[0]};
+      std::unique_ptr<Graph> graph = build_training_graph(c);
+      int matches = 0;
+      for (const auto& op : graph->ops()) matches += traced(op->name()) >= 0 ? 1 : 0;
+      if (matches > best_matches) {
+        best_matches = matches;
+        best_graph = std::move(graph);
+      }
+    }
+    const SimulationPlan cp = build_simulation_plan(*best_graph);
     std::set<std::string> reported;
     for (size_t t = 0; t < cp.tasks.size(); ++t) {
       const SimulatedTask& task = cp.tasks[t];
       if (task.role != SimulatedTask::kCompute || task.view) continue;
       const double seconds = traced(cp.plan.tasks()[t].name);
       if (seconds < 0) continue;
+      by_name_and_shape.emplace(named_key(cp.plan.tasks()[t].name, task), seconds);
       by_shape.emplace(shape_key(task), seconds);
       // With the threads per location of the simulated layout: the trace's run had them.
       const double modelled = roofline(task, cpu_locations[0]);
@@ -333,7 +350,10 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
   for (OpError& e : report.op_errors) e.modelled *= report.roofline_scale;
   std::vector<double> measured(n, -1);
   if (trace)
-    for (int t = 0; t < n; ++t) measured[t] = traced(sp.plan.tasks()[t].name);
+    for (int t = 0; t < n; ++t) {
+      auto it = by_name_and_shape.find(named_key(sp.plan.tasks()[t].name, sp.tasks[t]));
+      if (it != by_name_and_shape.end()) measured[t] = it->second;
+    }
 
   // Collectives: the k-th ordered op of every rank forms collective k (the ranks start them in
   // one order, the resource chain's: the plan's task ids follow a topological order).

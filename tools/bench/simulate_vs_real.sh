@@ -64,7 +64,9 @@ predict() {
   shift 2
   "$purine" simulate --model="$model" "$@" --ranks="$ranks" --cluster="$cluster" \
     --calibrate="$trace" >"$work/sim.txt" 2>&1 || { cat "$work/sim.txt" >&2; exit 1; }
-  sed -n 's/.*bubble \([0-9.]*\).*/\1/p' "$work/sim.txt" | head -1 >"$work/sim_bubble"
+  local bubble
+  bubble=$(sed -n 's/.*bubble \([0-9.]*\).*/\1/p' "$work/sim.txt" | head -1)
+  echo "${bubble:-0}" >"$work/sim_bubble"
   sed -n 's/.*ms, \([0-9.]*\) img\/s.*/\1/p' "$work/sim.txt" | head -1
 }
 
