@@ -482,6 +482,45 @@ proto::ClusterProto parse_cluster(const std::string& text, const std::string& so
   return cluster;
 }
 
+proto::ClusterProto fit_device_speed(const SimulateOptions& options, double images_per_second,
+                                     double* factor) {
+  require(images_per_second > 0 && std::isfinite(images_per_second),
+          "the img/s to fit must be positive, got ", images_per_second);
+  const bool gpu = !options.train.devices.empty();
+  SimulateOptions one = options;
+  one.train.ranks = 1;
+  one.trace_path.clear();
+  auto scaled = [&](double k) {
+    proto::ClusterProto c = options.cluster;
+    for (proto::NodeGroupProto& g : *c.mutable_nodes()) {
+      proto::DeviceSpeedProto& d = gpu ? *g.mutable_gpu() : *g.mutable_cpu();
+      d.set_peak_gflops(d.peak_gflops() * k);
+      d.set_memory_gigabytes_per_second(d.memory_gigabytes_per_second() * k);
+    }
+    return c;
+  };
+  auto rate = [&](double k) {
+    one.cluster = scaled(k);
+    return simulate_training(one).images_per_second;
+  };
+  // Bracket the factor, then bisect in log space.
+  double lo = 1, hi = 1;
+  double at_lo = rate(1), at_hi = at_lo;
+  for (int i = 0; i < 40 && at_lo > images_per_second; ++i) at_lo = rate(lo /= 4);
+  for (int i = 0; i < 40 && at_hi < images_per_second; ++i) at_hi = rate(hi *= 4);
+  require(at_hi >= images_per_second, "cannot fit ", images_per_second, " img/s: devices ", hi,
+          " times as fast still give ", at_hi,
+          " img/s (the ops' fixed overheads, op_overhead_us, take longer)");
+  require(at_lo <= images_per_second, "cannot fit ", images_per_second, " img/s: devices ", lo,
+          " times as fast still give ", at_lo, " img/s");
+  for (int i = 0; i < 60 && hi / lo > 1 + 1e-6; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (rate(mid) < images_per_second ? lo : hi) = mid;
+  }
+  *factor = std::sqrt(lo * hi);
+  return scaled(*factor);
+}
+
 proto::ClusterProto load_cluster(const std::string& path) {
   return parse_cluster(read_text(path, "cluster file"), path);
 }

@@ -94,6 +94,14 @@ struct SimulationReport {
   double calibration_step_seconds = 0;  // the trace's own step (0 without one)
 };
 
+// The cluster of `options` with the speeds (peak FLOP/s and memory bandwidth) of its devices of
+// the layout's kind (GPUs with train.devices, else CPUs) scaled by one factor, found so that one
+// rank of the layout simulates at `images_per_second` (e.g. a published 1-GPU figure), then
+// stored in `*factor`. Throws purine::Error when no factor reaches it (the ops' fixed overheads
+// alone take longer).
+proto::ClusterProto fit_device_speed(const SimulateOptions& options, double images_per_second,
+                                     double* factor);
+
 // Builds the graph, simulates it and, with trace_path, writes the timeline. Throws
 // purine::Error for options the trainer refuses, a layout the cluster cannot hold (more ranks
 // than its nodes take, more GPUs than a node has), or an unreadable file.

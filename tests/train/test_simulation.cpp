@@ -253,3 +253,16 @@ TEST_CASE("simulated training: a calibration trace's times replace the roofline"
   CHECK(text.find("\"traceEvents\"") != std::string::npos);
   CHECK(text.find("rank0:cpu/main") != std::string::npos);
 }
+
+TEST_CASE("simulated training: device speeds fitted to a 1-device figure", "[simulation]") {
+  SimulateOptions s = convnet(2);
+  SimulateOptions one = convnet(1);
+  one.train.parallel = ParallelLayout::kData;
+  const double before = simulate_training(one).images_per_second;
+  double factor = 0;
+  s.cluster = fit_device_speed(s, 1.5 * before, &factor);
+  CHECK(factor > 1.5);  // the fixed overheads do not scale
+  one.cluster = s.cluster;
+  CHECK(simulate_training(one).images_per_second == Approx(1.5 * before).epsilon(1e-3));
+  CHECK_THROWS_WITH(fit_device_speed(s, 1e12, &factor), Contains("cannot fit"));
+}

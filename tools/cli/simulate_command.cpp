@@ -21,6 +21,10 @@ DEFINE_string(calibrate, "",
               "from");
 DEFINE_string(scaling, "", "simulate: rank counts to tabulate, e.g. 1,2,4,8");
 DEFINE_int32(sim_iterations, 6, "simulate: runs of the graph simulated (at least 2)");
+DEFINE_double(fit_images_per_second, 0,
+              "simulate: first scale the cluster's device speeds (its GPUs' with --devices, else "
+              "its CPUs') so that one rank simulates at this many img/s (a measured or published "
+              "1-device figure), then predict; 0: the speeds as the cluster file gives them");
 
 namespace purine::cli {
 namespace {
@@ -91,6 +95,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"calibrate", ""},
       {"scaling", ""},
       {"sim_iterations", ""},
+      {"fit_images_per_second", ""},
       {"trace",
        "write the simulated timeline of every rank as Chrome-trace JSON to this file "
        "(the format of purine train --trace: open both in ui.perfetto.dev)"},
@@ -127,6 +132,12 @@ int run_simulate() {
   s.iterations = FLAGS_sim_iterations;
   const std::vector<int> counts = parse_counts(FLAGS_scaling);
   s.trace_path = FLAGS_trace;
+  if (FLAGS_fit_images_per_second != 0) {
+    double factor = 1;
+    s.cluster = fit_device_speed(s, FLAGS_fit_images_per_second, &factor);
+    std::printf("fitted: the cluster's %s speeds x%.4g give one rank %.1f img/s\n",
+                s.train.devices.empty() ? "CPU" : "GPU", factor, FLAGS_fit_images_per_second);
+  }
   const SimulationReport report = simulate_training(s);
   print_report(s, report);
   if (!s.trace_path.empty())
