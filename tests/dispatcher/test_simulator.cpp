@@ -129,6 +129,45 @@ TEST_CASE("simulate: two transfers sharing one channel go one after the other", 
   CHECK(sim.channel_busy[0] == 5);
 }
 
+TEST_CASE("simulate: a 2-stage 1F1B pipeline of 2 micro-batches has the bubble of theory",
+          "[simulator]") {
+  pd::Plan plan;
+  const auto s0 = plan.add_executor({"rank0:cpu/main"}),
+             s1 = plan.add_executor({"rank0:cpu1/main"});
+  pd::TaskId f[2][2], b[2][2];  // [stage][micro-batch]
+  for (int m = 0; m < 2; ++m)
+    for (int s = 0; s < 2; ++s) {
+      f[s][m] = add(plan, "F" + std::to_string(s) + "." + std::to_string(m), s ? s1 : s0);
+      b[s][m] = add(plan, "B" + std::to_string(s) + "." + std::to_string(m), s ? s1 : s0);
+    }
+  for (int m = 0; m < 2; ++m) {
+    plan.add_dependency(f[0][m], f[1][m]);  // the activations go forward
+    plan.add_dependency(f[1][m], b[1][m]);
+    plan.add_dependency(b[1][m], b[0][m]);  // the gradients come back
+  }
+  // 1F1B's orders (graphs/pipeline.hpp): stage 0 F0 F1 B0 B1, stage 1 F0 B0 F1 B1.
+  plan.add_dependency(f[0][1], b[0][0]);
+  plan.add_dependency(b[1][0], f[1][1]);
+  pd::SimulationSetup setup;
+  setup.costs.assign(plan.tasks().size(), {});
+  for (int s = 0; s < 2; ++s)
+    for (int m = 0; m < 2; ++m) {
+      setup.costs[f[s][m]].busy = 1;
+      setup.costs[b[s][m]].busy = 2;
+    }
+  const pd::Simulation sim = pd::simulate(plan, setup);
+  CHECK(sim.at(f[0][1]).start == 1);
+  CHECK(sim.at(f[1][0]).start == 1);
+  CHECK(sim.at(b[1][0]).start == 2);
+  CHECK(sim.at(f[1][1]).start == 4);  // after its stage's first backward, though ready at 2
+  CHECK(sim.at(b[0][0]).start == 4);
+  CHECK(sim.at(b[1][1]).start == 5);
+  CHECK(sim.at(b[0][1]).start == 7);
+  CHECK(sim.makespan == 9);
+  // Each stage works 6 of 9: the bubble (S - 1) / (M + S - 1) = 1/3.
+  CHECK(1 - sim.executor_busy[s0] / sim.makespan == Approx(1.0 / 3));
+}
+
 TEST_CASE("simulate: a copy holding its in-order queue keeps the executor busy", "[simulator]") {
   pd::Plan plan;
   const auto stream = plan.add_executor({"gpu/main"});
