@@ -408,8 +408,19 @@ class Builder {
       v.layer = layer;
       add_vertex(v);
     }
-    int number = 0;
+    // Groups that do the same for the same layers (a sharded layer's weights, one group per
+    // weight and rank; a synchronized batch norm's sums) are drawn as one, in their first
+    // group's place.
+    std::map<std::string, std::vector<const Op*>> by_label;
+    std::vector<std::string> labels;
     for (const auto& [root, ops] : groups) {
+      const std::string label = group_label(ops);
+      if (!by_label.count(label)) labels.push_back(label);
+      by_label[label].insert(by_label[label].end(), ops.begin(), ops.end());
+    }
+    int number = 0;
+    for (const std::string& label : labels) {
+      const std::vector<const Op*>& ops = by_label[label];
       const std::string id = str("communication|", number++);
       for (const Op* op : ops) node_of_[op] = id;
       Vertex v;
@@ -417,7 +428,7 @@ class Builder {
       v.op = true;
       v.role = OpRole::kCommunication;
       v.group = ops.size() > 1;
-      v.label = group_label(ops);
+      v.label = label;
       v.tooltip = str(ops.size(), " ops: ", ops.front()->name(),
                       ops.size() > 1 ? " ... " + ops.back()->name() : std::string());
       std::set<Location> locations;
