@@ -27,16 +27,18 @@ TEST_CASE("purine simulate --help lists its own flags in its own words", "[cli][
   CHECK_THAT(r.output, !Contains("--lr-policy"));  // no flag that does not shape the graph
 }
 
-TEST_CASE("purine simulate prints the step, a scaling table and writes a timeline",
+TEST_CASE("purine simulate prints the step, a scaling table, a plot and a timeline",
           "[cli][simulate]") {
   TempDir dir;
   const CommandResult r =
-      run_purine(kLayout + "--ranks=2 --scaling=1,2 --trace=" + dir.file("sim.json"));
+      run_purine(kLayout + "--ranks=2 --scaling=1,2 --trace=" + dir.file("sim.json") +
+                 " --plot=" + dir.file("scaling.svg"));
   REQUIRE(r.status == 0);
   CHECK_THAT(r.output, Contains("over 2 ranks"));
   CHECK_THAT(r.output, Contains("img/s, exposed communication"));
   CHECK_THAT(r.output, Contains("efficiency"));
   CHECK_THAT(read_file(dir.file("sim.json")), Contains("\"traceEvents\""));
+  CHECK_THAT(read_file(dir.file("scaling.svg")), Contains("<svg") && Contains("polyline"));
 }
 
 // Each run starts MPI (about a second here): two runs per test case. The cluster file's and the

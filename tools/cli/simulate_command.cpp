@@ -2,9 +2,13 @@
 
 #include <gflags/gflags.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/error.hpp"
 #include "tools/cli/train_command.hpp"
@@ -21,6 +25,9 @@ DEFINE_string(calibrate, "",
               "from");
 DEFINE_string(scaling, "", "simulate: rank counts to tabulate, e.g. 1,2,4,8");
 DEFINE_int32(sim_iterations, 6, "simulate: runs of the graph simulated (at least 2)");
+DEFINE_string(plot, "",
+              "simulate: with --scaling, draw img/s over the rank counts (and linear scaling from "
+              "the first) as an SVG file");
 DEFINE_double(fit_images_per_second, 0,
               "simulate: first scale the cluster's device speeds (its GPUs' with --devices, else "
               "its CPUs') so that one rank simulates at this many img/s (a measured or published "
@@ -40,6 +47,43 @@ std::vector<int> parse_counts(const std::string& text) {
 }
 
 double ms(double seconds) { return seconds * 1e3; }
+
+// img/s over rank counts as an SVG line chart, with linear scaling from the first count dashed.
+void write_plot(const std::string& path, const std::string& title,
+                const std::vector<std::pair<int, double>>& points) {
+  const double w = 640, h = 400, left = 70, right = 20, top = 40, bottom = 50;
+  const int max_ranks = points.back().first;
+  const double ideal = points.front().second / points.front().first;
+  double max_rate = ideal * max_ranks;
+  for (const auto& p : points) max_rate = std::max(max_rate, p.second);
+  auto x = [&](double ranks) { return left + (w - left - right) * ranks / max_ranks; };
+  auto y = [&](double rate) { return h - bottom - (h - top - bottom) * rate / max_rate; };
+  std::ofstream out(path);
+  require(out.good(), "--plot: cannot write '", path, "'");
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<text x=\"" << left << "\" y=\"24\" font-size=\"14\">" << title << "</text>\n"
+      << "<line x1=\"" << left << "\" y1=\"" << y(0) << "\" x2=\"" << x(max_ranks) << "\" y2=\""
+      << y(0) << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << y(0) << "\" x2=\""
+      << left << "\" y2=\"" << top << "\" stroke=\"black\"/>\n"
+      << "<text x=\"" << (w / 2) << "\" y=\"" << (h - 12) << "\">ranks</text>\n"
+      << "<text x=\"12\" y=\"" << top - 8 << "\">img/s</text>\n"
+      << "<text x=\"" << left - 8 << "\" y=\"" << top + 4 << "\" text-anchor=\"end\">"
+      << static_cast<long>(max_rate) << "</text>\n"
+      << "<line x1=\"" << x(0) << "\" y1=\"" << y(0) << "\" x2=\"" << x(max_ranks) << "\" y2=\""
+      << y(ideal * max_ranks) << "\" stroke=\"gray\" stroke-dasharray=\"5,4\"/>\n"
+      << "<polyline fill=\"none\" stroke=\"steelblue\" stroke-width=\"2\" points=\"";
+  for (const auto& p : points) out << x(p.first) << "," << y(p.second) << " ";
+  out << "\"/>\n";
+  for (const auto& p : points)
+    out << "<circle cx=\"" << x(p.first) << "\" cy=\"" << y(p.second)
+        << "\" r=\"3\" fill=\"steelblue\"/>\n<text x=\"" << x(p.first) << "\" y=\"" << y(0) + 16
+        << "\" text-anchor=\"middle\">" << p.first << "</text>\n";
+  out << "</svg>\n";
+  out.close();
+  require(!out.fail(), "--plot: cannot write '", path, "'");
+}
 
 void print_report(const SimulateOptions& s, const SimulationReport& r) {
   const TrainOptions& o = s.train;
@@ -96,6 +140,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"scaling", ""},
       {"sim_iterations", ""},
       {"fit_images_per_second", ""},
+      {"plot", ""},
       {"trace",
        "write the simulated timeline of every rank as Chrome-trace JSON to this file "
        "(the format of purine train --trace: open both in ui.perfetto.dev)"},
@@ -131,6 +176,10 @@ int run_simulate() {
           FLAGS_sim_iterations);
   s.iterations = FLAGS_sim_iterations;
   const std::vector<int> counts = parse_counts(FLAGS_scaling);
+  require(FLAGS_plot.empty() || !counts.empty(), "--plot draws the --scaling table: give both");
+  if (!counts.empty())
+    require(std::is_sorted(counts.begin(), counts.end()),
+            "--scaling: give the rank counts in increasing order");
   s.trace_path = FLAGS_trace;
   if (FLAGS_fit_images_per_second != 0) {
     double factor = 1;
@@ -147,6 +196,7 @@ int run_simulate() {
               "speedup", "efficiency", "exposed comm");
   double base = 0;
   int base_ranks = 0;
+  std::vector<std::pair<int, double>> points;
   for (int n : counts) {
     SimulateOptions at = s;
     at.trace_path.clear();
@@ -160,6 +210,14 @@ int run_simulate() {
     std::printf("%6d %6d %10.3f %10.1f %7.2fx %9.0f%% %11.1f%%\n", n, r.nodes, ms(r.step_seconds),
                 r.images_per_second, speedup, 100 * speedup * base_ranks / n,
                 100 * r.exposed_communication);
+    points.emplace_back(n, r.images_per_second);
+  }
+  if (!FLAGS_plot.empty()) {
+    write_plot(FLAGS_plot,
+               str(s.train.model, ", --parallel=", name_of(s.train.parallel), ", --reduce=",
+                   name_of(s.train.reduce), ", on '", s.cluster.name(), "' (dashed: linear)"),
+               points);
+    std::printf("wrote the plot to %s\n", FLAGS_plot.c_str());
   }
   return 0;
 }
