@@ -143,3 +143,24 @@ TEST_CASE("a picture takes Graphviz's size and dpi, and wraps long chains into b
   picture.dpi = 0;
   CHECK_THROWS_WITH(draw_dot(*g, picture), "a picture needs a positive dpi, got 0");
 }
+
+TEST_CASE("GoogLeNet collapsed is some 140 vertices in bands, expanded every op", "[graph][dot]") {
+  TrainOptions o;
+  o.model = "googlenet";
+  o.data_dir = "synthetic:1x28x28:10";
+  o.evaluate = false;
+  const std::unique_ptr<Graph> g = build_training_graph(o);
+  g->validate();
+  const std::string collapsed = draw_dot(*g, DotPicture{});
+  CHECK(count(collapsed, "shape=circle") < 100);
+  CHECK(count(collapsed, "shape=box") < 100);
+  // Laid out left to right in bands of layers, each inception's weights one box and the parts
+  // of a gradient its branches send back one box.
+  CHECK(has(collapsed, "rankdir=LR;"));
+  CHECK(has(collapsed, "subgraph cluster_0_3 {"));
+  CHECK(has(collapsed, "label=\"inception_3a: 12 weights\\n163.7k values\""));
+  CHECK(has(collapsed, "label=\"d pool2.top\\n[64,192,4,4]\\n(4 parts)\""));
+  DotPicture expanded;
+  expanded.collapse = false;
+  CHECK(count(draw_dot(*g, expanded), "shape=circle") > 500);
+}

@@ -138,7 +138,7 @@ TEST_CASE("option errors are the trainer's messages, shown as they are", "[cli]"
   }
 }
 
-TEST_CASE("purine graph draws a layout's training graph, GoogLeNet collapsed stays small",
+TEST_CASE("purine graph refuses an unknown format and an output in a missing folder",
           "[cli][graph]") {
   Result bad = run_purine("graph --model=mlp --format=gif");
   CHECK(bad.status != 0);
@@ -150,6 +150,9 @@ TEST_CASE("purine graph draws a layout's training graph, GoogLeNet collapsed sta
     CHECK(missing.output == std::string("error: --output=/no-such-folder/g.") + format +
                                 ": the folder /no-such-folder does not exist\n");
   }
+}
+
+TEST_CASE("purine graph draws a layout's training graph as GraphViz text and SVG", "[cli][graph]") {
   if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
@@ -159,11 +162,6 @@ TEST_CASE("purine graph draws a layout's training graph, GoogLeNet collapsed sta
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   };
-  auto count = [](const std::string& s, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-    return n;
-  };
   Result r = run_purine(
       "graph --model=mlp --parallel=pipeline --stages=3 --expand --format=dot "
       "--output=" +
@@ -172,17 +170,7 @@ TEST_CASE("purine graph draws a layout's training graph, GoogLeNet collapsed sta
   const std::string dot = read(dir.file("mlp.dot"));
   CHECK_THAT(dot, Contains("label=\"rank0:cpu2\"") && Contains("shape=circle") &&
                       Contains("style=dashed, label=\"swap\""));
-  REQUIRE(run_purine("graph --model=googlenet --format=dot --output=" + dir.file("g.dot")).status ==
-          0);
-  const std::string googlenet = read(dir.file("g.dot"));
-  CHECK(count(googlenet, "shape=circle") < 100);
-  CHECK(count(googlenet, "shape=box") < 100);
-  // Laid out left to right in bands of layers, each inception's weights one box.
-  CHECK_THAT(googlenet, Contains("rankdir=LR;") && Contains("subgraph cluster_0_3 {") &&
-                            Contains("label=\"inception_3a: 12 weights\\n163.7k values\""));
-  REQUIRE(run_purine("graph --model=googlenet --expand --format=dot --output=" + dir.file("gx.dot"))
-              .status == 0);
-  CHECK(count(read(dir.file("gx.dot")), "shape=circle") > 500);
+  // GoogLeNet's pictures: tests/purine/test_graph_dot.cpp, built in one process.
   if (std::system("command -v dot > /dev/null") != 0) {
     WARN("Graphviz's dot is not installed (tools/setup.sh installs it): SVG not checked");
     return;
