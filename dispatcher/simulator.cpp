@@ -17,7 +17,7 @@
 namespace purine::dispatch {
 namespace {
 
-enum class EventKind { kBusyEnd, kTransferEnd, kGateOpen, kRoundEnd };
+enum class EventKind { kBusyEnd, kTransferEnd, kGateOpen, kRoundEnd, kPollDue };
 
 struct Event {
   double time;
@@ -118,6 +118,10 @@ class Replay {
               setup_.pool_cores.size());
     for (int cores : setup_.pool_cores)
       require(cores >= 1, "simulate: a pool needs a core at least, got ", cores);
+    require(setup_.pool_poll_delay.size() <= setup_.pool_cores.size(),
+            "simulate: ", setup_.pool_poll_delay.size(), " poll delays for ",
+            setup_.pool_cores.size(), " pools");
+    for (double d : setup_.pool_poll_delay) check_duration(d, "pool's poll delay", "(all)");
     for (TaskId t = 0; t < n_; ++t) {
       const Task& task = plan_.tasks()[t];
       require(task.executor != kAnyExecutor, "simulate: task ", task.name,
@@ -159,7 +163,20 @@ class Replay {
       if (!executor_free_[e] || awaiting_[e].empty()) continue;
       std::vector<long> polled;
       polled.swap(awaiting_[e]);
+      const int pool = pool_of_[e];
+      const double delay = pool >= 0 && pool < static_cast<int>(setup_.pool_poll_delay.size())
+                               ? setup_.pool_poll_delay[pool]
+                               : 0;
       for (long instance : polled) {
+        if (delay > 0 && free_cores_[pool] == 0 && !poll_due_.count(instance)) {
+          // Every core is busy: this thread polls when the OS gives it a time slice.
+          if (poll_waiting_.insert(instance).second)
+            push(now + delay, EventKind::kPollDue, instance);
+          awaiting_[e].push_back(instance);
+          continue;
+        }
+        poll_due_.erase(instance);
+        poll_waiting_.erase(instance);
         const SimulatedCost& c = setup_.costs[task_of(instance)];
         if (rounds_left_[instance] > 0) {
           --rounds_left_[instance];
@@ -237,6 +254,10 @@ class Replay {
         return;
       }
       transfers_.push_back(instance);  // started by start_transfers(), in order
+      return;
+    }
+    if (e.kind == EventKind::kPollDue) {
+      poll_due_.insert(instance);
       return;
     }
     if (e.kind == EventKind::kRoundEnd) {
@@ -322,6 +343,7 @@ class Replay {
   std::vector<long> transfers_;
   std::vector<std::vector<long>> awaiting_;  // per executor: polled tasks waiting for a poll
   std::map<long, int> rounds_left_;
+  std::set<long> poll_waiting_, poll_due_;  // polls put off by a busy pool, and those now due
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   long seq_ = 0;
 };

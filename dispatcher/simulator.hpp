@@ -56,7 +56,11 @@ struct SimulationSetup {
   std::vector<int> executor_group;   // per executor; empty: one group
   std::vector<int> executor_pool;    // per executor, -1: no pool; empty: none
   std::vector<int> pool_cores;       // per pool, at least 1
-  int channels = 0;                  // channel ids in costs are below this
+  // Per pool (empty: none): while all its cores are busy, an executor of the pool gets to poll
+  // (a polled transfer's next round or completion) only this long after it wanted to: the time
+  // slice an OS gives a yielding thread among busy ones.
+  std::vector<double> pool_poll_delay;
+  int channels = 0;  // channel ids in costs are below this
   int iterations = 1;
   double iteration_gap = 0;  // seconds between a group's iterations
 };

@@ -108,6 +108,7 @@ struct Placement {
   std::vector<int> node_of_rank, slot_of_rank;  // slot: the rank's index on its node
   std::vector<std::string> channel_names;
   std::vector<int> pool_cores;
+  std::vector<double> pool_poll_delay;  // seconds
 };
 
 int devices_per_rank(const TrainOptions& o) {
@@ -131,6 +132,7 @@ Placement place(const proto::ClusterProto& cluster, const TrainOptions& o) {
           (count > 1 ? "[" + std::to_string(k) + "]" : "");
       Placement::Node node{&group, static_cast<int>(p.pool_cores.size()), 0, 0, 0, 0};
       p.pool_cores.push_back(group.cores());
+      p.pool_poll_delay.push_back(group.poll_delay_us() * kUs);
       auto channel = [&](const std::string& what) {
         p.channel_names.push_back(name + ":" + what);
         return static_cast<int>(p.channel_names.size()) - 1;
@@ -250,6 +252,7 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
   setup.costs.assign(n, {});
   setup.channels = static_cast<int>(p.channel_names.size());
   setup.pool_cores = p.pool_cores;
+  setup.pool_poll_delay = p.pool_poll_delay;
   setup.executor_group = sp.executor_rank;
   for (const Location& l : sp.executor_location)
     setup.executor_pool.push_back(l.is_cpu() ? p.nodes[p.node_of_rank[l.rank]].pool : -1);
@@ -460,6 +463,8 @@ proto::ClusterProto parse_cluster(const std::string& text, const std::string& so
     require(g.gpus() >= 0, where, ".gpus must be >= 0, got ", g.gpus());
     require(g.ranks_per_node() >= 0, where, ".ranks_per_node must be >= 0, got ",
             g.ranks_per_node());
+    require(g.poll_delay_us() >= 0 && std::isfinite(g.poll_delay_us()), where,
+            ".poll_delay_us must be >= 0, got ", g.poll_delay_us());
     if (g.gpus() > 0) {
       require(g.has_gpu() && g.has_pcie(), where, " has ", g.gpus(),
               " GPUs: it needs gpu { ... } and pcie { ... }");

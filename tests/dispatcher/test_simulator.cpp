@@ -218,6 +218,29 @@ TEST_CASE("simulate: a polled collective advances only between its executor's ta
   CHECK(sim.at(r1).end == 3);  // rank 1's executor is idle: rounds back to back
 }
 
+TEST_CASE("simulate: a poll waits for a time slice while the pool's cores are busy",
+          "[simulator]") {
+  pd::Plan plan;
+  const auto comm = plan.add_executor({"comm"}), a = plan.add_executor({"a"}),
+             b = plan.add_executor({"b"});
+  const auto reduce = add(plan, "allreduce", comm);
+  add(plan, "work_a", a);
+  const auto work_b = add(plan, "work_b", b);
+  pd::SimulationSetup setup = busy_times(plan, {0, 10, 10});
+  setup.costs[reduce].collective = 0;
+  setup.costs[reduce].transfer = 1;
+  setup.costs[reduce].poll_rounds = 1;
+  setup.executor_pool = {0, 0, 0};
+  setup.pool_cores = {2};
+  CHECK(pd::simulate(plan, setup).at(reduce).end == 1);  // polls at once
+  setup.pool_poll_delay = {2};
+  const pd::Simulation sim = pd::simulate(plan, setup);
+  CHECK(sim.at(work_b).start == 0);  // the reduce's busy part took no time
+  // Its round starts at 0 (polls come before work_b takes the freed core) and ends at 1, when
+  // both cores are busy until 10: the completion is polled a time slice later, at 3.
+  CHECK(sim.at(reduce).end == 3);
+}
+
 TEST_CASE("simulate: executors sharing one core take turns", "[simulator]") {
   pd::Plan plan;
   const auto e0 = plan.add_executor({"main"}), e1 = plan.add_executor({"data"});
