@@ -3,7 +3,6 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
 #include <map>
 #include <memory>
@@ -233,47 +232,35 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
   }
 }
 
-// The replica whose scope "replica<r>::" holds `name`, or -1.
-int replica_of(const std::string& name) {
-  for (size_t at = name.find("replica"); at != std::string::npos;
-       at = name.find("replica", at + 1)) {
-    if (at != 0 && name.compare(at - 2, 2, "::") != 0) continue;
-    size_t end = at + 7;
-    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
-    if (end > at + 7 && name.compare(end, 2, "::") == 0) return std::stoi(name.substr(at + 7));
-  }
-  return -1;
-}
-
 // Writes every sum over replicas that the replicas' layers asked for (synchronized batch norm):
-// the partials of one single-device name, one per replica, reduced by a ring allreduce, each
+// the k-th request of every replica (each builds the same graph, so they ask in the same order)
+// are one sum, their partials reduced by a ring allreduce named after replica 0's, each
 // replica's result then written into its requested blob (a zero-copy reshape).
 void reduce_replica_sums(Graph& g, const std::vector<Graph::ReplicaSums::Request>& requests,
                          int n) {
-  std::vector<std::string> names;  // in creation order
-  std::map<std::string, std::vector<const Graph::ReplicaSums::Request*>> by_name;
+  std::vector<std::vector<const Graph::ReplicaSums::Request*>> by_replica(n);
   for (const Graph::ReplicaSums::Request& request : requests) {
-    const int r = replica_of(request.partial->name());
-    CHECK(r >= 0 && r < n) << request.partial->name() << " is in no replica's scope";
-    const std::string name = single_device_name(request.partial->name(), r);
-    auto& group = by_name[name];
-    if (group.empty()) {
-      names.push_back(name);
-      group.resize(n, nullptr);
-    }
-    CHECK(!group[r]) << request.partial->name() << ": a sum over replicas asked for twice";
-    group[r] = &request;
+    CHECK(request.replica >= 0 && request.replica < n) << request.partial->name();
+    by_replica[request.replica].push_back(&request);
   }
-  for (const std::string& name : names) {
+  for (int r = 1; r < n; ++r)
+    require(by_replica[r].size() == by_replica[0].size(), "data parallel: replica ", r,
+            " asks for ", by_replica[r].size(), " sums over the replicas, replica 0 for ",
+            by_replica[0].size(), "; build the same graph in every replica");
+  for (size_t k = 0; k < by_replica[0].size(); ++k) {
+    const Blob* first = by_replica[0][k]->partial;
     std::vector<Blob*> parts;
     for (int r = 0; r < n; ++r) {
-      require(by_name[name][r] != nullptr, "data parallel: replica ", r, " has no '", name,
-              "' to sum over the replicas, replica 0 has; build the same graph in every replica");
-      parts.push_back(by_name[name][r]->partial);
+      Blob* partial = by_replica[r][k]->partial;
+      require(partial->shape() == first->shape(), "data parallel: '", partial->name(),
+              "' of shape ", partial->shape(), " is summed over the replicas with '", first->name(),
+              "' of shape ", first->shape(), "; build the same graph in every replica");
+      parts.push_back(partial);
     }
-    const std::vector<Blob*> sums = ring_allreduce(g, name + "::replica_sum", parts);
+    const std::vector<Blob*> sums =
+        ring_allreduce(g, single_device_name(first->name(), 0) + "::replica_sum", parts);
     for (int r = 0; r < n; ++r) {
-      Blob* wanted = by_name[name][r]->sum;
+      Blob* wanted = by_replica[r][k]->sum;
       Graph::Placement placement(g, wanted->location(), Graph::kCommThread);
       Graph::Scope scope(g, wanted->name(), true);
       Op* op = g.add_op("write", "reshape", Attrs().set("shape", wanted->shape().dims()));
@@ -321,6 +308,7 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   for (int r = 0; r < n; ++r) {
     Graph::Scope scope(g, "replica" + std::to_string(r));
     Graph::Placement placement(g, locations[r]);
+    if (replica_sums) replica_sums->set_replica(r);
     const size_t before = g.parameters().size();
     const size_t states_before = g.states().size();
     dp.replicas.push_back(build(g, r, n));
@@ -351,6 +339,7 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   for (int r = 0; r < n; ++r) {
     std::vector<Blob*> weights;
     for (const Parameter& p : dp.parameters[r]) weights.push_back(p.blob);
+    if (replica_sums) replica_sums->set_replica(r);
     grads.push_back(backward(g, dp.replicas[r].loss, weights, 1.0 / n));
   }
   // What follows moves gradients and scalars between replicas (the updates inside are the

@@ -576,7 +576,7 @@ Blob* Graph::replica_sum(Blob* partial) {
   Scope root(*this, "", true);
   Placement placement(*this, partial->location(), thread_);
   Blob* sum = add_blob(partial->name() + "::replica_sum", partial->shape());
-  replica_sums_->requests_.push_back({partial, sum});
+  replica_sums_->requests_.push_back({partial, sum, replica_sums_->replica_});
   return sum;
 }
 

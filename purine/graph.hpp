@@ -295,19 +295,23 @@ class Graph {
   // Sums over the replicas of a data-parallel graph, for statistics that span every replica's
   // batch (synchronized batch norm). While a ReplicaSums lives, replica_sum(partial) makes a blob
   // "<partial>::replica_sum" of partial's shape at its location, with no writer yet, and records
-  // the request; the owner (graphs/data_parallel.cpp) later writes each such blob with the sum of
-  // the partials of the same name in every replica. With none, the sum over the one replica is
-  // `partial` itself. Builders ask sums_over_replicas() to choose their composition.
+  // the request with the replica being built (set_replica); the owner (graphs/data_parallel.cpp)
+  // later writes each such blob with the sum of the partials of the requests made in the same
+  // place of every replica's sequence. With none, the sum over the one replica is `partial`
+  // itself. Builders ask sums_over_replicas() to choose their composition.
   class ReplicaSums {
    public:
     struct Request {
       Blob* partial = nullptr;
       Blob* sum = nullptr;
+      int replica = 0;
     };
     explicit ReplicaSums(Graph& graph);
     ~ReplicaSums();
     ReplicaSums(const ReplicaSums&) = delete;
     ReplicaSums& operator=(const ReplicaSums&) = delete;
+    // The replica whose requests follow (0 until set).
+    void set_replica(int replica) { replica_ = replica; }
     // In creation order.
     const std::vector<Request>& requests() const { return requests_; }
 
@@ -315,6 +319,7 @@ class Graph {
     friend class Graph;
     Graph& graph_;
     ReplicaSums* saved_;
+    int replica_ = 0;
     std::vector<Request> requests_;
   };
   Blob* replica_sum(Blob* partial);

@@ -62,3 +62,39 @@ TEST_CASE("collectives of GPU parts: NCCL on the GPUs, MPI through host memory",
       nccl_allreduce(g, "two", {a, blob_at(g, "d", Location::gpu(1, 0))}),
       Contains("two: two blobs on rank 0") && Contains("NCCL joins one blob per rank"));
 }
+
+TEST_CASE("sums over replicas pair the replicas' requests in order, and refuse unlike replicas",
+          "[allreduce][sync_bn]") {
+  // Each replica asks for sums of `asked` blobs of the given lengths (replica_sum).
+  auto build = [](Graph& g, std::vector<std::vector<int64_t>> asked, std::vector<Blob*>* sums) {
+    auto replica = [&](Graph& graph, int r, int) {
+      Blob* w = graph.add_blob("w", {1});
+      graph.add_parameter({w, "fill_constant", {}, 1.0});
+      for (size_t k = 0; k < asked[r].size(); ++k) {
+        Blob* partial = graph.add_blob("partial" + std::to_string(k), {asked[r][k]});
+        Blob* sum = graph.replica_sum(partial);
+        if (sums) sums->push_back(sum);
+      }
+      ReplicaOutputs out;
+      out.loss = graph.apply("loss", "scale", Attrs().set("alpha", 1.0), {w})[0];
+      return out;
+    };
+    build_data_parallel(g, {Location::cpu(0, 0), Location::cpu(0, 1)}, replica, {});
+  };
+  Graph g, unequal_counts, unequal_shapes;
+  std::vector<Blob*> sums;
+  build(g, {{3, 5}, {3, 5}}, &sums);
+  REQUIRE(sums.size() == 4);
+  for (Blob* sum : sums) {
+    INFO(sum->name());
+    REQUIRE(sum->writers().size() == 1);  // the reduced value, reshaped into the request
+    CHECK(sum->writers()[0]->kernel().type() == "reshape");
+  }
+  CHECK(sums[2]->name() == "replica1::partial0::replica_sum");
+  REQUIRE_THROWS_WITH(build(unequal_counts, {{3}, {3, 5}}, nullptr),
+                      "data parallel: replica 1 asks for 2 sums over the replicas, replica 0 for "
+                      "1; build the same graph in every replica");
+  REQUIRE_THROWS_WITH(build(unequal_shapes, {{3, 5}, {3, 4}}, nullptr),
+                      Contains("'replica1::partial1' of shape [4] is summed over the replicas "
+                               "with 'replica0::partial1' of shape [5]"));
+}
