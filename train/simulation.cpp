@@ -1,6 +1,5 @@
 #include "train/simulation.hpp"
 
-#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "dispatcher/simulator.hpp"
 #include "purine/graph.hpp"
 #include "purine/simulation_plan.hpp"
+#include "purine/text_format_error.hpp"
 #include "train/trainer.hpp"
 
 namespace purine {
@@ -23,18 +23,6 @@ namespace {
 
 constexpr double kUs = 1e-6;
 constexpr double kGiga = 1e9;
-
-class FirstError : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    if (!message_.empty()) return;
-    line_ = line + 1;
-    column_ = column + 1;
-    message_ = message;
-  }
-  int line_ = 0, column_ = 0;
-  std::string message_;
-};
 
 std::string read_text(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
@@ -447,10 +435,11 @@ double step_of(const dispatch::Simulation& sim) {
 proto::ClusterProto parse_cluster(const std::string& text, const std::string& source) {
   proto::ClusterProto cluster;
   google::protobuf::TextFormat::Parser parser;
-  FirstError error;
+  FirstTextFormatError error;
   parser.RecordErrorsTo(&error);
-  require(parser.ParseFromString(text, &cluster), "cluster file ", source, ":", error.line_, ":",
-          error.column_, ": ", error.message_);
+  const bool parsed = parser.ParseFromString(text, &cluster);  // before reading `error`
+  require(parsed, "cluster file ", source, ":", error.line(), ":", error.column(), ": ",
+          error.message());
   require(cluster.nodes_size() > 0, "cluster file ", source, ": no nodes (add a `nodes { ... }`)");
   for (int i = 0; i < cluster.nodes_size(); ++i) {
     const proto::NodeGroupProto& g = cluster.nodes(i);

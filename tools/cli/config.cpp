@@ -1,7 +1,6 @@
 #include "tools/cli/config.hpp"
 
 #include <gflags/gflags.h>
-#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "base/error.hpp"
 #include "purine.pb.h"
+#include "purine/text_format_error.hpp"
 #include "tools/cli/help.hpp"
 
 namespace purine::cli {
@@ -19,24 +19,6 @@ namespace purine::cli {
 namespace {
 
 using google::protobuf::FieldDescriptor;
-
-// Collects the parser's first error with its position (lines and columns counted from 1).
-class FirstError : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    if (!message_.empty()) return;
-    line_ = line + 1;
-    column_ = column + 1;
-    message_ = message;
-  }
-  int line() const { return line_; }
-  int column() const { return column_; }
-  const std::string& message() const { return message_; }
-
- private:
-  int line_ = 0, column_ = 0;
-  std::string message_;
-};
 
 // Why a train flag has no TrainConfig field, for the two that have none; else nullptr.
 const char* why_no_field(const std::string& flag) {
@@ -86,7 +68,7 @@ std::string value_text(const google::protobuf::Message& m, const FieldDescriptor
 
 // The parser's error in the words of the file: an unknown field with the one it is likely a
 // typo of; any other error with the field written before it on its line.
-std::string explain(const FirstError& error, const std::string& text) {
+std::string explain(const FirstTextFormatError& error, const std::string& text) {
   static const std::regex unknown(R"(has no field named \"([^\"]+)\")");
   std::smatch m;
   if (std::regex_search(error.message(), m, unknown)) {
@@ -154,7 +136,7 @@ ConfigFile apply_config_file(const std::string& path) {
   text.resize(static_cast<size_t>(in.gcount()));
   proto::TrainConfig config;
   google::protobuf::TextFormat::Parser parser;
-  FirstError error;
+  FirstTextFormatError error;
   parser.RecordErrorsTo(&error);
   google::protobuf::TextFormat::ParseInfoTree where;
   parser.WriteLocationsTo(&where);
