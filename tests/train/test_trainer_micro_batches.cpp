@@ -289,7 +289,7 @@ TEST_CASE(
 
 TEST_CASE(
     "batch norm under micro-batches: one micro-batch is the run without micro-batches, bit for "
-    "bit; four normalize by their own images",
+    "bit, and four normalize by their own images",
     "[trainer][pipeline][batch_norm][determinism]") {
   const BatchNormRun one = train_batch_norm(batch_norm_pipeline(1));
   TrainOptions plain = batch_norm_pipeline(1);
