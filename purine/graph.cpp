@@ -479,31 +479,26 @@ std::string Graph::shared_name(const std::string& full_name) const {
   return full_name;
 }
 
-Blob* Graph::shared_parameter(const std::string& full_name, const Shape& shape, std::string* name) {
+Blob* Graph::shared_among(const std::vector<Parameter>& among, const char* kind,
+                          const std::string& full_name, const Shape& shape, std::string* name) {
   *name = shared_name(full_name);
   if (*name == full_name) return nullptr;
   Blob* existing = find_blob(*name);
   if (!existing) return nullptr;
-  const bool is_parameter = std::any_of(parameters_.begin(), parameters_.end(),
-                                        [&](const Parameter& p) { return p.blob == existing; });
-  require(is_parameter, "parameter '", full_name, "' would share '", *name,
-          "', which is not a parameter");
-  require(existing->shape() == shape, "parameter '", full_name, "' of shape ", shape,
-          " would share '", *name, "' of shape ", existing->shape());
+  const bool listed = std::any_of(among.begin(), among.end(),
+                                  [&](const Parameter& p) { return p.blob == existing; });
+  require(listed, kind, " '", full_name, "' would share '", *name, "', which is not a ", kind);
+  require(existing->shape() == shape, kind, " '", full_name, "' of shape ", shape, " would share '",
+          *name, "' of shape ", existing->shape());
   return existing;
 }
 
+Blob* Graph::shared_parameter(const std::string& full_name, const Shape& shape, std::string* name) {
+  return shared_among(parameters_, "parameter", full_name, shape, name);
+}
+
 Blob* Graph::shared_state(const std::string& full_name, const Shape& shape, std::string* name) {
-  *name = shared_name(full_name);
-  if (*name == full_name) return nullptr;
-  Blob* existing = find_blob(*name);
-  if (!existing) return nullptr;
-  const bool is_state = std::any_of(states_.begin(), states_.end(),
-                                    [&](const Parameter& s) { return s.blob == existing; });
-  require(is_state, "state '", full_name, "' would share '", *name, "', which is not a state");
-  require(existing->shape() == shape, "state '", full_name, "' of shape ", shape, " would share '",
-          *name, "' of shape ", existing->shape());
-  return existing;
+  return shared_among(states_, "state", full_name, shape, name);
 }
 
 void Graph::place(const std::string& name, Location location) {

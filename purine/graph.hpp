@@ -395,6 +395,10 @@ class Graph {
   std::string shared_name(const std::string& full_name) const;
   // The same for a state (Composite::make_state).
   Blob* shared_state(const std::string& full_name, const Shape& shape, std::string* name);
+  // Both: the existing blob of `full_name`'s shared name, which must be one of `among` (a
+  // `kind`: "parameter" or "state") of the same shape.
+  Blob* shared_among(const std::vector<Parameter>& among, const char* kind,
+                     const std::string& full_name, const Shape& shape, std::string* name);
 
   std::string name_;
   std::vector<std::unique_ptr<Blob>> blobs_;
