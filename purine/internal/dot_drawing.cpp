@@ -71,22 +71,6 @@ struct Components {
   std::vector<size_t> parent;
 };
 
-std::string role_word(OpRole role) {
-  switch (role) {
-    case OpRole::kForward:
-      return "";
-    case OpRole::kBackward:
-      return "backward";
-    case OpRole::kOptimizer:
-      return "update";
-    case OpRole::kCommunication:
-      return "communication";
-    case OpRole::kMonitor:
-      return "monitor";
-  }
-  return "";
-}
-
 // The role in a collapsed circle's id: "conv1|backward|rank0:cpu".
 const char* role_id(OpRole role) {
   switch (role) {
@@ -102,6 +86,13 @@ const char* role_id(OpRole role) {
       return "monitor";
   }
   return "";
+}
+
+// The role as a circle's label says it ("conv1\nbackward"); forward circles say none.
+std::string role_word(OpRole role) {
+  if (role == OpRole::kForward) return "";
+  if (role == OpRole::kOptimizer) return "update";
+  return role_id(role);
 }
 
 std::string values_text(int64_t n) {
