@@ -173,10 +173,14 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
 void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradients>& grads,
                      const std::vector<int>& members, int server,
                      const DataParallelOptions& options, Updates& updates) {
-  // Where replica r keeps the members (a layer split over locations keeps its pieces apart;
-  // buckets only join members kept together).
-  auto at = [&dp, members](int r) { return dp.parameters[r][members[0]].blob->location(); };
   const int n = static_cast<int>(dp.locations.size());
+  // Parameter i of replica r, or (r == n) the server's master copy.
+  auto parameter = [&dp, n](int r, int i) -> const Parameter& {
+    return r < n ? dp.parameters[r][i] : dp.server_parameters[i];
+  };
+  // Where replica r (or the server) keeps the members (a layer split over locations keeps its
+  // pieces apart; buckets only join members kept together).
+  auto at = [parameter, members](int r) { return parameter(r, members[0]).blob->location(); };
   const bool fused = members.size() > 1;
   const std::string name =
       dp.parameters[0][members[0]].blob->name() + (fused ? "::bucket" : "::reduce");
@@ -212,14 +216,15 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
     for (size_t k = 0; k < members.size(); ++k) {
       const int i = members[k];
       const int updater = r;
-      auto finish = [&g, &dp, &options, at, i, updater, first, n](Blob* updated) {
-        const Parameter& p = dp.parameters[updater][i];
+      auto finish = [&g, &dp, &options, at, parameter, i, updater, first, n](Blob* updated) {
+        const Parameter& p = parameter(updater, i);
+        // The server's copies are named after replica 0's.
+        const int named_after = updater < n ? updater : 0;
         for (const auto& [suffix, state] : states_of(g, p.blob, options.sgd))
-          map_piece(dp.checkpoint, p, updater, state, suffix, updater == first);
-        if (options.reduction != Reduction::kParameterServer) {
+          map_piece(dp.checkpoint, p, named_after, state, suffix, updater == first);
+        if (options.reduction != Reduction::kParameterServer || updater == n)
           g.add_swap(p.blob, updated);
-          return;
-        }
+        if (options.reduction != Reduction::kParameterServer) return;
         std::vector<Location> holders;
         for (int q = 0; q < n; ++q) holders.push_back(at(q));
         Graph::Placement placement(g, at(updater), Graph::kCommThread);
@@ -227,7 +232,7 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
             (B{updated} >> g.add<Distribute>(p.blob->name() + "::distribute", holders)).top();
         for (int q = 0; q < n; ++q) g.add_swap(dp.parameters[q][i].blob, copies[q]);
       };
-      updates.add({dp.parameters[r][i], pieces[k], r == first, finish});
+      updates.add({parameter(r, i), pieces[k], r == first, finish});
     }
   }
 }
@@ -270,6 +275,20 @@ void reduce_replica_sums(Graph& g, const std::vector<Graph::ReplicaSums::Request
   }
 }
 
+// A parameter server at a location of its own (the paper's layout: GPU replicas, the server on
+// a CPU) keeps the master weights, "server::<replica 0's name>": loaded and initialized as
+// every replica's weights are, updated there, and sent to the replicas after each update.
+void add_server_parameters(Graph& g, DataParallelGraph& dp, Location server) {
+  Graph::Scope scope(g, "server", true);
+  Graph::Placement placement(g, server, Graph::kCommThread);
+  for (const Parameter& replica_parameter : dp.parameters[0]) {
+    Parameter master = replica_parameter;
+    master.blob = g.add_blob(replica_parameter.blob->name(), replica_parameter.blob->shape());
+    map_piece(dp.checkpoint, master, 0, master.blob, "", false);
+    dp.server_parameters.push_back(master);
+  }
+}
+
 // Every parameter and state of the graph is in the map (an internal invariant).
 void check_checkpoint_map(const Graph& g, const CheckpointMap& map) {
   std::set<const Blob*> mapped;
@@ -292,13 +311,9 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   require(options.clip_norm >= 0, "data parallel: clip_norm must be non-negative, got ",
           options.clip_norm);
   const int n = static_cast<int>(locations.size());
-  int server = 0;
-  if (options.reduction == Reduction::kParameterServer) {
-    auto it = std::find(locations.begin(), locations.end(), options.server);
-    require(it != locations.end(), "data parallel: the parameter server ", options.server,
-            " is not one of the replicas' locations");
-    server = static_cast<int>(it - locations.begin());
-  }
+  // kParameterServer: the server's replica, or n for a server at a location of its own.
+  const int server = static_cast<int>(
+      std::find(locations.begin(), locations.end(), options.server) - locations.begin());
   DataParallelGraph dp;
   dp.locations = locations;
   // Sums over replicas asked for while the replicas and their gradients are built.
@@ -334,6 +349,8 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
         const Parameter& p = (*per_replica)[r][i];
         map_piece(dp.checkpoint, p, r, p.blob, "", r == 0);
       }
+  if (options.reduction == Reduction::kParameterServer && server == n)
+    add_server_parameters(g, dp, options.server);
   // Gradients of each replica's loss / N, so the reduced sum is the average gradient.
   std::vector<Gradients> grads;
   for (int r = 0; r < n; ++r) {

@@ -7,7 +7,8 @@
 //   kRing:            ring allreduce (list the locations of one rank next to each other: their
 //                     hops are memory copies); every replica then runs the same SGD update;
 //   kParameterServer: gradients aggregated at `server`, updated there, new weights distributed
-//                     (the Purine paper's scheme);
+//                     (the Purine paper's scheme); a server at none of the replicas' locations
+//                     (rank 0's CPU with GPU replicas, as in the paper) keeps master weights;
 //   kMpi:             a native MPI_Allreduce op per gradient, for comparison; one location per
 //                     rank only (a GPU replica's gradients are reduced through host memory).
 //   kNccl:            an NCCL allreduce op per gradient between GPUs, for comparison; one GPU
@@ -47,7 +48,8 @@ using ReplicaBuilder = std::function<ReplicaOutputs(Graph& graph, int replica, i
 
 struct DataParallelOptions {
   Reduction reduction = Reduction::kRing;
-  Location server = Location::cpu(0);  // kParameterServer: one of the replicas' locations
+  // kParameterServer: a replica's location, or a location of its own (master weights there).
+  Location server = Location::cpu(0);
   SgdOptions sgd;
   int64_t bucket_bytes = 256 << 10;  // 0: every gradient reduced alone
   // > 0: gradients clipped by their global norm before the updates, as PyTorch's
@@ -67,14 +69,16 @@ struct DataParallelGraph {
   std::vector<Location> locations;
   std::vector<ReplicaOutputs> replicas;
   std::vector<std::vector<Parameter>> parameters;  // per replica, in registration order
-  Blob* loss = nullptr;                            // replica average, at locations[0]
-  Blob* accuracy = nullptr;                        // replica average, at locations[0]
+  // kParameterServer at a location of its own: its master weights, in the same order.
+  std::vector<Parameter> server_parameters;
+  Blob* loss = nullptr;      // replica average, at locations[0]
+  Blob* accuracy = nullptr;  // replica average, at locations[0]
   SgdGraph sgd;
   CheckpointMap checkpoint;  // every parameter and state, by single-device name (see above)
 };
 
 // Throws purine::Error on an empty or repeated location list, replicas that disagree on their
-// parameters, a server that is not one of the locations, kMpi or kNccl with two locations on a
+// parameters, kMpi or kNccl with two locations on a
 // rank, or kNccl with a replica on a CPU.
 DataParallelGraph build_data_parallel(Graph& graph, const std::vector<Location>& locations,
                                       const ReplicaBuilder& build,

@@ -5,12 +5,15 @@
 // follow the CPU's bit for bit, since the emulated device runs the CPU kernels. And no run that
 // converges reads its blobs on the host to look for a non-finite one.
 #include <catch2/catch.hpp>
+#include <map>
 #include <string>
 
 #include "base/device_runtime.hpp"
 #include "dispatcher/emulated_devices.hpp"
 #include "operators/cuda/gpu_test.hpp"
 #include "operators/kernel_determinism.hpp"
+#include "purine/serialize.hpp"
+#include "temp_dir.hpp"
 #include "train/trainer.hpp"
 
 using namespace purine;
@@ -76,6 +79,47 @@ TEST_CASE("steady training iterations at a GPU location never wait for the devic
     CHECK(cpu.blame_scans == 0);
     CHECK(gpu.result.final_loss == cpu.final_loss);
   }
+}
+
+TEST_CASE("GPU replicas with their parameter server on the CPU follow CPU replicas bit for bit",
+          "[trainer][device][locations]") {
+  // The Purine paper's layout: gradients copied from the GPUs to the host, summed and applied to
+  // master weights there, the new weights copied back. Emulated devices run the CPU kernels, so
+  // the arithmetic is that of two CPU replicas whose server is replica 0.
+  dispatch::ScopedEmulatedDevices emulated(2);
+  testing::TempDir dir;
+  auto run = [&dir](bool on_gpus) {
+    TrainOptions o = small_run("convnet_bn", Optimizer::kSgd);
+    o.momentum = 0.9;  // a history per weight, kept by the server
+    o.parallel = ParallelLayout::kData;
+    o.reduce = Reduction::kParameterServer;
+    if (on_gpus)
+      o.devices = {0, 1};
+    else
+      o.locations = 2;
+    o.checkpoint_path = dir.file(on_gpus ? "gpus" : "cpus");
+    Trainer trainer(o);
+    std::vector<double> losses;
+    trainer.train([&](const TrainProgress& p) { losses.push_back(p.loss); });
+    return losses;
+  };
+  const std::vector<double> gpus = run(true);
+  REQUIRE(gpus.size() == 6);
+  CHECK(gpus == run(false));
+  // The checkpoints hold the same tensors: the weights, and the momentum the server kept.
+  std::map<std::string, std::string> cpu_tensors;
+  const proto::Checkpoint from_cpus = read_checkpoint(dir.file("cpus"), 1 << 30);
+  for (const auto& t : from_cpus.tensors())
+    cpu_tensors[t.name()] = t.tensor().SerializeAsString();
+  const proto::Checkpoint from_gpus = read_checkpoint(dir.file("gpus"), 1 << 30);
+  CHECK(from_gpus.tensors_size() == static_cast<int>(cpu_tensors.size()));
+  int histories = 0;
+  for (const auto& t : from_gpus.tensors()) {
+    INFO(t.name());
+    CHECK(cpu_tensors[t.name()] == t.tensor().SerializeAsString());
+    histories += t.name().find("::history") != std::string::npos;
+  }
+  CHECK(histories > 0);
 }
 
 TEST_CASE("a trainer sets the GPU math and the kernel determinism of its options",
