@@ -39,6 +39,13 @@ OpCost ConvOp::cost(const std::vector<Shape>& inputs, const std::vector<Shape>& 
   return {conv_flops(outputs.at(0), inputs.at(1)), memory_bytes(inputs, outputs)};
 }
 
+OpCost ConvBiasReluOp::cost(const std::vector<Shape>& inputs,
+                            const std::vector<Shape>& outputs) const {
+  // The convolution, then an add and a max per output element, in the same pass.
+  return {conv_flops(outputs.at(0), inputs.at(1)) + 2.0 * outputs.at(0).count(),
+          memory_bytes(inputs, outputs)};
+}
+
 OpCost ConvGradDataOp::cost(const std::vector<Shape>& inputs,
                             const std::vector<Shape>& outputs) const {
   // (dy, w, x) -> dx; x is read for its shape only.

@@ -9,6 +9,8 @@
 #include <unordered_map>
 
 #include "base/error.hpp"
+#include "operators/activation.hpp"
+#include "operators/bias.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/dnnl_context.hpp"
 #include "operators/cpu/threading.hpp"
@@ -24,17 +26,20 @@ bool ConvGeometry::operator==(const ConvGeometry& other) const {
          pad_w == other.pad_w;
 }
 
-// One direction of one convolution geometry, ready to run: run(a, b, out) computes
+// One direction of one convolution geometry, ready to run: run(a, b, bias, out) computes
 //   forward:          (x, w)  -> y
 //   backward data:    (dy, w) -> dx
 //   backward weights: (dy, x) -> dw
+//   forward with bias_relu: (x, w, bias) -> max(conv + bias, 0)
+// (`bias` is null but in the last).
 class ConvKernel {
  public:
   // Convolutions of fewer multiply-adds than this run on the calling thread alone.
   static constexpr int64_t kParallelWork = int64_t{1} << 20;
 
-  ConvKernel(ConvDirection direction, const ConvGeometry& g, int threads)
+  ConvKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu = false)
       : direction_(direction),
+        bias_relu_(bias_relu),
         g_(g),
         threads_(threads),
         team_(g.n * g.o * g.c * g.kh * g.kw * g.ho * g.wo >= kParallelWork ? threads : 1) {}
@@ -44,10 +49,11 @@ class ConvKernel {
 
   bool matches(const ConvGeometry& g, int threads) const { return g == g_ && threads == threads_; }
   virtual std::string name() const = 0;
-  virtual void run(const float* a, const float* b, float* out) = 0;
+  virtual void run(const float* a, const float* b, const float* bias, float* out) = 0;
 
  protected:
   const ConvDirection direction_;
+  const bool bias_relu_;  // kForward: conv_bias_relu's
   const ConvGeometry g_;
   const int threads_;  // the OpenMP thread count the kernel was built for
   const int team_;     // the threads it uses: threads_, or 1 for small convolutions
@@ -95,8 +101,9 @@ void sum_chunks(const float* partials, int64_t chunks, int64_t size, int team, f
 class DnnlConvKernel : public ConvKernel {
  public:
   // Throws dnnl::error when oneDNN has no implementation for the geometry.
-  DnnlConvKernel(ConvDirection direction, const ConvGeometry& g, int threads)
-      : ConvKernel(direction, g, threads) {
+  DnnlConvKernel(ConvDirection direction, const ConvGeometry& g, int threads,
+                 bool bias_relu = false)
+      : ConvKernel(direction, g, threads, bias_relu) {
     OmpThreads scope(team_);  // oneDNN sizes its scratchpads for the creating thread count
     using dnnl::memory;
     using tag = memory::format_tag;
@@ -113,6 +120,17 @@ class DnnlConvKernel : public ConvKernel {
         dst_plain(dst, f32, tag::nchw);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    // conv_bias_relu: the bias as a binary post-op (broadcast over [1, O, 1, 1]) rather than the
+    // convolution's own bias, which a kernel may add to a partial sum: post-ops apply to the
+    // finished sum, so y rounds as conv, then bias, then relu do.
+    const memory::desc bias_plain({1, g.o, 1, 1}, f32, tag::nchw);
+    if (bias_relu) {
+      CHECK(direction == ConvDirection::kForward);
+      dnnl::post_ops post;
+      post.append_binary(dnnl::algorithm::binary_add, bias_plain);
+      post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(post);
+    }
 
     const auto algo = dnnl::algorithm::convolution_direct;
     dnnl::convolution_forward::primitive_desc forward(
@@ -128,6 +146,9 @@ class DnnlConvKernel : public ConvKernel {
         add_arg(DNNL_ARG_SRC, src_plain, forward.src_desc(), false);
         add_arg(DNNL_ARG_WEIGHTS, weights_plain, forward.weights_desc(), false);
         add_arg(DNNL_ARG_DST, dst_plain, forward.dst_desc(), true);
+        if (bias_relu)
+          add_arg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, bias_plain, bias_plain,
+                  false);
         break;
       case ConvDirection::kBackwardData: {
         dnnl::convolution_backward_data::primitive_desc pd(
@@ -163,12 +184,13 @@ class DnnlConvKernel : public ConvKernel {
 
   std::string name() const override { return "onednn:" + impl_; }
 
-  void run(const float* a, const float* b, float* out) override {
+  void run(const float* a, const float* b, const float* bias, float* out) override {
     OmpThreads scope(team_);
     dnnl::stream& stream = dnnl_context::stream();
     args_[0].user.set_data_handle(const_cast<float*>(a));
     args_[1].user.set_data_handle(const_cast<float*>(b));
     args_[2].user.set_data_handle(out);
+    if (num_args_ > 3) args_[3].user.set_data_handle(const_cast<float*>(bias));
     for (int i = 0; i < 2; ++i) {
       if (args_[i].reordered) args_[i].reorder.execute(stream, args_[i].user, args_[i].inner);
     }
@@ -204,7 +226,7 @@ class DnnlConvKernel : public ConvKernel {
 
   dnnl::primitive primitive_;
   std::string impl_;
-  Arg args_[3];  // the two inputs, then the output
+  Arg args_[4];  // the two inputs, the output, then the bias of a forward with bias_relu
   int num_args_ = 0;
   std::unordered_map<int, dnnl::memory> exec_args_;
 };
@@ -230,13 +252,13 @@ class ChunkedDnnlWeightGradKernel : public ConvKernel {
 
   std::string name() const override { return str(parts_[0]->name(), " in ", chunks_, " chunks"); }
 
-  void run(const float* dy, const float* x, float* dw) override {
+  void run(const float* dy, const float* x, const float*, float* dw) override {
     OmpThreads scope(team_);
     const ConvGeometry& g = g_;
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
       const int64_t begin = chunk_begin(g.n, chunk, chunks_);
-      parts_[chunk]->run(dy + begin * g.o * g.ho * g.wo, x + begin * g.c * g.h * g.w,
+      parts_[chunk]->run(dy + begin * g.o * g.ho * g.wo, x + begin * g.c * g.h * g.w, nullptr,
                          partials_.data() + chunk * size_);
     }
     sum_chunks(partials_.data(), chunks_, size_, team_, dw);
@@ -333,8 +355,8 @@ void col2im(const ConvGeometry& g, const float* columns, float* dx) {
 
 class Im2colConvKernel : public ConvKernel {
  public:
-  Im2colConvKernel(ConvDirection direction, const ConvGeometry& g, int threads)
-      : ConvKernel(direction, g, threads),
+  Im2colConvKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu)
+      : ConvKernel(direction, g, threads, bias_relu),
         rows_(g.c * g.kh * g.kw),
         plane_(g.ho * g.wo),
         chunks_(std::min(g.n, kMaxChunks)) {
@@ -346,13 +368,13 @@ class Im2colConvKernel : public ConvKernel {
 
   std::string name() const override { return "im2col"; }
 
-  void run(const float* a, const float* b, float* out) override {
+  void run(const float* a, const float* b, const float* bias, float* out) override {
     // On one thread the GEMMs see no active parallel region and would fork on their own; a
     // thread count of 1 keeps them sequential, so the results stay the same.
     OmpThreads scope(team_);
     switch (direction_) {
       case ConvDirection::kForward:
-        forward(a, b, out);
+        forward(a, b, bias_relu_ ? bias : nullptr, out);
         break;
       case ConvDirection::kBackwardData:
         backward_data(a, b, out);
@@ -370,15 +392,26 @@ class Im2colConvKernel : public ConvKernel {
     return columns_.data() + static_cast<size_t>(t) * rows_ * plane_;
   }
 
-  void forward(const float* x, const float* w, float* y) {
+  // With a bias: then y_i = max(y_i + bias, 0), while y_i is in cache (the bias op's and the relu
+  // op's arithmetic, so the same floats).
+  void forward(const float* x, const float* w, const float* bias, float* y) {
     const ConvGeometry& g = g_;
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t i = 0; i < g.n; ++i) {
       float* columns = thread_columns();
       im2col(g, x + i * g.c * g.h * g.w, columns);
       // y_i [O, Ho Wo] = w [O, C kh kw] * columns
-      sgemm('N', 'N', g.o, plane_, rows_, w, rows_, columns, plane_, false, y + i * g.o * plane_,
-            plane_);
+      float* yi = y + i * g.o * plane_;
+      sgemm('N', 'N', g.o, plane_, rows_, w, rows_, columns, plane_, false, yi, plane_);
+      if (!bias) continue;
+      for (int64_t o = 0; o < g.o; ++o) {
+        float* row = yi + o * plane_;
+        const float b = bias[o];
+        for (int64_t p = 0; p < plane_; ++p) {
+          const float v = row[p] + b;
+          row[p] = v > 0.0f ? v : 0.0f;
+        }
+      }
     }
   }
 
@@ -426,8 +459,8 @@ class Im2colConvKernel : public ConvKernel {
 
 // `engine` is "auto", "onednn" or "im2col" (validated by the caller).
 std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool deterministic,
-                                        ConvDirection direction, const ConvGeometry& g,
-                                        int threads) {
+                                        ConvDirection direction, const ConvGeometry& g, int threads,
+                                        bool bias_relu) {
   // Measured on 2 Zen 3 cores (batch 64, 5x5, pad 2): oneDNN's blocked kernels win everywhere
   // except the backward passes with few channels, where blocking pads C up to 8
   // (1 -> 32 channels, 28x28: im2col 1.0 / 1.4 ms for data / weights vs oneDNN 6.4 / 6.3 ms).
@@ -439,14 +472,14 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
     try {
       if (direction == ConvDirection::kBackwardWeights && deterministic)
         return std::make_unique<ChunkedDnnlWeightGradKernel>(g, threads);
-      return std::make_unique<DnnlConvKernel>(direction, g, threads);
+      return std::make_unique<DnnlConvKernel>(direction, g, threads, bias_relu);
     } catch (const dnnl::error& e) {
       // No oneDNN implementation for this geometry: im2col handles every geometry.
       require(engine == "auto", "oneDNN has no convolution for this geometry (", e.what(),
               "); use engine 'auto' or 'im2col'");
     }
   }
-  return std::make_unique<Im2colConvKernel>(direction, g, threads);
+  return std::make_unique<Im2colConvKernel>(direction, g, threads, bias_relu);
 }
 
 }  // namespace
@@ -496,13 +529,13 @@ ConvGeometry ConvOpBase::geometry(const Shape& x, int x_input, const Shape& w, i
   return g;
 }
 
-ConvKernel& ConvOpBase::kernel(ConvDirection direction, const ConvGeometry& g) {
+ConvKernel& ConvOpBase::kernel(ConvDirection direction, const ConvGeometry& g, bool bias_relu) {
   const int threads = omp_get_max_threads();
   if (!kernel_ || !kernel_->matches(g, threads)) {
     try {
       kernel_ = make_kernel(attrs_.get_string("engine", "auto"),
                             attrs_.get_int("deterministic", deterministic_kernels() ? 1 : 0) != 0,
-                            direction, g, threads);
+                            direction, g, threads, bias_relu);
     } catch (const Error& e) {
       throw Error(str(type(), ": ", e.what()));
     }
@@ -531,7 +564,38 @@ void ConvOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   ConvGeometry g = geometry(inputs[0]->shape(), 0, inputs[1]->shape(), 1);
   if (outputs[0]->count() == 0) return;
   kernel(ConvDirection::kForward, g)
-      .run(inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data());
+      .run(inputs[0]->data(), inputs[1]->data(), nullptr, outputs[0]->mutable_data());
+}
+
+std::vector<Shape> ConvBiasReluOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  ConvGeometry g = geometry(inputs[0], 0, inputs[1], 1);
+  const Shape expected{g.o};
+  require(inputs[2] == expected, type(), ": input 2 (bias) has shape ", inputs[2], ", expected ",
+          expected, " (the outputs of input 1, shape ", inputs[1], ")");
+  return {Shape{g.n, g.o, g.ho, g.wo}};
+}
+
+GradientSpec ConvBiasReluOp::gradient() const {
+  // The unfused chain's gradient ops in the order autodiff makes them for it (relu, bias, conv),
+  // so fused and unfused graphs compute the same floats.
+  GradientSpec spec;
+  spec.ops.push_back({ReluGradOp::kType, {}, {output(0), output_grad(0)}, {temp(0)}});
+  spec.ops.push_back({BiasGradOp::kType, {}, {temp(0)}, {input_grad(2)}});
+  spec.ops.push_back(
+      {ConvGradDataOp::kType, attrs_, {temp(0), input(1), input(0)}, {input_grad(0)}});
+  spec.ops.push_back(
+      {ConvGradWeightOp::kType, attrs_, {temp(0), input(0), input(1)}, {input_grad(1)}});
+  return spec;
+}
+
+void ConvBiasReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                 const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  ConvGeometry g = geometry(inputs[0]->shape(), 0, inputs[1]->shape(), 1);
+  if (outputs[0]->count() == 0) return;
+  kernel(ConvDirection::kForward, g, /*bias_relu=*/true)
+      .run(inputs[0]->data(), inputs[1]->data(), inputs[2]->data(), outputs[0]->mutable_data());
 }
 
 namespace {
@@ -554,7 +618,7 @@ void ConvGradDataOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   ConvGeometry g = geometry(inputs[2]->shape(), 2, inputs[1]->shape(), 1);
   if (outputs[0]->count() == 0) return;
   kernel(ConvDirection::kBackwardData, g)
-      .run(inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data());
+      .run(inputs[0]->data(), inputs[1]->data(), nullptr, outputs[0]->mutable_data());
 }
 
 std::vector<Shape> ConvGradWeightOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -570,10 +634,11 @@ void ConvGradWeightOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   ConvGeometry g = geometry(inputs[1]->shape(), 1, inputs[2]->shape(), 2);
   if (outputs[0]->count() == 0) return;
   kernel(ConvDirection::kBackwardWeights, g)
-      .run(inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data());
+      .run(inputs[0]->data(), inputs[1]->data(), nullptr, outputs[0]->mutable_data());
 }
 
 PURINE_REGISTER_OPERATOR(ConvOp);
+PURINE_REGISTER_OPERATOR(ConvBiasReluOp);
 PURINE_REGISTER_OPERATOR(ConvGradDataOp);
 PURINE_REGISTER_OPERATOR(ConvGradWeightOp);
 

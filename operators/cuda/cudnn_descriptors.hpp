@@ -1,4 +1,5 @@
-// RAII holders of cuDNN descriptors for NCHW float tensors, filters, convolutions and poolings,
+// RAII holders of cuDNN descriptors for NCHW float tensors, filters, convolutions, activations and
+// poolings,
 // made from the op's geometry (host calls, no device work). conv.cpp and pool.cpp make them once
 // per geometry on each executor thread and keep them.
 #pragma once
@@ -66,6 +67,23 @@ class ConvDesc {
 
  private:
   cudnnConvolutionDescriptor_t desc_ = nullptr;
+};
+
+// An activation of one mode, NaN not propagated (as the CPU kernels: max(NaN, 0) is 0).
+class ActivationDesc {
+ public:
+  explicit ActivationDesc(cudnnActivationMode_t mode) {
+    PURINE_CUDNN_CALL("descriptor", cudnnCreateActivationDescriptor(&desc_));
+    PURINE_CUDNN_CALL("descriptor",
+                      cudnnSetActivationDescriptor(desc_, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+  ~ActivationDesc() { (void)cudnnDestroyActivationDescriptor(desc_); }
+  ActivationDesc(const ActivationDesc&) = delete;
+  ActivationDesc& operator=(const ActivationDesc&) = delete;
+  cudnnActivationDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnActivationDescriptor_t desc_ = nullptr;
 };
 
 class PoolDesc {

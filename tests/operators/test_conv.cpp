@@ -282,3 +282,98 @@ TEST_CASE("conv rejects mismatched shapes and attributes", "[conv]") {
                   {random_tensor({1, 2, 2, 2}, rng), random_tensor({2, 4, 3, 3}, rng), x}),
       Catch::Contains("input 0 (dy) has shape [1,2,2,2], expected [1,2,3,3]"));
 }
+
+namespace {
+
+// conv, bias and relu as three ops, and conv_bias_relu, on the same tensors; the kernels' names.
+struct FusedAndUnfused {
+  Tensor unfused, fused;
+  std::string unfused_kernel, fused_kernel;
+};
+
+FusedAndUnfused conv_bias_relu_both_ways(const Geometry& g, const char* engine, int threads,
+                                         uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+  Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+  Tensor b = random_tensor({g.o}, rng);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  FusedAndUnfused result;
+  auto run = [&](const char* type, const std::vector<const Tensor*>& in, std::string* kernel) {
+    auto op = OperatorRegistry::create(type, g.attrs(engine));
+    std::vector<Shape> shapes;
+    for (const Tensor* t : in) shapes.push_back(t->shape());
+    Tensor out(op->output_shapes(shapes)[0]);
+    OpContext context;
+    op->compute(in, {&out}, context);
+    if (kernel) *kernel = dynamic_cast<ConvOpBase&>(*op).kernel_name();
+    return out;
+  };
+  Tensor z = run("conv", {&x, &w}, &result.unfused_kernel);
+  Tensor biased = run_forward("bias", {}, {z, b})[0];
+  result.unfused = run_forward("relu", {}, {biased})[0];
+  result.fused = run("conv_bias_relu", {&x, &w, &b}, &result.fused_kernel);
+  omp_set_num_threads(saved);
+  return result;
+}
+
+}  // namespace
+
+// Tagged [determinism], so it runs under ONEDNN_MAX_CPU_ISA=AVX2 as well (tests/CMakeLists.txt):
+// oneDNN's post-ops must round as the three ops do on every ISA's kernels.
+TEST_CASE("conv_bias_relu equals conv then bias then relu bit for bit", "[conv][determinism]") {
+  // The convnet's two convolutions, GoogLeNet's 1x1, 3x3 and 5x5 shapes (more input channels
+  // than one oneDNN block, so the sum is split over channel blocks), a stride, few channels.
+  for (Geometry g :
+       {Geometry{8, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2}, Geometry{8, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
+        Geometry{4, 192, 7, 7, 64, 1, 1, 1, 1, 0, 0}, Geometry{4, 96, 7, 7, 128, 3, 3, 1, 1, 1, 1},
+        Geometry{4, 16, 7, 7, 32, 5, 5, 1, 1, 2, 2}, Geometry{5, 3, 9, 9, 7, 3, 3, 2, 2, 1, 1}}) {
+    for (const char* engine : {"auto", "onednn", "im2col"}) {
+      for (int threads : {1, 2}) {
+        INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", kernel " << g.kh
+                 << ", engine " << engine << ", " << threads << " threads");
+        const FusedAndUnfused r = conv_bias_relu_both_ways(g, engine, threads, 41);
+        INFO("kernels: " << r.unfused_kernel << " / " << r.fused_kernel);
+        CHECK(same_bits(r.unfused, r.fused));
+        // The same oneDNN implementation, with post-ops: no slower kernel behind the fusion.
+        CHECK(r.fused_kernel == r.unfused_kernel);
+      }
+    }
+  }
+}
+
+TEST_CASE("conv_bias_relu gradient ops are relu_grad then bias_grad and the conv gradients",
+          "[conv]") {
+  auto op = OperatorRegistry::create("conv_bias_relu", Attrs().set("pad", 1).set("stride", 2));
+  const GradientSpec spec = op->gradient();
+  REQUIRE(spec.ops.size() == 4);
+  CHECK(spec.aliases.empty());
+  CHECK(spec.ops[0].type == "relu_grad");
+  CHECK(spec.ops[1].type == "bias_grad");
+  CHECK(spec.ops[2].type == "conv_grad_data");
+  CHECK(spec.ops[3].type == "conv_grad_weight");
+  // The convolution's gradients keep its attributes.
+  CHECK(spec.ops[2].attrs.get_int("stride", 1) == 2);
+  CHECK(spec.ops[3].attrs.get_int("pad", 0) == 1);
+  // relu_grad reads y (the fused op's output), not the pre-activation.
+  CHECK(spec.ops[0].inputs[0].kind == GradRef::kOutput);
+}
+
+TEST_CASE("conv_bias_relu gradient passes the numeric check", "[conv]") {
+  // Inputs of one sign and a positive bias keep the pre-activations away from ReLU's kink,
+  // where a finite difference is meaningless.
+  Rng rng(42);
+  check_gradient(
+      "conv_bias_relu", Attrs().set("pad", 1),
+      {random_tensor({2, 3, 5, 5}, rng, 0.1f, 1.0f), random_tensor({4, 3, 3, 3}, rng, 0.1f, 1.0f),
+       random_tensor({4}, rng, 0.5f, 1.0f)});
+}
+
+TEST_CASE("conv_bias_relu rejects a bias of the wrong size", "[conv]") {
+  Rng rng(43);
+  CHECK_THROWS_WITH(run_forward("conv_bias_relu", {},
+                                {random_tensor({1, 2, 4, 4}, rng), random_tensor({3, 2, 3, 3}, rng),
+                                 random_tensor({2}, rng)}),
+                    Catch::Contains("input 2 (bias) has shape [2], expected [3]"));
+}

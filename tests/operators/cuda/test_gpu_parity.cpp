@@ -250,6 +250,39 @@ TEST_CASE("convolution, pooling, LRN and batch norm GPU kernels match the CPU", 
   }
 }
 
+TEST_CASE("GPU conv_bias_relu matches the CPU and the GPU's conv then bias then relu",
+          "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  const ScopedGpuMath exact(GpuMath::kExact);
+  std::mt19937 gen(6);
+  // The convnet's second convolution (5x5, pad 2) and a GoogLeNet 1x1 of 192 input channels.
+  struct Case {
+    Shape x, w;
+    int64_t pad;
+  };
+  for (const Case& c :
+       {Case{{4, 32, 14, 14}, {64, 32, 5, 5}, 2}, Case{{4, 192, 7, 7}, {64, 192, 1, 1}, 0}}) {
+    INFO("x " << c.x << ", w " << c.w);
+    const Tensor x = random_tensor(c.x, gen), w = random_tensor(c.w, gen),
+                 b = random_tensor({c.w[0]}, gen);
+    const Attrs conv = Attrs().set("pad", c.pad);
+    CHECK(parity_error("conv_bias_relu", conv, {x, w, b}) <= 1e-4);
+    // On the GPU, fused against unfused: cuDNN's fused kernel may sum in another order than the
+    // plain forward, so a float rounding apart, not bit for bit (reported when they differ).
+    const Tensor fused = op_output("conv_bias_relu", conv, {x, w, b}, true);
+    const Tensor z = op_output("conv", conv, {x, w}, true);
+    const Tensor unfused = op_output("relu", {}, {op_output("bias", {}, {z, b}, true)}, true);
+    REQUIRE(fused.count() == unfused.count());
+    double worst = 0;
+    for (int64_t i = 0; i < fused.count(); ++i)
+      worst = std::max(worst, std::abs(double(fused.data()[i]) - unfused.data()[i]) /
+                                  std::max(1.0, std::abs(double(unfused.data()[i]))));
+    if (worst > 0) WARN("GPU conv_bias_relu differs from conv, bias, relu by " << worst);
+    CHECK(worst <= 1e-5);
+    CHECK(gpu_repeats_bits("conv_bias_relu", conv, {x, w, b}));
+  }
+}
+
 TEST_CASE("concat, split and reshape GPU kernels move every value", "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();
   std::mt19937 gen(6);
