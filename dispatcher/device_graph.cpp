@@ -10,23 +10,21 @@
 
 namespace purine::dispatch {
 
-namespace {
-
-bool on_device(const Plan& plan, TaskId task) {
-  const ExecutorId e = plan.tasks()[task].executor;
-  return e != kAnyExecutor && plan.executors()[e].kind == ExecutorKind::kDevice;
+DeviceRegion find_device_region(const Plan& plan) {
+  return find_device_region(
+      plan, [&plan](ExecutorId e) { return plan.executors()[e].kind == ExecutorKind::kDevice; });
 }
 
-}  // namespace
-
-DeviceRegion find_device_region(const Plan& plan) {
+DeviceRegion find_device_region(const Plan& plan,
+                                const std::function<bool(ExecutorId)>& on_device) {
   const Schedule schedule = Schedule::build(plan);
   const int n = schedule.num_tasks();
   // after_host[t]: a host task comes before t, or t is one.
   std::vector<bool> after_host(n, false);
   DeviceRegion region;
   for (const TaskId t : schedule.order()) {
-    if (!on_device(plan, t)) after_host[t] = true;
+    const ExecutorId e = plan.tasks()[t].executor;
+    if (e == kAnyExecutor || !on_device(e)) after_host[t] = true;
     if (!after_host[t]) region.tasks.push_back(t);
     for (const TaskId* next = schedule.successors_begin(t); next != schedule.successors_end(t);
          ++next)

@@ -35,6 +35,9 @@ struct DeviceRegion {
 
 // The plan's device region (empty when no device task qualifies).
 DeviceRegion find_device_region(const Plan& plan);
+// The same with `on_device` saying which executors count as device queues (a simulated plan,
+// purine/simulation_plan.hpp, has no queues).
+DeviceRegion find_device_region(const Plan& plan, const std::function<bool(ExecutorId)>& on_device);
 
 // `plan` with `region` replaced by one task named `name` on region.origin that runs `launch`;
 // every edge from a region task to another task leaves from it, and it takes the region's place

@@ -66,6 +66,14 @@ void check_world(const Graph& graph, const RunOptions& options) {
 
 }  // namespace
 
+std::string device_graphs_refusal(const Graph& graph, int rank, dispatch::Mode mode,
+                                  bool compiled) {
+  const std::string refusal = DeviceGraphs::refusal(graph, rank, compiled);
+  if (refusal.empty() && mode == dispatch::Mode::kSerial)
+    return "the serial executor launches op by op";
+  return refusal;
+}
+
 Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(options) {
   graph_.validate();
   check_world(graph_, options_);
@@ -90,9 +98,7 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   engine_options.mode = options_.mode;
   engine_options.stall_timeout = options_.stall_timeout;
   if (options_.device_graphs) {
-    device_graphs_refusal_ = DeviceGraphs::refusal(graph_, options_.rank);
-    if (device_graphs_refusal_.empty() && options_.mode == dispatch::Mode::kSerial)
-      device_graphs_refusal_ = "the serial executor launches op by op";
+    device_graphs_refusal_ = device_graphs_refusal(graph_, options_.rank, options_.mode);
     if (device_graphs_refusal_.empty())
       device_graphs_ = std::make_unique<DeviceGraphs>(graph_, options_.rank, compiled.plan,
                                                       engine_options, options_.eager_runs);

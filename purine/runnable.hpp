@@ -53,6 +53,13 @@ struct RunOptions {
   int eager_runs = 2;
 };
 
+// Why a Runnable of `graph` on `rank` in `mode` launches its runs op by op although
+// RunOptions::device_graphs asks for recordings ("" when it records them, once its plan has a
+// device region: dispatch::find_device_region): the Runnable's own rule. With `compiled` false
+// the graph has no memory yet (a simulation): see DeviceGraphs::refusal.
+std::string device_graphs_refusal(const Graph& graph, int rank, dispatch::Mode mode,
+                                  bool compiled = true);
+
 class Runnable {
  public:
   explicit Runnable(Graph& graph, RunOptions options = {});
@@ -100,7 +107,7 @@ class Runnable {
   std::shared_ptr<Communicator> comm_;
   std::unique_ptr<dispatch::Engine> engine_;
   std::unique_ptr<DeviceGraphs> device_graphs_;  // with RunOptions::device_graphs
-  std::string device_graphs_refusal_;             // why device_graphs_ is null when asked
+  std::string device_graphs_refusal_;            // why device_graphs_ is null when asked
   int completed_runs_ = 0;
   bool replaying_ = false;  // the run in progress replays
   // The first run checks that every parameter of this rank was initialized (a forgotten

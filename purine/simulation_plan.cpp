@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "dispatcher/device_graph.hpp"
+
 namespace purine {
 namespace {
 
@@ -136,6 +138,16 @@ SimulationPlan build_simulation_plan(const Graph& graph) {
     const auto& writers = b->writers();
     for (size_t i = 1; i < writers.size(); ++i) builder.depend(writers[i - 1], writers[i]);
   }
+  return out;
+}
+
+std::vector<dispatch::TaskId> device_graph_tasks(const SimulationPlan& sp,
+                                                 const std::set<int>& ranks) {
+  const dispatch::DeviceRegion region = dispatch::find_device_region(
+      sp.plan, [&sp](dispatch::ExecutorId e) { return !sp.executor_location[e].is_cpu(); });
+  std::vector<dispatch::TaskId> out;
+  for (const dispatch::TaskId t : region.tasks)
+    if (ranks.count(sp.executor_rank[sp.plan.tasks()[t].executor])) out.push_back(t);
   return out;
 }
 

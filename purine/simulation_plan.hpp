@@ -21,6 +21,7 @@
 // A value type; the graph must outlive it (tasks point to its ops).
 #pragma once
 
+#include <set>
 #include <vector>
 
 #include "base/location.hpp"
@@ -52,5 +53,13 @@ struct SimulationPlan {
 
 // The graph must have passed Graph::validate().
 SimulationPlan build_simulation_plan(const Graph& graph);
+
+// The tasks of `ranks` that a device graph (a CUDA graph, RunOptions::device_graphs) would hold,
+// in the plan's deterministic order: dispatch::find_device_region over the plan, its GPU
+// executors counting as device queues. Give the ranks whose runs record
+// (device_graphs_refusal() of purine/runnable.hpp is empty): such a rank has no transfer to
+// another, so its part of the region is the region of its own plan.
+std::vector<dispatch::TaskId> device_graph_tasks(const SimulationPlan& sp,
+                                                 const std::set<int>& ranks);
 
 }  // namespace purine

@@ -14,6 +14,7 @@
 #include "base/error.hpp"
 #include "dispatcher/simulator.hpp"
 #include "purine/graph.hpp"
+#include "purine/runnable.hpp"
 #include "purine/simulation_plan.hpp"
 #include "purine/text_format_error.hpp"
 #include "train/trainer.hpp"
@@ -23,6 +24,8 @@ namespace {
 
 constexpr double kUs = 1e-6;
 constexpr double kGiga = 1e9;
+// DeviceSpeedProto::graph_launch_us when absent.
+constexpr double kDefaultGraphLaunchUs = 10;
 
 std::string read_text(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
@@ -42,6 +45,8 @@ void check_speed(const proto::DeviceSpeedProto& speed, const std::string& where)
       speed.memory_gigabytes_per_second());
   require(speed.op_overhead_us() >= 0, where, ".op_overhead_us must be >= 0, got ",
           speed.op_overhead_us());
+  require(speed.graph_launch_us() >= 0 && std::isfinite(speed.graph_launch_us()), where,
+          ".graph_launch_us must be >= 0, got ", speed.graph_launch_us());
 }
 
 void check_link(const proto::LinkProto& link, const std::string& where) {
@@ -229,8 +234,10 @@ struct CostModel {
   SimulationReport report;
 };
 
-CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
-                      const Placement& p) {
+// `recorded`: the tasks of the ranks whose runs replay a device graph (device_graph_tasks), in
+// the plan's order.
+CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, const Placement& p,
+                      const std::vector<dispatch::TaskId>& recorded) {
   const TrainOptions& o = options.train;
   const proto::ClusterProto& cluster = options.cluster;
   CostModel m;
@@ -261,13 +268,13 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
     const int threads = std::max(1, o.threads / std::max(1, locations));
     return {&g.cpu(), static_cast<double>(std::min(threads, std::max(1, g.cores())))};
   };
-  // The roofline with the op's fixed overhead.
-  auto roofline = [&](const SimulatedTask& t, int locations) {
+  // The roofline, with the op's fixed overhead unless a device graph launches it.
+  auto roofline = [&](const SimulatedTask& t, int locations, bool launched = true) {
     const auto [speed, units] = device(t.at, locations);
     const OpCost c = t.op->kernel().cost(shapes(t.op->inputs()), shapes(t.op->outputs()));
     return std::max(c.flops / (speed->peak_gflops() * kGiga * units),
                     c.bytes / (speed->memory_gigabytes_per_second() * kGiga)) +
-           speed->op_overhead_us() * kUs;
+           (launched ? speed->op_overhead_us() * kUs : 0.0);
   };
   auto overhead = [&](const SimulatedTask& t) {
     return device(t.at, 1).first->op_overhead_us() * kUs;
@@ -346,6 +353,9 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
       if (it != by_name_and_shape.end()) measured[t] = it->second;
     }
 
+  std::vector<bool> in_graph(n, false);
+  for (const dispatch::TaskId t : recorded) in_graph[t] = true;
+
   // Collectives: the k-th ordered op of every rank forms collective k (the ranks start them in
   // one order, the resource chain's: the plan's task ids follow a topological order).
   std::map<int, int> ordered_seen;  // per rank
@@ -361,7 +371,7 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
     const bool receive = task.role == SimulatedTask::kReceive;
     if (transfer || receive) {
       ++report.transfers;
-      c.busy = measured[t] >= 0 ? measured[t] : overhead(task);
+      c.busy = measured[t] >= 0 ? measured[t] : in_graph[t] ? 0.0 : overhead(task);
       if (receive) continue;
       const Location from = task.op->inputs()[0]->location(), to = task.op->location();
       const Route r = route(p, o, cluster, from, to);
@@ -376,6 +386,7 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
       continue;
     }
     const auto type = by_type.find(task.op->type());
+    const double modelled = roofline(task, cpu_locations[task.at.rank], !in_graph[t]);
     if (measured[t] >= 0) {
       c.busy = measured[t];
       ++report.by_name;
@@ -383,11 +394,10 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
       c.busy = by_shape.at(shape_key(task));
       ++report.by_shape;
     } else if (type != by_type.end() && type->second.second > 0) {
-      c.busy =
-          type->second.first / type->second.second * roofline(task, cpu_locations[task.at.rank]);
+      c.busy = type->second.first / type->second.second * modelled;
       ++report.by_type;
     } else {
-      c.busy = report.roofline_scale * roofline(task, cpu_locations[task.at.rank]);
+      c.busy = report.roofline_scale * modelled;
       ++report.by_roofline;
     }
     if (traits.ordered_across_ranks && traits.communicates) {
@@ -409,6 +419,17 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options,
       }
     }
   }
+  // A recorded run: its ops pay their device time only (above), and the recording's launch
+  // delays the first of them on each of its GPU's streams (the graph's roots start together).
+  std::set<dispatch::ExecutorId> launched;
+  for (const dispatch::TaskId t : recorded) {
+    const dispatch::ExecutorId e = sp.plan.tasks()[t].executor;
+    if (!launched.insert(e).second) continue;
+    const proto::DeviceSpeedProto& gpu = *device(sp.tasks[t].at, 1).first;
+    setup.costs[t].busy +=
+        (gpu.has_graph_launch_us() ? gpu.graph_launch_us() : kDefaultGraphLaunchUs) * kUs;
+  }
+  report.device_graph_tasks = static_cast<int>(recorded.size());
   std::sort(report.op_errors.begin(), report.op_errors.end(),
             [](const OpError& a, const OpError& b) { return a.measured > b.measured; });
   setup.iterations = std::max(2, options.iterations);
@@ -580,7 +601,12 @@ SimulationReport simulate_training(const SimulateOptions& options) {
   const Placement placement = place(options.cluster, o);
   std::unique_ptr<Graph> graph = build_training_graph(o);
   const SimulationPlan sp = build_simulation_plan(*graph);
-  CostModel model = model_costs(sp, options, placement);
+  // The ranks whose runs replay a device graph, by the Runnable's rule.
+  std::set<int> recording;
+  if (o.cuda_graph)
+    for (int r = 0; r < o.ranks; ++r)
+      if (device_graphs_refusal(*graph, r, o.mode, /*compiled=*/false).empty()) recording.insert(r);
+  CostModel model = model_costs(sp, options, placement, device_graph_tasks(sp, recording));
   SimulationReport report = std::move(model.report);
   report.ranks = o.ranks;
   std::set<int> nodes(placement.node_of_rank.begin(), placement.node_of_rank.end());

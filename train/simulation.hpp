@@ -92,6 +92,9 @@ struct SimulationReport {
   double roofline_scale = 1;            // measured / roofline over the calibrated compute ops
   std::vector<OpError> op_errors;       // calibrated compute ops, the longest first
   double calibration_step_seconds = 0;  // the trace's own step (0 without one)
+  // Tasks replayed from a device graph (train.cuda_graph, at ranks whose runs record one): they
+  // pay their device time and the recording's launch, no launch each.
+  int device_graph_tasks = 0;
 };
 
 // The cluster of `options` with the speeds (peak FLOP/s and memory bandwidth) of its devices of

@@ -16,7 +16,7 @@ constexpr size_t kMaxRecordings = 4;
 
 }  // namespace
 
-std::string DeviceGraphs::refusal(const Graph& graph, int rank) {
+std::string DeviceGraphs::refusal(const Graph& graph, int rank, bool compiled) {
   std::set<int> devices;
   for (const auto& op : graph.ops()) {
     if (op->location().rank != rank) continue;
@@ -32,7 +32,7 @@ std::string DeviceGraphs::refusal(const Graph& graph, int rank) {
         in->location().is_cpu() != out->location().is_cpu()) {
       // A recording reads and writes a copy's host end when it runs only in page-locked memory.
       Blob* host = in->location().is_cpu() ? in : out;
-      if (!host->tensor().is_pinned())
+      if (compiled && !host->tensor().is_pinned())
         return str("blob ", host->name(), ", the host end of copy ", op->name(),
                    ", is not in page-locked memory");
     }

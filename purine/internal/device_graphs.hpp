@@ -25,7 +25,9 @@ class DeviceGraphs {
   // Why the ops of `graph` on `rank` cannot be replayed from a recording ("" when they can):
   // none is at a GPU location, they are at several GPUs, one communicates, or one draws random
   // numbers at each launch that a replay would repeat (dropout draws them anew at each replay).
-  static std::string refusal(const Graph& graph, int rank);
+  // With `compiled` false the graph has no memory yet (a simulation): the host ends of its GPU
+  // copies count as page-locked, as compile() makes them where a GPU runtime is present.
+  static std::string refusal(const Graph& graph, int rank, bool compiled = true);
 
   // `plan` is the Runnable's (copied); runs go eagerly until `eager_runs` have completed (they
   // make every lazy choice, such as cuDNN's algorithms and workspaces, before recording).

@@ -266,3 +266,67 @@ TEST_CASE("simulated training: device speeds fitted to a 1-device figure", "[sim
   CHECK(simulate_training(one).images_per_second == Approx(1.5 * before).epsilon(1e-3));
   CHECK_THROWS_WITH(fit_device_speed(s, 1e12, &factor), Contains("cannot fit"));
 }
+
+namespace {
+
+// One node with `gpus` GPUs where only launches cost: every GPU op 100 us of launch, its device
+// time and every link nearly free, the host free, a recorded iteration's launch 50 us.
+proto::ClusterProto launch_bound(int gpus) {
+  return parse_cluster(
+      "name: \"launch bound\"\n"
+      "nodes { cores: 8 gpus: " +
+          std::to_string(gpus) +
+          "\n"
+          "  cpu { peak_gflops: 1e12 memory_gigabytes_per_second: 1e12 op_overhead_us: 0 }\n"
+          "  gpu { peak_gflops: 1e12 memory_gigabytes_per_second: 1e12 op_overhead_us: 100\n"
+          "        graph_launch_us: 50 }\n"
+          "  pcie { latency_us: 0 gigabytes_per_second: 1e12 }\n"
+          "  host_memory { latency_us: 0 gigabytes_per_second: 1e12 } }\n",
+      "launch_bound.pbtxt");
+}
+
+// The tasks of GPU 0's streams that compute or copy (not views), each paying a launch op by op:
+// on its main stream, and on its others (the prefetched batch's copies, on "data").
+std::pair<int, int> gpu_launches(const TrainOptions& o) {
+  std::unique_ptr<Graph> graph = build_training_graph(o);
+  const SimulationPlan sp = build_simulation_plan(*graph);
+  int main = 0, others = 0;
+  for (size_t t = 0; t < sp.tasks.size(); ++t) {
+    const dispatch::ExecutorId e = sp.plan.tasks()[t].executor;
+    if (sp.executor_location[e].is_cpu() || sp.tasks[t].view) continue;
+    ++(sp.plan.executors()[e].name == "rank0:gpu0/main" ? main : others);
+  }
+  return {main, others};
+}
+
+}  // namespace
+
+TEST_CASE("simulated CUDA graphs: a recorded run pays one launch, not one per GPU op",
+          "[simulation]") {
+  SimulateOptions s = convnet(1);
+  s.train.devices = {0};
+  s.cluster = launch_bound(1);
+  s.train.cuda_graph = false;
+  const auto [launches, beside] = gpu_launches(s.train);
+  REQUIRE(launches > 20);
+  REQUIRE(beside < launches);
+  // Op by op: the GPU's main stream launches one op after another, 100 us each (the data
+  // stream's copies beside it).
+  const SimulationReport eager = simulate_training(s);
+  CHECK(eager.device_graph_tasks == 0);
+  CHECK(eager.step_seconds == Approx(launches * 100e-6).epsilon(1e-6));
+  // Recorded (the Runnable's rule: one rank at one GPU, nothing random there): one launch,
+  // every GPU task in the recording.
+  s.train.cuda_graph = true;
+  const SimulationReport replayed = simulate_training(s);
+  CHECK(replayed.device_graph_tasks == launches + beside);
+  CHECK(replayed.step_seconds == Approx(50e-6).epsilon(1e-6));
+  // Two GPUs in one rank: refused, as the Runnable refuses them; every op pays its launch.
+  s.train.devices = {0, 1};
+  s.train.parallel = ParallelLayout::kData;
+  s.cluster = launch_bound(2);
+  const SimulationReport two = simulate_training(s);
+  CHECK(two.device_graph_tasks == 0);
+  s.train.cuda_graph = false;
+  CHECK(two.step_seconds == Approx(simulate_training(s).step_seconds));
+}

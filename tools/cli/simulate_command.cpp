@@ -102,6 +102,11 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
       "the links; %.3f ms between runs\n",
       r.tasks, r.by_name, r.by_shape, r.by_type, r.by_roofline, r.roofline_scale, r.views,
       r.transfers, ms(r.iteration_gap_seconds));
+  if (r.device_graph_tasks > 0)
+    std::printf(
+        "  CUDA graphs (--cuda-graph): %d tasks replayed from recordings, one launch per run "
+        "(--nocuda-graph: a launch per op)\n",
+        r.device_graph_tasks);
   if (o.stages > 1)
     std::printf("  pipeline of %d stages, %d micro-batches (%s): bubble %.3f\n", o.stages,
                 o.micro_batches, name_of(o.schedule), r.pipeline_bubble);
@@ -162,6 +167,10 @@ std::vector<FlagHelp> simulate_flags() {
       {"clip_norm", ""},
       {"sync_bn", ""},
       {"prefetch", ""},
+      {"cuda_graph",
+       "at a GPU, as purine train: a rank whose runs record a CUDA graph pays one launch "
+       "(the cluster's gpu.graph_launch_us) per run and no op_overhead_us per GPU op; "
+       "--nocuda-graph: every op pays its launch"},
       {"classes", ""},
   };
 }
