@@ -186,6 +186,119 @@ std::vector<Blob*> Graph::sinks() const {
   return out;
 }
 
+bool Graph::held_outside_ops(const Blob* blob) const {
+  auto is = [blob](const Parameter& p) { return p.blob == blob; };
+  if (std::any_of(parameters_.begin(), parameters_.end(), is) ||
+      std::any_of(states_.begin(), states_.end(), is))
+    return true;
+  for (const auto& [a, b] : swaps_)
+    if (a == blob || b == blob) return true;
+  if (joins_pending_.count(blob)) return true;
+  for (const auto& [joined, slices] : slices_)
+    if (joined == blob ||
+        std::find(slices.blobs.begin(), slices.blobs.end(), blob) != slices.blobs.end())
+      return true;
+  for (const auto& [key, copy] : copies_)
+    if (key.first == blob || copy == blob) return true;
+  for (const ReplicaSums* sums = replica_sums_; sums; sums = sums->saved_)
+    for (const ReplicaSums::Request& r : sums->requests_)
+      if (r.partial == blob || r.sum == blob) return true;
+  return false;
+}
+
+Op* Graph::replace_ops(const std::vector<Op*>& chain, const std::vector<Blob*>& inner,
+                       const std::string& full_name, const std::string& type, const Attrs& attrs,
+                       const std::vector<Blob*>& inputs, const std::vector<Blob*>& outputs) {
+  require(!chain.empty(), "replace_ops: no ops to replace with '", full_name, "'");
+  const std::set<const Op*> old(chain.begin(), chain.end());
+  const std::set<const Blob*> removed(inner.begin(), inner.end());
+  const std::string what = str("replacing '", chain[0]->name(), "' and ", chain.size() - 1,
+                               " more ops by '", full_name, "': ");
+  for (const Blob* b : inner) {
+    require(!held_outside_ops(b), what, "blob '", b->name(),
+            "' is held by the graph (a parameter, state, swap, join, copy or replica sum)");
+    for (const std::vector<Op*>* ops : {&b->readers(), &b->writers()})
+      for (const Op* op : *ops)
+        require(old.count(op), what, "blob '", b->name(), "' is used by op '", op->name(),
+                "', which is not replaced");
+  }
+  for (const Op* op : chain) {
+    for (const std::vector<Blob*>* blobs : {&op->inputs(), &op->outputs()})
+      for (const Blob* b : *blobs)
+        require(removed.count(b) || std::find(inputs.begin(), inputs.end(), b) != inputs.end() ||
+                    std::find(outputs.begin(), outputs.end(), b) != outputs.end(),
+                what, "op '", op->name(), "' uses blob '", b->name(),
+                "', which the new op neither reads nor writes");
+  }
+  for (const auto& op : ops_)
+    for (const Op* before : op->ordered_after_)
+      require(!old.count(before) && !old.count(op.get()), what, "op '",
+              old.count(before) ? before->name() : op->name(), "' is in an order (add_order)");
+  check_new_name(full_name, "op");
+  std::unique_ptr<Operator> kernel;
+  std::vector<Shape> in_shapes;
+  for (const Blob* b : inputs) in_shapes.push_back(b->shape());
+  try {
+    kernel = OperatorRegistry::create(type, attrs);
+    const std::vector<Shape> shapes = kernel->infer_shapes(in_shapes);
+    require(shapes.size() == outputs.size(), "it has ", shapes.size(), " outputs, ", outputs.size(),
+            " given");
+    for (size_t i = 0; i < shapes.size(); ++i)
+      require(shapes[i] == outputs[i]->shape(), "output ", i, " has shape ", shapes[i], ", blob '",
+              outputs[i]->name(), "' ", outputs[i]->shape());
+  } catch (const Error& e) {
+    throw Error(str(what, e.what()));
+  }
+
+  // Nothing fails from here on.
+  const Op* first = chain[0];
+  std::unique_ptr<Op> made(
+      new Op(this, full_name, std::move(kernel), first->location_, first->thread_, first->index_));
+  Op* op = made.get();
+  op->role_ = first->role_;
+  op->inputs_ = inputs;
+  op->outputs_ = outputs;
+  // In each list of readers or writers: the replaced ops out, the new op (once per time it reads
+  // or writes the blob) where the first of them was.
+  auto relink = [&](std::vector<Op*>& list, size_t times) {
+    auto at = std::find_if(list.begin(), list.end(), [&](Op* o) { return old.count(o) > 0; });
+    const size_t position = static_cast<size_t>(at - list.begin());
+    list.erase(std::remove_if(list.begin(), list.end(), [&](Op* o) { return old.count(o) > 0; }),
+               list.end());
+    list.insert(list.begin() + static_cast<std::ptrdiff_t>(std::min(position, list.size())), times,
+                op);
+  };
+  std::set<Blob*> linked;
+  for (const std::vector<Blob*>* blobs : {&inputs, &outputs})
+    for (Blob* b : *blobs) {
+      if (!linked.insert(b).second) continue;
+      relink(b->readers_, static_cast<size_t>(std::count(inputs.begin(), inputs.end(), b)));
+      relink(b->writers_, static_cast<size_t>(std::count(outputs.begin(), outputs.end(), b)));
+    }
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    if (it->get() == first) {
+      op_by_name_.erase(first->name());
+      *it = std::move(made);
+      op_by_name_[full_name] = op;
+      ++it;
+    } else if (old.count(it->get())) {
+      op_by_name_.erase((*it)->name());
+      it = ops_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = blobs_.begin(); it != blobs_.end();) {
+    if (removed.count(it->get())) {
+      blob_by_name_.erase((*it)->name());
+      it = blobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return op;
+}
+
 int Graph::prune(const std::vector<Blob*>& keep) {
   // Walk backwards from `keep` through writers and their inputs.
   std::set<const Blob*> live_blobs(keep.begin(), keep.end());

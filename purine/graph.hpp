@@ -210,6 +210,22 @@ class Graph {
   // contain). Returns the number of ops removed.
   int prune(const std::vector<Blob*>& keep);
 
+  // Whether the graph refers to `blob` other than as an op's input or output: a parameter, a
+  // state, a side of a swap, a deferred join or one of its slices, an inserted copy or its source,
+  // or a replica sum's partial or sum. Rewrites (replace_ops) leave such blobs alone.
+  bool held_outside_ops(const Blob* blob) const;
+  // A rewrite (a fusion, graphs/fusion.hpp): the ops `chain` become one new op `full_name` of
+  // `type` reading `inputs` and writing `outputs`, and the blobs `inner` (what only the chain
+  // reads and writes) are removed. The new op takes chain[0]'s location, thread, role and place
+  // in the ops' order (topological ties stay as they were), and the chain's place among the
+  // readers of `inputs` and the writers of `outputs`. Throws purine::Error, changing nothing, if
+  // an op outside the chain reads or writes a blob of `inner`, a blob of `inner` is
+  // held_outside_ops, an op of the chain is in an order (add_order), the chain's ops touch a blob
+  // outside `inner`, `inputs` and `outputs`, or the new op's output shapes are not `outputs`'.
+  Op* replace_ops(const std::vector<Op*>& chain, const std::vector<Blob*>& inner,
+                  const std::string& full_name, const std::string& type, const Attrs& attrs,
+                  const std::vector<Blob*>& inputs, const std::vector<Blob*>& outputs);
+
   // Parameters (trained by the optimizer), in registration order. A composite registers its
   // parameters when it is set up, so the non-const form first sets up every pending composite
   // whose bottoms are connected (none is missed because its top was not used yet); the const

@@ -1,0 +1,33 @@
+// Fusion: a rewrite of a built forward graph that replaces a chain of ops by one op whose kernel
+// does the chain in one pass. The graph stays the truth: the fused op is an ordinary op of the
+// bi-graph (pictures, traces, autodiff and the compile step see it as it runs), and the rewrite
+// happens before autodiff, so the backward pass is derived from the fused op's own gradient.
+//
+// Why a rewrite of the built graph, not a layer option: a fusion is only correct where nothing
+// else reads the intermediate blobs, which is known once the whole forward graph exists, not
+// while a layer builds its part; the models stay written as conv, then ReLU; parameter names
+// (checkpoints) do not change; and a switch turns it off for comparisons
+// (TrainOptions::fuse, `purine train --nofuse`).
+//
+// conv + bias + relu -> conv_bias_relu (operators/conv.hpp): a "conv" op whose output only a
+// "bias" op reads, whose output only a "relu" op reads, all three at one location and thread,
+// in no order (Graph::add_order), the two intermediate blobs held by nothing else
+// (Graph::held_outside_ops: not a copy's source, a join's slice, a replica sum, ...). relu's
+// gradient reads its output, not its input, so the pre-activation is never needed again; the
+// fused op's gradient is the three ops' gradients, op for op, and gives the same floats. The
+// fused op is named "<conv's scope>::conv_bias_relu" (conv1::conv becomes
+// conv1::conv_bias_relu) and writes the relu's output blob, whose name does not change.
+//
+// Run it on a graph whose forward part is complete (it sets up pending composites, as
+// Graph::validate does) and before backward(); after it, an op that reads a removed blob cannot
+// be added (the blob is gone). Not thread-safe (it edits the graph).
+#pragma once
+
+#include "purine/graph.hpp"
+
+namespace purine {
+
+// Fuses every conv + bias + relu chain of `graph` that qualifies (above). Returns how many.
+int fuse_conv_bias_relu(Graph& graph);
+
+}  // namespace purine

@@ -1,0 +1,158 @@
+// graphs/fusion.hpp: conv + bias + relu become one conv_bias_relu op where nothing else reads the
+// intermediate blobs, and the fused graph computes the unfused one's floats, forward and backward.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "graphs/fusion.hpp"
+#include "graphs/initialize.hpp"
+#include "graphs/layers.hpp"
+#include "purine/autodiff.hpp"
+#include "purine/dsl.hpp"
+#include "purine/runnable.hpp"
+
+using namespace purine;
+
+namespace {
+
+int count_type(const Graph& g, const std::string& type) {
+  int n = 0;
+  for (const auto& op : g.ops()) n += op->type() == type;
+  return n;
+}
+
+// images -> conv1 (3x3, 6) -> relu1 -> conv2 (3x3, 8, stride 2) -> relu2 -> fc -> softmax loss.
+struct Net {
+  Graph g;
+  Blob* images = nullptr;
+  Blob* labels = nullptr;
+  Blob* loss = nullptr;
+  Gradients grads;
+  std::vector<Blob*> wrt;
+
+  explicit Net(bool fuse) {
+    images = g.add_blob("images", {4, 2, 9, 9});
+    labels = g.add_blob("labels", {4});
+    Blob* x = (B{images} >> g.add<ConvLayer>("conv1", ConvLayer::Options{6, 3, 1, 1}) >>
+               g.add<ActivationLayer>("relu1", "relu") >>
+               g.add<ConvLayer>("conv2", ConvLayer::Options{8, 3, 2, 1}) >>
+               g.add<ActivationLayer>("relu2", "relu") >>
+               g.add<InnerProductLayer>("fc", InnerProductLayer::Options{3}))
+                  .top(0);
+    auto& xent = g.add<SoftmaxLossLayer>("loss");
+    B{x, labels} >> xent;
+    loss = xent.top(0);
+    if (fuse) REQUIRE(fuse_conv_bias_relu(g) == 2);
+    wrt = {images};
+    for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);
+    grads = backward(g, loss, wrt);
+    initialize_parameters(g, 5);
+    Rng rng(6);
+    std::vector<float> pixels(images->shape().count()), classes{0, 2, 1, 2};
+    for (float& v : pixels) v = static_cast<float>(rng.uniform(-1, 1));
+    images->tensor().set_values(pixels);
+    labels->tensor().set_values(classes);
+  }
+};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.values(), y = b.values();
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("conv, bias and relu become one conv_bias_relu op", "[fusion]") {
+  Net net(true);
+  const Graph& g = net.g;
+  CHECK(count_type(g, "conv_bias_relu") == 2);
+  CHECK(count_type(g, "conv") == 0);
+  CHECK(count_type(g, "bias") == 1);  // fc's, which no relu follows
+  CHECK(count_type(g, "relu") == 0);
+  const Op* fused = g.op("conv2::conv_bias_relu");
+  REQUIRE(fused->inputs().size() == 3);
+  CHECK(fused->inputs()[1]->name() == "conv2::weight");
+  CHECK(fused->inputs()[2]->name() == "conv2::bias");
+  CHECK(fused->outputs()[0]->name() == "relu2::top");  // the relu's output keeps its name
+  CHECK(fused->kernel().attrs().get_int("stride", 1) == 2);
+  CHECK(g.find_blob("conv2::top") == nullptr);  // the pre-activation is gone
+  // The parameters (what checkpoints hold) are the unfused graph's.
+  Net plain(false);
+  REQUIRE(g.parameters().size() == plain.g.parameters().size());
+  for (size_t i = 0; i < g.parameters().size(); ++i)
+    CHECK(g.parameters()[i].blob->name() == plain.g.parameters()[i].blob->name());
+  // The backward pass differentiates the fused op: relu_grad reads its output.
+  CHECK(g.find_op("conv2::conv_bias_relu::grad::op0") != nullptr);
+  CHECK(g.find_op("relu2::relu::grad::op0") == nullptr);
+}
+
+TEST_CASE("a fused graph computes the unfused graph's loss and gradients bit for bit",
+          "[fusion][determinism]") {
+  Net fused(true), plain(false);
+  Runnable(fused.g).run();
+  Runnable(plain.g).run();
+  CHECK(same_bits(fused.loss->tensor(), plain.loss->tensor()));
+  REQUIRE(fused.wrt.size() == plain.wrt.size());
+  for (size_t i = 0; i < fused.wrt.size(); ++i) {
+    INFO(plain.wrt[i]->name());
+    const std::vector<float> grad = plain.grads.of(plain.wrt[i])->tensor().values();
+    CHECK(std::any_of(grad.begin(), grad.end(), [](float v) { return v != 0; }));
+    CHECK(
+        same_bits(fused.grads.of(fused.wrt[i])->tensor(), plain.grads.of(plain.wrt[i])->tensor()));
+  }
+}
+
+TEST_CASE("a chain whose pre-activation has another reader is not fused", "[fusion]") {
+  SECTION("the biased output is read by the relu and by another op") {
+    Graph g;
+    Blob* images = g.add_blob("images", {2, 2, 6, 6});
+    auto& conv = g.add<ConvLayer>("conv", ConvLayer::Options{4, 3, 1, 1});
+    Blob* pre = (B{images} >> conv).top(0);
+    Blob* post = (B{pre} >> g.add<ActivationLayer>("relu", "relu")).top(0);
+    g.apply("skip", "sum", {}, {pre, post});  // a residual-style second reader
+    CHECK(fuse_conv_bias_relu(g) == 0);
+    CHECK(count_type(g, "conv") == 1);
+    CHECK(count_type(g, "relu") == 1);
+  }
+  SECTION("the convolution's output is read by the bias and by another op") {
+    Graph g;
+    Blob* images = g.add_blob("images", {2, 2, 6, 6});
+    Blob* w = g.add_blob("w", {4, 2, 3, 3});
+    Blob* b = g.add_blob("b", {4});
+    Blob* z = g.apply("conv", "conv", Attrs().set("pad", 1), {images, w})[0];
+    Blob* y = g.apply("bias", "bias", {}, {z, b})[0];
+    g.apply("relu", "relu", {}, {y});
+    g.apply("peek", "relu", {}, {z});
+    CHECK(fuse_conv_bias_relu(g) == 0);
+    CHECK(count_type(g, "conv") == 1);
+  }
+  SECTION("the biased output is copied to another location") {
+    Graph g;
+    Blob* images = g.add_blob("images", {2, 2, 6, 6});
+    Blob* pre = (B{images} >> g.add<ConvLayer>("conv", ConvLayer::Options{4, 3, 1, 1})).top(0);
+    (B{pre} >> g.add<ActivationLayer>("relu", "relu")).top(0);
+    g.copy_to(pre, Location::cpu(0, 1), Graph::kMainThread);
+    CHECK(fuse_conv_bias_relu(g) == 0);
+  }
+  SECTION("the relu runs at another location") {
+    Graph g;
+    Blob* images = g.add_blob("images", {2, 2, 6, 6});
+    Blob* pre = (B{images} >> g.add<ConvLayer>("conv", ConvLayer::Options{4, 3, 1, 1})).top(0);
+    Graph::Placement elsewhere(g, Location::cpu(0, 1));
+    (B{pre} >> g.add<ActivationLayer>("relu", "relu")).top(0);
+    CHECK(fuse_conv_bias_relu(g) == 0);
+    CHECK(count_type(g, "relu") == 1);
+  }
+}
+
+TEST_CASE("replace_ops refuses a chain whose inner blob is read outside it", "[fusion]") {
+  Graph g;
+  Blob* x = g.add_blob("x", {2, 3});
+  Blob* y = g.apply("a", "relu", {}, {x})[0];
+  Blob* z = g.apply("b", "relu", {}, {y})[0];
+  g.apply("c", "relu", {}, {y});
+  CHECK_THROWS_WITH(g.replace_ops({g.op("a"), g.op("b")}, {y}, "ab", "relu", {}, {x}, {z}),
+                    Catch::Contains("is used by op 'c', which is not replaced"));
+  CHECK(g.ops().size() == 3);  // nothing changed
+  CHECK(g.find_blob("a::out0") != nullptr);
+}
