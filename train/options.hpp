@@ -123,6 +123,11 @@ struct TrainOptions {
   // for bit. Refused with a reason (the run goes on op by op) for several GPUs or ranks and for
   // GPU ops that draw random numbers. A trace then shows one task per iteration for the graph.
   bool cuda_graph = true;
+  // Each replica's forward graph has its conv + bias + relu chains fused into one op
+  // (graphs/fusion.hpp: oneDNN post-ops on the CPU, cuDNN's fused forward on a GPU) where
+  // nothing else reads their intermediate blobs; the same floats, names and checkpoints. False
+  // keeps the three ops (to compare, or to trace each one).
+  bool fuse = true;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,
   // every blob keeps its own (its values stay readable after a run, for debugging).

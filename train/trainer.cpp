@@ -12,6 +12,7 @@
 #include "dispatcher/tracer.hpp"
 #include "graphs/copies.hpp"
 #include "graphs/data_parallel.hpp"
+#include "graphs/fusion.hpp"
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/lr_schedule.hpp"
@@ -219,6 +220,8 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
   }
   for (Blob** b : {&out.loss, &out.accuracy})
     if ((*b)->location() != here) *b = g.copy_to(*b, here, Graph::kMainThread);
+  // The forward graph is whole: fuse before autodiff derives the backward pass from it.
+  if (o.fuse) fuse_conv_bias_relu(g);
   return out;
 }
 

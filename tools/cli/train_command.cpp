@@ -142,6 +142,9 @@ DEFINE_bool(cuda_graph, true,
             "as CUDA graphs and launch each later iteration with one call (the same results; "
             "refused, with the reason, for several GPUs or ranks and for dropout); "
             "--nocuda-graph launches op by op (a --trace then times each op)");
+DEFINE_bool(fuse, true,
+            "run each convolution followed by its bias and a ReLU as one op (oneDNN post-ops on "
+            "the CPU, cuDNN's fused forward on a GPU; the same results); --nofuse keeps three ops");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
               "--batch split among them; the data is read on the CPU");
@@ -272,6 +275,7 @@ TrainOptions options_from_flags(int ranks) {
   o.math = parse_math(FLAGS_math);
   o.deterministic = FLAGS_deterministic;
   o.cuda_graph = FLAGS_cuda_graph;
+  o.fuse = FLAGS_fuse;
   o.split = parse_name_list(FLAGS_split, "--split");
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
   o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}

@@ -1,0 +1,98 @@
+// TrainOptions::fuse (graphs/fusion.hpp): the training graph's conv + bias + relu chains become
+// conv_bias_relu ops, and training follows the unfused graph's losses and weights bit for bit,
+// alone, data parallel and with micro-batches; the parameters keep their names (checkpoints).
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "operators/cuda/gpu_test.hpp"
+#include "train/trainer.hpp"
+
+using namespace purine;
+
+namespace {
+
+TrainOptions small_run(const std::string& model, int iterations) {
+  TrainOptions o;
+  o.model = model;
+  o.data_dir = "synthetic:1x28x28:10";
+  o.batch = 8;
+  o.max_iters = iterations;
+  o.lr = 0.05;
+  o.threads = 2;
+  o.seed = 3;
+  o.evaluate = false;
+  return o;
+}
+
+struct Outcome {
+  std::vector<double> losses;
+  std::vector<std::string> parameter_names;
+  std::vector<std::vector<float>> weights;
+  int fused_ops = 0;
+};
+
+Outcome train(TrainOptions o, bool fuse) {
+  o.fuse = fuse;
+  Outcome out;
+  Trainer trainer(o);
+  trainer.train([&](const TrainProgress& p) { out.losses.push_back(p.loss); });
+  for (const auto& op : trainer.training_graph().ops())
+    out.fused_ops += op->type() == "conv_bias_relu";
+  for (const Parameter& p : trainer.training_graph().parameters()) {
+    out.parameter_names.push_back(p.blob->name());
+    out.weights.push_back(p.blob->tensor().values());
+  }
+  return out;
+}
+
+void check_fused_like_unfused(const TrainOptions& o, int expected_fusions) {
+  const Outcome fused = train(o, true), plain = train(o, false);
+  CHECK(fused.fused_ops == expected_fusions);
+  CHECK(plain.fused_ops == 0);
+  REQUIRE(fused.losses.size() == static_cast<size_t>(o.max_iters));
+  CHECK(fused.losses == plain.losses);
+  CHECK(fused.parameter_names == plain.parameter_names);
+  CHECK(fused.weights == plain.weights);
+}
+
+}  // namespace
+
+TEST_CASE("fused training follows unfused training bit for bit", "[trainer][fusion][determinism]") {
+  SECTION("convnet: conv1 and conv2") { check_fused_like_unfused(small_run("convnet", 4), 2); }
+  SECTION("googlenet_small: its stem and every inception branch") {
+    // 2 stem convolutions and 6 in each of 9 inception modules.
+    check_fused_like_unfused(small_run("googlenet_small", 2), 2 + 9 * 6);
+  }
+  SECTION("convnet_bn: a batch norm between conv and relu leaves nothing to fuse") {
+    check_fused_like_unfused(small_run("convnet_bn", 2), 0);
+  }
+  SECTION("convnet data parallel over 2 locations, every replica fused") {
+    TrainOptions o = small_run("convnet", 3);
+    o.parallel = ParallelLayout::kData;
+    o.locations = 2;
+    o.threads = 1;
+    check_fused_like_unfused(o, 2 * 2);
+  }
+  SECTION("convnet with 2 micro-batches sharing the weights") {
+    TrainOptions o = small_run("convnet", 3);
+    o.micro_batches = 2;
+    check_fused_like_unfused(o, 2 * 2);
+  }
+}
+
+TEST_CASE("fused training on a GPU follows unfused training", "[trainer][fusion][gpu]") {
+  PURINE_REQUIRE_GPU();
+  TrainOptions o = small_run("convnet", 5);
+  o.devices = {0};
+  o.math = GpuMath::kExact;
+  const Outcome fused = train(o, true), plain = train(o, false);
+  CHECK(fused.fused_ops == 2);
+  REQUIRE(fused.losses.size() == plain.losses.size());
+  // cuDNN's fused forward may sum in another order than its plain forward: a float rounding
+  // apart at first, which training may grow a little.
+  for (size_t i = 0; i < plain.losses.size(); ++i) {
+    INFO("iteration " << i + 1);
+    CHECK(fused.losses[i] == Approx(plain.losses[i]).epsilon(1e-4));
+  }
+}
