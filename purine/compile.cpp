@@ -129,6 +129,20 @@ void pin(Blob* host) {
   tensor.swap_memory(pinned);
 }
 
+// The host blobs of this rank's copies between the host and a GPU.
+std::vector<Blob*> host_ends_of_gpu_copies(const Graph& graph, int rank) {
+  std::vector<Blob*> ends;
+  for (const auto& op : graph.ops()) {
+    if (!op->kernel().traits().bridges_locations || op->location().rank != rank) continue;
+    Blob* in = op->inputs()[0];
+    Blob* out = op->outputs()[0];
+    if (in->location().rank != rank || in->location().is_cpu() == out->location().is_cpu())
+      continue;
+    ends.push_back(in->location().is_cpu() ? in : out);
+  }
+  return ends;
+}
+
 }  // namespace
 
 // The host ends of this rank's copies to and from its GPUs get page-locked memory (where the
@@ -137,14 +151,7 @@ void pin(Blob* host) {
 // other blob of a swap with such an end (a batch prefetched into it is swapped into the copy's
 // input after each run): a swap exchanges the memory itself.
 void pin_host_ends_of_gpu_copies(Graph& graph, int rank) {
-  for (const auto& op : graph.ops()) {
-    if (!op->kernel().traits().bridges_locations || op->location().rank != rank) continue;
-    Blob* in = op->inputs()[0];
-    Blob* out = op->outputs()[0];
-    if (in->location().rank != rank || in->location().is_cpu() == out->location().is_cpu())
-      continue;
-    pin(in->location().is_cpu() ? in : out);
-  }
+  for (Blob* host : host_ends_of_gpu_copies(graph, rank)) pin(host);
   for (const auto& [a, b] : graph.swaps())
     for (auto [pinned, other] : {std::pair(a, b), std::pair(b, a)})
       if (pinned->has_tensor() && pinned->tensor().is_pinned() && !other->has_tensor() &&
@@ -157,6 +164,22 @@ int graph_ranks(const Graph& graph) {
   for (const auto& b : graph.blobs()) max_rank = std::max(max_rank, b->location().rank);
   for (const auto& op : graph.ops()) max_rank = std::max(max_rank, op->location().rank);
   return max_rank + 1;
+}
+
+std::map<int, std::vector<std::pair<const Op*, const Op*>>> memory_plan_orders(
+    Graph& graph, const std::set<const Blob*>& observed) {
+  std::map<int, std::vector<std::pair<const Op*, const Op*>>> orders;
+  MemoryPlanner planner(graph);  // one order of the ops for every rank
+  for (int rank = 0; rank < graph_ranks(graph); ++rank) {
+    alias_views(graph, rank);
+    // pin_host_ends_of_gpu_copies() would give the host ends without memory a buffer of their
+    // own (the swapped blobs it pins too share none anyway): here they keep it by being read.
+    std::set<const Blob*> kept = observed;
+    for (Blob* host : host_ends_of_gpu_copies(graph, rank))
+      if (!host->has_tensor()) kept.insert(host);
+    orders[rank] = planner.plan(rank, /*reuse=*/true, kept, /*allocate=*/false).orders;
+  }
+  return orders;
 }
 
 CompiledGraph compile(Graph& graph, const CompileOptions& options) {

@@ -17,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "base/rng.hpp"
 #include "dispatcher/plan.hpp"
@@ -71,6 +73,14 @@ struct CompiledGraph {
 // Throws purine::Error when a cross-rank op cannot be given a tag (more copies between two ranks
 // than tags); the graph must have passed Graph::validate().
 CompiledGraph compile(Graph& graph, const CompileOptions& options);
+
+// The order edges compile() adds to the plan of each rank for its memory plan with
+// reuse_memory and `observed`: per rank, (before, after) pairs of ops whose tasks on that rank
+// it orders, so that a shared buffer is free when written. Made as compile() makes them (its
+// views, then the plan), without memory: for a graph that will not be compiled (a simulation,
+// purine/simulation_plan.hpp). It gives the blobs deferred tensors and makes the views.
+std::map<int, std::vector<std::pair<const Op*, const Op*>>> memory_plan_orders(
+    Graph& graph, const std::set<const Blob*>& observed);
 
 // The number of ranks a graph spans: 1 + the largest rank of any vertex.
 int graph_ranks(const Graph& graph);

@@ -100,7 +100,7 @@ class Builder {
 
 }  // namespace
 
-SimulationPlan build_simulation_plan(const Graph& graph) {
+SimulationPlan build_simulation_plan(const Graph& graph, const SimulationPlanOptions& options) {
   SimulationPlan out;
   Builder builder(out);
   int max_rank = 0;
@@ -134,6 +134,13 @@ SimulationPlan build_simulation_plan(const Graph& graph) {
       for (const Op* w : in->writers()) builder.depend(w, op.get());
     for (const Op* before : op->ordered_after()) builder.depend(before, op.get());
   }
+  for (const auto& [rank, orders] : options.memory_orders)
+    for (const auto& [before, after] : orders) {
+      const dispatch::TaskId b = builder.on(before, rank), a = builder.on(after, rank);
+      CHECK(b >= 0 && a >= 0) << "a memory order between " << before->name() << " and "
+                              << after->name() << ", not both of rank " << rank;
+      out.plan.add_dependency(b, a);
+    }
   for (const auto& b : graph.blobs()) {
     const auto& writers = b->writers();
     for (size_t i = 1; i < writers.size(); ++i) builder.depend(writers[i - 1], writers[i]);

@@ -12,16 +12,20 @@
 //   - a copy from a GPU to its host runs on the GPU's thread;
 //   - within a rank: every writer of an input before its reader, Graph::add_order, the writers
 //     of an accumulating blob in creation order, one resource per location's random generator,
-//     and one per rank for the ops every rank starts in one order (collectives).
-// Not modelled: the memory plan's order edges (RunOptions::reuse_memory), a single MPI thread
-// (CompileOptions::single_mpi_thread), and which views compile() makes (a reshape, or a split or
-// concat along an axis with only 1s before it, is taken as a view that computes nothing).
+//     and one per rank for the ops every rank starts in one order (collectives);
+//   - with SimulationPlanOptions::memory_orders, the memory plan's order edges of each rank
+//     (CompileOptions::reuse_memory: memory_plan_orders() of purine/compile.hpp).
+// Not modelled: a single MPI thread (CompileOptions::single_mpi_thread), and which views
+// compile() makes (a reshape, or a split or concat along an axis with only 1s before it, is
+// taken as a view that computes nothing).
 // Tasks have no run(): the plan is for the simulator, not for an Engine. GPU executors are
 // kCpuThread ones (no device queue is made; the simulator does not look at kinds).
 // A value type; the graph must outlive it (tasks point to its ops).
 #pragma once
 
+#include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "base/location.hpp"
@@ -51,8 +55,14 @@ struct SimulationPlan {
   int ranks = 1;
 };
 
+struct SimulationPlanOptions {
+  // Per rank: the order edges of its memory plan, memory_plan_orders() (purine/compile.hpp), as
+  // compile() with reuse_memory adds them; a rank without an entry gets none.
+  std::map<int, std::vector<std::pair<const Op*, const Op*>>> memory_orders;
+};
+
 // The graph must have passed Graph::validate().
-SimulationPlan build_simulation_plan(const Graph& graph);
+SimulationPlan build_simulation_plan(const Graph& graph, const SimulationPlanOptions& options = {});
 
 // The tasks of `ranks` that a device graph (a CUDA graph, RunOptions::device_graphs) would hold,
 // in the plan's deterministic order: dispatch::find_device_region over the plan, its GPU

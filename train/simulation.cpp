@@ -13,6 +13,7 @@
 
 #include "base/error.hpp"
 #include "dispatcher/simulator.hpp"
+#include "purine/compile.hpp"
 #include "purine/graph.hpp"
 #include "purine/runnable.hpp"
 #include "purine/simulation_plan.hpp"
@@ -599,8 +600,12 @@ SimulationReport simulate_training(const SimulateOptions& options) {
   o.evaluate = false;
   require(o.ranks >= 1, "--ranks must be at least 1, got ", o.ranks);
   const Placement placement = place(options.cluster, o);
-  std::unique_ptr<Graph> graph = build_training_graph(o);
-  const SimulationPlan sp = build_simulation_plan(*graph);
+  std::set<const Blob*> observed;
+  std::unique_ptr<Graph> graph = build_training_graph(o, &observed);
+  // compile()'s memory-plan orders on every rank, as purine train --reuse-memory makes them.
+  SimulationPlanOptions plan_options;
+  if (o.reuse_memory) plan_options.memory_orders = memory_plan_orders(*graph, observed);
+  const SimulationPlan sp = build_simulation_plan(*graph, plan_options);
   // The ranks whose runs replay a device graph, by the Runnable's rule.
   std::set<int> recording;
   if (o.cuda_graph)

@@ -369,6 +369,9 @@ struct TrainingGraphParts {
   DataSource* epoch_data = nullptr;  // replica 0's, on any rank (its metadata)
   DivergenceWatch watch;             // this rank's
   Blob* leader_loss = nullptr;       // dp.loss, host-readable (rank 0)
+  // What the trainer reads after a run (RunOptions::observed): the losses, accuracies and
+  // monitors, of this rank (of every rank with `every_rank`).
+  std::set<const Blob*> observed;
 };
 
 // Composes the training graph of `o` in `train` (validated options): the replicas' networks,
@@ -414,12 +417,18 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
                         o.stages > 1 ? layout_locations(o, r) : std::vector<Location>{locations[r]},
                         o.micro_batches, o.schedule);
   // After the schedules, which need not know these ops (they only read what updates wrote).
+  out.observed = {out.dp.loss, out.dp.accuracy};
+  for (const ReplicaOutputs& replica : out.dp.replicas)
+    out.observed.insert({replica.loss, replica.accuracy});
   for (int rank = 0; rank < o.ranks; ++rank) {
     if (!every_rank && rank != o.rank) continue;
     DivergenceWatch watch = watch_divergence(train, out.dp, rank);
+    for (const auto& [r, loss] : watch.replica_losses) out.observed.insert(loss);
+    for (const auto& [location, count] : watch.non_finite_weights) out.observed.insert(count);
     if (rank == o.rank) out.watch = std::move(watch);
   }
   if (o.rank == 0 || every_rank) out.leader_loss = host_readable(train, out.dp.loss);
+  if (out.leader_loss) out.observed.insert(out.leader_loss);
   return out;
 }
 
@@ -437,6 +446,7 @@ class Trainer::Impl {
     epoch_data_ = parts.epoch_data;
     watch_ = std::move(parts.watch);
     leader_loss_ = parts.leader_loss;
+    const std::set<const Blob*> observed = std::move(parts.observed);
     initialize_parameters(dp_.checkpoint, train_, options_.seed, options_.rank);
 
     LrScheduleOptions lr;
@@ -462,12 +472,7 @@ class Trainer::Impl {
     run.stall_timeout = options_.stall_timeout;
     run.reuse_memory = options_.reuse_memory;
     run.device_graphs = options_.cuda_graph;
-    run.observed = {dp_.loss, dp_.accuracy};
-    for (const ReplicaOutputs& replica : dp_.replicas)
-      run.observed.insert({replica.loss, replica.accuracy});
-    for (const auto& [r, loss] : watch_.replica_losses) run.observed.insert(loss);
-    for (const auto& [location, count] : watch_.non_finite_weights) run.observed.insert(count);
-    if (leader_loss_) run.observed.insert(leader_loss_);
+    run.observed = observed;
     train_run_ = std::make_unique<Runnable>(train_, run);
     check_output_paths(options_);
     if (!options_.trace_path.empty()) {
@@ -837,10 +842,12 @@ class Trainer::Impl {
   static_assert(std::atomic<int>::is_always_lock_free, "request_stop must be async-signal-safe");
 };
 
-std::unique_ptr<Graph> build_training_graph(const TrainOptions& options) {
+std::unique_ptr<Graph> build_training_graph(const TrainOptions& options,
+                                            std::set<const Blob*>* observed) {
   validate_options(options);
   auto graph = std::make_unique<Graph>("train");
-  compose_training_graph(*graph, options, /*every_rank=*/true);
+  TrainingGraphParts parts = compose_training_graph(*graph, options, /*every_rank=*/true);
+  if (observed) *observed = std::move(parts.observed);
   return graph;
 }
 

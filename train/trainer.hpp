@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,9 +72,11 @@ struct TrainResult {
 // builds the same global graph; a Trainer adds the monitors of its own rank only), built without
 // memory: nothing is allocated, initialized or compiled. For performance models of a layout over
 // any number of ranks in one process (`purine simulate`, train/simulation.hpp): set
-// options.ranks (options.rank stays 0). Throws purine::Error as the Trainer does for bad options
-// or data.
-std::unique_ptr<Graph> build_training_graph(const TrainOptions& options);
+// options.ranks (options.rank stays 0). With `observed`, also the blobs the Trainer reads after
+// a run (RunOptions::observed: losses, accuracies, monitors), of every rank. Throws
+// purine::Error as the Trainer does for bad options or data.
+std::unique_ptr<Graph> build_training_graph(const TrainOptions& options,
+                                            std::set<const Blob*>* observed = nullptr);
 
 class Trainer {
  public:

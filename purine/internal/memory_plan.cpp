@@ -20,6 +20,8 @@ constexpr int64_t kPlanCeiling = int64_t{1} << 30;
 // A blob shares a buffer at most this many times larger or smaller than itself.
 constexpr double kSizeRatio = 4;
 
+}  // namespace
+
 // Which ops happen before which: for every op, the set of its ancestors over the edges the
 // dispatcher enforces, as bits indexed by the op's position in graph.ops().
 class HappensBefore {
@@ -85,6 +87,8 @@ class HappensBefore {
   std::vector<int> position_;  // in Kahn's order
 };
 
+namespace {
+
 // The blobs sharing one storage (a root and its views) and the ops touching them.
 struct StorageGroup {
   Storage* storage = nullptr;
@@ -123,8 +127,17 @@ bool free_for(const StorageGroup& last, const StorageGroup& next, const HappensB
 
 }  // namespace
 
+MemoryPlanner::MemoryPlanner(Graph& graph) : graph_(graph) {}
+MemoryPlanner::~MemoryPlanner() = default;
+
 MemoryPlanResult plan_memory(Graph& graph, int rank, bool reuse,
-                             const std::set<const Blob*>& observed) {
+                             const std::set<const Blob*>& observed, bool allocate) {
+  return MemoryPlanner(graph).plan(rank, reuse, observed, allocate);
+}
+
+MemoryPlanResult MemoryPlanner::plan(int rank, bool reuse, const std::set<const Blob*>& observed,
+                                     bool allocate) {
+  Graph& graph = graph_;
   // This rank's storages without memory, each with the blobs on it.
   std::map<Storage*, StorageGroup> groups;
   std::vector<Storage*> group_order;  // first seen, for a deterministic plan
@@ -158,7 +171,8 @@ MemoryPlanResult plan_memory(Graph& graph, int rank, bool reuse,
     }
   }
   if (reuse) {
-    const HappensBefore order(graph);
+    if (!order_) order_ = std::make_unique<HappensBefore>(graph);
+    const HappensBefore& order = *order_;
     std::set<const Blob*> swapped;
     for (const auto& [a, b] : graph.swaps()) swapped.insert({a, b});
     std::vector<StorageGroup*> candidates;
@@ -206,6 +220,7 @@ MemoryPlanResult plan_memory(Graph& graph, int rank, bool reuse,
     }
   }
 
+  if (!allocate) return result;
   // Memory for every storage: the shared buffers, and a buffer of its own for the rest.
   for (const SharedBuffer& shared : buffers) {
     auto memory = std::make_shared<Buffer>(shared.count, shared.location);

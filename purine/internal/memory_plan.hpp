@@ -18,6 +18,7 @@
 // with a warning.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
@@ -34,8 +35,27 @@ struct MemoryPlanResult {
   std::vector<std::pair<const Op*, const Op*>> orders;
 };
 
-// Binds memory to every blob of `rank` that has none; shares buffers when `reuse`.
+// Binds memory to every blob of `rank` that has none; shares buffers when `reuse`. Without
+// `allocate` it only plans: the orders, and which blobs are overwritten (a simulation's).
 MemoryPlanResult plan_memory(Graph& graph, int rank, bool reuse,
-                             const std::set<const Blob*>& observed);
+                             const std::set<const Blob*>& observed, bool allocate = true);
+
+class HappensBefore;
+
+// plan_memory() for several ranks of one graph: the order of its ops (ops² bits) is made once,
+// at the first plan with reuse, for all. The graph must outlive it and keep its ops and edges.
+class MemoryPlanner {
+ public:
+  explicit MemoryPlanner(Graph& graph);
+  ~MemoryPlanner();
+  MemoryPlanner(const MemoryPlanner&) = delete;
+  MemoryPlanner& operator=(const MemoryPlanner&) = delete;
+  MemoryPlanResult plan(int rank, bool reuse, const std::set<const Blob*>& observed,
+                        bool allocate = true);
+
+ private:
+  Graph& graph_;
+  std::unique_ptr<HappensBefore> order_;
+};
 
 }  // namespace purine

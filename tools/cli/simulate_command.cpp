@@ -167,6 +167,9 @@ std::vector<FlagHelp> simulate_flags() {
       {"clip_norm", ""},
       {"sync_bn", ""},
       {"prefetch", ""},
+      {"reuse_memory",
+       "as purine train: with the memory plan's order edges between ops whose blobs share "
+       "memory (--noreuse-memory: without)"},
       {"cuda_graph",
        "at a GPU, as purine train: a rank whose runs record a CUDA graph pays one launch "
        "(the cluster's gpu.graph_launch_us) per run and no op_overhead_us per GPU op; "
