@@ -27,7 +27,7 @@
 
 namespace purine {
 
-// How data_parallel reduces gradients: the ring, a parameter server on the first location, the
+// How data_parallel reduces gradients: the ring, a parameter server (rank 0's CPU), the
 // native MPI allreduce, or NCCL's between GPUs. The names users type ("ring", "ps", "mpi",
 // "nccl") are parsed in train/options.hpp.
 enum class Reduction { kRing, kParameterServer, kMpi, kNccl };

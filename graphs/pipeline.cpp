@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -15,14 +16,68 @@ std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build) {
   scratch.validate();  // sets every composite up, so that its parameters exist
   std::vector<ModelLayer> layers;
   for (const std::string& name : scratch.layer_names()) layers.push_back({name, 0});
-  for (const Parameter& p : scratch.parameters()) {
-    // The layer whose scope holds the parameter.
+  // The layer whose scope holds a vertex of this name, or nullptr.
+  auto layer_of = [&layers](const std::string& name) -> ModelLayer* {
     for (ModelLayer& layer : layers)
-      if (p.blob->name().rfind(layer.name + "::", 0) == 0)
-        layer.parameters += p.blob->shape().count();
-  }
+      if (name.rfind(layer.name + "::", 0) == 0) return &layer;
+    return nullptr;
+  };
+  // A step's update reads the weight, its gradient and history and writes two: 5 floats.
+  for (const Parameter& p : scratch.parameters())
+    if (ModelLayer* layer = layer_of(p.blob->name())) {
+      layer->parameters += p.blob->shape().count();
+      layer->cost += kFlopsPerByte * 5 * sizeof(float) * p.blob->shape().count();
+    }
+  auto shapes = [](const std::vector<Blob*>& blobs) {
+    std::vector<Shape> out;
+    for (const Blob* b : blobs) out.push_back(b->shape());
+    return out;
+  };
+  for (const auto& op : scratch.ops())
+    if (ModelLayer* layer = layer_of(op->name())) {
+      const OpCost c = op->kernel().cost(shapes(op->inputs()), shapes(op->outputs()));
+      layer->cost += 3 * std::max(c.flops, kFlopsPerByte * c.bytes);
+    }
   return layers;
 }
+
+namespace {
+
+// Cuts `costs` (one per unit, in order) into `parts` consecutive non-empty runs whose largest
+// sum is least and, among those, whose sums are most even (least sum of squares); returns the
+// first unit of each run. Ties go to the cut that gives earlier runs more units.
+std::vector<size_t> balanced_cut(const std::vector<double>& costs, int parts) {
+  const size_t n = costs.size();
+  std::vector<double> prefix(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  const double kNone = std::numeric_limits<double>::infinity();
+  // best[k][j]: the least objective of units [0, j) cut into k runs, `combine` adding a run's
+  // sum to it and `allowed` saying which runs may be; from[k][j]: where the last run starts.
+  std::vector<std::vector<double>> best;
+  std::vector<std::vector<size_t>> from;
+  auto solve = [&](auto combine, auto allowed) {
+    best.assign(parts + 1, std::vector<double>(n + 1, kNone));
+    from.assign(parts + 1, std::vector<size_t>(n + 1, 0));
+    best[0][0] = 0;
+    for (int k = 1; k <= parts; ++k)
+      for (size_t j = k; j <= n; ++j)
+        for (size_t i = j; i-- > static_cast<size_t>(k - 1);) {
+          const double sum = prefix[j] - prefix[i];
+          if (best[k - 1][i] == kNone || !allowed(sum)) continue;
+          const double value = combine(best[k - 1][i], sum);
+          if (value < best[k][j]) best[k][j] = value, from[k][j] = i;
+        }
+  };
+  solve([](double worst, double sum) { return std::max(worst, sum); }, [](double) { return true; });
+  const double limit = best[parts][n] * (1 + 1e-12);
+  solve([](double squares, double sum) { return squares + sum * sum; },
+        [limit](double sum) { return sum <= limit; });
+  std::vector<size_t> starts(parts);
+  for (size_t k = parts, j = n; k > 0; --k) j = starts[k - 1] = from[k][j];
+  return starts;
+}
+
+}  // namespace
 
 std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages,
                                const std::string& model) {
@@ -38,16 +93,22 @@ std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages
   require(static_cast<size_t>(stages) <= parametric.size(), "pipeline of model '", model,
           "': ", stages, " stages, but it has ", parametric.size(), " layers with parameters (",
           names, "); use at most ", parametric.size());
-  const size_t p = parametric.size();
-  std::vector<int> stage_of(layers.size(), 0);
-  int stage = 0;
-  for (size_t i = 0, k = 0; i < layers.size(); ++i) {
-    if (layers[i].parameters > 0) {
-      stage = static_cast<int>(k * stages / p);  // parametric layer k's stage
-      ++k;
-    }
-    stage_of[i] = stage;
+  // Units: a parametric layer and the parameter-free ones after it (those before the first
+  // join the first unit).
+  const bool costed =
+      std::any_of(layers.begin(), layers.end(), [](const ModelLayer& l) { return l.cost > 0; });
+  std::vector<double> unit_costs(parametric.size(), costed ? 0 : 1);
+  std::vector<size_t> unit_of(layers.size(), 0);
+  for (size_t i = 0, unit = 0; i < layers.size(); ++i) {
+    if (layers[i].parameters > 0 && i != parametric[0]) ++unit;
+    unit_of[i] = unit;
+    if (costed) unit_costs[unit] += layers[i].cost;
   }
+  const std::vector<size_t> starts = balanced_cut(unit_costs, stages);
+  std::vector<int> stage_of(layers.size(), 0);
+  for (size_t i = 0; i < layers.size(); ++i)
+    stage_of[i] = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), unit_of[i]) -
+                                   starts.begin() - 1);
   return stage_of;
 }
 

@@ -363,12 +363,29 @@ std::string reseeded_state(uint64_t seed, int64_t iteration, const std::string& 
 }  // namespace
 
 // What the trainer keeps of the training graph it composes.
+// The stages `o` cuts the model into for images of shape `images`.
+std::vector<PipelineStage> pipeline_stages_of(const TrainOptions& o, const Shape& images,
+                                              int64_t classes) {
+  const std::vector<ModelLayer> layers = layers_of(o, images, classes);
+  const std::vector<int> stage_of = assign_stages(layers, o.stages, o.model);
+  std::vector<PipelineStage> stages(o.stages);
+  double total = 0;
+  for (const ModelLayer& layer : layers) total += layer.cost;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    PipelineStage& stage = stages[stage_of[i]];
+    stage.layers.push_back(layers[i].name.substr(layers[i].name.rfind("::") + 2));
+    if (total > 0) stage.cost_share += layers[i].cost / total;
+  }
+  return stages;
+}
+
 struct TrainingGraphParts {
   DataParallelGraph dp;
-  std::vector<DataFeed> feeds;       // this rank's replicas' data ops
-  DataSource* epoch_data = nullptr;  // replica 0's, on any rank (its metadata)
-  DivergenceWatch watch;             // this rank's
-  Blob* leader_loss = nullptr;       // dp.loss, host-readable (rank 0)
+  std::vector<PipelineStage> stages;  // each replica's pipeline
+  std::vector<DataFeed> feeds;        // this rank's replicas' data ops
+  DataSource* epoch_data = nullptr;   // replica 0's, on any rank (its metadata)
+  DivergenceWatch watch;              // this rank's
+  Blob* leader_loss = nullptr;        // dp.loss, host-readable (rank 0)
   // What the trainer reads after a run (RunOptions::observed): the losses, accuracies and
   // monitors, of this rank (of every rank with `every_rank`).
   std::set<const Blob*> observed;
@@ -402,7 +419,12 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
         // This process's own data ops; every rank knows the first one's epoch.
         if (locations[r].rank == o.rank)
           out.feeds.insert(out.feeds.end(), feeds.begin(), feeds.end());
-        if (r == 0) out.epoch_data = feeds[0].source;
+        if (r == 0) {
+          out.epoch_data = feeds[0].source;
+          if (o.stages > 1)
+            out.stages = pipeline_stages_of(o, feeds[0].op->outputs()[0]->shape(),
+                                            feeds[0].source->classes());
+        }
         return replica;
       },
       dp_options);
@@ -444,6 +466,7 @@ class Trainer::Impl {
     dp_ = std::move(parts.dp);
     train_feeds_ = std::move(parts.feeds);
     epoch_data_ = parts.epoch_data;
+    stages_ = std::move(parts.stages);
     watch_ = std::move(parts.watch);
     leader_loss_ = parts.leader_loss;
     const std::set<const Blob*> observed = std::move(parts.observed);
@@ -526,6 +549,7 @@ class Trainer::Impl {
   }
 
   int64_t iterations_per_epoch() const { return epoch_data_->batches_per_epoch(); }
+  const std::vector<PipelineStage>& pipeline_stages() const { return stages_; }
 
   int64_t total_iterations() const {
     int64_t total = options_.epochs > 0 ? options_.epochs * iterations_per_epoch() : 0;
@@ -824,6 +848,7 @@ class Trainer::Impl {
   std::vector<DataFeed> train_feeds_;  // this rank's replicas' data ops
   bool data_primed_ = false;           // prime_data() ran
   DataSource* epoch_data_ = nullptr;   // replica 0's, on any rank (its metadata)
+  std::vector<PipelineStage> stages_;  // each replica's pipeline (--stages)
   DataSource* test_data_ = nullptr;
   ReplicaOutputs test_outputs_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -868,5 +893,8 @@ const CheckpointMap& Trainer::checkpoint_map() const { return impl_->checkpoint_
 const MemoryPlan& Trainer::memory() const { return impl_->memory(); }
 void Trainer::add_observer(dispatch::Observer* observer) { impl_->add_observer(observer); }
 int64_t Trainer::iterations_per_epoch() const { return impl_->iterations_per_epoch(); }
+const std::vector<PipelineStage>& Trainer::pipeline_stages() const {
+  return impl_->pipeline_stages();
+}
 
 }  // namespace purine

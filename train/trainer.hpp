@@ -68,6 +68,13 @@ struct TrainResult {
   int64_t replayed_iterations = 0;  // iterations launched as one recorded graph
 };
 
+// A stage of a pipeline (TrainOptions::stages), as the trainer cuts the model
+// (graphs/pipeline.hpp): its layers, in order, and its share of the model's estimated work.
+struct PipelineStage {
+  std::vector<std::string> layers;
+  double cost_share = 0;
+};
+
 // The training graph a Trainer with `options` trains, with every rank's part (SPMD: each rank
 // builds the same global graph; a Trainer adds the monitors of its own rank only), built without
 // memory: nothing is allocated, initialized or compiled. For performance models of a layout over
@@ -133,6 +140,8 @@ class Trainer {
   // blobs share it (TrainOptions::reuse_memory).
   const MemoryPlan& memory() const;
   int64_t iterations_per_epoch() const;
+  // The stages of each replica's pipeline; empty without one.
+  const std::vector<PipelineStage>& pipeline_stages() const;
   // Sees every task of the training runs (e.g. to measure a pipeline's bubble); must outlive
   // the trainer's runs.
   void add_observer(dispatch::Observer* observer);

@@ -17,8 +17,10 @@ std::vector<ModelLayer> layers_of(const std::vector<int64_t>& parameters) {
 }
 }  // namespace
 
-TEST_CASE("stages are cut evenly by layers with parameters, the others follow the one before",
-          "[pipeline]") {
+TEST_CASE(
+    "without costs, stages are cut evenly by layers with parameters, the others follow the "
+    "one before",
+    "[pipeline]") {
   // conv, relu, pool, conv, relu, fc, fc
   const auto layers = layers_of({10, 0, 0, 10, 0, 5, 5});
   CHECK(assign_stages(layers, 1, "m") == std::vector<int>{0, 0, 0, 0, 0, 0, 0});
@@ -30,6 +32,35 @@ TEST_CASE("stages are cut evenly by layers with parameters, the others follow th
                     Catch::Contains("pipeline of model 'm': 5 stages, but it has 4 layers with "
                                     "parameters (l0, l3, l5, l6); use at most 4"));
   CHECK_THROWS_WITH(assign_stages(layers, 0, "m"), Catch::Contains("at least 1, got 0"));
+}
+
+TEST_CASE("with costs, stages are cut so that the most costly stage costs least", "[pipeline]") {
+  // conv (costly), relu, conv, relu, fc, fc: by count {conv, relu, conv, relu | fc, fc}.
+  std::vector<ModelLayer> layers = {{"c1", 10, 90}, {"r1", 0, 4},  {"c2", 10, 30},
+                                    {"r2", 0, 2},   {"f1", 5, 20}, {"f2", 5, 10}};
+  CHECK(assign_stages(layers, 2, "m") == std::vector<int>{0, 0, 1, 1, 1, 1});  // 94 | 62
+  CHECK(assign_stages(layers, 3, "m") == std::vector<int>{0, 0, 1, 1, 2, 2});  // 94 | 32 | 30
+  CHECK(assign_stages(layers, 4, "m") == std::vector<int>{0, 0, 1, 1, 2, 3});
+  // The costliest unit last: the others share the first stages.
+  layers = {{"f1", 1, 1}, {"f2", 1, 1}, {"f3", 1, 1}, {"f4", 1, 50}};
+  CHECK(assign_stages(layers, 2, "m") == std::vector<int>{0, 0, 0, 1});
+  CHECK(assign_stages(layers, 3, "m") == std::vector<int>{0, 0, 1, 2});
+}
+
+TEST_CASE("model_layers costs each layer by its forward ops", "[pipeline]") {
+  // fc1 does 64x as many multiply-adds as fc2 and fc3 together.
+  auto build = [](Graph& g) {
+    B{g.add_blob("x", {8, 256})} >>
+        g.add<InnerProductLayer>("fc1", InnerProductLayer::Options{256}) >>
+        g.add<InnerProductLayer>("fc2", InnerProductLayer::Options{4}) >>
+        g.add<InnerProductLayer>("fc3", InnerProductLayer::Options{4});
+  };
+  const std::vector<ModelLayer> layers = model_layers(build);
+  REQUIRE(layers.size() == 3);
+  CHECK(layers[0].cost > 16 * (layers[1].cost + layers[2].cost));
+  CHECK(layers[2].cost > 0);
+  // Cut by count, fc1 and fc2 would share stage 0.
+  CHECK(assign_stages(layers, 2, "m") == std::vector<int>{0, 1, 1});
 }
 
 TEST_CASE(
@@ -170,7 +201,8 @@ TEST_CASE(
     INFO((in_order ? "forwards in micro-batch order"
                    : "stage 0 runs micro-batch 1's forward first"));
     Graph g;
-    place_stages(g, layers, assign_stages(layers, 2, "net"), stages);
+    REQUIRE(layers.size() == 5);  // fc1, bn, relu, fc2, loss
+    place_stages(g, layers, {0, 0, 0, 1, 1}, stages);
     std::vector<Blob*> losses;
     for (int m = 0; m < 2; ++m) {
       Graph::Scope micro(g, "micro" + std::to_string(m));

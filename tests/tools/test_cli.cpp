@@ -285,6 +285,9 @@ TEST_CASE(
       temp.file("summary.json"));
   CHECK(r.status == 0);
   CHECK_THAT(r.output, Contains("batch 64 through a pipeline of 3 stages over 1 rank"));
+  // The cut, with each stage's share of the estimated work (fc1 has most of the weights).
+  CHECK_THAT(r.output, Contains("stages by estimated work: 0: fc1..relu1 (8") &&
+                           Contains("%), 1: fc2..relu2 (") && Contains("%), 2: fc3 ("));
   // The measured bubble next to the theory, each stage's share, and GPipe's 4 micro-batches in
   // flight at the first stage.
   CHECK_THAT(r.output, Contains("pipeline of 3 stages, 4 micro-batches (gpipe): bubble 0.") &&

@@ -106,9 +106,10 @@ DEFINE_string(parallel, "none",
               "--split layers split over the --locations (or --devices) of every MPI rank; hybrid: "
               "data parallel over the MPI ranks, each rank's replica split by --split over its "
               "--locations, or cut into --stages stages at them");
-DEFINE_int32(stages, 1,
-             "pipeline: stages (consecutive layers, cut evenly by layers with parameters); with "
-             "several MPI ranks, one per rank");
+DEFINE_int32(
+    stages, 1,
+    "pipeline: stages (consecutive layers, cut so that their estimated work is even); with "
+    "several MPI ranks, one per rank");
 DEFINE_string(split, "",
               "model parallel: the layers to split, comma-separated, each optionally with its "
               "axis (conv1:batch, fc1:outputs, fc2:inputs); the others alternately by outputs "
@@ -312,6 +313,19 @@ std::string memory_line(const MemoryPlan& memory, bool reuse) {
              memory.by_location.size() > 1 ? str(": ", per_location) : std::string(), "\n");
 }
 
+// How the model was cut into pipeline stages, or nothing without a pipeline.
+std::string stages_line(const std::vector<PipelineStage>& stages) {
+  if (stages.empty()) return "";
+  std::string line = "stages by estimated work:";
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const std::vector<std::string>& layers = stages[s].layers;
+    line += str(s ? "," : "", " ", s, ": ", layers.front(),
+                layers.size() > 1 ? str("..", layers.back()) : std::string(), " (",
+                std::lround(100 * stages[s].cost_share), "%)");
+  }
+  return line + "\n";
+}
+
 }  // namespace
 
 int run_train() {
@@ -383,6 +397,7 @@ int run_train() {
                 options.threads == 1 ? "" : "s",
                 static_cast<long long>(trainer.iterations_per_epoch()));
     std::fputs(memory_line(trainer.memory(), options.reuse_memory).c_str(), stdout);
+    std::fputs(stages_line(trainer.pipeline_stages()).c_str(), stdout);
     std::fflush(stdout);
   }
   auto progress = [&](const TrainProgress& p) {
