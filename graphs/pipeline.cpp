@@ -7,13 +7,39 @@
 #include <optional>
 
 #include "base/error.hpp"
+#include "purine/autodiff.hpp"
 
 namespace purine {
+
+namespace {
+
+// Adds to `scratch` the backward pass of a loss on the model's output, so that each layer's
+// backward ops (named after its forward ops: purine/autodiff.hpp) can be costed: the output is
+// the one sink that is a scalar (a loss) or [N, classes] (logits, then given a softmax
+// cross-entropy against labels of zeros). False, adding nothing, where there is no such sink.
+bool add_backward_pass(Graph& scratch) {
+  std::vector<Blob*> outputs;
+  for (Blob* b : scratch.sinks())
+    if (b->shape().count() == 1 || b->shape().dims().size() == 2) outputs.push_back(b);
+  if (outputs.size() != 1) return false;
+  Blob* loss = outputs[0];
+  if (loss->shape().count() != 1)
+    loss = scratch.apply("cost_probe", "softmax_cross_entropy", {},
+                         {loss, scratch.add_blob("cost_probe_labels", {loss->shape()[0]})})[0];
+  std::vector<Blob*> weights;
+  for (const Parameter& p : scratch.parameters()) weights.push_back(p.blob);
+  backward(scratch, loss, weights);
+  return true;
+}
+
+}  // namespace
 
 std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build) {
   Graph scratch("layers");
   build(scratch);
   scratch.validate();  // sets every composite up, so that its parameters exist
+  // Without a backward pass to cost, the backward is taken as twice the forward.
+  const double forward_weight = add_backward_pass(scratch) ? 1 : 3;
   std::vector<ModelLayer> layers;
   for (const std::string& name : scratch.layer_names()) layers.push_back({name, 0});
   // The layer whose scope holds a vertex of this name, or nullptr.
@@ -36,7 +62,8 @@ std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build) {
   for (const auto& op : scratch.ops())
     if (ModelLayer* layer = layer_of(op->name())) {
       const OpCost c = op->kernel().cost(shapes(op->inputs()), shapes(op->outputs()));
-      layer->cost += 3 * std::max(c.flops, kFlopsPerByte * c.bytes);
+      layer->cost += (op->role() == OpRole::kBackward ? 1 : forward_weight) *
+                     std::max(c.flops, kFlopsPerByte * c.bytes);
     }
   return layers;
 }

@@ -28,10 +28,10 @@
 // Stages are cut between layers with parameters, every layer without parameters (an activation,
 // a pooling) going with the layer before it, so that the most costly stage costs least. A
 // layer's cost is the roofline time, on a device doing kFlopsPerByte flops per byte it moves,
-// of its forward ops (Operator::cost) three times (the backward does about twice the forward's
-// work) and of its weights' update. GoogLeNet over 3 GPUs, cut evenly by layer count instead,
-// gave its first stage 2.9 times the last's work. Layers without costs (none known) count one
-// each: the k-th of P parametric layers then goes to stage floor(k*S/P).
+// of its forward and backward ops (Operator::cost; the backward of a loss on the model's output,
+// or, without one, twice the forward) and of its weights' update. GoogLeNet over 3 GPUs, cut evenly
+// by layer count instead, gave its first stage 2.9 times the last's work. Layers without costs
+// (none known) count one each: the k-th of P parametric layers then goes to stage floor(k*S/P).
 #pragma once
 
 #include <functional>
