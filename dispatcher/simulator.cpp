@@ -24,6 +24,7 @@ struct Event {
   long seq;  // ties: in the order they were made
   EventKind kind;
   long payload;  // an instance (iteration * n + task), or group * iterations + iteration
+  long stamp;    // >= 0: the instance's time-sliced end, stale once the instance's stamp moved
   bool operator>(const Event& other) const {
     return std::tie(time, seq) > std::tie(other.time, other.seq);
   }
@@ -52,6 +53,12 @@ class Replay {
     pool_of_.assign(executors, -1);
     if (!setup.executor_pool.empty()) pool_of_ = setup.executor_pool;
     free_cores_ = setup.pool_cores;
+    sliced_.assign(setup.pool_cores.size(), false);
+    for (size_t p = 0; p < setup.pool_time_slicing.size(); ++p)
+      sliced_[p] = setup.pool_time_slicing[p];
+    running_.assign(setup.pool_cores.size(), {});
+    pool_updated_.assign(setup.pool_cores.size(), 0);
+    pool_rate_.assign(setup.pool_cores.size(), 1);
     group_tasks_.assign(groups_, 0);
     for (TaskId t = 0; t < n_; ++t) ++group_tasks_[group_of_[plan.tasks()[t].executor]];
     for (TaskId t = 0; t < n_; ++t)
@@ -67,6 +74,7 @@ class Replay {
     sim_.executor_busy.assign(plan_.executors().size(), 0);
     sim_.channel_busy.assign(setup_.channels, 0);
     waiting_.assign(instances, 0);
+    stamp_.assign(instances, 0);
     ready_at_.assign(instances, 0);
     completed_in_.assign(static_cast<size_t>(groups_) * iterations_, 0);
     ready_.assign(plan_.executors().size(), {});
@@ -118,6 +126,9 @@ class Replay {
               setup_.pool_cores.size());
     for (int cores : setup_.pool_cores)
       require(cores >= 1, "simulate: a pool needs a core at least, got ", cores);
+    require(setup_.pool_time_slicing.size() <= setup_.pool_cores.size(),
+            "simulate: ", setup_.pool_time_slicing.size(), " time slicing flags for ",
+            setup_.pool_cores.size(), " pools");
     require(setup_.pool_poll_delay.size() <= setup_.pool_cores.size(),
             "simulate: ", setup_.pool_poll_delay.size(), " poll delays for ",
             setup_.pool_cores.size(), " pools");
@@ -145,8 +156,62 @@ class Replay {
   int iteration_of(long instance) const { return static_cast<int>(instance / n_); }
   int group_of_task(TaskId t) const { return group_of_[plan_.tasks()[t].executor]; }
 
-  void push(double time, EventKind kind, long payload) {
-    events_.push({time, seq_++, kind, payload});
+  void push(double time, EventKind kind, long payload, long stamp = -1) {
+    events_.push({time, seq_++, kind, payload, stamp});
+  }
+
+  // Time slicing (SimulationSetup::pool_time_slicing): the busy parts and polled rounds running
+  // in a pool, each with the work it has left, advancing at the pool's rate.
+  struct Running {
+    long instance;
+    EventKind kind;    // its end: kBusyEnd or kRoundEnd
+    double remaining;  // seconds of work at full speed
+  };
+  int pool_of_instance(long instance) const {
+    return pool_of_[plan_.tasks()[task_of(instance)].executor];
+  }
+  bool sliced(int pool) const { return pool >= 0 && sliced_[pool]; }
+  double rate_of(int pool) const {
+    const double n = static_cast<double>(running_[pool].size());
+    return n <= setup_.pool_cores[pool] ? 1.0 : setup_.pool_cores[pool] / n;
+  }
+  // Brings the work left up to `now`, at the rate it ran since the last change.
+  void advance(int pool, double now) {
+    for (Running& r : running_[pool])
+      r.remaining = std::max(0.0, r.remaining - (now - pool_updated_[pool]) * pool_rate_[pool]);
+    pool_updated_[pool] = now;
+  }
+  // After a change in what runs: the ends at the new rate (every one, if the rate moved).
+  void reschedule(int pool, double now, long changed) {
+    const double rate = rate_of(pool);
+    const bool all = rate != pool_rate_[pool];
+    pool_rate_[pool] = rate;
+    for (const Running& r : running_[pool])
+      if (all || r.instance == changed)
+        push(now + r.remaining / rate, r.kind, r.instance, ++stamp_[r.instance]);
+  }
+  // Starts `work` seconds of an instance: in its pool's share when time-sliced, else at once.
+  void start_work(long instance, double work, EventKind end, double now) {
+    const int pool = pool_of_instance(instance);
+    if (!sliced(pool)) {
+      push(now + work, end, instance);
+      return;
+    }
+    advance(pool, now);
+    running_[pool].push_back({instance, end, work});
+    reschedule(pool, now, instance);
+  }
+  // Whether the event ends its instance's work (not a stale end), and if so takes it out.
+  bool work_ends(const Event& e, double now) {
+    if (e.stamp < 0) return true;
+    if (e.stamp != stamp_[e.payload]) return false;
+    const int pool = pool_of_instance(e.payload);
+    advance(pool, now);
+    auto& running = running_[pool];
+    running.erase(std::find_if(running.begin(), running.end(),
+                               [&](const Running& r) { return r.instance == e.payload; }));
+    reschedule(pool, now, -1);
+    return true;
   }
 
   void make_ready(long instance, double now) {
@@ -180,7 +245,7 @@ class Replay {
         const SimulatedCost& c = setup_.costs[task_of(instance)];
         if (rounds_left_[instance] > 0) {
           --rounds_left_[instance];
-          push(now + (c.latency + c.transfer) / c.poll_rounds, EventKind::kRoundEnd, instance);
+          start_work(instance, (c.latency + c.transfer) / c.poll_rounds, EventKind::kRoundEnd, now);
         } else {
           complete(instance, now);
         }
@@ -204,7 +269,7 @@ class Replay {
       const int group = group_of_task(t), k = iteration_of(instance);
       double& first = sim_.iteration_start[group][k];
       if (first < 0 || now < first) first = now;
-      push(now + setup_.costs[t].busy, EventKind::kBusyEnd, instance);
+      start_work(instance, setup_.costs[t].busy, EventKind::kBusyEnd, now);
     }
   }
 
@@ -217,6 +282,8 @@ class Replay {
       return;
     }
     const long instance = e.payload;
+    if ((e.kind == EventKind::kBusyEnd || e.kind == EventKind::kRoundEnd) && !work_ends(e, now))
+      return;
     const TaskId t = task_of(instance);
     const SimulatedCost& c = setup_.costs[t];
     const ExecutorId executor = plan_.tasks()[t].executor;
@@ -334,6 +401,10 @@ class Replay {
   std::map<std::pair<int, int>, std::vector<long>> arrivals_;
 
   Simulation sim_;
+  std::vector<bool> sliced_;                   // per pool: time slicing
+  std::vector<std::vector<Running>> running_;  // per time-sliced pool
+  std::vector<double> pool_updated_, pool_rate_;
+  std::vector<long> stamp_;   // per instance: its time-sliced end's current stamp
   std::vector<int> waiting_;  // predecessors (and gate) not yet completed; -1: completed
   std::vector<double> ready_at_;
   std::vector<int> completed_in_;

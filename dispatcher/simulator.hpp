@@ -19,7 +19,8 @@
 // device queue). Tasks sharing a collective id complete together once the last of them has
 // finished its busy part, plus latency + transfer (MPI_Allreduce). Executors may share a pool
 // of cores (threads of one CPU): a task's busy part then also needs a free core; the executors
-// waiting for one are served by the ready time of their next task, then by executor id.
+// waiting for one are served by the ready time of their next task, then by executor id. With
+// time slicing, a pool's polled transfers take shares of its cores from its busy tasks.
 //
 // Iterations: executor_group says which process (rank) each executor belongs to. Iteration k+1
 // of a group starts (its tasks may become ready) once every task of that group has completed
@@ -60,6 +61,11 @@ struct SimulationSetup {
   // (a polled transfer's next round or completion) only this long after it wanted to: the time
   // slice an OS gives a yielding thread among busy ones.
   std::vector<double> pool_poll_delay;
+  // Per pool (empty: none): time slicing. A polled transfer (poll_rounds > 0) of an executor of
+  // the pool is work of its polling thread (MPI_Test copying and summing in that thread), which
+  // shares the cores with the busy tasks: while more of them run than the pool has cores, each
+  // advances at cores / running (processor sharing; busy tasks still wait for a free core).
+  std::vector<bool> pool_time_slicing;
   int channels = 0;  // channel ids in costs are below this
   int iterations = 1;
   double iteration_gap = 0;  // seconds between a group's iterations

@@ -249,6 +249,9 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
   setup.channels = static_cast<int>(p.channel_names.size());
   setup.pool_cores = p.pool_cores;
   setup.pool_poll_delay = p.pool_poll_delay;
+  // A non-blocking collective's transfer is done by its polling thread (MPI_Test copies and sums
+  // in shared memory), which takes its share of the node's cores.
+  setup.pool_time_slicing.assign(p.pool_cores.size(), options.time_slicing);
   setup.executor_group = sp.executor_rank;
   for (const Location& l : sp.executor_location)
     setup.executor_pool.push_back(l.is_cpu() ? p.nodes[p.node_of_rank[l.rank]].pool : -1);

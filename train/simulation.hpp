@@ -61,6 +61,9 @@ struct SimulateOptions {
   std::optional<TraceTimes> calibration;
   int iterations = 6;      // simulated runs; the step is measured over all but the first
   std::string trace_path;  // the simulated timeline as Chrome-trace JSON; empty: none
+  // A non-blocking collective's transfer (--reduce=mpi) is work of its polling thread, sharing
+  // the node's cores with the busy threads (dispatch::SimulationSetup::pool_time_slicing).
+  bool time_slicing = true;
 };
 
 // A calibrated op: its measured time and what the roofline said.

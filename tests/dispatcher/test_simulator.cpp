@@ -1,7 +1,7 @@
 // The discrete-event simulation of plans (dispatcher/simulator.hpp) on hand-made plans whose
 // timelines are known by hand: a chain, a fork and join, two executors, an order edge, a
-// resource, two transfers sharing one channel, a collective, a core pool, iterations per group,
-// and the serial engine's order when every cost is equal.
+// resource, two transfers sharing one channel, a collective, a core pool and its time slicing,
+// iterations per group, and the serial engine's order when every cost is equal.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <random>
@@ -239,6 +239,33 @@ TEST_CASE("simulate: a poll waits for a time slice while the pool's cores are bu
   // Its round starts at 0 (polls come before work_b takes the freed core) and ends at 1, when
   // both cores are busy until 10: the completion is polled a time slice later, at 3.
   CHECK(sim.at(reduce).end == 3);
+}
+
+TEST_CASE("simulate: with time slicing a polled transfer shares the pool's cores", "[simulator]") {
+  pd::Plan plan;
+  const auto comm = plan.add_executor({"comm"}), main = plan.add_executor({"main"});
+  const auto reduce = add(plan, "allreduce", comm);
+  const auto work = add(plan, "work", main);
+  pd::SimulationSetup setup = busy_times(plan, {0, 10});
+  setup.costs[reduce].transfer = 4;
+  setup.costs[reduce].poll_rounds = 1;
+  setup.executor_pool = {0, 0};
+  setup.pool_cores = {1};
+  pd::Simulation sim = pd::simulate(plan, setup);
+  CHECK(sim.at(reduce).end == 4);  // beside the core's busy task
+  CHECK(sim.at(work).end == 10);
+  // Its round is work of the polling thread: with the busy task, two on one core, each at half
+  // speed until the round's 4 s are done at 8; the busy task's last 6 s then run alone.
+  setup.pool_time_slicing = {true};
+  sim = pd::simulate(plan, setup);
+  CHECK(sim.at(reduce).end == Approx(8));
+  CHECK(sim.at(work).busy_end == Approx(14));
+  CHECK(sim.at(work).end == Approx(14));
+  // Two cores: nobody shares.
+  setup.pool_cores = {2};
+  sim = pd::simulate(plan, setup);
+  CHECK(sim.at(reduce).end == 4);
+  CHECK(sim.at(work).end == 10);
 }
 
 TEST_CASE("simulate: executors sharing one core take turns", "[simulator]") {

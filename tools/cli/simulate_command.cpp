@@ -28,6 +28,10 @@ DEFINE_int32(sim_iterations, 6, "simulate: runs of the graph simulated (at least
 DEFINE_string(plot, "",
               "simulate: with --scaling, draw img/s over the rank counts (and linear scaling from "
               "the first) as an SVG file");
+DEFINE_bool(time_slicing, true,
+            "simulate: a non-blocking collective's transfer (--reduce=mpi) is work of its "
+            "polling thread and shares the node's cores with the busy threads; "
+            "--notime-slicing: it takes no core");
 DEFINE_double(fit_images_per_second, 0,
               "simulate: first scale the cluster's device speeds (its GPUs' with --devices, else "
               "its CPUs') so that one rank simulates at this many img/s (a measured or published "
@@ -145,6 +149,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"scaling", ""},
       {"sim_iterations", ""},
       {"fit_images_per_second", ""},
+      {"time_slicing", ""},
       {"plot", ""},
       {"trace",
        "write the simulated timeline of every rank as Chrome-trace JSON to this file "
@@ -187,6 +192,7 @@ int run_simulate() {
   require(FLAGS_sim_iterations >= 2, "--sim-iterations must be at least 2, got ",
           FLAGS_sim_iterations);
   s.iterations = FLAGS_sim_iterations;
+  s.time_slicing = FLAGS_time_slicing;
   const std::vector<int> counts = parse_counts(FLAGS_scaling);
   require(FLAGS_plot.empty() || !counts.empty(), "--plot draws the --scaling table: give both");
   if (!counts.empty())
