@@ -1,7 +1,6 @@
 // RAII holders of cuDNN descriptors for NCHW float tensors, filters, convolutions, activations and
-// poolings,
-// made from the op's geometry (host calls, no device work). conv.cpp and pool.cpp make them once
-// per geometry on each executor thread and keep them.
+// poolings, made from the op's geometry (host calls, no device work). conv.cpp and pool.cpp make
+// them once per geometry on each executor thread and keep them.
 #pragma once
 
 #include <cudnn.h>

@@ -81,7 +81,8 @@ if [ "$what" = quick ]; then
   GLOG_v=1 GLOG_logtostderr=1 timeout 90 purine train --model=googlenet --device=0 \
     --data=synthetic:3x224x224:1000 --batch=128 --max-iters=2 --noevaluate >/dev/null 2>"$log"
   python3 "$here/tools/bench/conv_choices.py" "$log" || status=1
-  for flags in --math=exact --nodeterministic; do
+  # --nofuse: conv + bias + relu as three ops, against the fused default of the run above.
+  for flags in --math=exact --nodeterministic --nofuse; do
     timeout 90 purine train --model=googlenet --device=0 --data=synthetic:3x224x224:1000 \
       --batch=128 --max-iters=30 --noevaluate $flags --summary=/tmp/summary.json >/dev/null
     echo "googlenet, batch 128, $flags: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json)"
