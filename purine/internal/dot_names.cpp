@@ -63,7 +63,12 @@ std::string short_label(const std::string& name) {
 }
 
 std::string tensor_name(const std::string& name, const std::vector<std::string>& layers) {
-  const std::string plain = name.substr(0, name.find('@'));
+  std::string plain = name.substr(0, name.find('@'));
+  // Graph::apply's outputs ("<op>::out<k>") are named after their op: "bn1::sums::out0" reads
+  // "bn1.sums", its k-th output "bn1.sums<k>".
+  std::string op;
+  if (const int k = trailing_index(plain, "::out", &op); k >= 0)
+    plain = op + (k > 0 ? std::to_string(k) : "");
   const std::string layer = layer_of(plain, layers);
   if (!layer.empty() && plain.size() > layer.size())
     return last_scope(layer) + "." + last_scope(plain);

@@ -97,6 +97,10 @@ TEST_CASE("gradients are named by what they are the gradient of", "[graph][dot]"
   CHECK(dot::tensor_name("replica0::googlenet::inception_3a::concat::top",
                          {"replica0::googlenet::inception_3a"}) == "inception_3a.top");
   CHECK(dot::tensor_name("replica0::images", {"replica0::mlp::fc1"}) == "images");
+  // An op's outputs named by Graph::apply are named after the op.
+  CHECK(dot::tensor_name("replica1::net::bn1::square_sums::out0", {"replica1::net::bn1"}) ==
+        "bn1.square_sums");
+  CHECK(dot::tensor_name("replica1::net::bn1::sums::out2", {"replica1::net::bn1"}) == "bn1.sums2");
   CHECK(dot::name_list({"a", "b", "c", "d"}) == "a ... d (4)");
   // Expanded, each op is drawn, and the gradients still say what they are of.
   DotPicture expanded;
