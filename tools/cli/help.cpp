@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "base/error.hpp"
@@ -56,9 +57,39 @@ std::vector<FlagHelp> command_flags(const std::string& command) {
   std::vector<gflags::CommandLineFlagInfo> all;
   gflags::GetAllFlags(&all);  // sorted by file, then by name
   std::vector<FlagHelp> flags;
+  // Train flags about running, timing or saving a training, not about its graph.
+  static const std::set<std::string> not_graph = {"epochs",
+                                                  "max_iters",
+                                                  "lr",
+                                                  "lr_policy",
+                                                  "lr_gamma",
+                                                  "lr_step",
+                                                  "lr_power",
+                                                  "lr_milestones",
+                                                  "lr_warmup",
+                                                  "lr_warmup_start",
+                                                  "seed",
+                                                  "summary",
+                                                  "executor",
+                                                  "trace",
+                                                  "checkpoint_dir",
+                                                  "checkpoint_every",
+                                                  "keep",
+                                                  "checkpoint",
+                                                  "resume",
+                                                  "resume_from",
+                                                  "export_graph",
+                                                  "evaluate",
+                                                  "stall_timeout",
+                                                  "test_samples",
+                                                  "math",
+                                                  "deterministic",
+                                                  "cuda_graph",
+                                                  "print_config"};
   for (const gflags::CommandLineFlagInfo& f : all)
     // graph: its own flags (graph_command.cpp) and the train flags that build the graph.
-    if (f.filename.find("tools/cli/train_command.cpp") != std::string::npos ||
+    if ((f.filename.find("tools/cli/train_command.cpp") != std::string::npos &&
+         (command == "train" || !not_graph.count(f.name))) ||
         (command == "graph" && f.filename.find("tools/cli/graph_command.cpp") != std::string::npos))
       flags.push_back({f.name, ""});
   if (command == "graph") {
