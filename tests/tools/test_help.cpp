@@ -98,7 +98,7 @@ TEST_CASE("a mistyped flag is refused with the flag it is likely a typo of", "[c
                 "its flags)\n"},
            // Another command's flag would be ignored without a word.
            Case{"predict --epochs=3",
-                "error: --epochs is no flag of purine predict (only of train, graph); purine "
+                "error: --epochs is no flag of purine predict (only of train); purine "
                 "predict --help lists its flags\n"},
            Case{"train --image=x.pgm",
                 "error: --image is no flag of purine train (only of predict); purine train "

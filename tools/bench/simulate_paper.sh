@@ -28,7 +28,8 @@ declare -A paper=([1]=112.2 [12]=1383.7)  # the figures of Table 1 this project 
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-model=(--model=googlenet --data=synthetic:3x224x224:1000 --classes=1000)
+# The paper's GPUs launched op by op: no CUDA graphs.
+model=(--model=googlenet --data=synthetic:3x224x224:1000 --classes=1000 --nocuda-graph)
 
 # simulate CLUSTER ARGS...: the simulated img/s (and the run's output in $work/out).
 simulate() {
