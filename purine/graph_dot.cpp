@@ -174,8 +174,9 @@ std::string draw_dot(const Graph& graph, const DotPicture& picture) {
         attrs = "color=\"#bbbbbb\", constraint=false";
         break;
       case dot::EdgeKind::kSwap:
-        attrs = picture.collapse ? "style=dashed, color=\"#38761d\", constraint=false"
-                                 : "style=dashed, label=\"swap\", constraint=false";
+        // No "swap" label: the legend says what the dashed edges are (an expanded picture has
+        // one per weight and optimizer state).
+        attrs = "style=dashed, color=\"#38761d\", constraint=false";
         break;
     }
     if (crosses && attrs.find("constraint") == std::string::npos)

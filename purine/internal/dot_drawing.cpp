@@ -1,6 +1,7 @@
 #include "purine/internal/dot_drawing.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -118,6 +119,19 @@ std::string common_scope(const std::vector<std::string>& names) {
   return common;
 }
 
+// A long op type on two lines, cut at the '_' nearest its middle, so that its circle stays small:
+// "inner_product_grad_weight" reads "inner_product\ngrad_weight".
+std::string two_lines(const std::string& type) {
+  if (type.size() <= 12) return type;
+  const long middle = static_cast<long>(type.size()) / 2;
+  size_t cut = std::string::npos;
+  for (size_t at = type.find('_'); at != std::string::npos; at = type.find('_', at + 1))
+    if (cut == std::string::npos ||
+        std::labs(static_cast<long>(at) - middle) < std::labs(static_cast<long>(cut) - middle))
+      cut = at;
+  return cut == std::string::npos ? type : type.substr(0, cut) + "\\n" + type.substr(cut + 1);
+}
+
 class Builder {
  public:
   Builder(const Graph& g, bool forward_only) : g_(g), layers_(g.layer_names()) {
@@ -135,7 +149,8 @@ class Builder {
       v.id = op->name();
       v.op = true;
       v.role = drawn_role(*op);
-      v.label = op->type() + (op->thread() != Graph::kMainThread ? "\\n@" + op->thread() : "");
+      v.label =
+          two_lines(op->type()) + (op->thread() != Graph::kMainThread ? "\\n@" + op->thread() : "");
       v.tooltip = op->name();
       v.location = op->location();
       v.layer = layer_of(op->name(), layers_);
@@ -379,7 +394,8 @@ class Builder {
         v.id = op->name();
         v.op = true;
         v.role = role;
-        v.label = op->type() + (op->thread() != Graph::kMainThread ? "\\n@" + op->thread() : "");
+        v.label = two_lines(op->type()) +
+                  (op->thread() != Graph::kMainThread ? "\\n@" + op->thread() : "");
         v.tooltip = op->name();
         v.location = op->location();
         add_vertex(v);

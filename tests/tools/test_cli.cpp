@@ -169,7 +169,7 @@ TEST_CASE("purine graph draws a layout's training graph as GraphViz text and SVG
   REQUIRE(r.status == 0);
   const std::string dot = read(dir.file("mlp.dot"));
   CHECK_THAT(dot, Contains("label=\"rank0:cpu2\"") && Contains("shape=circle") &&
-                      Contains("style=dashed, label=\"swap\""));
+                      Contains("style=dashed, color=") && !Contains("label=\"swap\""));
   // GoogLeNet's pictures: tests/purine/test_graph_dot.cpp, built in one process.
   if (std::system("command -v dot > /dev/null") != 0) {
     WARN("Graphviz's dot is not installed (tools/setup.sh installs it): SVG not checked");
