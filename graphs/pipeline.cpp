@@ -15,14 +15,18 @@ namespace {
 
 // Adds to `scratch` the backward pass of a loss on the model's output, so that each layer's
 // backward ops (named after its forward ops: purine/autodiff.hpp) can be costed: the output is
-// the one sink that is a scalar (a loss) or [N, classes] (logits, then given a softmax
-// cross-entropy against labels of zeros). False, adding nothing, where there is no such sink.
+// the unread output of the last op that has one that is a scalar (a loss) or [N, classes]
+// (logits, then given a softmax cross-entropy against labels of zeros). False, adding nothing,
+// where there is none.
 bool add_backward_pass(Graph& scratch) {
-  std::vector<Blob*> outputs;
-  for (Blob* b : scratch.sinks())
-    if (b->shape().count() == 1 || b->shape().dims().size() == 2) outputs.push_back(b);
-  if (outputs.size() != 1) return false;
-  Blob* loss = outputs[0];
+  Blob* loss = nullptr;
+  for (auto op = scratch.ops().rbegin(); op != scratch.ops().rend() && !loss; ++op)
+    for (Blob* b : (*op)->outputs())
+      if (b->readers().empty() && (b->shape().count() == 1 || b->shape().dims().size() == 2)) {
+        loss = b;
+        break;
+      }
+  if (!loss) return false;
   if (loss->shape().count() != 1)
     loss = scratch.apply("cost_probe", "softmax_cross_entropy", {},
                          {loss, scratch.add_blob("cost_probe_labels", {loss->shape()[0]})})[0];

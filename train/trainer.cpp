@@ -76,12 +76,17 @@ std::vector<Location> replica_locations(const TrainOptions& o) {
   return locations;
 }
 
-// The model's layers, found by building it once in a scratch graph on `images`' shape.
+// The model's layers, found by building it once in a scratch graph on images of `images`'
+// size, costed at one training micro-batch whatever the batch of the graph being built: the
+// pipeline's cut depends on the costs, and the test graph's layers must be where the training
+// graph's weights they share are.
 std::vector<ModelLayer> layers_of(const TrainOptions& o, const Shape& images, int64_t classes) {
   ModelSpec spec;
   spec.classes = classes;
+  std::vector<int64_t> dims = images.dims();
+  dims[0] = o.batch / replicas_per_rank(o) / o.micro_batches;
   return model_layers([&](Graph& scratch) {
-    find_model(o.model)(scratch, scratch.add_blob("images", images), spec);
+    find_model(o.model)(scratch, scratch.add_blob("images", Shape(dims)), spec);
   });
 }
 

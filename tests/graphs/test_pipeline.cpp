@@ -63,6 +63,22 @@ TEST_CASE("model_layers costs each layer by its forward ops", "[pipeline]") {
   CHECK(assign_stages(layers, 2, "m") == std::vector<int>{0, 1, 1});
 }
 
+TEST_CASE("model_layers costs each layer's backward ops too, where the model has an output",
+          "[pipeline]") {
+  // Two layers of the same forward work; the first computes no gradient of its input (the
+  // images need none), so its backward does a third less: with the backward taken as twice the
+  // forward, both would cost the same. A dropout after them leaves a mask nobody reads.
+  auto build = [](Graph& g) {
+    B{g.add_blob("x", {256, 256})} >>
+        g.add<InnerProductLayer>("fc1", InnerProductLayer::Options{256}) >>
+        g.add<InnerProductLayer>("fc2", InnerProductLayer::Options{256}) >>
+        g.add<DropoutLayer>("drop", 0.5, true);
+  };
+  const std::vector<ModelLayer> layers = model_layers(build);
+  REQUIRE(layers.size() == 3);
+  CHECK(layers[1].cost > 1.3 * layers[0].cost);
+}
+
 TEST_CASE(
     "model_layers lists a model's blocks with their parameter counts, place_stages "
     "builds them at their stages",

@@ -99,6 +99,30 @@ TEST_CASE("a pipeline with every layer at its own location follows the one-locat
   }
 }
 
+TEST_CASE("a pipeline's cut is the training batch's, in the test graph too",
+          "[trainer][pipeline]") {
+  // At 4 images per micro-batch fc1's update outweighs the convolutions, at the test graph's
+  // 100 images not: a cut costed at each graph's own batch put the test graph's bn2 at another
+  // stage than the training graph's, whose weights it shares (a construction error on one rank
+  // that left the other ranks of a hybrid run waiting).
+  TrainOptions o;
+  o.model = "convnet_bn";
+  o.data_dir = "synthetic:1x28x28:10";
+  o.parallel = ParallelLayout::kPipeline;
+  o.stages = 2;
+  o.micro_batches = 4;
+  o.batch = 16;
+  o.test_batch = 100;
+  o.max_iters = 1;
+  o.threads = 1;
+  Trainer trainer(o);
+  const std::vector<PipelineStage>& stages = trainer.pipeline_stages();
+  REQUIRE(stages.size() == 2);
+  CHECK(stages[1].layers.front() == "fc1");
+  CHECK(stages[0].cost_share + stages[1].cost_share == Approx(1));
+  CHECK(trainer.train().test_accuracy >= 0);
+}
+
 TEST_CASE("bad pipeline layouts are refused, naming the layers", "[trainer][pipeline]") {
   TrainOptions o;
   o.model = "mlp";
