@@ -10,6 +10,8 @@
 // cudnnActivationForward instead.
 #include "operators/conv.hpp"
 
+#include <glog/logging.h>
+
 #include <array>
 #include <map>
 #include <memory>
@@ -114,6 +116,8 @@ void fused_forward(const char* what, CudaStream& stream, Plan& plan, void* works
     if (status != CUDNN_STATUS_NOT_SUPPORTED)
       throw_cuda_error("cudnnConvolutionBiasActivationForward", cudnnGetErrorString(status), what);
     plan.unfused = true;
+    VLOG(1) << what << ": cuDNN does not support the fused convolution + bias + ReLU with forward "
+            << "algorithm " << algo.algo << "; three calls instead";
   }
   PURINE_CUDNN_CALL(
       what, cudnnConvolutionForward(stream.cudnn(), &one, d.x.get(), inputs[0]->data(), d.w.get(),

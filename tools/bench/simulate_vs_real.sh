@@ -8,6 +8,9 @@
 #
 # Usage: tools/bench/simulate_vs_real.sh [iters=60] [rounds=2] [model=convnet] [threads=1]
 #        [reductions="ring ps mpi"] [cluster=tools/sim/clusters/this_machine.pbtxt]
+#        [ranks="1 2"]
+# Check (b), where 16 cores are at hand: ranks="4 8" with tools/sim/clusters/host_16_cores.pbtxt
+# (mpirun binds each rank to a core there: PURINE_MPIRUN_ARGS="--bind-to core").
 # Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args).
 # On a shared machine run it under the build lock: flock /tmp/purine-build.lock tools/bench/...
 set -euo pipefail
@@ -18,6 +21,7 @@ model=${3:-convnet}
 threads=${4:-1}
 reductions=${5:-ring ps mpi}
 cluster=${6:-tools/sim/clusters/this_machine.pbtxt}
+ranks_list=${7:-1 2}
 purine=${PURINE_BIN:-build/tools/purine}
 [ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
 command -v mpirun >/dev/null || { echo "error: mpirun not found (apt-get install openmpi-bin)" >&2; exit 1; }
@@ -110,7 +114,7 @@ printf "%-22s %5s %11s %11s %8s  %9s %9s\n" layout ranks predicted/s measured/s 
   "bubble p" "bubble m"
 dp=(--parallel=data --threads="$threads")
 for reduce in $reductions; do
-  for ranks in 1 2; do
+  for ranks in $ranks_list; do
     [ "$reduce" = mpi ] && [ "$ranks" = 1 ] && continue  # one rank has nothing to reduce
     row "data --reduce=$reduce" "$work/trace.json" "$ranks" "${dp[@]}" --reduce="$reduce"
   done
@@ -120,6 +124,6 @@ row "data --locations=2" "$work/trace.json" 1 --parallel=data --locations=2 \
 row "pipeline 2 stages 1f1b" "$work/trace_micro.json" 1 --parallel=pipeline --stages=2 \
   --micro-batches=4 --schedule=1f1b --threads=$((2 * threads))
 echo "(img/s, global; predicted by purine simulate --calibrate on a traced 1-rank run (one with" \
-  "--micro-batches=4 for the pipeline), measured by purine train, mpirun -np 2 for 2 ranks;" \
+  "--micro-batches=4 for the pipeline), measured by purine train, mpirun -np N for N ranks;" \
   "bubble: 1 - the busiest stage's work / the iteration)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -10,7 +10,11 @@
 #
 # Usage: tools/bench/weak_scaling.sh [ranks="1 2 4 8"] [iters=80] [rounds=2] [model=convnet]
 #   [batch=64] [reduces="ring mpi"]
-# Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args).
+# Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args),
+# CORES_PER_RANK (default 1: every run, ceiling and layouts alike, gets that many cores of its
+# own; with 2 a rank's communication thread need not share its core with the computing one),
+# TRAIN_FLAGS (more flags for every purine train, e.g. --bucket-kb=4096), TRACE_DIR (after the table, one traced run of each layout of more than one rank, written
+# there, and its exposed_comm.py table).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks_list=${1:-1 2 4 8}
@@ -24,7 +28,9 @@ purine=${PURINE_BIN:-build/tools/purine}
 command -v mpirun >/dev/null || { echo "error: mpirun not found (apt-get install openmpi-bin)" >&2; exit 1; }
 command -v taskset >/dev/null || { echo "error: taskset not found (apt-get install util-linux)" >&2; exit 1; }
 cores=$(nproc)
+per_rank=${CORES_PER_RANK:-1}
 mpirun_args=(--bind-to core)
+[ "$per_rank" = 1 ] || mpirun_args+=(--map-by "slot:PE=$per_rank")
 if [ "$(id -u)" = 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
@@ -33,13 +39,17 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(train --model="$model" --batch="$batch" --threads=1 --max-iters="$iters" --noevaluate)
+# shellcheck disable=SC2206  # word splitting of the extra flags is intended
+[ -n "${TRAIN_FLAGS:-}" ] && common+=(${TRAIN_FLAGS})
 field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
 best() { python3 -c "import sys; print(max(float(x) for x in sys.stdin.read().split()))" <"$1"; }
+
+cores_of() { echo "$(($1 * per_rank))-$((($1 + 1) * per_rank - 1))"; }  # run K's cores
 
 ceiling() {  # N: appends the summed images/s of N pinned independent runs to $work/ceiling_N
   local n=$1 pids=() total=0
   for k in $(seq 0 $((n - 1))); do
-    taskset -c "$k" "$purine" "${common[@]}" --summary="$work/alone_$k.json" \
+    taskset -c "$(cores_of "$k")" "$purine" "${common[@]}" --summary="$work/alone_$k.json" \
       >"$work/alone_$k.log" 2>&1 &
     pids+=($!)
   done
@@ -50,24 +60,26 @@ ceiling() {  # N: appends the summed images/s of N pinned independent runs to $w
   echo "$total" >>"$work/ceiling_$n"
 }
 
-layout() {  # N REDUCE: appends the images/s of N data-parallel ranks to $work/R_N
+layout() {  # N REDUCE [FLAGS...]: appends the images/s of N data-parallel ranks to $work/R_N
   local n=$1 reduce=$2
+  shift 2
   if [ "$n" = 1 ]; then
-    taskset -c 0 "$purine" "${common[@]}" --summary="$work/dp.json" >"$work/dp.log" 2>&1
+    taskset -c "$(cores_of 0)" "$purine" "${common[@]}" --summary="$work/dp.json" "$@" \
+      >"$work/dp.log" 2>&1
   else
     mpirun "${mpirun_args[@]}" -np "$n" "$purine" "${common[@]}" --parallel=data \
-      --reduce="$reduce" --summary="$work/dp.json" >"$work/dp.log" 2>&1
+      --reduce="$reduce" --summary="$work/dp.json" "$@" >"$work/dp.log" 2>&1
   fi || { cat "$work/dp.log" >&2; echo "error: $n ranks, $reduce failed" >&2; exit 1; }
   field images_per_sec "$work/dp.json" >>"$work/${reduce}_$n"
 }
 
-echo "model $model, batch $batch per rank, 1 thread per rank, $iters iterations, best of" \
-  "$rounds; $cores cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "model $model, batch $batch per rank, 1 thread and $per_rank core(s) per rank, $iters" \
+  "iterations, best of $rounds; $cores cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%5s %10s" ranks ceiling
 for r in $reduces; do printf " %10s %7s" "$r" "share"; done
 echo
 for n in $ranks_list; do
-  if [ "$n" -gt "$cores" ]; then
+  if [ $((n * per_rank)) -gt "$cores" ]; then
     echo "$n ranks: skipped ($cores cores here)"
     continue
   fi
@@ -84,3 +96,14 @@ for n in $ranks_list; do
   echo
 done
 echo "(images/s, global; share = layout / ceiling; target: ring at least 90% at 8 ranks)"
+if [ -n "${TRACE_DIR:-}" ]; then
+  mkdir -p "$TRACE_DIR"
+  for n in $ranks_list; do
+    [ "$n" -gt 1 ] && [ $((n * per_rank)) -le "$cores" ] || continue
+    for r in $reduces; do
+      layout "$n" "$r" --trace="$TRACE_DIR/$r-$n.json"
+      echo "traced: $n ranks, --reduce=$r, $(tail -1 "$work/${r}_$n") img/s"
+      python3 tools/bench/exposed_comm.py "$TRACE_DIR/$r-$n.json".rank* --skip=5
+    done
+  done
+fi

@@ -43,6 +43,7 @@ done | sort -u | while read -r name path; do
 done
 cp -r /usr/share/datasets/fashion-mnist "$out/share/fashion-mnist"
 cp tools/bench/*.sh tools/bench/*.py "$out/tools/bench/"
+cp -r tools/sim "$out/tools/"
 cp tools/gpu/run_bundle.sh "$out/run.sh"
 git rev-parse --short HEAD >"$out/VERSION" 2>/dev/null || echo unknown >"$out/VERSION"
 

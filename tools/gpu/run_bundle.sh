@@ -4,9 +4,12 @@
 # cuDNN (and NCCL), found in the nvidia-* Python wheels of its python3 or under
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
-# Usage: run.sh [tests|bench|all|quick|exec COMMAND...]   (default all; quick fits a short lease, about 3.5
-# minutes on an H200: the GPU tests with a time limit each, one round of the GPU benchmark of 30
-# iterations, GoogLeNet's cuDNN choices, --math=exact and --nodeterministic; KEEP=folder keeps its traces and log).
+# Usage: run.sh [tests|bench|all|quick|scale|exec COMMAND...]   (default all; quick fits a short lease,
+# about 4 minutes on an H200: the GPU tests with a time limit each, one round of the GPU benchmark
+# of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic and --nofuse;
+# KEEP=folder keeps its traces and log. scale, about 3.5 minutes on 16 cores: the CPU-rank
+# benchmarks of bench, shortened: allreduce on 2, 4 and 8 ranks, weak scaling over 1 to 8 ranks
+# against the machine's ceiling, and purine simulate against 4 and 8 real ranks).
 # Needs root only to make the data set visible at /usr/share/datasets/fashion-mnist, where the
 # tests look for it.
 set -uo pipefail
@@ -81,6 +84,7 @@ if [ "$what" = quick ]; then
   GLOG_v=1 GLOG_logtostderr=1 timeout 90 purine train --model=googlenet --device=0 \
     --data=synthetic:3x224x224:1000 --batch=128 --max-iters=2 --noevaluate >/dev/null 2>"$log"
   python3 "$here/tools/bench/conv_choices.py" "$log" || status=1
+  echo "fused convolutions cuDNN refused (run as three calls): $(grep -c 'does not support the fused' "$log")"
   # --nofuse: conv + bias + relu as three ops, against the fused default of the run above.
   for flags in --math=exact --nodeterministic --nofuse; do
     timeout 90 purine train --model=googlenet --device=0 --data=synthetic:3x224x224:1000 \
@@ -91,12 +95,22 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   step "GPU training: Purine against PyTorch on this GPU"
   PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/gpu_vs_pytorch.sh" || status=1
+fi
+if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = scale ]; then
+  # scale: fewer repetitions, iterations and rounds than bench.
+  if [ "$what" = scale ]; then reps=11 iters=60 rounds=1; else reps=15 iters=80 rounds=2; fi
+  export PURINE_BIN="$here/bin/purine" PURINE_BENCH="$here/bin/bench_allreduce"
   step "allreduce: ring against MPI_Allreduce, 2 to 8 ranks"
-  PURINE_BENCH="$here/bin/bench_allreduce" bash "$here/tools/bench/allreduce.sh" 67108864 15 \
+  bash "$here/tools/bench/allreduce.sh" 67108864 $reps \
     "2 4 8" || status=1
-  step "data-parallel scaling of purine train (CPU ranks)"
-  PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/data_parallel.sh" || status=1
+  if [ "$what" != scale ]; then
+    step "data-parallel scaling of purine train (CPU ranks)"
+    bash "$here/tools/bench/data_parallel.sh" || status=1
+  fi
   step "weak scaling over 1 to 8 CPU ranks against this machine's ceiling"
-  PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/weak_scaling.sh" || status=1
+  bash "$here/tools/bench/weak_scaling.sh" "1 2 4 8" $iters $rounds || status=1
+  step "purine simulate against 4 and 8 real ranks (issue 24, check (b))"
+  PURINE_MPIRUN_ARGS="--bind-to core" bash "$here/tools/bench/simulate_vs_real.sh" $iters \
+    $rounds convnet 1 "ring mpi" tools/sim/clusters/host_16_cores.pbtxt "4 8" || status=1
 fi
 exit $status
