@@ -1,5 +1,6 @@
 #include "graphs/allreduce.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "base/error.hpp"
@@ -29,36 +30,127 @@ std::vector<int64_t> ring_chunk_sizes(int64_t count, int n) {
 
 }  // namespace
 
-RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vector<Blob*>& parts) {
-  check_parts(name, parts);
+int64_t ring_segment_bytes(int ranks) {
+  return ranks >= kRingSegmentMinRanks ? kRingSegmentBytes : 0;
+}
+
+namespace {
+
+// A chunk's segments: at most `segment_bytes` each (0: one), as even as can be.
+std::vector<int64_t> segment_sizes(int64_t elements, int64_t segment_bytes) {
+  const int64_t bytes = elements * static_cast<int64_t>(sizeof(float));
+  const int64_t pieces =
+      segment_bytes > 0 ? std::max<int64_t>(1, (bytes + segment_bytes - 1) / segment_bytes) : 1;
+  std::vector<int64_t> sizes;
+  for (int64_t k = 0; k < pieces; ++k)
+    sizes.push_back(elements / pieces + (k < elements % pieces ? 1 : 0));
+  return sizes;
+}
+
+// `chunk` (flat) as views of its segments, built at the current placement.
+std::vector<Blob*> split_segments(Graph& g, const std::string& name, Blob* chunk,
+                                  const std::vector<int64_t>& sizes) {
+  if (sizes.size() == 1) return {chunk};
+  return g.apply(name + "_split", "split", Attrs().set("axis", 0).set("sizes", sizes), {chunk});
+}
+
+// Segments (or chunks) joined into one flat blob, built at the current placement.
+Blob* joined(Graph& g, const std::string& name, const std::vector<Blob*>& pieces) {
+  if (pieces.size() == 1) return pieces[0];
+  return g.apply(name + "_concat", "concat", Attrs().set("axis", 0), pieces)[0];
+}
+
+// "<what><s>_c<c>", and "_k<k>" for the segments of a chunk in several.
+std::string step_name(const char* what, int s, int c, size_t k, size_t segments) {
+  std::string name = what + std::to_string(s) + "_c" + std::to_string(c);
+  return segments > 1 ? name + "_k" + std::to_string(k) : name;
+}
+
+// The reduce-scatter: fills `shards` and returns, per rank, the segments of the chunk it owns
+// (empty where that chunk is).
+std::vector<std::vector<Blob*>> reduce_scatter(Graph& g, const std::vector<Blob*>& parts,
+                                               int64_t segment_bytes, RingShards& shards) {
   const int n = static_cast<int>(parts.size());
-  Graph::Scope scope(g, name);
-  RingShards shards;
   shards.shape = parts[0]->shape();
-  const int64_t count = shards.shape.count();
   for (Blob* b : parts) shards.locations.push_back(b->location());
-  shards.sizes = ring_chunk_sizes(count, n);
+  shards.sizes = ring_chunk_sizes(shards.shape.count(), n);
+  if (segment_bytes < 0) segment_bytes = ring_segment_bytes(n);
+  for (int64_t size : shards.sizes) shards.segments.push_back(segment_sizes(size, segment_bytes));
   auto at = [&](int r) { return parts[r]->location(); };
-  // acc[r][c]: rank r's running sum of chunk c.
-  std::vector<std::vector<Blob*>> acc(n, std::vector<Blob*>(n, nullptr));
+  // acc[r][c][k]: rank r's running sum of segment k of chunk c.
+  std::vector<std::vector<std::vector<Blob*>>> acc(n, std::vector<std::vector<Blob*>>(n));
   for (int r = 0; r < n; ++r) {
     Graph::Placement placement(g, at(r), Graph::kCommThread);
-    const std::vector<Blob*> chunks = flat_chunks(g, "r" + std::to_string(r), parts[r], shards);
-    for (int c = 0; c < n; ++c) acc[r][c] = chunks[c];
+    const std::string local = "r" + std::to_string(r);
+    const std::vector<Blob*> chunks = flat_chunks(g, local, parts[r], shards);
+    for (int c = 0; c < n; ++c)
+      if (chunks[c])
+        acc[r][c] =
+            split_segments(g, local + "_c" + std::to_string(c), chunks[c], shards.segments[c]);
   }
-  // At step s rank r passes its sum of chunk r-s to rank r+1, which adds its own. Afterwards
-  // rank r holds the whole sum of chunk r+1.
+  // At step s rank r passes its sum of chunk r-s to rank r+1, which adds its own, segment by
+  // segment. Afterwards rank r holds the whole sum of chunk r+1.
   for (int s = 0; s + 1 < n; ++s) {
     for (int r = 0; r < n; ++r) {
       const int c = ((r - s) % n + n) % n, next = (r + 1) % n;
-      if (shards.sizes[c] == 0) continue;
       Graph::Placement placement(g, at(next), Graph::kCommThread);
-      Blob* incoming = g.copy_to(acc[r][c], at(next), Graph::kCommThread);
-      acc[next][c] = g.apply("rs" + std::to_string(s) + "_c" + std::to_string(c), "sum", {},
-                             {acc[next][c], incoming})[0];
+      const size_t segments = acc[r][c].size();
+      for (size_t k = 0; k < segments; ++k) {
+        Blob* incoming = g.copy_to(acc[r][c][k], at(next), Graph::kCommThread);
+        acc[next][c][k] =
+            g.apply(step_name("rs", s, c, k, segments), "sum", {}, {acc[next][c][k], incoming})[0];
+      }
     }
   }
-  for (int r = 0; r < n; ++r) shards.owned.push_back(acc[r][shards.chunk_of(r)]);
+  std::vector<std::vector<Blob*>> owned;
+  for (int r = 0; r < n; ++r) owned.push_back(acc[r][shards.chunk_of(r)]);
+  return owned;
+}
+
+// The all-gather of `owned` (per rank, the segments of its chunk): the whole at every location.
+std::vector<Blob*> all_gather(Graph& g, const RingShards& shards,
+                              const std::vector<std::vector<Blob*>>& owned) {
+  const int n = static_cast<int>(shards.locations.size());
+  // Each chunk travels once around the ring from its owner, segment by segment.
+  std::vector<std::vector<std::vector<Blob*>>> whole(n, std::vector<std::vector<Blob*>>(n));
+  for (int owner = 0; owner < n; ++owner) {
+    const int c = shards.chunk_of(owner);
+    whole[owner][c] = owned[owner];
+    for (int hop = 1, holder = owner; hop < n; ++hop) {
+      const int next = (holder + 1) % n;
+      for (Blob* segment : whole[holder][c])
+        whole[next][c].push_back(g.copy_to(segment, shards.locations[next], Graph::kCommThread));
+      holder = next;
+    }
+  }
+  std::vector<Blob*> results;
+  for (int r = 0; r < n; ++r) {
+    Graph::Placement placement(g, shards.locations[r], Graph::kCommThread);
+    const std::string local = "r" + std::to_string(r);
+    std::vector<Blob*> pieces;
+    for (int c = 0; c < n; ++c) pieces.insert(pieces.end(), whole[r][c].begin(), whole[r][c].end());
+    results.push_back(g.apply(local + "_sum", "reshape", Attrs().set("shape", shards.shape.dims()),
+                              {joined(g, local, pieces)})[0]);
+  }
+  return results;
+}
+
+}  // namespace
+
+RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vector<Blob*>& parts,
+                               int64_t segment_bytes) {
+  check_parts(name, parts);
+  Graph::Scope scope(g, name);
+  RingShards shards;
+  const std::vector<std::vector<Blob*>> owned = reduce_scatter(g, parts, segment_bytes, shards);
+  for (size_t r = 0; r < owned.size(); ++r) {
+    if (owned[r].empty()) {
+      shards.owned.push_back(nullptr);
+      continue;
+    }
+    Graph::Placement placement(g, parts[r]->location(), Graph::kCommThread);
+    shards.owned.push_back(joined(g, "own" + std::to_string(r), owned[r]));
+  }
   return shards;
 }
 
@@ -89,32 +181,14 @@ std::vector<Blob*> ring_all_gather(Graph& g, const std::string& name, const Ring
   require(static_cast<int>(owned.size()) == n, name, ": ", owned.size(), " chunks for ", n,
           " ranks");
   Graph::Scope scope(g, name);
-  // Each whole chunk travels once around the ring from its owner.
-  std::vector<std::vector<Blob*>> whole(n, std::vector<Blob*>(n, nullptr));
-  for (int owner = 0; owner < n; ++owner) {
-    const int c = shards.chunk_of(owner);
-    if (shards.sizes[c] == 0) continue;
-    whole[owner][c] = owned[owner];
-    for (int hop = 1, holder = owner; hop < n; ++hop) {
-      const int next = (holder + 1) % n;
-      whole[next][c] = g.copy_to(whole[holder][c], shards.locations[next], Graph::kCommThread);
-      holder = next;
-    }
-  }
-  std::vector<Blob*> results;
+  std::vector<std::vector<Blob*>> segments(n);
   for (int r = 0; r < n; ++r) {
+    const int c = shards.chunk_of(r);
+    if (shards.sizes[c] == 0) continue;
     Graph::Placement placement(g, shards.locations[r], Graph::kCommThread);
-    const std::string local = "r" + std::to_string(r);
-    std::vector<Blob*> chunks;
-    for (int c = 0; c < n; ++c)
-      if (shards.sizes[c] > 0) chunks.push_back(whole[r][c]);
-    Blob* flat = chunks[0];
-    if (chunks.size() > 1)
-      flat = g.apply(local + "_concat", "concat", Attrs().set("axis", 0), chunks)[0];
-    results.push_back(
-        g.apply(local + "_sum", "reshape", Attrs().set("shape", shards.shape.dims()), {flat})[0]);
+    segments[r] = split_segments(g, "own" + std::to_string(r), owned[r], shards.segments[c]);
   }
-  return results;
+  return all_gather(g, shards, segments);
 }
 
 std::vector<Blob*> exchange_allreduce(Graph& g, const std::string& name,
@@ -165,14 +239,17 @@ std::vector<Blob*> exchange_allreduce(Graph& g, const std::string& name,
 }
 
 std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
-                                  const std::vector<Blob*>& parts, int64_t exchange_max_bytes) {
+                                  const std::vector<Blob*>& parts, int64_t exchange_max_bytes,
+                                  int64_t segment_bytes) {
   check_parts(name, parts);
   if (parts.size() == 1) return parts;
   const int64_t received = static_cast<int64_t>(parts.size() - 1) * parts[0]->shape().count() *
                            static_cast<int64_t>(sizeof(float));
   if (received <= exchange_max_bytes) return exchange_allreduce(g, name, parts);
-  const RingShards shards = ring_reduce_scatter(g, name, parts);
-  return ring_all_gather(g, name, shards, shards.owned);
+  Graph::Scope scope(g, name);
+  RingShards shards;
+  // The owners' segments go on around the ring as they are, never joined.
+  return all_gather(g, shards, reduce_scatter(g, parts, segment_bytes, shards));
 }
 
 namespace {

@@ -5,7 +5,10 @@
 // run on each location's Graph::kCommThread, so that reductions overlap the backward pass.
 //   ring_allreduce:  reduce-scatter then all-gather around the ring of parts; each rank sends
 //                    2(N-1)/N of the data. Returns the sum at every part's location. Small
-//                    buffers go by exchange_allreduce instead (see kExchangeMaxBytes).
+//                    buffers go by exchange_allreduce instead (see kExchangeMaxBytes). A large
+//                    chunk travels in segments (see kRingSegmentBytes), each with its own
+//                    copies and sums in the chunk's order, so segments pipeline and the sums
+//                    keep their bits.
 //   exchange_allreduce: every part sent whole to every other location in one step, then summed
 //                    where it arrived: one message latency instead of the ring's 2(N-1), at
 //                    (N-1) times the data per rank. Each chunk is summed in the ring's order,
@@ -41,24 +44,39 @@ enum class Reduction { kRing, kParameterServer, kMpi, kNccl };
 // exchange's (N-1)x traffic at more ranks, which were not measured on real cores.
 constexpr int64_t kExchangeMaxBytes = int64_t{256} << 10;
 
-// `exchange_max_bytes`: 0 always takes the ring; tests and the benchmark pass other values.
+// The ring sends a chunk larger than this in segments of at most this size, from 4 ranks on
+// (ring_segment_bytes). On the 16-core GPU host (Open MPI shared memory, 2026-11-26,
+// bench_allreduce --variants, median of 7), the ring cut into 256 KB segments against the ring
+// of whole chunks, at 16 / 4 / 1 MB: 8 ranks 15.6 / 4.2 / 1.1 ms against 25.5 / 4.6 / 1.3
+// (MPI_Allreduce 15.2 / 3.0 / 0.76); 4 ranks 10.8 / 2.6 / 0.80 against 13.5 / 3.2 / 0.94. At 2
+// ranks (one step per half, nothing to pipeline) it was 20% slower on the 2-core build machine; 3
+// was not measured.
+constexpr int64_t kRingSegmentBytes = int64_t{256} << 10;
+constexpr int kRingSegmentMinRanks = 4;
+// The segment size the ring uses over `ranks` locations (0: whole chunks).
+int64_t ring_segment_bytes(int ranks);
+
+// `exchange_max_bytes`: 0 always takes the ring; `segment_bytes`: -1 is ring_segment_bytes(N),
+// 0 sends whole chunks; tests and the benchmark pass other values.
 std::vector<Blob*> ring_allreduce(Graph& graph, const std::string& name,
                                   const std::vector<Blob*>& parts,
-                                  int64_t exchange_max_bytes = kExchangeMaxBytes);
+                                  int64_t exchange_max_bytes = kExchangeMaxBytes,
+                                  int64_t segment_bytes = -1);
 std::vector<Blob*> exchange_allreduce(Graph& graph, const std::string& name,
                                       const std::vector<Blob*>& parts);
 
 // The reduce-scatter's result: every part's elements cut into N chunks of consecutive elements
 // (the first count % N one longer; empty when count < N), chunk (r + 1) % N summed on rank r.
 struct RingShards {
-  Shape shape;                      // of the parts
-  std::vector<Location> locations;  // of the parts, in ring order
-  std::vector<int64_t> sizes;       // elements of chunk c
-  std::vector<Blob*> owned;         // owned[r]: the sum of chunk_of(r) at locations[r], or null
+  Shape shape;                                 // of the parts
+  std::vector<Location> locations;             // of the parts, in ring order
+  std::vector<int64_t> sizes;                  // elements of chunk c
+  std::vector<std::vector<int64_t>> segments;  // elements of each segment of chunk c, in order
+  std::vector<Blob*> owned;  // owned[r]: the sum of chunk_of(r) at locations[r], or null
   int chunk_of(int rank) const { return (rank + 1) % static_cast<int>(sizes.size()); }
 };
 RingShards ring_reduce_scatter(Graph& graph, const std::string& name,
-                               const std::vector<Blob*>& parts);
+                               const std::vector<Blob*>& parts, int64_t segment_bytes = -1);
 // `owned[r]` (at locations[r], shaped like chunk chunk_of(r)) sent around the ring; returns
 // the whole, shaped like the parts, at every location.
 std::vector<Blob*> ring_all_gather(Graph& graph, const std::string& name, const RingShards& shards,

@@ -24,7 +24,7 @@ namespace {
 
 // kRing: ring_allreduce as data_parallel calls it (the exchange below its threshold);
 // kRingOnly and kExchange force one algorithm at every size.
-enum class Kind { kRing, kRingOnly, kExchange, kParameterServer, kMpi };
+enum class Kind { kRing, kRingOnly, kRingSegmented, kExchange, kParameterServer, kMpi };
 
 const char* kind_name(Kind kind) {
   switch (kind) {
@@ -32,6 +32,8 @@ const char* kind_name(Kind kind) {
       return "ring";
     case Kind::kRingOnly:
       return "ringonly";
+    case Kind::kRingSegmented:
+      return "ringsegments";
     case Kind::kExchange:
       return "exchange";
     case Kind::kParameterServer:
@@ -59,7 +61,9 @@ std::vector<Blob*> add_reduction(Graph& g, Kind kind, const std::string& name,
     case Kind::kRing:
       return ring_allreduce(g, name, parts);
     case Kind::kRingOnly:
-      return ring_allreduce(g, name, parts, 0);
+      return ring_allreduce(g, name, parts, 0, 0);
+    case Kind::kRingSegmented:  // segments of 1000 bytes: uneven, several per chunk
+      return ring_allreduce(g, name, parts, 0, 1000);
     case Kind::kExchange:
       return exchange_allreduce(g, name, parts);
     case Kind::kMpi:
@@ -173,11 +177,15 @@ TEST_CASE("ring allreduce without the small-buffer exchange equals MPI_Allreduce
   check_kind(Kind::kRingOnly);
 }
 
+TEST_CASE("segmented ring allreduce equals MPI_Allreduce", "[mpi][allreduce]") {
+  check_kind(Kind::kRingSegmented);
+}
+
 TEST_CASE("exchange allreduce equals MPI_Allreduce", "[mpi][allreduce]") {
   check_kind(Kind::kExchange);
 }
 
-TEST_CASE("exchange allreduce gives the ring's bits on either side of the threshold",
+TEST_CASE("exchange and segments give the ring's bits on either side of the threshold",
           "[mpi][allreduce]") {
   // Sizes below the ranks, odd sizes, one below kExchangeMaxBytes and one above it (at every
   // world size), so that the default path takes the exchange for some and the ring for others.
@@ -188,15 +196,17 @@ TEST_CASE("exchange allreduce gives the ring's bits on either side of the thresh
     const std::vector<float> input = real_input(shape.count());
     const std::vector<float> expected = mpi_sum(input);
     std::vector<Outcome> outs;
-    for (Kind kind : {Kind::kRingOnly, Kind::kExchange, Kind::kRing}) {
+    for (Kind kind : {Kind::kRingOnly, Kind::kExchange, Kind::kRing, Kind::kRingSegmented}) {
       outs.push_back(run_reduction("threshold", kind, shape, input));
       outs.back().first.resize(shape.count());  // keeps the gather collective after a failure
     }
     const std::vector<std::vector<float>> everyone = allgather(outs[1].first);
     for (const Outcome& out : outs) CHECK(out.error == "");
-    REQUIRE(all_ranks(outs[0].error.empty() && outs[1].error.empty() && outs[2].error.empty()));
+    REQUIRE(all_ranks(outs[0].error.empty() && outs[1].error.empty() && outs[2].error.empty() &&
+                      outs[3].error.empty()));
     CHECK(mismatch(outs[1].first, outs[0].first) == "");  // the exchange has the ring's bits
     CHECK(mismatch(outs[2].first, outs[0].first) == "");
+    CHECK(mismatch(outs[3].first, outs[0].first) == "");  // and so have segments
     for (const Outcome& out : outs) {
       CHECK(mismatch(out.second, out.first) == "");  // reruns repeat bit for bit
       CHECK(mismatch(out.third, out.first) != "");   // and see the new input

@@ -18,8 +18,10 @@
 // --variants (default on) adds four columns that locate the ring's overhead:
 //   graph-mpi:  a Runnable over one "mpi_allreduce" op (MPI_Iallreduce polled by the MPI
 //               executor): MPI's own reduction plus the cost of running a graph;
-//   ring-pipe:  the ring graph with every chunk cut into segments of --segment_bytes, each with
-//               its own copy and sum ops, so transfers and sums of different segments may overlap;
+//   ring-pipe:  ring_allreduce with every chunk cut into segments of --segment_bytes at any
+//               number of ranks (the ring column: from graphs/allreduce.hpp's
+//               kRingSegmentMinRanks on), each with its own copy and sum ops, so transfers and
+//               sums of different segments overlap; --segment_bytes=0: whole chunks;
 //   mpi-ring:   the same ring (same chunks, same order) hand-written with MPI_Sendrecv and a sum
 //               loop, no graph: what the algorithm itself reaches on this machine;
 //   mpi-ring-g: that hand-written ring in the graph's pattern (every receive posted at the start
@@ -66,7 +68,7 @@ DEFINE_int32(burst, 4,
              "time is their mean");
 DEFINE_int32(warmup, 3, "untimed repetitions per size and method first");
 DEFINE_bool(variants, true, "also time graph-mpi, ring-pipe and mpi-ring (see the header)");
-DEFINE_int64(segment_bytes, 256 << 10, "ring-pipe: largest segment in bytes");
+DEFINE_int64(segment_bytes, 256 << 10, "ring-pipe: largest segment in bytes (0: whole chunks)");
 DEFINE_int64(timeline_bytes, 0,
              "print every rank's task start/end times in one ring run of this size (0: none)");
 DEFINE_bool(timeline_pipe, false, "--timeline_bytes: trace ring-pipe instead of ring");
@@ -163,19 +165,22 @@ class GraphMethod : public Method {
   std::unique_ptr<purine::Runnable> runnable_;
 };
 
-// The product: ring_allreduce over one blob of `count` floats per rank.
-std::unique_ptr<GraphMethod> make_ring(int64_t count, int ranks, int rank) {
+// The product: ring_allreduce over one blob of `count` floats per rank; `segment_bytes` as
+// ring_allreduce takes it (-1: its default for this many ranks).
+std::unique_ptr<GraphMethod> make_ring(int64_t count, int ranks, int rank,
+                                       int64_t segment_bytes = -1, const char* name = "ring") {
   auto g = std::make_unique<Graph>("bench");
   std::vector<Blob*> parts;
   for (int r = 0; r < ranks; ++r) {
     Graph::Placement placement(*g, Location::cpu(r), Graph::kCommThread);
     parts.push_back(g->add_blob("grad" + std::to_string(r), {count}));
   }
-  std::vector<Blob*> sums = purine::ring_allreduce(*g, "ring", parts, FLAGS_exchange_max_bytes);
+  std::vector<Blob*> sums =
+      purine::ring_allreduce(*g, name, parts, FLAGS_exchange_max_bytes, segment_bytes);
   Blob* in = parts[rank];
   Blob* out = sums[rank];
   return std::make_unique<GraphMethod>(std::move(g), std::vector<Blob*>{in},
-                                       std::vector<Blob*>{out}, "ring", count);
+                                       std::vector<Blob*>{out}, name, count);
 }
 
 // One "mpi_allreduce" op per rank, run as a graph.
@@ -189,67 +194,6 @@ std::unique_ptr<GraphMethod> make_graph_mpi(int64_t count, int ranks, int rank) 
   std::vector<Blob*> sums = purine::mpi_allreduce(*g, "allreduce", parts);
   return std::make_unique<GraphMethod>(std::move(g), std::vector<Blob*>{parts[rank]},
                                        std::vector<Blob*>{sums[rank]}, "graph-mpi", count);
-}
-
-// ring_allreduce's reduce-scatter and all-gather (same chunks, steps and order) with every
-// chunk cut into segments of at most `segment_bytes`, each with its own copies and sums, so that
-// segment k is summed while segment k+1 is on the wire and no single transfer occupies the MPI
-// executor for long. Inputs are given as segment blobs (what views of one blob would be).
-std::unique_ptr<GraphMethod> make_ring_pipe(int64_t count, int ranks, int rank,
-                                            int64_t segment_bytes) {
-  auto g = std::make_unique<Graph>("bench");
-  const std::vector<int64_t> sizes = chunk_sizes(count, ranks);
-  const int n = ranks;
-  auto at = [](int r) { return Location::cpu(r); };
-  auto id = [](const char* what, int a, const char* what2, int b) {
-    return what + std::to_string(a) + what2 + std::to_string(b);
-  };
-  // seg[c]: the segment sizes of chunk c; acc[r][c][k]: rank r's running sum of segment k.
-  std::vector<std::vector<int64_t>> seg(n);
-  for (int c = 0; c < n; ++c) {
-    const int64_t pieces = std::max<int64_t>(
-        1, (sizes[c] * 4 + segment_bytes - 1) / std::max<int64_t>(segment_bytes, 4));
-    for (int64_t k = 0; k < pieces; ++k)
-      seg[c].push_back(sizes[c] / pieces + (k < sizes[c] % pieces ? 1 : 0));
-  }
-  using Segments = std::vector<std::vector<Blob*>>;
-  std::vector<Segments> acc(n, Segments(n));
-  for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(*g, at(r), Graph::kCommThread);
-    for (int c = 0; c < n; ++c)
-      for (size_t k = 0; k < seg[c].size(); ++k)
-        acc[r][c].push_back(
-            g->add_blob(id("grad", r, "_c", c) + "_k" + std::to_string(k), {seg[c][k]}));
-  }
-  std::vector<Blob*> inputs;
-  for (int c = 0; c < n; ++c) inputs.insert(inputs.end(), acc[rank][c].begin(), acc[rank][c].end());
-  Graph::Scope scope(*g, "pipe");
-  for (int s = 0; s + 1 < n; ++s) {
-    for (int r = 0; r < n; ++r) {
-      const int c = ((r - s) % n + n) % n, next = (r + 1) % n;
-      Graph::Placement placement(*g, at(next), Graph::kCommThread);
-      for (size_t k = 0; k < seg[c].size(); ++k) {
-        Blob* incoming = g->copy_to(acc[r][c][k], at(next), Graph::kCommThread);
-        acc[next][c][k] = g->apply(id("rs", s, "_c", c) + "_k" + std::to_string(k), "sum", {},
-                                   {acc[next][c][k], incoming})[0];
-      }
-    }
-  }
-  std::vector<Segments> whole(n, Segments(n));
-  for (int c = 0; c < n; ++c) {
-    int holder = ((c - 1) % n + n) % n;
-    whole[holder][c] = acc[holder][c];
-    for (int hop = 1; hop < n; ++hop) {
-      const int next = (holder + 1) % n;
-      for (Blob* b : whole[holder][c])
-        whole[next][c].push_back(g->copy_to(b, at(next), Graph::kCommThread));
-      holder = next;
-    }
-  }
-  std::vector<Blob*> results;
-  for (int c = 0; c < n; ++c)
-    results.insert(results.end(), whole[rank][c].begin(), whole[rank][c].end());
-  return std::make_unique<GraphMethod>(std::move(g), inputs, results, "ring-pipe", count);
 }
 
 // MPI_Allreduce on the ring graph's own input and output tensors.
@@ -540,7 +484,7 @@ int run(int argc, char** argv) {
     std::unique_ptr<GraphLikeRing> graph_like;
     if (FLAGS_variants) {
       graph_mpi = make_graph_mpi(count, ranks, rank);
-      pipe = make_ring_pipe(count, ranks, rank, FLAGS_segment_bytes);
+      pipe = make_ring(count, ranks, rank, FLAGS_segment_bytes, "ring-pipe");
       hand = std::make_unique<HandRing>(count);
       methods.push_back({"graph-mpi", graph_mpi.get()});
       methods.push_back({"ring-pipe", pipe.get()});

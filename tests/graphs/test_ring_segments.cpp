@@ -1,0 +1,149 @@
+// The ring allreduce in segments (graphs/allreduce.hpp, kRingSegmentBytes): each segment of a
+// chunk is summed in the chunk's order, so results and training are bit for bit those of whole
+// chunks. Locations of one process stand in for ranks (the MPI case: tests/mpi/test_allreduce.cpp).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "graphs/allreduce.hpp"
+#include "graphs/data_parallel.hpp"
+#include "graphs/initialize.hpp"
+#include "graphs/layers.hpp"
+#include "purine/dsl.hpp"
+#include "purine/runnable.hpp"
+
+using namespace purine;
+
+namespace {
+
+std::vector<Location> locations(int n) {
+  std::vector<Location> at;
+  for (int d = 0; d < n; ++d) at.push_back(Location::cpu(0, d));
+  return at;
+}
+
+std::vector<float> values_of(const Tensor& t) { return {t.data(), t.data() + t.shape().count()}; }
+
+int ops_of_type(const Graph& g, const std::string& type) {
+  int count = 0;
+  for (const auto& op : g.ops()) count += op->type() == type;
+  return count;
+}
+
+struct RingRun {
+  std::vector<std::vector<float>> sums;  // per location
+  int sum_ops = 0;
+};
+
+// ring_allreduce (never the exchange) of `count` floats over `n` locations, whose inputs no two
+// summation orders agree on, in segments of `segment_bytes`.
+RingRun ring_sums(int n, int64_t count, int64_t segment_bytes) {
+  Graph g("ring");
+  std::vector<Blob*> parts;
+  for (int r = 0; r < n; ++r) {
+    Graph::Placement placement(g, locations(n)[r]);
+    parts.push_back(g.add_blob("in" + std::to_string(r), {count}));
+    float* x = parts.back()->tensor().mutable_data();
+    for (int64_t i = 0; i < count; ++i)
+      x[i] = static_cast<float>(std::sin(0.37 * i + 1.3 * r) * 1000.0 / 3.0);
+  }
+  const std::vector<Blob*> sums = ring_allreduce(g, "grad", parts, 0, segment_bytes);
+  Runnable run(g);
+  run.run();
+  RingRun out;
+  for (Blob* s : sums) out.sums.push_back(values_of(s->tensor()));
+  out.sum_ops = ops_of_type(g, "sum");
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the ring cuts chunks into segments from kRingSegmentMinRanks ranks on", "[allreduce]") {
+  CHECK(ring_segment_bytes(2) == 0);
+  CHECK(ring_segment_bytes(kRingSegmentMinRanks - 1) == 0);
+  CHECK(ring_segment_bytes(kRingSegmentMinRanks) == kRingSegmentBytes);
+  CHECK(ring_segment_bytes(8) == kRingSegmentBytes);
+}
+
+TEST_CASE("a segmented ring sums bit for bit as the ring of whole chunks", "[allreduce]") {
+  for (int n : {2, 3, 5}) {
+    for (int64_t count : {int64_t{7}, int64_t{1001}, int64_t{4099}}) {
+      INFO(n << " locations, " << count << " floats");
+      const RingRun whole = ring_sums(n, count, 0);
+      // 64 B: segments of 16 floats, the last ones shorter; 1000 B: uneven; -1: the default.
+      for (int64_t segment_bytes : {int64_t{64}, int64_t{1000}, int64_t{-1}}) {
+        INFO("segments of " << segment_bytes << " bytes");
+        const RingRun cut = ring_sums(n, count, segment_bytes);
+        for (int r = 0; r < n; ++r) REQUIRE(cut.sums[r] == whole.sums[r]);
+        // Every segment has its own sums: (n - 1) per segment of each chunk.
+        if (segment_bytes == 64 && count / n > 16) CHECK(cut.sum_ops > whole.sum_ops);
+      }
+      // And the ring sums right: every location holds the same, near the exact sum.
+      for (int64_t i = 0; i < count; ++i) {
+        double exact = 0;
+        for (int r = 0; r < n; ++r)
+          exact += static_cast<float>(std::sin(0.37 * i + 1.3 * r) * 1000.0 / 3.0);
+        REQUIRE(std::abs(whole.sums[0][i] - exact) <= 1e-4 * (1 + std::abs(exact)));
+        for (int r = 1; r < n; ++r) REQUIRE(whole.sums[r][i] == whole.sums[0][i]);
+      }
+    }
+  }
+}
+
+namespace {
+
+// Weights of every replica after `steps` SGD steps of data parallelism over 4 locations, every
+// gradient reduced alone (each reduce-scattered, updated by chunk, all-gathered).
+std::vector<std::vector<float>> trained_weights(int64_t segment_bytes, int steps = 3) {
+  constexpr int kReplicas = 4;
+  Graph g("dp");
+  std::vector<Blob*> images(kReplicas), labels(kReplicas);
+  DataParallelOptions options;
+  options.bucket_bytes = 0;
+  options.ring_segment_bytes = segment_bytes;
+  DataParallelGraph dp = build_data_parallel(
+      g, locations(kReplicas),
+      [&](Graph& graph, int replica, int) {
+        images[replica] = graph.add_blob("images", {4, 32});
+        labels[replica] = graph.add_blob("labels", {4});
+        auto& fc1 = graph.add<InnerProductLayer>("fc1", InnerProductLayer::Options{64});
+        auto& fc2 = graph.add<InnerProductLayer>("fc2", InnerProductLayer::Options{10});
+        auto& loss = graph.add<SoftmaxLossLayer>("loss");
+        B{(B{images[replica]} >> fc1 >> fc2).top(0), labels[replica]} >> loss;
+        return ReplicaOutputs{loss.top(0), nullptr};
+      },
+      options);
+  initialize_parameters(dp.checkpoint, g, /*seed=*/7, 0);
+  for (int r = 0; r < kReplicas; ++r) {
+    float* x = images[r]->tensor().mutable_data();
+    for (int64_t i = 0; i < images[r]->shape().count(); ++i)
+      x[i] = static_cast<float>(std::cos(0.11 * i + r));
+    for (int64_t i = 0; i < 4; ++i) labels[r]->tensor().mutable_data()[i] = float((i + r) % 10);
+  }
+  Runnable step(g);
+  for (int it = 0; it < steps; ++it) {
+    dp.sgd.set_learning_rate(0.1, 0);
+    step.run();
+  }
+  std::vector<std::vector<float>> weights;
+  for (const auto& replica : dp.parameters)
+    for (const Parameter& p : replica) weights.push_back(values_of(p.blob->tensor()));
+  return weights;
+}
+
+}  // namespace
+
+TEST_CASE("data parallel trains bit for bit with the ring in segments and in whole chunks",
+          "[allreduce]") {
+  // fc1's weight: 64 x 32 floats, chunks of 2 KiB over 4 locations, 4 segments of 512 B each.
+  const auto whole = trained_weights(0);
+  const auto cut = trained_weights(512);
+  const auto untrained = trained_weights(0, /*steps=*/0);
+  REQUIRE(cut.size() == whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) REQUIRE(cut[i] == whole[i]);
+  // Every replica holds the same weights, which the steps moved.
+  const size_t per_replica = whole.size() / 4;
+  for (size_t i = per_replica; i < whole.size(); ++i) REQUIRE(whole[i] == whole[i % per_replica]);
+  for (size_t i = 0; i < per_replica; ++i) CHECK(whole[i] != untrained[i]);
+}
