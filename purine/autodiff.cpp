@@ -138,6 +138,7 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
   Graph::Placement placement(graph, op.location(), op.thread());
   std::map<int, Blob*> input_grads;
   std::map<int, Blob*> temps;
+  std::set<std::string> temp_names;
   std::map<int, Blob*> replica_sums;
   auto output_grad = [&](int j) {
     if (!out_grads.at(j)) {
@@ -182,7 +183,12 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
     for (const GradRef& r : g.outputs) {
       CHECK(r.kind == GradRef::kInputGrad || r.kind == GradRef::kTemp)
           << op.type() << ": gradient op outputs must be input grads or temps";
-      names.push_back((r.kind == GradRef::kInputGrad ? "in" : "t") + std::to_string(r.index));
+      // A temporary is named after what makes it (relu_grad: the pre-activation's gradient in
+      // conv_bias_relu's backward), numbered only where that name repeats.
+      std::string name = r.kind == GradRef::kInputGrad ? "in" + std::to_string(r.index) : g.type;
+      if (r.kind == GradRef::kTemp && temp_names.count(name)) name += std::to_string(r.index);
+      if (r.kind == GradRef::kTemp) temp_names.insert(name);
+      names.push_back(name);
     }
     std::vector<Blob*> outs = graph.apply("op" + std::to_string(k), g.type, g.attrs, inputs, names);
     for (size_t m = 0; m < outs.size(); ++m) {

@@ -143,6 +143,7 @@ class Builder {
   }
 
   Drawing expanded() {
+    for (const Parameter& p : g_.parameters()) parameters_.insert(p.blob);
     for (const Op* op : ops_) {
       node_of_[op] = op->name();
       Vertex v;
@@ -166,6 +167,7 @@ class Builder {
           v.label = with_shape(tensor_label(g_, *b, layers_), *b);
           v.tooltip = b->name();
           v.location = b->location();
+          v.weights = parameters_.count(b) > 0;
           v.gradient = gradient_of(g_, b) != nullptr;
           add_vertex(v);
         }

@@ -84,6 +84,8 @@ TEST_CASE("conv, bias and relu become one conv_bias_relu op", "[fusion]") {
   // The backward pass differentiates the fused op: relu_grad reads its output.
   CHECK(g.find_op("conv2::conv_bias_relu::grad::op0") != nullptr);
   CHECK(g.find_op("relu2::relu::grad::op0") == nullptr);
+  // Its temporary, the pre-activation's gradient, is named after what makes it.
+  CHECK(g.find_blob("conv2::conv_bias_relu::grad::relu_grad") != nullptr);
 }
 
 TEST_CASE("a fused graph computes the unfused graph's loss and gradients bit for bit",

@@ -108,6 +108,11 @@ TEST_CASE("gradients are named by what they are the gradient of", "[graph][dot]"
   const std::string dot = draw_dot(*g, expanded);
   CHECK(has(dot, "label=\"d fc1.weight\\n[256,64]\""));
   CHECK_FALSE(has(dot, "label=\"grad::"));
+  // Weights are yellow there too, gradients orange.
+  CHECK(has(dot,
+            "\"replica0::mlp::fc1::weight\" [shape=box, style=filled, fillcolor=\"#fff2cc\", "
+            "label=\"fc1.weight\\n[256,64]\""));
+  CHECK(count(dot, "fillcolor=\"#fff2cc\"") == 6);  // 3 layers' weights and biases
   CHECK(count(dot, "shape=circle") > count(draw_dot(*g, DotPicture{}), "shape=circle"));
 }
 
