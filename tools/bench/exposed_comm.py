@@ -27,7 +27,12 @@ is started, not while it is in flight, so "exposed" counts the posting and the c
 copies, sums and updates, but not time spent waiting for bytes to arrive; that waiting shows up
 in "tail" and "idle" instead.
 
-Usage: exposed_comm.py TRACE [TRACE...] [--skip=N]
+--gaps=K lists, per rank, the K compute tasks that most often wait with no computation running
+before them inside a step (the gap's median and summed length, and the last communication task
+to end before the gap did: what the computation likely waited for); on a layout that falls
+short of its ceiling, it says which ops wait and on which transfers.
+
+Usage: exposed_comm.py TRACE [TRACE...] [--skip=N] [--gaps=K]
   A TRACE that does not exist but has TRACE.rank0, TRACE.rank1, ... stands for those files.
 """
 
@@ -163,12 +168,43 @@ def analyse(rank, skip):
     }
 
 
+def short(name, width=64):
+    name = re.sub(r"^replica\d+::", "", name)
+    return name if len(name) <= width else "..." + name[-(width - 3):]
+
+
+def gaps(rank, skip, top):
+    """The compute tasks that start after an idle gap inside a step, longest in total first:
+    [(total us, median us, count, task, last comm task ended before the task started)]."""
+    names, events = rank["names"], rank["events"]
+    compute = sorted((s, e, n) for tid, n, s, e in events if kind(names.get(tid, "")) == "compute")
+    comm = sorted((e, n) for tid, n, s, e in events if kind(names.get(tid, "")) == "comm")
+    starts = sorted(s for tid, _, s, _ in events if kind(names.get(tid, "")) == "data")
+    if not compute or len(starts) <= skip + 1:
+        return []
+    waits = {}
+    for lo, hi in list(zip(starts, starts[1:]))[skip:]:
+        busy_until = lo
+        for s, e, n in compute:
+            if s < lo or s >= hi:
+                continue
+            if s - busy_until > 100:  # us
+                ended = [c for c in comm if c[0] <= s]
+                before = ended[-1][1] if ended else "-"
+                waits.setdefault((n, before), []).append(s - busy_until)
+            busy_until = max(busy_until, e)
+    rows = [(sum(v), statistics.median(v), len(v), n, b) for (n, b), v in waits.items()]
+    return sorted(rows, reverse=True)[:top]
+
+
 def main():
     parser = argparse.ArgumentParser(
         description="Share of data-parallel step time spent in communication not overlapped "
         "by computation, from purine Chrome traces.")
     parser.add_argument("traces", nargs="+", help="trace files (or FILE standing for FILE.rank*)")
     parser.add_argument("--skip", type=int, default=2, help="warm-up steps to leave out")
+    parser.add_argument("--gaps", type=int, default=0,
+                        help="per rank, the K compute tasks that wait longest (see above)")
     args = parser.parse_args()
     ranks = load_events(expand(args.traces))
     print(f"{'rank':>4} {'steps':>5} {'step ms':>9} {'compute %':>9} {'comm %':>7} "
@@ -186,6 +222,13 @@ def main():
         verdict = "meets" if worst < 10 else "misses"
         print(f"worst exposed communication {worst:.1f}% of step time ({verdict} the < 10% "
               f"target; tail % and idle % bound it from the untraced transfer waits)")
+    for pid in sorted(ranks) if args.gaps > 0 else []:
+        rows = gaps(ranks[pid], args.skip, args.gaps)
+        print(f"rank {pid}: compute tasks started after an idle gap (ms summed over the steps, "
+              f"median, steps; the last communication task to end before it)")
+        for total, median, count, task, before in rows:
+            print(f"  {total / 1e3:8.2f} {median / 1e3:7.2f} {count:4d}  {short(task)}  <-  "
+                  f"{short(before)}")
 
 
 if __name__ == "__main__":

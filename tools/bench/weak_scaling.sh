@@ -13,8 +13,10 @@
 # Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args),
 # CORES_PER_RANK (default 1: every run, ceiling and layouts alike, gets that many cores of its
 # own; with 2 a rank's communication thread need not share its core with the computing one),
-# TRAIN_FLAGS (more flags for every purine train, e.g. --bucket-kb=4096), TRACE_DIR (after the table, one traced run of each layout of more than one rank, written
-# there, and its exposed_comm.py table).
+# TRAIN_FLAGS (more flags for every purine train, e.g. --bucket-kb=4096), TRACE_DIR (after the
+# table, one traced run of each layout of more than one rank, its ranks' files merged into one,
+# REDUCE-N.json, where merge_traces is beside PURINE_BIN, and its exposed_comm.py table with the
+# tasks that wait longest, --gaps).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks_list=${1:-1 2 4 8}
@@ -101,9 +103,14 @@ if [ -n "${TRACE_DIR:-}" ]; then
   for n in $ranks_list; do
     [ "$n" -gt 1 ] && [ $((n * per_rank)) -le "$cores" ] || continue
     for r in $reduces; do
-      layout "$n" "$r" --trace="$TRACE_DIR/$r-$n.json"
+      trace="$TRACE_DIR/$r-$n.json"
+      layout "$n" "$r" --trace="$trace"
       echo "traced: $n ranks, --reduce=$r, $(tail -1 "$work/${r}_$n") img/s"
-      python3 tools/bench/exposed_comm.py "$TRACE_DIR/$r-$n.json".rank* --skip=5
+      merge="$(dirname "$purine")/merge_traces"
+      if [ -x "$merge" ] && "$merge" "$trace" "$trace".rank* >/dev/null; then
+        rm -f "$trace".rank*
+      fi
+      python3 tools/bench/exposed_comm.py "$trace" --skip=5 --gaps=5
     done
   done
 fi

@@ -20,7 +20,8 @@ ldd build/libpurine.so | grep -q libcudart ||
 rm -rf "$out" "$out.tar.xz"
 mkdir -p "$out"/{bin,lib,share,tools/bench,tools/gpu}
 find build/tools build/tests -maxdepth 1 -type f -executable \
-  \( -name purine -o -name 'bench_*' -o -name 'test_*' \) -exec cp {} "$out/bin/" \;
+  \( -name purine -o -name merge_traces -o -name 'bench_*' -o -name 'test_*' \) \
+  -exec cp {} "$out/bin/" \;
 cp -a build/libpurine.so* "$out/lib/"
 # mpirun, and orted, which a process started without mpirun needs for MPI_Init.
 cp "$(readlink -f "$(command -v mpirun)")" "$out/bin/mpirun"

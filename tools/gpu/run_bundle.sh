@@ -9,7 +9,8 @@
 # of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic and --nofuse;
 # KEEP=folder keeps its traces and log. scale, about 3.5 minutes on 16 cores: the CPU-rank
 # benchmarks of bench, shortened: allreduce on 2, 4 and 8 ranks, weak scaling over 1 to 8 ranks
-# against the machine's ceiling, and purine simulate against 4 and 8 real ranks).
+# against the machine's ceiling with traces of each layout, and purine simulate against 4 and 8
+# real ranks).
 # Needs root only to make the data set visible at /usr/share/datasets/fashion-mnist, where the
 # tests look for it.
 set -uo pipefail
@@ -108,7 +109,10 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = scale ]; then
     bash "$here/tools/bench/data_parallel.sh" || status=1
   fi
   step "weak scaling over 1 to 8 CPU ranks against this machine's ceiling"
-  bash "$here/tools/bench/weak_scaling.sh" "1 2 4 8" $iters $rounds || status=1
+  # Traced runs after the table (one merged trace per layout, and where its ranks wait), kept in
+  # KEEP/traces.
+  TRACE_DIR=${KEEP:-/tmp}/traces bash "$here/tools/bench/weak_scaling.sh" "1 2 4 8" $iters \
+    $rounds || status=1
   step "purine simulate against 4 and 8 real ranks (issue 24, check (b))"
   PURINE_MPIRUN_ARGS="--bind-to core" bash "$here/tools/bench/simulate_vs_real.sh" $iters \
     $rounds convnet 1 "ring mpi" tools/sim/clusters/host_16_cores.pbtxt "4 8" || status=1
