@@ -100,6 +100,7 @@ struct Placement {
   };
   std::vector<Node> nodes;
   std::vector<int> node_of_rank, slot_of_rank;  // slot: the rank's index on its node
+  std::vector<int> pool_of_rank;                // the core pool of its host threads
   std::vector<std::string> channel_names;
   std::vector<int> pool_cores;
   std::vector<double> pool_poll_delay;  // seconds
@@ -143,6 +144,13 @@ Placement place(const proto::ClusterProto& cluster, const TrainOptions& o) {
            ++slot) {
         p.node_of_rank.push_back(id);
         p.slot_of_rank.push_back(slot);
+        // A bound rank's threads take turns on its own cores.
+        p.pool_of_rank.push_back(group.cores_per_rank() > 0 ? static_cast<int>(p.pool_cores.size())
+                                                            : node.pool);
+        if (group.cores_per_rank() > 0) {
+          p.pool_cores.push_back(group.cores_per_rank());
+          p.pool_poll_delay.push_back(group.poll_delay_us() * kUs);
+        }
       }
     }
     ++group_index;
@@ -254,7 +262,7 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
   setup.pool_time_slicing.assign(p.pool_cores.size(), options.time_slicing);
   setup.executor_group = sp.executor_rank;
   for (const Location& l : sp.executor_location)
-    setup.executor_pool.push_back(l.is_cpu() ? p.nodes[p.node_of_rank[l.rank]].pool : -1);
+    setup.executor_pool.push_back(l.is_cpu() ? p.pool_of_rank[l.rank] : -1);
 
   // Compute threads per CPU location, as compile() gives them.
   std::map<int, int> cpu_locations;  // per rank
@@ -479,6 +487,8 @@ proto::ClusterProto parse_cluster(const std::string& text, const std::string& so
             g.ranks_per_node());
     require(g.poll_delay_us() >= 0 && std::isfinite(g.poll_delay_us()), where,
             ".poll_delay_us must be >= 0, got ", g.poll_delay_us());
+    require(g.cores_per_rank() >= 0 && g.cores_per_rank() <= g.cores(), where,
+            ".cores_per_rank must be in [0, cores = ", g.cores(), "], got ", g.cores_per_rank());
     if (g.gpus() > 0) {
       require(g.has_gpu() && g.has_pcie(), where, " has ", g.gpus(),
               " GPUs: it needs gpu { ... } and pcie { ... }");

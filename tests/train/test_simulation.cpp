@@ -89,6 +89,8 @@ TEST_CASE("cluster files: mistakes are refused naming the line or the field", "[
       parse_cluster("nodes { cores: 1 cpu { peak_gflops: -1 memory_gigabytes_per_second: 1 } }",
                     "c.pbtxt"),
       Contains("nodes[0].cpu.peak_gflops must be positive, got -1"));
+  CHECK_THROWS_WITH(parse_cluster("nodes { cores: 2 cores_per_rank: 3 " + cpu + " }", "c.pbtxt"),
+                    Contains("nodes[0].cores_per_rank must be in [0, cores = 2], got 3"));
   CHECK_THROWS_WITH(load_cluster("/nonexistent/cluster.pbtxt"),
                     Contains("cluster file '/nonexistent/cluster.pbtxt': cannot open it"));
 }
@@ -238,6 +240,35 @@ TEST_CASE("simulated data parallelism: 2 ranks add communication, not compute pe
   const SimulationReport crawling = simulate_training(slow);
   CHECK(crawling.step_seconds > 2 * two.step_seconds);
   CHECK(crawling.exposed_communication > two.exposed_communication);
+}
+
+TEST_CASE("simulated ranks bound to a core each: their comm threads wait for that core",
+          "[simulation]") {
+  // 4 ranks on one node of 8 cores, the cores shared by all (0) or one per rank (1): bound, a
+  // rank's ring steps wait for its compute thread's core (poll_delay_us: the OS's time slice).
+  const auto one_node = [](int cores_per_rank) {
+    return parse_cluster(
+        "nodes { cores: 8 ranks_per_node: 4 cores_per_rank: " + std::to_string(cores_per_rank) +
+            " poll_delay_us: 1000\n"
+            "  cpu { peak_gflops: 50 memory_gigabytes_per_second: 10 op_overhead_us: 5 }\n"
+            "  host_memory { latency_us: 1 gigabytes_per_second: 5 } }\n",
+        "node.pbtxt");
+  };
+  SimulateOptions shared = convnet(4);
+  shared.cluster = one_node(0);
+  SimulateOptions bound = convnet(4);
+  bound.cluster = one_node(1);
+  const SimulationReport free_cores = simulate_training(shared);
+  const SimulationReport one_core = simulate_training(bound);
+  CHECK(one_core.step_seconds > 1.05 * free_cores.step_seconds);
+  CHECK(one_core.exposed_communication > free_cores.exposed_communication + 0.03);
+  // One rank alone is the same either way: nothing to wait for.
+  SimulateOptions alone = convnet(1);
+  alone.cluster = one_node(1);
+  SimulateOptions alone_shared = convnet(1);
+  alone_shared.cluster = one_node(0);
+  CHECK(simulate_training(alone).step_seconds ==
+        Approx(simulate_training(alone_shared).step_seconds).epsilon(0.01));
 }
 
 TEST_CASE("simulated training: impossible layouts are refused", "[simulation]") {
