@@ -23,8 +23,6 @@ std::vector<Location> locations(int n) {
   return at;
 }
 
-std::vector<float> values_of(const Tensor& t) { return {t.data(), t.data() + t.shape().count()}; }
-
 int ops_of_type(const Graph& g, const std::string& type) {
   int count = 0;
   for (const auto& op : g.ops()) count += op->type() == type;
@@ -52,7 +50,7 @@ RingRun ring_sums(int n, int64_t count, int64_t segment_bytes) {
   Runnable run(g);
   run.run();
   RingRun out;
-  for (Blob* s : sums) out.sums.push_back(values_of(s->tensor()));
+  for (Blob* s : sums) out.sums.push_back(s->tensor().values());
   out.sum_ops = ops_of_type(g, "sum");
   return out;
 }
@@ -128,7 +126,7 @@ std::vector<std::vector<float>> trained_weights(int64_t segment_bytes, int steps
   }
   std::vector<std::vector<float>> weights;
   for (const auto& replica : dp.parameters)
-    for (const Parameter& p : replica) weights.push_back(values_of(p.blob->tensor()));
+    for (const Parameter& p : replica) weights.push_back(p.blob->tensor().values());
   return weights;
 }
 
