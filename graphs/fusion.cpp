@@ -30,20 +30,35 @@ std::string scope_of(const std::string& name) {
 
 }  // namespace
 
-int fuse_conv_bias_relu(Graph& graph) {
-  graph.validate();             // sets up every pending composite: all readers are in the graph
-  std::set<const Op*> ordered;  // ops in an order (add_order): left alone
-  for (const auto& op : graph.ops())
-    for (const Op* before : op->ordered_after()) {
-      ordered.insert(before);
-      ordered.insert(op.get());
-    }
+namespace {
+
+// The ops in an order (Graph::add_order), which fusions leave alone, and the relus to try, once
+// the graph is set up.
+struct Candidates {
+  std::set<const Op*> ordered;
   std::vector<Op*> relus;
-  for (const auto& op : graph.ops())
-    if (op->type() == "relu") relus.push_back(op.get());
+};
+
+Candidates candidates(Graph& graph) {
+  graph.validate();  // sets up every pending composite: all readers are in the graph
+  Candidates c;
+  for (const auto& op : graph.ops()) {
+    for (const Op* before : op->ordered_after()) {
+      c.ordered.insert(before);
+      c.ordered.insert(op.get());
+    }
+    if (op->type() == "relu" && op->inputs().size() == 1 && op->outputs().size() == 1)
+      c.relus.push_back(op.get());
+  }
+  return c;
+}
+
+}  // namespace
+
+int fuse_conv_bias_relu(Graph& graph) {
+  const Candidates c = candidates(graph);
   int fused = 0;
-  for (Op* relu : relus) {
-    if (relu->inputs().size() != 1 || relu->outputs().size() != 1) continue;
+  for (Op* relu : c.relus) {
     Blob* biased = relu->inputs()[0];
     Op* bias = sole_link(biased, "bias", relu);
     if (!bias || bias->inputs().size() != 2) continue;
@@ -51,7 +66,7 @@ int fuse_conv_bias_relu(Graph& graph) {
     Op* conv = sole_link(convolved, "conv", bias);
     if (!conv || conv->inputs().size() != 2 || convolved == bias->inputs()[1]) continue;
     if (!same_place(conv, bias) || !same_place(bias, relu)) continue;
-    if (ordered.count(conv) || ordered.count(bias) || ordered.count(relu)) continue;
+    if (c.ordered.count(conv) || c.ordered.count(bias) || c.ordered.count(relu)) continue;
     if (graph.held_outside_ops(convolved) || graph.held_outside_ops(biased)) continue;
     graph.replace_ops(
         {conv, bias, relu}, {convolved, biased}, scope_of(conv->name()) + "conv_bias_relu",
@@ -61,5 +76,22 @@ int fuse_conv_bias_relu(Graph& graph) {
   }
   return fused;
 }
+
+int fuse_bias_relu(Graph& graph) {
+  const Candidates c = candidates(graph);
+  int fused = 0;
+  for (Op* relu : c.relus) {
+    Blob* biased = relu->inputs()[0];
+    Op* bias = sole_link(biased, "bias", relu);
+    if (!bias || bias->inputs().size() != 2 || !same_place(bias, relu)) continue;
+    if (c.ordered.count(bias) || c.ordered.count(relu) || graph.held_outside_ops(biased)) continue;
+    graph.replace_ops({bias, relu}, {biased}, scope_of(bias->name()) + "bias_relu", "bias_relu", {},
+                      bias->inputs(), {relu->outputs()[0]});
+    ++fused;
+  }
+  return fused;
+}
+
+int fuse_forward(Graph& graph) { return fuse_conv_bias_relu(graph) + fuse_bias_relu(graph); }
 
 }  // namespace purine

@@ -29,13 +29,14 @@
 //
 // conv_bias_relu: (x, w, b [O]) -> y = max(conv(x, w) + b, 0), the three ops conv, bias and relu
 // in one pass over y (graphs/fusion.hpp puts it where a graph has that chain). Attributes as
-// conv. Its gradient is the unfused ops' gradient, op for op: relu_grad(y, dy), then bias_grad,
-// conv_grad_data and conv_grad_weight of that; relu_grad reads y, so the pre-activation need
-// not be kept. On the CPU, oneDNN's convolution with a per-channel binary add and a ReLU as
-// post-ops (applied once the whole sum is done: bit-identical to the three ops, tested under
-// AVX-512 and AVX2; oneDNN does not say where its convolution's own bias enters a sum split over
-// channel blocks), or the im2col kernel with the bias and ReLU applied per image. On a GPU,
-// cudnnConvolutionBiasActivationForward with the forward algorithm conv would use.
+// conv. Its gradient is the unfused ops' gradient: bias_relu_grad(y, dy) (relu_grad and
+// bias_grad in one op, operators/bias.hpp), then conv_grad_data and conv_grad_weight of its dx;
+// it reads y, so the pre-activation need not be kept. On the CPU, oneDNN's convolution with a
+// per-channel binary add and a ReLU as post-ops (applied once the whole sum is done: bit-identical
+// to the three ops, tested under AVX-512 and AVX2; oneDNN does not say where its convolution's own
+// bias enters a sum split over channel blocks), or the im2col kernel with the bias and ReLU applied
+// per image. On a GPU, cudnnConvolutionBiasActivationForward with the forward algorithm conv would
+// use.
 #pragma once
 
 #include <memory>

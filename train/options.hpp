@@ -124,9 +124,10 @@ struct TrainOptions {
   // GPU ops that draw random numbers. A trace then shows one task per iteration for the graph.
   bool cuda_graph = true;
   // Each replica's forward graph has its conv + bias + relu chains fused into one op
-  // (graphs/fusion.hpp: oneDNN post-ops on the CPU, cuDNN's fused forward on a GPU) where
-  // nothing else reads their intermediate blobs; the same floats, names and checkpoints. False
-  // keeps the three ops (to compare, or to trace each one).
+  // (graphs/fusion.hpp: oneDNN post-ops on the CPU, cuDNN's fused forward on a GPU), and its
+  // other bias + relu pairs (after an inner product) into one bias_relu op, where nothing else
+  // reads their intermediate blobs; the same floats, names and checkpoints. False keeps every op
+  // (to compare, or to trace each one).
   bool fuse = true;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/error.hpp"
+#include "graphs/fusion.hpp"
 #include "models/models.hpp"
 #include "operators/data_source.hpp"
 #include "operators/registry.hpp"
@@ -16,13 +17,15 @@ namespace purine {
 
 namespace {
 
-// The model's forward graph on `images` with class probabilities, weights loaded from `path`.
-Blob* build_forward(Graph& g, const PredictorOptions& o, Blob* images) {
+// The model's forward graph on `images` with class probabilities; fused where `fuse`.
+Blob* build_forward(Graph& g, const PredictorOptions& o, Blob* images, bool fuse) {
   ModelSpec spec;
   spec.training = false;
   spec.classes = o.classes;
   Blob* logits = find_model(o.model)(g, images, spec);
-  return g.apply("softmax", "softmax", {}, {logits}, {"probabilities"})[0];
+  Blob* probabilities = g.apply("softmax", "softmax", {}, {logits}, {"probabilities"})[0];
+  if (fuse) fuse_forward(g);
+  return probabilities;
 }
 
 CheckpointInfo load_weights(Graph& g, const std::string& model, const std::string& path) {
@@ -58,7 +61,7 @@ class Predictor::Impl {
   explicit Impl(const PredictorOptions& o) : graph_("predict") {
     check_options(o);
     images_ = graph_.add_blob("images", o.images);
-    probabilities_ = build_forward(graph_, o, images_);
+    probabilities_ = build_forward(graph_, o, images_, o.fuse);
     info_ = load_weights(graph_, o.model, o.weights);
     run_ = std::make_unique<Runnable>(graph_, run_options(o.threads, {probabilities_}));
   }
@@ -81,6 +84,7 @@ class Predictor::Impl {
   }
 
   const CheckpointInfo& info() const { return info_; }
+  const Graph& graph() const { return graph_; }
 
  private:
   Graph graph_;
@@ -94,6 +98,7 @@ Predictor::Predictor(const PredictorOptions& options) : impl_(std::make_unique<I
 Predictor::~Predictor() = default;
 Tensor Predictor::probabilities(const Tensor& images) { return impl_->probabilities(images); }
 const CheckpointInfo& Predictor::info() const { return impl_->info(); }
+const Graph& Predictor::graph() const { return impl_->graph(); }
 
 std::vector<std::vector<int64_t>> top_k(const Tensor& probabilities, int k) {
   require(probabilities.shape().ndim() == 2, "top_k: probabilities must be [n, classes], got ",
@@ -130,7 +135,7 @@ Evaluation evaluate_test_split(const PredictorOptions& o, const std::string& dat
   const DataSource* source = data[0]->writers()[0]->kernel().data_source();
   require(data[0]->shape() == o.images, "the test images of '", data_dir, "' come as ",
           data[0]->shape(), "; the model was asked for ", o.images);
-  Blob* probabilities = build_forward(g, o, data[0]);
+  Blob* probabilities = build_forward(g, o, data[0], o.fuse);
   load_weights(g, o.model, o.weights);
   Runnable run(g, run_options(o.threads, {probabilities, data[1]}));
 
@@ -160,7 +165,7 @@ Evaluation evaluate_test_split(const PredictorOptions& o, const std::string& dat
 void export_weights(const PredictorOptions& o, const std::string& path) {
   check_options(o);
   Graph g("export");
-  build_forward(g, o, g.add_blob("images", o.images));
+  build_forward(g, o, g.add_blob("images", o.images), false);
   const CheckpointInfo info = load_weights(g, o.model, o.weights);
   CheckpointInfo out;
   out.model = info.model;
@@ -172,7 +177,8 @@ void export_weights(const PredictorOptions& o, const std::string& path) {
 void export_forward_graph(const PredictorOptions& o, const std::string& path) {
   check_options(o);
   Graph g(o.model);
-  build_forward(g, o, g.add_blob("images", o.images));
+  // Every op as the model writes it: the file is read by other tools too.
+  build_forward(g, o, g.add_blob("images", o.images), false);
   g.validate();
   export_graph(g, path);
 }

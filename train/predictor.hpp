@@ -14,6 +14,7 @@
 
 #include "base/shape.hpp"
 #include "base/tensor.hpp"
+#include "purine/graph.hpp"
 #include "purine/serialize.hpp"
 
 namespace purine {
@@ -24,6 +25,9 @@ struct PredictorOptions {
   Shape images;         // [batch, C, H, W]: the most images one call takes, and their size
   int64_t classes = 10;
   int threads = 2;
+  // Conv + bias + relu chains and bias + relu pairs run as one op each (graphs/fusion.hpp), as
+  // in training: the same probabilities, bit for bit. False keeps every op.
+  bool fuse = true;
 };
 
 class Predictor {
@@ -39,6 +43,8 @@ class Predictor {
   Tensor probabilities(const Tensor& images);
   // What the weights file records (model, iteration).
   const CheckpointInfo& info() const;
+  // The forward graph it runs (its ops, fused or not; its weights as loaded).
+  const Graph& graph() const;
 
  private:
   class Impl;

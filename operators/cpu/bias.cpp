@@ -1,5 +1,7 @@
 #include "operators/bias.hpp"
 
+#include <string>
+
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
@@ -23,29 +25,20 @@ float sum_floats(const float* p, int64_t n) {
   return total;
 }
 
-}  // namespace
-
-std::vector<Shape> BiasOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 1);
+// bias and bias_relu: y has x's shape, b one value per channel (axis 1).
+std::vector<Shape> bias_shapes(const std::string& type, const std::vector<Shape>& inputs) {
   const Shape& x = inputs[0];
   const Shape& b = inputs[1];
-  require(x.ndim() >= 2, type(), ": input 0 (x) has shape ", x,
+  require(x.ndim() >= 2, type, ": input 0 (x) has shape ", x,
           ", expected rank 2 or more ([N, C, ...])");
-  require(b == Shape{x[1]}, type(), ": input 1 (bias) has shape ", b, ", expected [", x[1],
+  require(b == Shape{x[1]}, type, ": input 1 (bias) has shape ", b, ", expected [", x[1],
           "] (the channels of input 0, shape ", x, ")");
   return {x};
 }
 
-GradientSpec BiasOp::gradient() const {
-  GradientSpec spec;
-  spec.aliases.push_back({0, 0});
-  spec.ops.push_back({BiasGradOp::kType, {}, {output_grad(0)}, {input_grad(1)}});
-  return spec;
-}
-
-void BiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
-                         const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
+// y = f(x + b), b broadcast along axis 1.
+template <typename F>
+void add_bias(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, F f) {
   const Shape& shape = inputs[0]->shape();
   const int64_t n = shape[0];
   const int64_t c = shape[1];
@@ -58,7 +51,7 @@ void BiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     for (int64_t i = 0; i < n; ++i) {
       const float* xr = x + i * c;
       float* yr = y + i * c;
-      for (int64_t j = 0; j < c; ++j) yr[j] = xr[j] + b[j];
+      for (int64_t j = 0; j < c; ++j) yr[j] = f(xr[j] + b[j]);
     }
     return;
   }
@@ -68,8 +61,70 @@ void BiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     const float v = b[p % c];
     const float* xp = x + p * inner;
     float* yp = y + p * inner;
-    for (int64_t j = 0; j < inner; ++j) yp[j] = xp[j] + v;
+    for (int64_t j = 0; j < inner; ++j) yp[j] = f(xp[j] + v);
   }
+}
+
+// db[c] = the sum of d over every axis but 1, samples in order and each plane by sum_floats,
+// so that any thread count gives the same bits.
+void sum_channels(const Shape& shape, const float* d, float* db) {
+  const int64_t n = shape[0];
+  const int64_t c = shape[1];
+  const int64_t inner = shape.count_from(2);
+  if (inner == 1) {  // [N, C]: accumulate rows in order; vectorized across channels
+    for (int64_t j = 0; j < c; ++j) db[j] = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = d + i * c;
+      for (int64_t j = 0; j < c; ++j) db[j] += row[j];
+    }
+    return;
+  }
+  // One channel per iteration.
+#pragma omp parallel for if (n * c * inner > kParallelMinArithmetic)
+  for (int64_t j = 0; j < c; ++j) {
+    float total = 0;
+    for (int64_t i = 0; i < n; ++i) total += sum_floats(d + (i * c + j) * inner, inner);
+    db[j] = total;
+  }
+}
+
+}  // namespace
+
+std::vector<Shape> BiasOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  return bias_shapes(type(), inputs);
+}
+
+GradientSpec BiasOp::gradient() const {
+  GradientSpec spec;
+  spec.aliases.push_back({0, 0});
+  spec.ops.push_back({BiasGradOp::kType, {}, {output_grad(0)}, {input_grad(1)}});
+  return spec;
+}
+
+void BiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                         const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  add_bias(inputs, outputs, [](float v) { return v; });
+}
+
+std::vector<Shape> BiasReluOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 1);
+  return bias_shapes(type(), inputs);
+}
+
+GradientSpec BiasReluOp::gradient() const {
+  GradientSpec spec;
+  spec.ops.push_back(
+      {BiasReluGradOp::kType, {}, {output(0), output_grad(0)}, {input_grad(0), input_grad(1)}});
+  return spec;
+}
+
+void BiasReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                             const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  // relu's expression (cpu/activation.cpp), so the bits are the unfused chain's.
+  add_bias(inputs, outputs, [](float v) { return v > 0.0f ? v : 0.0f; });
 }
 
 std::vector<Shape> BiasGradOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -82,30 +137,38 @@ std::vector<Shape> BiasGradOp::output_shapes(const std::vector<Shape>& inputs) c
 void BiasGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
   require_contiguous(type(), inputs, outputs);
-  const Shape& shape = inputs[0]->shape();
-  const int64_t n = shape[0];
-  const int64_t c = shape[1];
-  const int64_t inner = shape.count_from(2);
-  const float* dy = inputs[0]->data();
-  float* db = outputs[0]->mutable_data();
-  if (inner == 1) {  // [N, C]: accumulate rows in order; vectorized across channels
-    for (int64_t j = 0; j < c; ++j) db[j] = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = dy + i * c;
-      for (int64_t j = 0; j < c; ++j) db[j] += row[j];
-    }
-    return;
+  sum_channels(inputs[0]->shape(), inputs[0]->data(), outputs[0]->mutable_data());
+}
+
+std::vector<Shape> BiasReluGradOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 2);
+  require(inputs[0].ndim() >= 2, type(), ": input 0 (y) has shape ", inputs[0],
+          ", expected rank 2 or more ([N, C, ...])");
+  require(inputs[1] == inputs[0], type(), ": input 1 (dy) has shape ", inputs[1],
+          ", expected input 0's (y) shape ", inputs[0]);
+  return {inputs[0], Shape{inputs[0][1]}};
+}
+
+void BiasReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                 const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  const float* y = inputs[0]->data();
+  const float* dy = inputs[1]->data();
+  float* dx = outputs[0]->mutable_data();
+  // relu_grad's pass, then bias_grad's over its result: on the CPU faster than one pass that
+  // sums each plane as it writes it (channel by channel, strided), and the same floats.
+  const int64_t n = inputs[0]->count();
+#pragma omp parallel for if (n > kParallelMinArithmetic)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = dy[i];  // loaded before the select: a vectorized blend, not a branch
+    dx[i] = y[i] > 0.0f ? g : 0.0f;
   }
-  // One channel per iteration; samples summed in order, so any thread count gives equal bits.
-#pragma omp parallel for if (n * c * inner > kParallelMinArithmetic)
-  for (int64_t j = 0; j < c; ++j) {
-    float total = 0;
-    for (int64_t i = 0; i < n; ++i) total += sum_floats(dy + (i * c + j) * inner, inner);
-    db[j] = total;
-  }
+  sum_channels(inputs[0]->shape(), dx, outputs[1]->mutable_data());
 }
 
 PURINE_REGISTER_OPERATOR(BiasOp);
+PURINE_REGISTER_OPERATOR(BiasReluOp);
 PURINE_REGISTER_OPERATOR(BiasGradOp);
+PURINE_REGISTER_OPERATOR(BiasReluGradOp);
 
 }  // namespace purine

@@ -9,7 +9,6 @@
 #include <unordered_map>
 
 #include "base/error.hpp"
-#include "operators/activation.hpp"
 #include "operators/bias.hpp"
 #include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/dnnl_context.hpp"
@@ -578,11 +577,11 @@ std::vector<Shape> ConvBiasReluOp::output_shapes(const std::vector<Shape>& input
 }
 
 GradientSpec ConvBiasReluOp::gradient() const {
-  // The unfused chain's gradient ops in the order autodiff makes them for it (relu, bias, conv),
-  // so fused and unfused graphs compute the same floats.
+  // The unfused chain's gradients in the order autodiff makes them for it (relu and bias in
+  // one op, then conv), so fused and unfused graphs compute the same floats.
   GradientSpec spec;
-  spec.ops.push_back({ReluGradOp::kType, {}, {output(0), output_grad(0)}, {temp(0)}});
-  spec.ops.push_back({BiasGradOp::kType, {}, {temp(0)}, {input_grad(2)}});
+  spec.ops.push_back(
+      {BiasReluGradOp::kType, {}, {output(0), output_grad(0)}, {temp(0), input_grad(2)}});
   spec.ops.push_back(
       {ConvGradDataOp::kType, attrs_, {temp(0), input(1), input(0)}, {input_grad(0)}});
   spec.ops.push_back(

@@ -14,6 +14,9 @@
 //      along the channels, so the loads stay coalesced.
 //   2. one warp per channel adds its slices' partials (lane l: slices l, l + 32, ... in order,
 //      then warp_sum) and calls finish(c, totals) on lane 0.
+// A channel of one slice (up to kPerThread values per thread: the [N, C] gradients of an MLP's
+// layers) skips stage 2: stage 1 calls finish with its sums, one kernel instead of two and the
+// same doubles (stage 2 would add zeros to the one partial, and no sum started from +0 is -0).
 // Partials are doubles in caller-provided scratch (the stream's workspace; reduce_channels_bytes
 // says how much), laid out [K][C][slices]. Values add in double; `values(c, i, acc)` adds what
 // element i (an offset into the tensor) of channel c contributes to each of the K sums.
@@ -55,9 +58,11 @@ inline size_t reduce_channels_bytes(int sums, const ChannelLayout& l) {
 }
 
 // Stage 1, inner > 1: block (c, s) adds values [s chunk, (s + 1) chunk) of channel c (in
-// (sample, position) order); thread t visits values begin + t, + kThreads, ...
-template <int K, typename Values>
-__global__ void plane_partials(ChannelLayout l, int64_t chunk, Values values, double* partials) {
+// (sample, position) order); thread t visits values begin + t, + kThreads, ... With one slice
+// it finishes the channel itself.
+template <int K, typename Values, typename Finish>
+__global__ void plane_partials(ChannelLayout l, int64_t chunk, Values values, double* partials,
+                               Finish finish) {
   const int64_t c = blockIdx.x, s = blockIdx.y, slices = gridDim.y;
   const int64_t begin = s * chunk, end = min(begin + chunk, l.samples * l.inner);
   Sums<K> acc{};
@@ -68,15 +73,20 @@ __global__ void plane_partials(ChannelLayout l, int64_t chunk, Values values, do
     for (; m < end; m += kThreads, walk.advance()) values(c, walk.at, acc.v);
   }
   acc = block_sum(acc);
-  if (threadIdx.x == 0)
-    for (int k = 0; k < K; ++k) partials[(k * l.channels + c) * slices + s] = acc.v[k];
+  if (threadIdx.x != 0) return;
+  if (slices == 1) {
+    finish(c, acc.v);
+    return;
+  }
+  for (int k = 0; k < K; ++k) partials[(k * l.channels + c) * slices + s] = acc.v[k];
 }
 
 // Stage 1, inner == 1: block (b, s) covers channels 32 b + lane and samples [s chunk, (s + 1)
 // chunk); warp w visits samples begin + w, + kWarpsPerBlock, ...; the warps' sums are then
-// added in warp order.
-template <int K, typename Values>
-__global__ void column_partials(ChannelLayout l, int64_t chunk, Values values, double* partials) {
+// added in warp order. With one slice it finishes the channels itself.
+template <int K, typename Values, typename Finish>
+__global__ void column_partials(ChannelLayout l, int64_t chunk, Values values, double* partials,
+                                Finish finish) {
   __shared__ double warp_sums[K][kWarpsPerBlock][kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t c = blockIdx.x * int64_t(kWarp) + lane, s = blockIdx.y, slices = gridDim.y;
@@ -88,11 +98,16 @@ __global__ void column_partials(ChannelLayout l, int64_t chunk, Values values, d
   for (int k = 0; k < K; ++k) warp_sums[k][warp][lane] = acc.v[k];
   __syncthreads();
   if (warp != 0 || c >= l.channels) return;
+  double totals[K];
   for (int k = 0; k < K; ++k) {
-    double total = 0;
-    for (int w = 0; w < kWarpsPerBlock; ++w) total += warp_sums[k][w][lane];
-    partials[(k * l.channels + c) * slices + s] = total;
+    totals[k] = 0;
+    for (int w = 0; w < kWarpsPerBlock; ++w) totals[k] += warp_sums[k][w][lane];
   }
+  if (slices == 1) {
+    finish(c, totals);
+    return;
+  }
+  for (int k = 0; k < K; ++k) partials[(k * l.channels + c) * slices + s] = totals[k];
 }
 
 // Stage 2: warp w of block b finishes channel b kWarpsPerBlock + w.
@@ -120,12 +135,13 @@ void reduce_channels(const char* what, cudaStream_t stream, const ChannelLayout&
   if (l.inner == 1) {
     const dim3 grid(static_cast<unsigned>((l.channels + kWarp - 1) / kWarp),
                     static_cast<unsigned>(s.slices));
-    column_partials<K><<<grid, kThreads, 0, stream>>>(l, s.chunk, values, partials);
+    column_partials<K><<<grid, kThreads, 0, stream>>>(l, s.chunk, values, partials, finish);
   } else {
     const dim3 grid(static_cast<unsigned>(l.channels), static_cast<unsigned>(s.slices));
-    plane_partials<K><<<grid, kThreads, 0, stream>>>(l, s.chunk, values, partials);
+    plane_partials<K><<<grid, kThreads, 0, stream>>>(l, s.chunk, values, partials, finish);
   }
   PURINE_CUDA_LAUNCHED(what);
+  if (s.slices == 1) return;
   finish_channels<K><<<blocks_for_rows(l.channels), kThreads, 0, stream>>>(l.channels, s.slices,
                                                                            partials, finish);
   PURINE_CUDA_LAUNCHED(what);

@@ -81,11 +81,11 @@ TEST_CASE("conv, bias and relu become one conv_bias_relu op", "[fusion]") {
   REQUIRE(g.parameters().size() == plain.g.parameters().size());
   for (size_t i = 0; i < g.parameters().size(); ++i)
     CHECK(g.parameters()[i].blob->name() == plain.g.parameters()[i].blob->name());
-  // The backward pass differentiates the fused op: relu_grad reads its output.
+  // The backward pass differentiates the fused op: bias_relu_grad reads its output.
   CHECK(g.find_op("conv2::conv_bias_relu::grad::op0") != nullptr);
   CHECK(g.find_op("relu2::relu::grad::op0") == nullptr);
   // Its temporary, the pre-activation's gradient, is named after what makes it.
-  CHECK(g.find_blob("conv2::conv_bias_relu::grad::relu_grad") != nullptr);
+  CHECK(g.find_blob("conv2::conv_bias_relu::grad::bias_relu_grad") != nullptr);
 }
 
 TEST_CASE("a fused graph computes the unfused graph's loss and gradients bit for bit",
@@ -157,4 +157,91 @@ TEST_CASE("replace_ops refuses a chain whose inner blob is read outside it", "[f
                     Catch::Contains("is used by op 'c', which is not replaced"));
   CHECK(g.ops().size() == 3);  // nothing changed
   CHECK(g.find_blob("a::out0") != nullptr);
+}
+
+namespace {
+
+// images -> fc1 -> relu1 -> fc2 -> relu2 -> fc3 -> softmax loss: the MLP's bias + relu pairs.
+// `wrt_images`: differentiate the images too.
+struct Mlp {
+  Graph g;
+  Blob* loss = nullptr;
+  Gradients grads;
+  std::vector<Blob*> wrt;
+
+  Mlp(bool fuse, bool wrt_images) {
+    Blob* images = g.add_blob("images", {4, 1, 5, 5});
+    Blob* labels = g.add_blob("labels", {4});
+    Blob* x = (B{images} >> g.add<InnerProductLayer>("fc1", InnerProductLayer::Options{7}) >>
+               g.add<ActivationLayer>("relu1", "relu") >>
+               g.add<InnerProductLayer>("fc2", InnerProductLayer::Options{6}) >>
+               g.add<ActivationLayer>("relu2", "relu") >>
+               g.add<InnerProductLayer>("fc3", InnerProductLayer::Options{3}))
+                  .top(0);
+    auto& xent = g.add<SoftmaxLossLayer>("loss");
+    B{x, labels} >> xent;
+    loss = xent.top(0);
+    if (fuse) REQUIRE(fuse_forward(g) == 2);
+    if (wrt_images) wrt.push_back(images);
+    for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);
+    grads = backward(g, loss, wrt);
+    initialize_parameters(g, 8);
+    Rng rng(9);
+    std::vector<float> pixels(images->shape().count());
+    for (float& v : pixels) v = static_cast<float>(rng.uniform(-1, 1));
+    images->tensor().set_values(pixels);
+    labels->tensor().set_values({2, 0, 1, 2});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an inner product's bias and relu become one bias_relu op, the same floats",
+          "[fusion][determinism]") {
+  for (bool wrt_images : {true, false}) {
+    INFO("images differentiated: " << wrt_images);
+    Mlp fused(true, wrt_images), plain(false, wrt_images);
+    CHECK(count_type(fused.g, "bias_relu") == 2);
+    CHECK(count_type(fused.g, "bias") == 1);  // fc3's, which no relu follows
+    CHECK(count_type(fused.g, "relu") == 0);
+    const Op* op = fused.g.op("fc1::bias_relu");
+    CHECK(op->inputs()[0]->name() == "fc1::inner_product::out0");
+    CHECK(op->inputs()[1]->name() == "fc1::bias");
+    CHECK(op->outputs()[0]->name() == "relu1::top");
+    Runnable(fused.g).run();
+    Runnable(plain.g).run();
+    CHECK(same_bits(fused.loss->tensor(), plain.loss->tensor()));
+    REQUIRE(fused.wrt.size() == plain.wrt.size());
+    for (size_t i = 0; i < fused.wrt.size(); ++i) {
+      INFO(plain.wrt[i]->name());
+      CHECK(same_bits(fused.grads.of(fused.wrt[i])->tensor(),
+                      plain.grads.of(plain.wrt[i])->tensor()));
+    }
+  }
+}
+
+TEST_CASE("bias_relu's bias gradient is computed where its input's gradient is not wanted",
+          "[fusion]") {
+  // bias + relu straight on the images: the bias's gradient needs the images' gradient, which
+  // nothing else wants.
+  std::vector<float> db[2];
+  for (bool fuse : {true, false}) {
+    Graph g;
+    Blob* images = g.add_blob("images", {3, 4});
+    Blob* labels = g.add_blob("labels", {3});
+    Blob* b = g.add_blob("b", {4});
+    Blob* y = g.apply("add_bias", "bias", {}, {images, b})[0];
+    Blob* z = g.apply("relu", "relu", {}, {y})[0];
+    Blob* loss = g.apply("loss", "softmax_cross_entropy", {}, {z, labels})[0];
+    if (fuse) REQUIRE(fuse_bias_relu(g) == 1);
+    const Gradients grads = backward(g, loss, {b});
+    images->tensor().set_values({1, -2, 3, -4, 0.5, 2, -1, 1, -3, 1, 2, 3});
+    labels->tensor().set_values({0, 3, 1});
+    b->tensor().set_values({0.5, 1, -1, 2});
+    Runnable(g).run();
+    db[fuse] = grads.of(b)->tensor().values();
+  }
+  REQUIRE(db[1].size() == 4);
+  CHECK(std::any_of(db[0].begin(), db[0].end(), [](float v) { return v != 0; }));
+  CHECK(std::memcmp(db[0].data(), db[1].data(), 4 * sizeof(float)) == 0);
 }

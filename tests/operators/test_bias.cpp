@@ -70,3 +70,59 @@ TEST_CASE("bias rejects a bias of the wrong size", "[bias]") {
   REQUIRE_THROWS_WITH(run_forward("bias_grad", {}, {random_tensor({3}, rng)}),
                       Catch::Contains("expected rank 2 or more"));
 }
+
+TEST_CASE("bias_relu gives bias then relu bit for bit, threaded or not", "[bias]") {
+  Rng rng(25);
+  for (const Shape& shape : {Shape{6, 5}, Shape{8, 16, 20, 20}, Shape{3, 4, 7}}) {
+    INFO("x " << shape);
+    const Tensor x = random_tensor(shape, rng), b = random_tensor({shape[1]}, rng);
+    const Tensor fused = run_forward("bias_relu", {}, {x, b})[0];
+    const Tensor unfused = run_forward("relu", {}, {run_forward("bias", {}, {x, b})[0]})[0];
+    REQUIRE(fused.shape() == shape);
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < x.count(); ++i) {
+      REQUIRE(fused.data()[i] == unfused.data()[i]);
+      zeros += fused.data()[i] == 0.0f;
+    }
+    CHECK(zeros > 0);  // both sides of the ReLU were exercised
+    CHECK(zeros < x.count());
+  }
+  REQUIRE_THROWS_WITH(
+      run_forward("bias_relu", {}, {random_tensor({2, 3}, rng), random_tensor({2}, rng)}),
+      Catch::Contains("bias_relu: input 1 (bias) has shape [2], expected [3]"));
+}
+
+TEST_CASE("bias_relu_grad gives relu_grad then bias_grad bit for bit, threaded or not", "[bias]") {
+  Rng rng(27);
+  for (const Shape& shape : {Shape{6, 5}, Shape{8, 16, 20, 20}, Shape{3, 4, 7}, Shape{0, 3}}) {
+    INFO("y " << shape);
+    const Tensor y = random_tensor(shape, rng), dy = random_tensor(shape, rng);
+    const std::vector<Tensor> fused = run_forward("bias_relu_grad", {}, {y, dy});
+    const Tensor dx = run_forward("relu_grad", {}, {y, dy})[0];
+    const Tensor db = run_forward("bias_grad", {}, {dx})[0];
+    REQUIRE(fused.size() == 2);
+    REQUIRE(fused[0].shape() == shape);
+    REQUIRE(fused[1].shape() == Shape{shape[1]});
+    CHECK(fused[0].values() == dx.values());
+    CHECK(fused[1].values() == db.values());
+  }
+  REQUIRE_THROWS_WITH(
+      run_forward("bias_relu_grad", {}, {random_tensor({2, 3}, rng), random_tensor({3, 2}, rng)}),
+      Catch::Contains("bias_relu_grad: input 1 (dy) has shape [3,2], expected input 0's"));
+}
+
+TEST_CASE("bias_relu's gradient is one bias_relu_grad op and passes the numeric check", "[bias]") {
+  const GradientSpec spec = OperatorRegistry::create("bias_relu")->gradient();
+  REQUIRE(spec.ops.size() == 1);
+  CHECK(spec.ops[0].type == "bias_relu_grad");
+  Rng rng(26);
+  // x + b kept at least 0.1 from the ReLU's kink, where a numeric derivative is meaningless.
+  auto away_from_zero = [&](const Shape& shape) {
+    Tensor x = random_tensor(shape, rng, 0.15f, 1.0f);
+    for (int64_t i = 0; i < x.count(); i += 2) x.mutable_data()[i] = -x.data()[i];
+    return x;
+  };
+  const auto small_bias = [&](int64_t c) { return random_tensor({c}, rng, -0.05f, 0.05f); };
+  check_gradient("bias_relu", {}, {away_from_zero({2, 3, 2, 2}), small_bias(3)});
+  check_gradient("bias_relu", {}, {away_from_zero({4, 5}), small_bias(5)});
+}

@@ -343,20 +343,18 @@ TEST_CASE("conv_bias_relu equals conv then bias then relu bit for bit", "[conv][
   }
 }
 
-TEST_CASE("conv_bias_relu gradient ops are relu_grad then bias_grad and the conv gradients",
-          "[conv]") {
+TEST_CASE("conv_bias_relu gradient ops are bias_relu_grad and the conv gradients", "[conv]") {
   auto op = OperatorRegistry::create("conv_bias_relu", Attrs().set("pad", 1).set("stride", 2));
   const GradientSpec spec = op->gradient();
-  REQUIRE(spec.ops.size() == 4);
+  REQUIRE(spec.ops.size() == 3);
   CHECK(spec.aliases.empty());
-  CHECK(spec.ops[0].type == "relu_grad");
-  CHECK(spec.ops[1].type == "bias_grad");
-  CHECK(spec.ops[2].type == "conv_grad_data");
-  CHECK(spec.ops[3].type == "conv_grad_weight");
+  CHECK(spec.ops[0].type == "bias_relu_grad");
+  CHECK(spec.ops[1].type == "conv_grad_data");
+  CHECK(spec.ops[2].type == "conv_grad_weight");
   // The convolution's gradients keep its attributes.
-  CHECK(spec.ops[2].attrs.get_int("stride", 1) == 2);
-  CHECK(spec.ops[3].attrs.get_int("pad", 0) == 1);
-  // relu_grad reads y (the fused op's output), not the pre-activation.
+  CHECK(spec.ops[1].attrs.get_int("stride", 1) == 2);
+  CHECK(spec.ops[2].attrs.get_int("pad", 0) == 1);
+  // bias_relu_grad reads y (the fused op's output), not the pre-activation.
   CHECK(spec.ops[0].inputs[0].kind == GradRef::kOutput);
 }
 

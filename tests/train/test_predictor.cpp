@@ -98,6 +98,20 @@ TEST_CASE("a checkpoint of any layout predicts at any batch size and evaluates a
   CHECK_THROWS_WITH(small.probabilities(three),
                     Catch::Contains("for a model built for up to 1 images"));
 
+  // The predictor runs the fused graph, with the unfused graph's probabilities.
+  const auto count = [](const Graph& g, const std::string& type) {
+    int n = 0;
+    for (const auto& op : g.ops()) n += op->type() == type;
+    return n;
+  };
+  CHECK(count(small.graph(), "bias_relu") == 2);
+  CHECK(count(small.graph(), "relu") == 0);
+  PredictorOptions unfused_options = mlp_predictor(dir.file("mlp.ckpt"), 1);
+  unfused_options.fuse = false;
+  Predictor unfused(unfused_options);
+  CHECK(count(unfused.graph(), "bias_relu") == 0);
+  CHECK(unfused.probabilities(one).values() == p1);
+
   // The weights alone: a smaller file that predicts the same.
   export_weights(mlp_predictor(dir.file("mlp.ckpt"), 1), dir.file("mlp.weights"));
   CHECK(std::filesystem::file_size(dir.file("mlp.weights")) <

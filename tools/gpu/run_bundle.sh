@@ -86,7 +86,7 @@ if [ "$what" = quick ]; then
     --data=synthetic:3x224x224:1000 --batch=128 --max-iters=2 --noevaluate >/dev/null 2>"$log"
   python3 "$here/tools/bench/conv_choices.py" "$log" || status=1
   echo "fused convolutions cuDNN refused (run as three calls): $(grep -c 'does not support the fused' "$log")"
-  # --nofuse: conv + bias + relu as three ops, against the fused default of the run above.
+  # --nofuse: every op unfused (conv, bias, relu), against the fused default of the run above.
   for flags in --math=exact --nodeterministic --nofuse; do
     timeout 90 purine train --model=googlenet --device=0 --data=synthetic:3x224x224:1000 \
       --batch=128 --max-iters=30 --noevaluate $flags --summary=/tmp/summary.json >/dev/null

@@ -347,7 +347,7 @@ const std::vector<Shape>& channel_shapes() {
   return shapes;
 }
 
-TEST_CASE("GPU bias gradients over many blocks per channel match the CPU, bit-identically",
+TEST_CASE("GPU bias gradients over one or many blocks per channel match the CPU, bit-identically",
           "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();
   std::mt19937 gen(9);
@@ -357,7 +357,15 @@ TEST_CASE("GPU bias gradients over many blocks per channel match the CPU, bit-id
     // Float sums of up to 90,000 values on the CPU: ~1e-4 of rounding near a zero sum.
     CHECK(parity_error("bias_grad", {}, {dy}) <= 1e-3);
     CHECK(gpu_repeats_bits("bias_grad", {}, {dy}));
-    CHECK(parity_error("bias", {}, {dy, random_tensor({shape[1]}, gen)}) == 0);
+    const Tensor b = random_tensor({shape[1]}, gen);
+    CHECK(parity_error("bias", {}, {dy, b}) == 0);
+    CHECK(parity_error("bias_relu", {}, {dy, b}) == 0);  // so also the GPU's bias then relu
+    // relu_grad and bias_grad in one kernel: the two kernels' bits.
+    const Tensor y = random_tensor(shape, gen);
+    const std::vector<std::vector<float>> fused = run_op("bias_relu_grad", {}, {y, dy}, true);
+    const std::vector<float> dx = run_op("relu_grad", {}, {y, dy}, true)[0];
+    CHECK(fused[0] == dx);
+    CHECK(fused[1] == run_op("bias_grad", {}, {tensor_of(dx, shape)}, true)[0]);
   }
 }
 
