@@ -1,8 +1,13 @@
 #include "graphs/fusion.hpp"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "base/error.hpp"
 
 namespace purine {
 
@@ -93,5 +98,44 @@ int fuse_bias_relu(Graph& graph) {
 }
 
 int fuse_forward(Graph& graph) { return fuse_conv_bias_relu(graph) + fuse_bias_relu(graph); }
+
+int fuse_updates(Graph& graph, bool gpus_only) {
+  const Candidates c = candidates(graph);
+  // The updates that may be one op, by place, learning rate and attributes, in creation order.
+  using Key = std::tuple<Location, std::string, std::string, double, double>;
+  std::map<Key, std::vector<Op*>> groups;
+  for (const auto& op : graph.ops()) {
+    if (op->type() != "sgd_update" || op->inputs().size() != 4 || c.ordered.count(op.get()) ||
+        op->role() != OpRole::kOptimizer || (gpus_only && op->location().is_cpu()))
+      continue;
+    const Blob* grad = op->inputs()[1];
+    const bool local = !grad->writers().empty() &&
+                       std::all_of(grad->writers().begin(), grad->writers().end(),
+                                   [](const Op* w) { return w->role() == OpRole::kBackward; });
+    if (!local) continue;  // a reduced gradient: its update follows its reduction
+    const Attrs& a = op->kernel().attrs();
+    groups[{op->location(), op->thread(), op->inputs()[3]->name(), a.get_float("momentum", 0.0),
+            a.get_float("weight_decay", 0.0)}]
+        .push_back(op.get());
+  }
+  std::map<Location, int> made;  // fused updates per location, for their names
+  int fused = 0;
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    std::vector<Blob*> inputs, outputs;
+    for (const Op* op : members) {
+      inputs.insert(inputs.end(), op->inputs().begin(), op->inputs().end() - 1);
+      outputs.insert(outputs.end(), op->outputs().begin(), op->outputs().end());
+    }
+    inputs.push_back(members[0]->inputs()[3]);
+    // The new op takes chain[0]'s place among the ops: the last update's, after every input.
+    std::vector<Op*> chain(members.rbegin(), members.rend());
+    const Location at = std::get<0>(key);
+    graph.replace_ops(chain, {}, str("sgd::update", made[at]++, "@", at.to_string()), "sgd_update",
+                      members[0]->kernel().attrs(), inputs, outputs);
+    fused += static_cast<int>(members.size());
+  }
+  return fused;
+}
 
 }  // namespace purine

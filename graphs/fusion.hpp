@@ -24,8 +24,17 @@
 // fc1::bias_relu); the same floats as the two ops, forward and backward. One op and one pass
 // over the activation instead of two: on a GPU one kernel fewer per layer.
 //
-// Run them on a graph whose forward part is complete (it sets up pending composites, as
-// Graph::validate does) and before backward(); after it, an op that reads a removed blob cannot
+// sgd_update ops -> one sgd_update of several weights (operators/sgd_update.hpp), a rewrite of
+// a whole training graph (after the optimizer is added): the updates at one location and thread,
+// with one learning rate blob and the same attributes, whose gradients the backward pass wrote
+// (not a reduction: a data-parallel update stays behind its own reduction), none in an order.
+// Named "sgd::update<k>@<location>"; the same floats. The one op waits for the last gradient
+// and keeps every gradient until then: on a GPU it saves a launch per weight (GoogLeNet: 116 of
+// them, one per weight or bias, become 2), on a CPU it would gain nothing, so training fuses the
+// updates at GPUs only.
+//
+// Run the forward fusions on a graph whose forward part is complete (it sets up pending composites,
+// as Graph::validate does) and before backward(); after it, an op that reads a removed blob cannot
 // be added (the blob is gone). Not thread-safe (it edits the graph).
 #pragma once
 
@@ -40,5 +49,8 @@ int fuse_bias_relu(Graph& graph);
 // Both, conv chains first (what training graphs get unless TrainOptions::fuse is off). Returns
 // how many chains became one op.
 int fuse_forward(Graph& graph);
+// Fuses the updates that qualify (at GPU locations only with `gpus_only`). Returns how many
+// updates became part of a fused one.
+int fuse_updates(Graph& graph, bool gpus_only);
 
 }  // namespace purine

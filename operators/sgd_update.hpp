@@ -6,6 +6,11 @@
 // rate schedule can change it between runs without rebuilding the op. Attributes `momentum` and
 // `weight_decay` (floats, default 0, both >= 0). Outputs may share memory with the inputs of the
 // same role (an in-place update). Not differentiable. All tensors must be contiguous.
+//
+// Several weights with the same attributes in one op (graphs/fusion.hpp's fuse_updates, at a
+// GPU): (w_1, g_1, h_1, ..., w_K, g_K, h_K, lr) -> (new_w_1, new_h_1, ..., new_w_K, new_h_K),
+// each group of its own shape, each updated as above: on a GPU one kernel for them all instead
+// of K, the same floats.
 #pragma once
 
 #include <string>
@@ -19,11 +24,11 @@ class SgdUpdateOp : public TypedOperator<SgdUpdateOp> {
  public:
   static constexpr char kType[] = "sgd_update";
   static constexpr char kSignature[] =
-      "(weight, grad, history, lr {}) -> (new_weight, new_history); attrs: momentum (float, 0), "
-      "weight_decay (float, 0)";
+      "(weight, grad, history, ..., lr {}) -> (new_weight, new_history, ...); attrs: momentum "
+      "(float, 0), weight_decay (float, 0)";
   explicit SgdUpdateOp(Attrs attrs);
-  int num_inputs() const override { return 4; }
-  int num_outputs() const override { return 2; }
+  int num_inputs() const override { return kVariadic; }
+  int num_outputs() const override { return kVariadic; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 
  protected:

@@ -126,7 +126,8 @@ struct TrainOptions {
   // Each replica's forward graph has its conv + bias + relu chains fused into one op
   // (graphs/fusion.hpp: oneDNN post-ops on the CPU, cuDNN's fused forward on a GPU), and its
   // other bias + relu pairs (after an inner product) into one bias_relu op, where nothing else
-  // reads their intermediate blobs; the same floats, names and checkpoints. False keeps every op
+  // reads their intermediate blobs; at a GPU, the weights' updates are one op (one kernel) per
+  // set of optimizer attributes. The same floats, names and checkpoints. False keeps every op
   // (to compare, or to trace each one).
   bool fuse = true;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a

@@ -443,6 +443,9 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
       schedule_pipeline(train,
                         o.stages > 1 ? layout_locations(o, r) : std::vector<Location>{locations[r]},
                         o.micro_batches, o.schedule);
+  // At a GPU the updates of the weights the backward pass differentiated are one kernel
+  // (graphs/fusion.hpp), once the schedules have ordered what they order.
+  if (o.fuse) fuse_updates(train, /*gpus_only=*/true);
   // After the schedules, which need not know these ops (they only read what updates wrote).
   out.observed = {out.dp.loss, out.dp.accuracy};
   for (const ReplicaOutputs& replica : out.dp.replicas)

@@ -1,6 +1,7 @@
 #include "operators/sgd_update.hpp"
 
 #include "base/error.hpp"
+#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -22,44 +23,43 @@ SgdUpdateOp::SgdUpdateOp(Attrs attrs)
       weight_decay_(checked_nonnegative(attrs_, "weight_decay")) {}
 
 std::vector<Shape> SgdUpdateOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 2);
-  require(inputs[1] == inputs[0], type(), ": input 1 (grad) has shape ", inputs[1],
-          ", expected input 0's (weight) shape ", inputs[0]);
-  require(inputs[2] == inputs[0], type(), ": input 2 (history) has shape ", inputs[2],
-          ", expected input 0's (weight) shape ", inputs[0]);
-  require(inputs[3].ndim() == 0, type(), ": input 3 (lr) has shape ", inputs[3],
-          "; expected a scalar {}");
-  return {inputs[0], inputs[0]};
+  require(inputs.size() >= 4 && inputs.size() % 3 == 1, type(), ": ", inputs.size(),
+          " inputs; expected (weight, grad, history) for each weight, then lr");
+  std::vector<Shape> outputs;
+  for (size_t k = 0; k + 1 < inputs.size(); k += 3) {
+    const std::string group = inputs.size() > 4 ? str(" of weight ", k / 3) : "";
+    require(inputs[k + 1] == inputs[k], type(), ": input ", k + 1, " (grad", group, ") has shape ",
+            inputs[k + 1], ", expected input ", k, "'s (weight) shape ", inputs[k]);
+    require(inputs[k + 2] == inputs[k], type(), ": input ", k + 2, " (history", group,
+            ") has shape ", inputs[k + 2], ", expected input ", k, "'s (weight) shape ", inputs[k]);
+    outputs.insert(outputs.end(), {inputs[k], inputs[k]});
+  }
+  require(inputs.back().ndim() == 0, type(), ": input ", inputs.size() - 1, " (lr) has shape ",
+          inputs.back(), "; expected a scalar {}");
+  return outputs;
 }
 
 void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                               const std::vector<Tensor*>& outputs, OpContext&) {
-  const char* names[] = {"weight", "grad", "history"};
-  for (int i = 0; i < 3; ++i) {
-    require(inputs[i]->is_contiguous(), type(), ": input ", i, " (", names[i],
-            ") is a strided view of shape ", inputs[i]->shape(),
-            "; this kernel needs contiguous tensors");
-  }
-  for (int i = 0; i < 2; ++i) {
-    require(outputs[i]->is_contiguous(), type(), ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
-  const int64_t n = inputs[0]->count();
-  const float* w = inputs[0]->data();
-  const float* g = inputs[1]->data();
-  const float* h = inputs[2]->data();
-  const float lr = *inputs[3]->data();
-  float* new_w = outputs[0]->mutable_data();
-  float* new_h = outputs[1]->mutable_data();
+  require_contiguous(type(), inputs, outputs);
+  const float lr = *inputs.back()->data();
   const float momentum = momentum_;
   const float decay = weight_decay_;
-  // Each element is read before it is written, so in-place updates are safe.
+  for (size_t k = 0; k + 1 < inputs.size(); k += 3) {
+    const int64_t n = inputs[k]->count();
+    const float* w = inputs[k]->data();
+    const float* g = inputs[k + 1]->data();
+    const float* h = inputs[k + 2]->data();
+    float* new_w = outputs[2 * k / 3]->mutable_data();
+    float* new_h = outputs[2 * k / 3 + 1]->mutable_data();
+    // Each element is read before it is written, so in-place updates are safe.
 #pragma omp parallel for if (n > kParallelMinArithmetic)
-  for (int64_t i = 0; i < n; ++i) {
-    const float wi = w[i];
-    const float hi = momentum * h[i] + lr * (g[i] + decay * wi);
-    new_h[i] = hi;
-    new_w[i] = wi - hi;
+    for (int64_t i = 0; i < n; ++i) {
+      const float wi = w[i];
+      const float hi = momentum * h[i] + lr * (g[i] + decay * wi);
+      new_h[i] = hi;
+      new_w[i] = wi - hi;
+    }
   }
 }
 

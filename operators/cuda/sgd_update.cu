@@ -1,5 +1,9 @@
 // GPU kernel of operators/sgd_update.hpp: the CPU kernel's formula per element; the learning
-// rate is read on the device (a scalar tensor the trainer writes between runs).
+// rate is read on the device (a scalar tensor the trainer writes between runs). The op's
+// weights are updated by one launch (in batches of kMaxWeights): their elements laid end to end,
+// each block takes a fixed range of them, crossing from one weight to the next as it goes.
+#include <algorithm>
+
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
 #include "operators/gpu_kernel.hpp"
@@ -9,30 +13,64 @@ namespace purine::cuda {
 
 namespace {
 
-__global__ void sgd_step(int64_t n, const float* w, const float* g, const float* h,
-                         const float* lr, float momentum, float decay, float* new_w,
-                         float* new_h) {
+// What one launch updates, passed by value (within CUDA's 4 KB of kernel parameters).
+constexpr int kMaxWeights = 24;
+struct Weights {
+  int count = 0;
+  int64_t end[kMaxWeights];  // elements of weights 0..k, laid end to end
+  const float* w[kMaxWeights];
+  const float* g[kMaxWeights];
+  const float* h[kMaxWeights];
+  float* new_w[kMaxWeights];
+  float* new_h[kMaxWeights];
+};
+
+__global__ void sgd_steps(Weights s, int64_t per_block, const float* lr, float momentum,
+                          float decay) {
   const float rate = *lr;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float wi = w[i];
-    const float hi = momentum * h[i] + rate * (g[i] + decay * wi);
-    new_h[i] = hi;
-    new_w[i] = wi - hi;
+  const int64_t begin = blockIdx.x * per_block;
+  const int64_t end = min(begin + per_block, s.end[s.count - 1]);
+  for (int k = 0; k < s.count; ++k) {
+    const int64_t start = k == 0 ? 0 : s.end[k - 1];
+    const int64_t from = max(begin, start), to = min(end, s.end[k]);
+    for (int64_t i = from + threadIdx.x; i < to; i += blockDim.x) {
+      const int64_t j = i - start;
+      const float wj = s.w[k][j];
+      const float hj = momentum * s.h[k][j] + rate * (s.g[k][j] + decay * wj);
+      s.new_h[k][j] = hj;
+      s.new_w[k][j] = wj - hj;
+    }
   }
 }
 
 void sgd_update(const Operator& op, const std::vector<const Tensor*>& inputs,
                 const std::vector<Tensor*>& outputs, OpContext& context) {
   require_contiguous_gpu("sgd_update", inputs, outputs);
-  const int64_t n = inputs[0]->count();
-  if (n == 0) return;
   const float momentum = static_cast<float>(op.attrs().get_float("momentum", 0.0));
   const float decay = static_cast<float>(op.attrs().get_float("weight_decay", 0.0));
-  sgd_step<<<blocks_for(n), kThreads, 0, stream_of(context).stream()>>>(
-      n, inputs[0]->data(), inputs[1]->data(), inputs[2]->data(), inputs[3]->data(), momentum,
-      decay, outputs[0]->mutable_data(), outputs[1]->mutable_data());
-  PURINE_CUDA_LAUNCHED("sgd_update");
+  const float* lr = inputs.back()->data();
+  const size_t weights = inputs.size() / 3;
+  for (size_t first = 0; first < weights; first += kMaxWeights) {
+    Weights s;
+    int64_t total = 0;
+    for (size_t k = first; k < std::min(weights, first + kMaxWeights); ++k) {
+      if (inputs[3 * k]->count() == 0) continue;
+      total += inputs[3 * k]->count();
+      s.end[s.count] = total;
+      s.w[s.count] = inputs[3 * k]->data();
+      s.g[s.count] = inputs[3 * k + 1]->data();
+      s.h[s.count] = inputs[3 * k + 2]->data();
+      s.new_w[s.count] = outputs[2 * k]->mutable_data();
+      s.new_h[s.count] = outputs[2 * k + 1]->mutable_data();
+      ++s.count;
+    }
+    if (total == 0) continue;
+    const int blocks = blocks_for(total);
+    const int64_t per_block = (total + blocks - 1) / blocks;
+    sgd_steps<<<blocks, kThreads, 0, stream_of(context).stream()>>>(s, per_block, lr, momentum,
+                                                                    decay);
+    PURINE_CUDA_LAUNCHED("sgd_update");
+  }
 }
 
 }  // namespace

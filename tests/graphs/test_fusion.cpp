@@ -1,12 +1,16 @@
-// graphs/fusion.hpp: conv + bias + relu become one conv_bias_relu op where nothing else reads the
-// intermediate blobs, and the fused graph computes the unfused one's floats, forward and backward.
+// graphs/fusion.hpp: conv + bias + relu become one conv_bias_relu op, and bias + relu one bias_relu
+// op, where nothing else reads the intermediate blobs, and the fused graph computes the unfused
+// one's floats, forward and backward; a graph's local updates become one sgd_update per set of
+// attributes, the same floats.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "graphs/data_parallel.hpp"
 #include "graphs/fusion.hpp"
 #include "graphs/initialize.hpp"
 #include "graphs/layers.hpp"
+#include "graphs/sgd.hpp"
 #include "purine/autodiff.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
@@ -244,4 +248,76 @@ TEST_CASE("bias_relu's bias gradient is computed where its input's gradient is n
   REQUIRE(db[1].size() == 4);
   CHECK(std::any_of(db[0].begin(), db[0].end(), [](float v) { return v != 0; }));
   CHECK(std::memcmp(db[0].data(), db[1].data(), 4 * sizeof(float)) == 0);
+}
+
+namespace {
+
+// The MLP above with SGD (momentum, weight decay: the biases have none), its updates fused or
+// not, after `runs` steps: every weight.
+std::vector<std::vector<float>> trained_mlp(bool fuse_updates_too, int runs, int* update_ops) {
+  Mlp net(true, false);
+  SgdOptions options;
+  options.weight_decay = 5e-4;
+  SgdGraph sgd = add_sgd(net.g, net.grads, options);
+  if (fuse_updates_too) CHECK(fuse_updates(net.g, /*gpus_only=*/false) == 6);
+  *update_ops = count_type(net.g, "sgd_update");
+  initialize_parameters(net.g, 8);  // the states too
+  Runnable run(net.g);
+  for (int k = 0; k < runs; ++k) {
+    sgd.set_learning_rate(0.1 / (k + 1), 0);
+    run.run();
+  }
+  std::vector<std::vector<float>> weights;
+  for (const Parameter& p : net.g.parameters()) weights.push_back(p.blob->tensor().values());
+  return weights;
+}
+
+}  // namespace
+
+TEST_CASE("the updates of a graph become one sgd_update per set of attributes, the same floats",
+          "[fusion][determinism]") {
+  int fused_ops = 0, plain_ops = 0;
+  const std::vector<std::vector<float>> fused = trained_mlp(true, 3, &fused_ops);
+  const std::vector<std::vector<float>> plain = trained_mlp(false, 3, &plain_ops);
+  CHECK(plain_ops == 6);
+  CHECK(fused_ops == 2);  // the weights (decayed) and the biases (not)
+  REQUIRE(fused.size() == plain.size());
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(fused[i] == plain[i]);
+  }
+  Mlp net(true, false);
+  add_sgd(net.g, net.grads, SgdOptions{});
+  CHECK(fuse_updates(net.g, /*gpus_only=*/true) == 0);  // all at a CPU
+  CHECK(fuse_updates(net.g, /*gpus_only=*/false) == 6);
+  const Op* op = net.g.op("sgd::update0@rank0:cpu");
+  CHECK(op->inputs().size() == 6 * 3 + 1);
+  CHECK(op->inputs().back()->name() == "sgd::lr@rank0:cpu");
+  CHECK(op->inputs()[0]->name() == "fc1::weight");
+  CHECK(op->outputs()[0]->name() == "fc1::weight::updated");
+  CHECK(op->role() == OpRole::kOptimizer);
+}
+
+TEST_CASE("an update behind a gradient reduction is left alone", "[fusion]") {
+  Graph g;
+  DataParallelOptions options;
+  const std::vector<Location> locations = {Location::cpu(0, 0), Location::cpu(0, 1)};
+  build_data_parallel(
+      g, locations,
+      [](Graph& graph, int, int) {
+        Blob* images = graph.add_blob("images", {2, 1, 4, 4});
+        Blob* labels = graph.add_blob("labels", {2});
+        Blob* x =
+            (B{images} >> graph.add<InnerProductLayer>("fc1", InnerProductLayer::Options{5}) >>
+             graph.add<InnerProductLayer>("fc2", InnerProductLayer::Options{3}))
+                .top(0);
+        auto& xent = graph.add<SoftmaxLossLayer>("loss");
+        B{x, labels} >> xent;
+        return ReplicaOutputs{xent.top(0), nullptr};
+      },
+      options);
+  const int updates = count_type(g, "sgd_update");
+  CHECK(updates >= 4);
+  CHECK(fuse_updates(g, /*gpus_only=*/false) == 0);
+  CHECK(count_type(g, "sgd_update") == updates);
 }

@@ -64,3 +64,28 @@ TEST_CASE("sgd_update rejects bad shapes and attributes", "[sgd_update]") {
                       Catch::Contains("'momentum' is -0.5"));
   CHECK_FALSE(OperatorRegistry::create("sgd_update")->differentiable());
 }
+
+TEST_CASE("sgd_update of several weights updates each as alone, bit for bit", "[sgd_update]") {
+  Rng rng(9);
+  const Attrs attrs = Attrs().set("momentum", 0.9).set("weight_decay", 5e-4);
+  const Tensor lr = tensor_of({}, {0.05f});
+  std::vector<Tensor> inputs;
+  for (const Shape& shape : {Shape{3, 4}, Shape{300, 300}, Shape{0}, Shape{7}})
+    for (int role = 0; role < 3; ++role) inputs.push_back(random_tensor(shape, rng));
+  inputs.push_back(lr);
+  const std::vector<Tensor> together = run_forward("sgd_update", attrs, inputs);
+  REQUIRE(together.size() == 8);
+  for (size_t k = 0; k < 4; ++k) {
+    INFO("weight " << k);
+    const std::vector<Tensor> alone =
+        run_forward("sgd_update", attrs, {inputs[3 * k], inputs[3 * k + 1], inputs[3 * k + 2], lr});
+    CHECK(together[2 * k].values() == alone[0].values());
+    CHECK(together[2 * k + 1].values() == alone[1].values());
+  }
+  REQUIRE_THROWS_WITH(run_forward("sgd_update", attrs, {inputs[0], inputs[1], inputs[2]}),
+                      Catch::Contains("3 inputs; expected (weight, grad, history) for each"));
+  REQUIRE_THROWS_WITH(
+      run_forward("sgd_update", attrs,
+                  {inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[0], lr}),
+      Catch::Contains("input 5 (history of weight 1) has shape [3,4], expected input 3's"));
+}

@@ -2,6 +2,7 @@
 // conv_bias_relu ops, and training follows the unfused graph's losses and weights bit for bit,
 // alone, data parallel and with micro-batches; the parameters keep their names (checkpoints).
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -100,4 +101,32 @@ TEST_CASE("fused training on a GPU follows unfused training", "[trainer][fusion]
     INFO("iteration " << i + 1);
     CHECK(fused.losses[i] == Approx(plain.losses[i]).epsilon(1e-4));
   }
+}
+
+TEST_CASE("at a GPU the training graph's updates are one op per set of attributes",
+          "[trainer][fusion]") {
+  // Built, not run: no GPU needed.
+  auto updates = [](const std::string& model, bool fuse) {
+    TrainOptions o = small_run(model, 1);
+    o.devices = {0};
+    o.fuse = fuse;
+    const std::unique_ptr<Graph> g = build_training_graph(o);
+    std::vector<size_t> weights;  // per sgd_update op
+    for (const auto& op : g->ops())
+      if (op->type() == "sgd_update") weights.push_back(op->inputs().size() / 3);
+    return weights;
+  };
+  // The weights (decayed) and the biases (no decay).
+  CHECK(updates("mlp", true) == std::vector<size_t>{3, 3});
+  CHECK(updates("mlp", false).size() == 6);
+  const std::vector<size_t> googlenet = updates("googlenet", true);
+  REQUIRE(googlenet.size() == 2);
+  CHECK(googlenet[0] + googlenet[1] == updates("googlenet", false).size());
+  CHECK(googlenet[0] + googlenet[1] > 100);
+  // On the CPU every update stays its own op.
+  TrainOptions cpu = small_run("mlp", 1);
+  const std::unique_ptr<Graph> g = build_training_graph(cpu);
+  int on_cpu = 0;
+  for (const auto& op : g->ops()) on_cpu += op->type() == "sgd_update";
+  CHECK(on_cpu == 6);
 }

@@ -145,8 +145,9 @@ DEFINE_bool(cuda_graph, true,
             "--nocuda-graph launches op by op (a --trace then times each op)");
 DEFINE_bool(fuse, true,
             "run each convolution followed by its bias and a ReLU as one op (oneDNN post-ops on "
-            "the CPU, cuDNN's fused forward on a GPU), and any other bias followed by a ReLU "
-            "as one bias_relu op (the same results); --nofuse keeps every op");
+            "the CPU, cuDNN's fused forward on a GPU), any other bias followed by a ReLU as "
+            "one bias_relu op, and at a GPU the weights' updates as one op (the same results); "
+            "--nofuse keeps every op");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
               "--batch split among them; the data is read on the CPU");

@@ -121,6 +121,25 @@ TEST_CASE("the GPU SGD update matches the CPU", "[cuda][gpu]") {
   CHECK(parity_error("sgd_update", Attrs().set("momentum", 0.9).set("weight_decay", 5e-4),
                      {random_tensor(shape, gen), random_tensor(shape, gen),
                       random_tensor(shape, gen), lr}) <= 1e-6);
+  // 30 weights in one op: two launches (24 and 6), blocks crossing from weight to weight, an
+  // empty weight skipped; each weight as its own op would give it, bit for bit.
+  const Attrs attrs = Attrs().set("momentum", 0.9).set("weight_decay", 5e-4);
+  std::vector<Tensor> inputs;
+  for (int k = 0; k < 30; ++k) {
+    const Shape weight = k == 7 ? Shape{0} : Shape{1 + 97 * k % 1000, 3};
+    for (int role = 0; role < 3; ++role) inputs.push_back(random_tensor(weight, gen));
+  }
+  inputs.push_back(lr);
+  const std::vector<std::vector<float>> together = run_op("sgd_update", attrs, inputs, true);
+  REQUIRE(together.size() == 60);
+  for (int k = 0; k < 30; ++k) {
+    INFO("weight " << k);
+    const std::vector<std::vector<float>> alone = run_op(
+        "sgd_update", attrs, {inputs[3 * k], inputs[3 * k + 1], inputs[3 * k + 2], lr}, true);
+    CHECK(together[2 * k] == alone[0]);
+    CHECK(together[2 * k + 1] == alone[1]);
+  }
+  CHECK(parity_error("sgd_update", attrs, inputs) <= 1e-6);
 }
 
 TEST_CASE("the GPU Adam and AdamW updates match the CPU", "[cuda][gpu]") {
