@@ -39,6 +39,9 @@ class QueueGraph {
   // Puts the recorded work on the queue it was recorded on, as one piece: work put on that
   // queue afterwards starts once all of it has run, on every queue it spanned.
   virtual void launch() = 0;
+  // How many operations of the device one launch runs (a CUDA graph's kernel, copy and memset
+  // nodes; an emulated device's calls, one per op), or -1 where unknown.
+  virtual int operations() const { return -1; }
 };
 
 // A value the host makes anew for every launch of a recording, such as a dropout's random key.

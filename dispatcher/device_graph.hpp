@@ -62,6 +62,8 @@ class RecordedRegion {
     graph_->launch();
   }
   int launch_words() const { return static_cast<int>(words_.size()); }
+  // QueueGraph::operations() of the recording.
+  int operations() const { return graph_->operations(); }
 
  private:
   DeviceQueue& origin_;

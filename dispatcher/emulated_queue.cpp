@@ -121,13 +121,16 @@ struct Recording {
 // A recording's calls, made again by each launch.
 class ReplayedCalls : public QueueGraph {
  public:
-  explicit ReplayedCalls(std::vector<std::function<void()>> calls) : calls_(std::move(calls)) {}
+  ReplayedCalls(std::vector<std::function<void()>> calls, int work)
+      : calls_(std::move(calls)), work_(work) {}
   void launch() override {
     for (const auto& call : calls_) call();
   }
+  int operations() const override { return work_; }
 
  private:
   std::vector<std::function<void()>> calls_;
+  int work_;  // the calls that run work (not events)
 };
 
 }  // namespace
@@ -282,8 +285,12 @@ std::unique_ptr<QueueGraph> EmulatedQueue::end_capture() {
   for (const auto& e : r->tagged) e->recorded_in.reset();
   r->check_rejoined();
   std::vector<std::function<void()>> calls;
-  for (auto& step : r->steps) calls.push_back(std::move(step.replay));
-  return std::make_unique<ReplayedCalls>(std::move(calls));
+  int work = 0;
+  for (auto& step : r->steps) {
+    calls.push_back(std::move(step.replay));
+    work += step.kind == Item::kWork;
+  }
+  return std::make_unique<ReplayedCalls>(std::move(calls), work);
 }
 
 bool EmulatedQueue::on_queue_thread() { return on_a_queue_thread; }

@@ -152,9 +152,11 @@ std::string Runnable::device_graphs_state() const {
   if (!options_.device_graphs) return "off (not asked)";
   if (!device_graphs_) return "off: " + device_graphs_refusal_;
   if (!device_graphs_->on()) return "off: " + device_graphs_->off_reason();
+  const int operations = device_graphs_->operations_per_replay();
   return str("on: ", device_graphs_->recordings(), " recording",
-             device_graphs_->recordings() == 1 ? "" : "s", ", ", device_graphs_->replays(),
-             " replayed run", device_graphs_->replays() == 1 ? "" : "s");
+             device_graphs_->recordings() == 1 ? "" : "s",
+             operations >= 0 ? str(" of ", operations, " device operations") : std::string(), ", ",
+             device_graphs_->replays(), " replayed run", device_graphs_->replays() == 1 ? "" : "s");
 }
 
 int64_t Runnable::replayed_runs() const { return device_graphs_ ? device_graphs_->replays() : 0; }

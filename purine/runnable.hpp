@@ -90,8 +90,9 @@ class Runnable {
   // location this rank has no generator for, or a bad state, and then changes nothing.
   std::map<std::string, std::string> rng_states() const;
   void set_rng_states(const std::map<std::string, std::string>& states);
-  // RunOptions::device_graphs: "off (not asked)", "off: <why>", or "on: <n> recordings, <m>
-  // replayed runs".
+  // RunOptions::device_graphs: "off (not asked)", "off: <why>", or "on: <n> recordings of <k>
+  // device operations, <m> replayed runs" (k: QueueGraph::operations(), left out where
+  // unknown).
   std::string device_graphs_state() const;
   // Runs started by replaying a recording.
   int64_t replayed_runs() const;

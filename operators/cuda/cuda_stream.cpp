@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <vector>
+
 #include "base/error.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/device_guard.hpp"
@@ -42,19 +44,37 @@ class CudaEvent : public QueueEvent {
 // A captured graph, instantiated for launches on the stream it was captured on.
 class CudaGraph : public QueueGraph {
  public:
-  CudaGraph(int device, cudaStream_t stream, cudaGraphExec_t exec)
-      : device_(device), stream_(stream), exec_(exec) {}
+  CudaGraph(int device, cudaStream_t stream, cudaGraphExec_t exec, int operations)
+      : device_(device), stream_(stream), exec_(exec), operations_(operations) {}
   ~CudaGraph() override {
     DeviceGuard on(device_);
     (void)cudaGraphExecDestroy(exec_);
   }
   void launch() override { PURINE_CUDA_CALL("graph launch", cudaGraphLaunch(exec_, stream_)); }
+  int operations() const override { return operations_; }
 
  private:
   const int device_;
   const cudaStream_t stream_;
   const cudaGraphExec_t exec_;
+  const int operations_;
 };
+
+// The kernel, copy and memset nodes of `graph` (not its event and empty nodes), or -1.
+int device_operations(cudaGraph_t graph) {
+  size_t count = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return -1;
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0 && cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return -1;
+  int operations = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    if (cudaGraphNodeGetType(node, &type) != cudaSuccess) return -1;
+    operations += type == cudaGraphNodeTypeKernel || type == cudaGraphNodeTypeMemcpy ||
+                  type == cudaGraphNodeTypeMemset;
+  }
+  return operations;
+}
 
 // cuBLAS's workspace per stream: what NVIDIA recommends on Hopper (smaller cards need less).
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
@@ -145,9 +165,10 @@ std::unique_ptr<QueueGraph> CudaStream::end_capture() {
   PURINE_CUDA_CALL("recording", cudaStreamEndCapture(stream_, &graph));
   cudaGraphExec_t exec = nullptr;
   const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  const int operations = device_operations(graph);
   (void)cudaGraphDestroy(graph);
   PURINE_CUDA_CALL("recording", instantiated);
-  return std::make_unique<CudaGraph>(device_, stream_, exec);
+  return std::make_unique<CudaGraph>(device_, stream_, exec, operations);
 }
 
 CudaStream& stream_of(const OpContext& context) {

@@ -43,6 +43,9 @@ class DeviceGraphs {
   bool on() const { return off_reason_.empty(); }
   const std::string& off_reason() const { return off_reason_; }
   int recordings() const { return static_cast<int>(recordings_.size()); }
+  // The device operations one replay runs (RecordedRegion::operations() of the recording made
+  // last; every layout records the same work), or -1 before any or where unknown.
+  int operations_per_replay() const { return current_ ? current_->operations() : -1; }
   int64_t replays() const { return replays_; }
   void add_observer(dispatch::Observer* observer);
 

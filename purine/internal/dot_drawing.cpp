@@ -132,6 +132,15 @@ std::string two_lines(const std::string& type) {
   return cut == std::string::npos ? type : type.substr(0, cut) + "\\n" + type.substr(cut + 1);
 }
 
+// An op drawn by itself: its type on two lines, an update of several parameters saying how
+// many (graphs/fusion.hpp's fuse_updates), and its thread when not the main one.
+std::string op_label(const Op& op) {
+  std::string label = two_lines(op.type());
+  if (op.type() == "sgd_update" && op.inputs().size() > 4)
+    label = str("update\\n", op.inputs().size() / 3, " parameters");
+  return label + (op.thread() != Graph::kMainThread ? "\\n@" + op.thread() : "");
+}
+
 class Builder {
  public:
   Builder(const Graph& g, bool forward_only) : g_(g), layers_(g.layer_names()) {
@@ -150,8 +159,7 @@ class Builder {
       v.id = op->name();
       v.op = true;
       v.role = drawn_role(*op);
-      v.label =
-          two_lines(op->type()) + (op->thread() != Graph::kMainThread ? "\\n@" + op->thread() : "");
+      v.label = op_label(*op);
       v.tooltip = op->name();
       v.location = op->location();
       v.layer = layer_of(op->name(), layers_);
@@ -396,8 +404,7 @@ class Builder {
         v.id = op->name();
         v.op = true;
         v.role = role;
-        v.label = two_lines(op->type()) +
-                  (op->thread() != Graph::kMainThread ? "\\n@" + op->thread() : "");
+        v.label = op_label(*op);
         v.tooltip = op->name();
         v.location = op->location();
         add_vertex(v);

@@ -126,6 +126,9 @@ TEST_CASE("Recording runs nothing, and each launch of the condensed plan runs th
   f.b->drain();
   CHECK(f.log.take().empty());
   CHECK(f.runs == 0);
+  // a_source, b_middle and a_last each put one piece of work on their queues (the events that
+  // join and order the queues are not work).
+  CHECK(recorded->operations() == 3);
 
   pd::Engine engine(pd::condense(f.plan, region, "graph", [&] { recorded->launch(); }));
   for (int run = 1; run <= 3; ++run) {

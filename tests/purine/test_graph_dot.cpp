@@ -90,6 +90,21 @@ TEST_CASE("a collapsed picture draws weights and gradients with the update cycle
   CHECK(has(dot, "label=\"d relu1.top\\n[8,256]\""));
 }
 
+TEST_CASE("a GPU's fused updates are drawn as updates of so many parameters", "[graph][dot]") {
+  TrainOptions o;
+  o.model = "mlp";
+  o.data_dir = "synthetic:1x8x8:4";
+  o.batch = 8;
+  o.evaluate = false;
+  o.devices = {0};  // built, not run
+  std::unique_ptr<Graph> g = build_training_graph(o);
+  g->validate();
+  const std::string dot = draw_dot(*g, DotPicture{});
+  // Weights with decay, and biases without: two updates of three parameters each.
+  CHECK(count(dot, "label=\"update\\n3 parameters\"") == 2);
+  CHECK(has(dot, "\"gradients|replica0::mlp::fc2|rank0:gpu0\" -> \"sgd::update0@rank0:gpu0\""));
+}
+
 TEST_CASE("gradients are named by what they are the gradient of", "[graph][dot]") {
   const std::unique_ptr<Graph> g = mlp_graph(1);
   const Blob* grad = g->blob("replica0::mlp::fc1::inner_product::grad::in1");
