@@ -6,8 +6,8 @@
 #
 # Usage: run.sh [tests|bench|all|quick|scale|exec COMMAND...]   (default all; quick fits a short lease,
 # about 4 minutes on an H200: the GPU tests with a time limit each, one round of the GPU benchmark
-# of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic and --nofuse;
-# KEEP=folder keeps its traces and log. scale, about 3.5 minutes on 16 cores: the CPU-rank
+# of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic and --nofuse, and
+# mlp and convnet fused against --nofuse with their device operations per replay; KEEP=folder keeps its traces and log. scale, about 3.5 minutes on 16 cores: the CPU-rank
 # benchmarks of bench, shortened: allreduce on 2, 4 and 8 ranks, weak scaling over 1 to 8 ranks
 # against the machine's ceiling with traces of each layout, and purine simulate against 4 and 8
 # real ranks).
@@ -91,6 +91,19 @@ if [ "$what" = quick ]; then
     timeout 90 purine train --model=googlenet --device=0 --data=synthetic:3x224x224:1000 \
       --batch=128 --max-iters=30 --noevaluate $flags --summary=/tmp/summary.json >/dev/null
     echo "googlenet, batch 128, $flags: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json)"
+  done
+  # The small models, where launches dominate: fused (bias_relu, bias_relu_grad, one update
+  # kernel per set of attributes) against --nofuse, alternating, with each run's device
+  # operations per CUDA graph replay.
+  for model in mlp convnet; do
+    for round in 1 2; do
+      for flags in --fuse --nofuse; do
+        state=$(timeout 60 purine train --model=$model --device=0 --data=synthetic:1x28x28:10 \
+          --batch=64 --max-iters=300 --noevaluate $flags --summary=/tmp/summary.json 2>&1 |
+          grep '^CUDA graphs')
+        echo "$model, batch 64, $flags: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json); $state"
+      done
+    done
   done
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
