@@ -33,10 +33,6 @@ std::string scope_of(const std::string& name) {
   return at == std::string::npos ? "" : name.substr(0, at + 2);
 }
 
-}  // namespace
-
-namespace {
-
 // The ops in an order (Graph::add_order), which fusions leave alone, and the relus to try, once
 // the graph is set up.
 struct Candidates {
