@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "operators/attrs.hpp"
 
 namespace purine {
 
@@ -54,6 +55,16 @@ Candidates candidates(Graph& graph) {
   return c;
 }
 
+// The update ops fuse_updates joins: per weight `tensors` inputs (the weight, its gradient, its
+// states), then `scalars` inputs shared by all weights.
+struct UpdateForm {
+  size_t tensors, scalars;
+};
+const UpdateForm* update_form(const std::string& type) {
+  static const UpdateForm sgd{3, 1}, adam{4, 2};
+  return type == "sgd_update" ? &sgd : type == "adam_update" ? &adam : nullptr;
+}
+
 }  // namespace
 
 int fuse_conv_bias_relu(Graph& graph) {
@@ -97,38 +108,42 @@ int fuse_forward(Graph& graph) { return fuse_conv_bias_relu(graph) + fuse_bias_r
 
 int fuse_updates(Graph& graph, bool gpus_only) {
   const Candidates c = candidates(graph);
-  // The updates that may be one op, by place, learning rate and attributes, in creation order.
-  using Key = std::tuple<Location, std::string, std::string, double, double>;
+  // The updates that may be one op, by place, type, attributes and scalar inputs (the learning
+  // rate; Adam's step), in creation order.
+  using Key = std::tuple<Location, std::string, std::string, std::map<std::string, AttrValue>,
+                         std::vector<const Blob*>>;
   std::map<Key, std::vector<Op*>> groups;
   for (const auto& op : graph.ops()) {
-    if (op->type() != "sgd_update" || op->inputs().size() != 4 || c.ordered.count(op.get()) ||
-        op->role() != OpRole::kOptimizer || (gpus_only && op->location().is_cpu()))
+    const UpdateForm* form = update_form(op->type());
+    if (!form || op->inputs().size() != form->tensors + form->scalars ||
+        c.ordered.count(op.get()) || op->role() != OpRole::kOptimizer ||
+        (gpus_only && op->location().is_cpu()))
       continue;
     const Blob* grad = op->inputs()[1];
     const bool local = !grad->writers().empty() &&
                        std::all_of(grad->writers().begin(), grad->writers().end(),
                                    [](const Op* w) { return w->role() == OpRole::kBackward; });
     if (!local) continue;  // a reduced gradient: its update follows its reduction
-    const Attrs& a = op->kernel().attrs();
-    groups[{op->location(), op->thread(), op->inputs()[3]->name(), a.get_float("momentum", 0.0),
-            a.get_float("weight_decay", 0.0)}]
+    const std::vector<const Blob*> scalars(op->inputs().end() - form->scalars, op->inputs().end());
+    groups[{op->location(), op->thread(), op->type(), op->kernel().attrs().values(), scalars}]
         .push_back(op.get());
   }
   std::map<Location, int> made;  // fused updates per location, for their names
   int fused = 0;
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
+    const size_t tensors = update_form(members[0]->type())->tensors;
     std::vector<Blob*> inputs, outputs;
     for (const Op* op : members) {
-      inputs.insert(inputs.end(), op->inputs().begin(), op->inputs().end() - 1);
+      inputs.insert(inputs.end(), op->inputs().begin(), op->inputs().begin() + tensors);
       outputs.insert(outputs.end(), op->outputs().begin(), op->outputs().end());
     }
-    inputs.push_back(members[0]->inputs()[3]);
+    inputs.insert(inputs.end(), members[0]->inputs().begin() + tensors, members[0]->inputs().end());
     // The new op takes chain[0]'s place among the ops: the last update's, after every input.
     std::vector<Op*> chain(members.rbegin(), members.rend());
     const Location at = std::get<0>(key);
-    graph.replace_ops(chain, {}, str("sgd::update", made[at]++, "@", at.to_string()), "sgd_update",
-                      members[0]->kernel().attrs(), inputs, outputs);
+    graph.replace_ops(chain, {}, str("sgd::update", made[at]++, "@", at.to_string()),
+                      members[0]->type(), members[0]->kernel().attrs(), inputs, outputs);
     fused += static_cast<int>(members.size());
   }
   return fused;

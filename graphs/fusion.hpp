@@ -24,9 +24,10 @@
 // fc1::bias_relu); the same floats as the two ops, forward and backward. One op and one pass
 // over the activation instead of two: on a GPU one kernel fewer per layer.
 //
-// sgd_update ops -> one sgd_update of several weights (operators/sgd_update.hpp), a rewrite of
-// a whole training graph (after the optimizer is added): the updates at one location and thread,
-// with one learning rate blob and the same attributes, whose gradients the backward pass wrote
+// sgd_update ops -> one sgd_update of several weights (operators/sgd_update.hpp), and the same
+// for adam_update (operators/adam_update.hpp), a rewrite of a whole training graph (after the
+// optimizer is added): the updates of one type at one location and thread, with the same
+// learning rate blob (and Adam's step blob) and attributes, whose gradients the backward pass wrote
 // (not a reduction: a data-parallel update stays behind its own reduction), none in an order.
 // Named "sgd::update<k>@<location>"; the same floats. The one op waits for the last gradient
 // and keeps every gradient until then: on a GPU it saves a launch per weight (GoogLeNet: 116 of

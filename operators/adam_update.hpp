@@ -11,6 +11,11 @@
 // [0, 1), eps (1e-8) > 0, weight_decay (0) >= 0, decoupled (int, 0 or 1). weight, grad, m and v
 // have one shape; outputs may share memory with the inputs of their role (an in-place update).
 // Not differentiable. All tensors must be contiguous.
+//
+// Several weights with the same attributes in one op (graphs/fusion.hpp's fuse_updates, at a
+// GPU): (w_1, g_1, m_1, v_1, ..., w_K, g_K, m_K, v_K, lr, step) -> (new_w_1, new_m_1, new_v_1,
+// ..., new_w_K, new_m_K, new_v_K), each group of its own shape, each updated as above: on a GPU
+// one kernel for them all instead of K, the same floats.
 #pragma once
 
 #include <vector>
@@ -23,11 +28,12 @@ class AdamUpdateOp : public TypedOperator<AdamUpdateOp> {
  public:
   static constexpr char kType[] = "adam_update";
   static constexpr char kSignature[] =
-      "(weight, grad, m, v, lr {}, step {}) -> (new_weight, new_m, new_v); attrs: beta1 (float, "
-      "0.9), beta2 (float, 0.999), eps (float, 1e-8), weight_decay (float, 0), decoupled (int, 0)";
+      "(weight, grad, m, v, ..., lr {}, step {}) -> (new_weight, new_m, new_v, ...); attrs: beta1 "
+      "(float, 0.9), beta2 (float, 0.999), eps (float, 1e-8), weight_decay (float, 0), decoupled "
+      "(int, 0)";
   explicit AdamUpdateOp(Attrs attrs);
-  int num_inputs() const override { return 6; }
-  int num_outputs() const override { return 3; }
+  int num_inputs() const override { return kVariadic; }
+  int num_outputs() const override { return kVariadic; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 
   struct Hyper {

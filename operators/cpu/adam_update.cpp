@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/error.hpp"
+#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -37,46 +38,54 @@ AdamUpdateOp::AdamUpdateOp(Attrs attrs)
     : TypedOperator(std::move(attrs)), hyper_(checked_hyper(attrs_)) {}
 
 std::vector<Shape> AdamUpdateOp::output_shapes(const std::vector<Shape>& inputs) const {
-  check_counts(inputs.size(), 3);
+  require(inputs.size() >= 6 && inputs.size() % 4 == 2, type(), ": ", inputs.size(),
+          " inputs; expected (weight, grad, m, v) for each weight, then lr and step");
   const char* names[] = {"weight", "grad", "m", "v"};
-  for (int i = 1; i < 4; ++i)
-    require(inputs[i] == inputs[0], type(), ": input ", i, " (", names[i], ") has shape ",
-            inputs[i], ", expected input 0's (weight) shape ", inputs[0]);
-  require(inputs[4].ndim() == 0 && inputs[5].ndim() == 0, type(),
-          ": inputs 4 (lr) and 5 (step) must be scalars {}, got ", inputs[4], " and ", inputs[5]);
-  return {inputs[0], inputs[0], inputs[0]};
+  std::vector<Shape> outputs;
+  for (size_t k = 0; k + 2 < inputs.size(); k += 4) {
+    const std::string group = inputs.size() > 6 ? str(" of weight ", k / 4) : "";
+    for (size_t i = 1; i < 4; ++i)
+      require(inputs[k + i] == inputs[k], type(), ": input ", k + i, " (", names[i], group,
+              ") has shape ", inputs[k + i], ", expected input ", k, "'s (weight) shape ",
+              inputs[k]);
+    outputs.insert(outputs.end(), {inputs[k], inputs[k], inputs[k]});
+  }
+  const size_t lr = inputs.size() - 2;
+  require(inputs[lr].ndim() == 0 && inputs[lr + 1].ndim() == 0, type(), ": inputs ", lr,
+          " (lr) and ", lr + 1, " (step) must be scalars {}, got ", inputs[lr], " and ",
+          inputs[lr + 1]);
+  return outputs;
 }
 
 void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                const std::vector<Tensor*>& outputs, OpContext&) {
-  for (size_t i = 0; i < 4; ++i)
-    require(inputs[i]->is_contiguous(), type(), ": input ", i,
-            " is a strided view; this kernel needs contiguous tensors");
-  for (size_t i = 0; i < 3; ++i)
-    require(outputs[i]->is_contiguous(), type(), ": output ", i,
-            " is a strided view; this kernel needs contiguous tensors");
-  const float lr = *inputs[4]->data();
-  const double t = *inputs[5]->data();
+  require_contiguous(type(), inputs, outputs);
+  const float lr = *inputs[inputs.size() - 2]->data();
+  const double t = *inputs.back()->data();
   require(t >= 1, type(), ": step must be at least 1 (the first update), got ", t);
   const Hyper h = hyper_;
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(h.beta1, t)));
   const float correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t)));
   const float shrink = h.decoupled ? 1.0f - lr * h.weight_decay : 1.0f;
   const float l2 = h.decoupled ? 0.0f : h.weight_decay;
-  const int64_t n = inputs[0]->count();
-  const float *w = inputs[0]->data(), *g = inputs[1]->data();
-  const float *m = inputs[2]->data(), *v = inputs[3]->data();
-  float *new_w = outputs[0]->mutable_data(), *new_m = outputs[1]->mutable_data();
-  float* new_v = outputs[2]->mutable_data();
-  // Each element is read before it is written, so in-place updates are safe.
+  for (size_t k = 0; k + 2 < inputs.size(); k += 4) {
+    const int64_t n = inputs[k]->count();
+    const float *w = inputs[k]->data(), *g = inputs[k + 1]->data();
+    const float *m = inputs[k + 2]->data(), *v = inputs[k + 3]->data();
+    const size_t o = 3 * k / 4;
+    float *new_w = outputs[o]->mutable_data(), *new_m = outputs[o + 1]->mutable_data();
+    float* new_v = outputs[o + 2]->mutable_data();
+    // Each element is read before it is written, so in-place updates are safe.
 #pragma omp parallel for if (n > kParallelMinArithmetic)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] + l2 * w[i];
-    const float mi = h.beta1 * m[i] + h.one_minus_beta1 * gi;
-    const float vi = h.beta2 * v[i] + h.one_minus_beta2 * gi * gi;
-    new_m[i] = mi;
-    new_v[i] = vi;
-    new_w[i] = w[i] * shrink - step_size * mi / (std::sqrt(vi) / correction2 + h.eps);
+    for (int64_t i = 0; i < n; ++i) {
+      const float wi = w[i];
+      const float gi = g[i] + l2 * wi;
+      const float mi = h.beta1 * m[i] + h.one_minus_beta1 * gi;
+      const float vi = h.beta2 * v[i] + h.one_minus_beta2 * gi * gi;
+      new_m[i] = mi;
+      new_v[i] = vi;
+      new_w[i] = wi * shrink - step_size * mi / (std::sqrt(vi) / correction2 + h.eps);
+    }
   }
 }
 

@@ -136,8 +136,10 @@ std::string two_lines(const std::string& type) {
 // many (graphs/fusion.hpp's fuse_updates), and its thread when not the main one.
 std::string op_label(const Op& op) {
   std::string label = two_lines(op.type());
-  if (op.type() == "sgd_update" && op.inputs().size() > 4)
-    label = str("update\\n", op.inputs().size() / 3, " parameters");
+  // Per weight: sgd_update reads 3 tensors, adam_update 4; then 1 or 2 scalars.
+  const size_t per_weight = op.type() == "sgd_update" ? 3 : op.type() == "adam_update" ? 4 : 0;
+  if (per_weight > 0 && op.inputs().size() > per_weight + 2)
+    label = str("update\\n", op.inputs().size() / per_weight, " parameters");
   return label + (op.thread() != Graph::kMainThread ? "\\n@" + op.thread() : "");
 }
 

@@ -65,3 +65,35 @@ TEST_CASE("adam_update refuses bad hyper-parameters and a step before the first"
                   {w, w, Tensor({1}), Tensor({1}), tensor_of({}, {0.1f}), tensor_of({}, {0.0f})}),
       Catch::Contains("step must be at least 1"));
 }
+
+TEST_CASE("adam_update of several weights updates each as alone, bit for bit", "[adam_update]") {
+  Rng rng(11);
+  const Tensor lr = tensor_of({}, {0.01f}), step = tensor_of({}, {3.0f});
+  for (int64_t decoupled : {0, 1}) {
+    INFO("decoupled " << decoupled);
+    const Attrs attrs = Attrs().set("weight_decay", 0.01).set("decoupled", decoupled);
+    std::vector<Tensor> inputs;
+    for (const Shape& shape : {Shape{3, 4}, Shape{300, 300}, Shape{0}, Shape{7}}) {
+      for (int role = 0; role < 4; ++role) inputs.push_back(random_tensor(shape, rng));
+      Tensor& v = inputs.back();  // the second moment is never negative
+      for (int64_t i = 0; i < v.count(); ++i) v.mutable_data()[i] *= v.data()[i];
+    }
+    inputs.push_back(lr);
+    inputs.push_back(step);
+    const std::vector<Tensor> together = run_forward("adam_update", attrs, inputs);
+    REQUIRE(together.size() == 12);
+    for (size_t k = 0; k < 4; ++k) {
+      INFO("weight " << k);
+      const std::vector<Tensor> alone = run_forward(
+          "adam_update", attrs,
+          {inputs[4 * k], inputs[4 * k + 1], inputs[4 * k + 2], inputs[4 * k + 3], lr, step});
+      for (size_t r = 0; r < 3; ++r) CHECK(together[3 * k + r].values() == alone[r].values());
+    }
+  }
+  const Attrs attrs;
+  REQUIRE_THROWS_WITH(run_forward("adam_update", attrs, {lr, lr, lr, lr, lr}),
+                      Catch::Contains("5 inputs; expected (weight, grad, m, v) for each weight"));
+  const Tensor a = tensor_of({2}, {1, 2}), b = tensor_of({1}, {1});
+  REQUIRE_THROWS_WITH(run_forward("adam_update", attrs, {a, a, a, a, a, a, b, a, lr, step}),
+                      Catch::Contains("input 6 (m of weight 1) has shape [1], expected input 4's"));
+}

@@ -103,6 +103,10 @@ TEST_CASE("a GPU's fused updates are drawn as updates of so many parameters", "[
   // Weights with decay, and biases without: two updates of three parameters each.
   CHECK(count(dot, "label=\"update\\n3 parameters\"") == 2);
   CHECK(has(dot, "\"gradients|replica0::mlp::fc2|rank0:gpu0\" -> \"sgd::update0@rank0:gpu0\""));
+  o.optimizer = Optimizer::kAdam;  // four tensors per parameter, then the rate and the step
+  g = build_training_graph(o);
+  g->validate();
+  CHECK(count(draw_dot(*g, DotPicture{}), "label=\"update\\n3 parameters\"") == 2);
 }
 
 TEST_CASE("gradients are named by what they are the gradient of", "[graph][dot]") {

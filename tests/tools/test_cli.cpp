@@ -247,7 +247,7 @@ TEST_CASE("purine ops lists every operator with its signature", "[cli]") {
   CHECK(lines(r.output) >= 45);
   CHECK_THAT(r.output, Contains("\nconv: (x [N, C, H, W], w [O, C, kh, kw]) -> y [N, O, Ho, Wo]; "
                                 "attrs: stride") &&
-                           Contains("\nadam_update: (weight, grad, m, v, lr {}, step {})"));
+                           Contains("\nadam_update: (weight, grad, m, v, ..., lr {}, step {})"));
 }
 
 TEST_CASE("unknown command prints usage", "[cli]") {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatcher/emulated_devices.hpp"
 #include "operators/cuda/gpu_test.hpp"
 #include "train/trainer.hpp"
 
@@ -31,6 +32,7 @@ struct Outcome {
   std::vector<std::string> parameter_names;
   std::vector<std::vector<float>> weights;
   int fused_ops = 0;
+  int update_ops = 0;
 };
 
 Outcome train(TrainOptions o, bool fuse) {
@@ -38,8 +40,10 @@ Outcome train(TrainOptions o, bool fuse) {
   Outcome out;
   Trainer trainer(o);
   trainer.train([&](const TrainProgress& p) { out.losses.push_back(p.loss); });
-  for (const auto& op : trainer.training_graph().ops())
+  for (const auto& op : trainer.training_graph().ops()) {
     out.fused_ops += op->type() == "conv_bias_relu" || op->type() == "bias_relu";
+    out.update_ops += op->type() == "sgd_update" || op->type() == "adam_update";
+  }
   for (const Parameter& p : trainer.training_graph().parameters()) {
     out.parameter_names.push_back(p.blob->name());
     out.weights.push_back(p.blob->tensor().values());
@@ -106,19 +110,24 @@ TEST_CASE("fused training on a GPU follows unfused training", "[trainer][fusion]
 TEST_CASE("at a GPU the training graph's updates are one op per set of attributes",
           "[trainer][fusion]") {
   // Built, not run: no GPU needed.
-  auto updates = [](const std::string& model, bool fuse) {
+  auto updates = [](const std::string& model, bool fuse, Optimizer optimizer = Optimizer::kSgd) {
     TrainOptions o = small_run(model, 1);
     o.devices = {0};
     o.fuse = fuse;
+    o.optimizer = optimizer;
     const std::unique_ptr<Graph> g = build_training_graph(o);
-    std::vector<size_t> weights;  // per sgd_update op
-    for (const auto& op : g->ops())
+    std::vector<size_t> weights;  // per update op
+    for (const auto& op : g->ops()) {
       if (op->type() == "sgd_update") weights.push_back(op->inputs().size() / 3);
+      if (op->type() == "adam_update") weights.push_back(op->inputs().size() / 4);
+    }
     return weights;
   };
   // The weights (decayed) and the biases (no decay).
   CHECK(updates("mlp", true) == std::vector<size_t>{3, 3});
   CHECK(updates("mlp", false).size() == 6);
+  CHECK(updates("mlp", true, Optimizer::kAdam) == std::vector<size_t>{3, 3});
+  CHECK(updates("mlp", false, Optimizer::kAdamW).size() == 6);
   const std::vector<size_t> googlenet = updates("googlenet", true);
   REQUIRE(googlenet.size() == 2);
   CHECK(googlenet[0] + googlenet[1] == updates("googlenet", false).size());
@@ -129,4 +138,24 @@ TEST_CASE("at a GPU the training graph's updates are one op per set of attribute
   int on_cpu = 0;
   for (const auto& op : g->ops()) on_cpu += op->type() == "sgd_update";
   CHECK(on_cpu == 6);
+}
+
+TEST_CASE("at an emulated GPU, fused SGD, Adam and AdamW updates train as unfused ones",
+          "[trainer][fusion][device][determinism]") {
+  dispatch::ScopedEmulatedDevices emulated(1);
+  for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kAdam, Optimizer::kAdamW}) {
+    INFO("optimizer " << static_cast<int>(optimizer));
+    TrainOptions o = small_run("mlp", 4);
+    o.devices = {0};
+    o.threads = 1;
+    o.optimizer = optimizer;
+    o.lr = optimizer == Optimizer::kSgd ? 0.05 : 0.002;
+    const Outcome fused = train(o, true), plain = train(o, false);
+    CHECK(fused.update_ops == 2);  // the weights (decayed) and the biases (no decay)
+    CHECK(plain.update_ops == 6);
+    REQUIRE(fused.losses.size() == 4);
+    CHECK(fused.losses == plain.losses);
+    CHECK(fused.losses.back() != fused.losses.front());
+    CHECK(fused.weights == plain.weights);
+  }
 }
