@@ -17,9 +17,10 @@ void check_milestones(const std::vector<int64_t>& milestones) {
   for (size_t i = 0; i < milestones.size(); ++i) {
     require(milestones[i] >= 0, "learning rate schedule: milestone ", i, " is ", milestones[i],
             "; expected an iteration >= 0");
-    require(i == 0 || milestones[i] >= milestones[i - 1], "learning rate schedule: milestone ", i,
-            " (", milestones[i], ") comes before milestone ", i - 1, " (", milestones[i - 1],
-            "); expected non-decreasing iterations");
+    if (i > 0)  // (require evaluates its message: no milestones[-1])
+      require(milestones[i] >= milestones[i - 1], "learning rate schedule: milestone ", i, " (",
+              milestones[i], ") comes before milestone ", i - 1, " (", milestones[i - 1],
+              "); expected non-decreasing iterations");
   }
 }
 

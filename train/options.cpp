@@ -225,8 +225,9 @@ void validate_options(const TrainOptions& o) {
   for (size_t i = 0; i < o.lr_milestones.size(); ++i) {
     const double m = o.lr_milestones[i];
     require(m > 0 && m < 1, "--lr-milestones are fractions of the training in (0, 1), got ", m);
-    require(i == 0 || m > o.lr_milestones[i - 1], "--lr-milestones must increase, got ",
-            o.lr_milestones[i - 1], " then ", m);
+    if (i > 0)  // (require evaluates its message: no lr_milestones[-1])
+      require(m > o.lr_milestones[i - 1], "--lr-milestones must increase, got ",
+              o.lr_milestones[i - 1], " then ", m);
   }
   require(o.lr_warmup >= 0, "--lr-warmup must be non-negative, got ", o.lr_warmup);
   require(std::isfinite(o.lr_warmup_start) && o.lr_warmup_start > 0 && o.lr_warmup_start <= 1,

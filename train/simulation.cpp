@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <regex>
@@ -54,6 +55,22 @@ void check_link(const proto::LinkProto& link, const std::string& where) {
   require(link.gigabytes_per_second() > 0 && std::isfinite(link.gigabytes_per_second()), where,
           ".gigabytes_per_second must be positive, got ", link.gigabytes_per_second());
   require(link.latency_us() >= 0, where, ".latency_us must be >= 0, got ", link.latency_us());
+}
+
+// `entries` names the list in errors: "cluster file F: nodes[0].rank_speed".
+void check_rank_speeds(const google::protobuf::RepeatedPtrField<proto::RankSpeedProto>& speeds,
+                       const std::string& entries) {
+  for (int i = 0; i < speeds.size(); ++i) {
+    const proto::RankSpeedProto& e = speeds[i];
+    const std::string at = str(entries, "[", i, "]");
+    require(e.ranks() >= 2, at, ".ranks must be at least 2 (one rank alone has speed 1), got ",
+            e.ranks());
+    // (require evaluates its message: no speeds[-1].)
+    const int before = i == 0 ? 1 : speeds[i - 1].ranks();
+    require(e.ranks() > before, at, ".ranks must exceed the entry before's (", before, "), got ",
+            e.ranks());
+    require(e.speed() > 0 && e.speed() <= 2, at, ".speed must be in (0, 2], got ", e.speed());
+  }
 }
 
 double median(std::vector<double> values) {
@@ -253,6 +270,14 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
   dispatch::SimulationSetup& setup = m.setup;
   SimulationReport& report = m.report;
   const int n = static_cast<int>(sp.tasks.size());
+  // Per node, its ranks' compute speed with all of them placed there (NodeGroupProto.rank_speed).
+  std::vector<int> ranks_on(p.nodes.size(), 0);
+  for (int r = 0; r < o.ranks; ++r) ++ranks_on[p.node_of_rank[r]];
+  std::vector<double> node_speed;
+  for (size_t k = 0; k < p.nodes.size(); ++k) {
+    node_speed.push_back(rank_speed_at(*p.nodes[k].group, ranks_on[k]));
+    if (ranks_on[k] > 0) report.rank_speed = std::min(report.rank_speed, node_speed.back());
+  }
   setup.costs.assign(n, {});
   setup.channels = static_cast<int>(p.channel_names.size());
   setup.pool_cores = p.pool_cores;
@@ -412,6 +437,9 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
       c.busy = report.roofline_scale * modelled;
       ++report.by_roofline;
     }
+    // A CPU op computes slower while the node's other ranks compute too (shared memory).
+    if (task.at.is_cpu() && !traits.communicates)
+      c.busy /= node_speed[p.node_of_rank[task.at.rank]];
     if (traits.ordered_across_ranks && traits.communicates) {
       // An allreduce over every rank: a ring's 2(N-1) steps over the slowest link it crosses.
       c.collective = ordered_seen[task.at.rank]++;
@@ -489,6 +517,7 @@ proto::ClusterProto parse_cluster(const std::string& text, const std::string& so
             ".poll_delay_us must be >= 0, got ", g.poll_delay_us());
     require(g.cores_per_rank() >= 0 && g.cores_per_rank() <= g.cores(), where,
             ".cores_per_rank must be in [0, cores = ", g.cores(), "], got ", g.cores_per_rank());
+    check_rank_speeds(g.rank_speed(), where + ".rank_speed");
     if (g.gpus() > 0) {
       require(g.has_gpu() && g.has_pcie(), where, " has ", g.gpus(),
               " GPUs: it needs gpu { ... } and pcie { ... }");
@@ -548,6 +577,44 @@ proto::ClusterProto fit_device_speed(const SimulateOptions& options, double imag
   }
   *factor = std::sqrt(lo * hi);
   return scaled(*factor);
+}
+
+double rank_speed_at(const proto::NodeGroupProto& group, int ranks) {
+  int below_ranks = 1;
+  double below_speed = 1;
+  for (const proto::RankSpeedProto& e : group.rank_speed()) {
+    if (ranks <= e.ranks())
+      return below_speed +
+             (e.speed() - below_speed) * (ranks - below_ranks) / (e.ranks() - below_ranks);
+    below_ranks = e.ranks();
+    below_speed = e.speed();
+  }
+  return ranks <= 1 ? 1.0 : below_speed;
+}
+
+void set_rank_speeds(proto::ClusterProto& cluster, const std::string& text) {
+  google::protobuf::RepeatedPtrField<proto::RankSpeedProto> speeds;
+  std::istringstream entries(text);
+  std::string entry;
+  while (std::getline(entries, entry, ',')) {
+    const size_t colon = entry.find(':');
+    char* end = nullptr;
+    proto::RankSpeedProto e;
+    bool ok = colon != std::string::npos && colon > 0;
+    if (ok) {
+      const long ranks = std::strtol(entry.c_str(), &end, 10);
+      ok = end == entry.c_str() + colon;
+      e.set_ranks(static_cast<int>(ranks));
+      const double speed = std::strtod(entry.c_str() + colon + 1, &end);
+      ok = ok && colon + 1 < entry.size() && end == entry.c_str() + entry.size();
+      e.set_speed(speed);
+    }
+    require(ok, "--rank-speed: '", entry, "' is not RANKS:SPEED (e.g. 8:0.82)");
+    *speeds.Add() = e;
+  }
+  require(!speeds.empty(), "--rank-speed: no entries; give RANKS:SPEED,... (e.g. 2:0.94,8:0.82)");
+  check_rank_speeds(speeds, "--rank-speed, entry");
+  for (proto::NodeGroupProto& g : *cluster.mutable_nodes()) *g.mutable_rank_speed() = speeds;
 }
 
 proto::ClusterProto load_cluster(const std::string& path) {

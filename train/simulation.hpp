@@ -39,6 +39,13 @@ namespace purine {
 proto::ClusterProto load_cluster(const std::string& path);
 // The same for text; `source` names it in errors.
 proto::ClusterProto parse_cluster(const std::string& text, const std::string& source);
+// The compute speed of one rank of `group` while `ranks` ranks of its node compute at once:
+// NodeGroupProto.rank_speed interpolated linearly (1 at one rank and without entries; the last
+// entry's speed beyond it).
+double rank_speed_at(const proto::NodeGroupProto& group, int ranks);
+// Replaces every node group's rank_speed with "RANKS:SPEED,..." (purine simulate --rank-speed,
+// e.g. "2:0.94,4:0.96,8:0.82"); throws purine::Error naming the flag and the entry.
+void set_rank_speeds(proto::ClusterProto& cluster, const std::string& text);
 // One node with the cores of this machine and a modest CPU speed, for runs without --cluster.
 proto::ClusterProto default_cluster();
 
@@ -98,6 +105,9 @@ struct SimulationReport {
   // Tasks replayed from a device graph (train.cuda_graph, at ranks whose runs record one): they
   // pay their device time and the recording's launch, no launch each.
   int device_graph_tasks = 0;
+  // The slowest compute speed of a node's ranks, relative to one rank alone
+  // (NodeGroupProto.rank_speed at the ranks placed on it; 1 without a table).
+  double rank_speed = 1;
 };
 
 // The cluster of `options` with the speeds (peak FLOP/s and memory bandwidth) of its devices of

@@ -271,6 +271,59 @@ TEST_CASE("simulated ranks bound to a core each: their comm threads wait for tha
         Approx(simulate_training(alone_shared).step_seconds).epsilon(0.01));
 }
 
+TEST_CASE("simulated ranks sharing a node's memory compute at the measured speed", "[simulation]") {
+  // 4 ranks on one node with plenty of cores and a fast memory link: compute dominates.
+  const auto one_node = [](const std::string& rank_speed) {
+    return parse_cluster(
+        "nodes { cores: 8 ranks_per_node: 4 " + rank_speed +
+            "\n  cpu { peak_gflops: 50 memory_gigabytes_per_second: 10 op_overhead_us: 5 }\n"
+            "  host_memory { latency_us: 1 gigabytes_per_second: 1000 } }\n",
+        "node.pbtxt");
+  };
+  const proto::ClusterProto table = one_node(
+      "rank_speed { ranks: 2 speed: 0.9 } rank_speed { ranks: 4 speed: 0.5 } "
+      "rank_speed { ranks: 8 speed: 0.4 }");
+  const proto::NodeGroupProto& g = table.nodes(0);
+  CHECK(rank_speed_at(g, 1) == 1);
+  CHECK(rank_speed_at(g, 2) == Approx(0.9));
+  CHECK(rank_speed_at(g, 3) == Approx(0.7));  // halfway from 2 ranks to 4
+  CHECK(rank_speed_at(g, 6) == Approx(0.45));
+  CHECK(rank_speed_at(g, 16) == Approx(0.4));  // the last entry's beyond it
+  CHECK(rank_speed_at(one_node("").nodes(0), 8) == 1);
+
+  SimulateOptions plain = convnet(4);
+  plain.cluster = one_node("");
+  SimulateOptions shared = convnet(4);
+  shared.cluster = table;
+  const SimulationReport free_memory = simulate_training(plain);
+  const SimulationReport half_speed = simulate_training(shared);
+  CHECK(free_memory.rank_speed == 1);
+  CHECK(half_speed.rank_speed == Approx(0.5));
+  // Compute takes twice as long; the transfers do not.
+  CHECK(half_speed.step_seconds > 1.7 * free_memory.step_seconds);
+  CHECK(half_speed.step_seconds < 2.05 * free_memory.step_seconds);
+  // One rank alone on the node: no slowdown.
+  SimulateOptions alone = convnet(1);
+  alone.cluster = table;
+  SimulateOptions alone_plain = convnet(1);
+  alone_plain.cluster = one_node("");
+  CHECK(simulate_training(alone).step_seconds == simulate_training(alone_plain).step_seconds);
+  // --rank-speed replaces the file's table.
+  proto::ClusterProto overridden = one_node("");
+  set_rank_speeds(overridden, "2:0.9,4:0.5");
+  CHECK(rank_speed_at(overridden.nodes(0), 4) == Approx(0.5));
+  CHECK_THROWS_WITH(
+      set_rank_speeds(overridden, "4:0.5,2:0.9"),
+      Contains("--rank-speed, entry[1].ranks must exceed the entry before's (4), got 2"));
+  CHECK_THROWS_WITH(set_rank_speeds(overridden, "4=0.5"), Contains("'4=0.5' is not RANKS:SPEED"));
+  CHECK_THROWS_WITH(set_rank_speeds(overridden, "4:"), Contains("'4:' is not RANKS:SPEED"));
+  CHECK_THROWS_WITH(
+      one_node("rank_speed { ranks: 1 speed: 0.5 }"),
+      Contains("cluster file node.pbtxt: nodes[0].rank_speed[0].ranks must be at least 2"));
+  CHECK_THROWS_WITH(one_node("rank_speed { ranks: 2 speed: -1 }"),
+                    Contains("nodes[0].rank_speed[0].speed must be in (0, 2], got -1"));
+}
+
 TEST_CASE("simulated training: impossible layouts are refused", "[simulation]") {
   SimulateOptions s = convnet(3);
   CHECK_THROWS_WITH(simulate_training(s),

@@ -11,7 +11,10 @@
 #        [ranks="1 2"]
 # Check (b), where 16 cores are at hand: ranks="4 8" with tools/sim/clusters/host_16_cores.pbtxt
 # (mpirun binds each rank to a core there: PURINE_MPIRUN_ARGS="--bind-to core").
-# Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args).
+# Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args),
+# RANK_SPEED (purine simulate --rank-speed: how fast a rank computes beside others on its node,
+# e.g. from tools/bench/weak_scaling.sh's "rank speed" line of the same session): each row then
+# also predicts with it, in two more columns.
 # On a shared machine run it under the build lock: flock /tmp/purine-build.lock tools/bench/...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -79,18 +82,21 @@ row() {
   local name=$1 trace=$2 ranks=$3 p m
   shift 3
   p=$(predict "$trace" "$ranks" "$@")
+  local ps=0  # with RANK_SPEED
+  [ -z "${RANK_SPEED:-}" ] || ps=$(predict "$trace" "$ranks" "$@" --rank-speed="$RANK_SPEED")
   m=$(measure "$ranks" "$@")
   python3 -c "
 import sys
-name, n, p, m, pb, mb = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:7])
+name, n, p, m, pb, mb, ps = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:8])
 bubble = f'{pb:9.3f} {mb:9.3f}' if mb > 0 else f'{\"-\":>9} {\"-\":>9}'
-print(f'{name:<22} {n:>5} {p:11.1f} {m:11.1f} {100 * (p - m) / m:+7.1f}%  {bubble}')" \
+shared = f'  {ps:11.1f} {100 * (ps - m) / m:+7.1f}%' if ps > 0 else ''
+print(f'{name:<22} {n:>5} {p:11.1f} {m:11.1f} {100 * (p - m) / m:+7.1f}%  {bubble}{shared}')" \
     "$name" "$ranks" "$p" "$m" "$(cat "$work/sim_bubble" 2>/dev/null || echo 0)" \
-    "$(cat "$work/bubble")"
+    "$(cat "$work/bubble")" "$ps"
 }
 
 echo "model $model, --threads=$threads per replica, $iters iterations, best of $rounds; cluster" \
-  "$cluster; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$cluster${RANK_SPEED:+, --rank-speed=$RANK_SPEED}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # calibrate OUT ARGS...: a traced 1-rank run, the fastest of `rounds` (a shared machine slows
 # some runs down; the trace should time the ops, not the neighbours).
 calibrate() {
@@ -110,8 +116,9 @@ calibrate() {
 # Calibration runs: one location, one rank; and with 4 micro-batches for the pipeline.
 calibrate "$work/trace.json" --threads="$threads" --parallel=data --reduce=ring
 calibrate "$work/trace_micro.json" --threads="$threads" --parallel=data --micro-batches=4
-printf "%-22s %5s %11s %11s %8s  %9s %9s\n" layout ranks predicted/s measured/s error \
+printf "%-22s %5s %11s %11s %8s  %9s %9s" layout ranks predicted/s measured/s error \
   "bubble p" "bubble m"
+[ -z "${RANK_SPEED:-}" ] && echo || printf "  %11s %8s\n" "with speed" error
 dp=(--parallel=data --threads="$threads")
 for reduce in $reductions; do
   for ranks in $ranks_list; do

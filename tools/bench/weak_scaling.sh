@@ -5,7 +5,8 @@
 #            their images/s added up (what N cores give with nothing to exchange);
 #   layouts  mpirun -np N --bind-to core purine train --parallel=data --reduce=R, for each R;
 # and prints each layout's images/s with its share of the ceiling (the issue's target: at least
-# 90% at 8 ranks with ring). N larger than the cores this process may use is skipped. Each
+# 90% at 8 ranks with ring), then, with 1 among the ranks, each N's ceiling per rank over one
+# rank's: "rank speed ... 2:0.94,4:0.96" (purine simulate --rank-speed). N larger than the cores this process may use is skipped. Each
 # configuration runs `rounds` times, alternating, keeping its best.
 #
 # Usage: tools/bench/weak_scaling.sh [ranks="1 2 4 8"] [iters=80] [rounds=2] [model=convnet]
@@ -98,6 +99,16 @@ for n in $ranks_list; do
   echo
 done
 echo "(images/s, global; share = layout / ceiling; target: ring at least 90% at 8 ranks)"
+# A rank's compute speed beside N-1 others, relative to one alone: what purine simulate's
+# --rank-speed (a cluster node's rank_speed) takes.
+if [ -s "$work/ceiling_1" ]; then
+  speeds=""
+  for n in $ranks_list; do
+    [ "$n" -gt 1 ] && [ -s "$work/ceiling_$n" ] || continue
+    speeds="$speeds${speeds:+,}$n:$(python3 -c "print(f'{$(best "$work/ceiling_$n") / $n / $(best "$work/ceiling_1"):.3f}')")"
+  done
+  [ -z "$speeds" ] || echo "rank speed (ceiling per rank / one rank alone): $speeds"
+fi
 if [ -n "${TRACE_DIR:-}" ]; then
   mkdir -p "$TRACE_DIR"
   for n in $ranks_list; do

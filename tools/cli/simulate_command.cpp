@@ -37,6 +37,12 @@ DEFINE_double(fit_images_per_second, 0,
               "its CPUs') so that one rank simulates at this many img/s (a measured or published "
               "1-device figure), then predict; 0: the speeds as the cluster file gives them");
 
+DEFINE_string(rank_speed, "",
+              "simulate: RANKS:SPEED,... (e.g. 2:0.94,8:0.82): a rank's compute speed while so "
+              "many ranks of its node compute at once, relative to one alone, for every node of "
+              "the cluster (its rank_speed; tools/bench/weak_scaling.sh's ceiling measures it); "
+              "empty: the cluster file's");
+
 namespace purine::cli {
 namespace {
 
@@ -106,6 +112,11 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
       "the links; %.3f ms between runs\n",
       r.tasks, r.by_name, r.by_shape, r.by_type, r.by_roofline, r.roofline_scale, r.views,
       r.transfers, ms(r.iteration_gap_seconds));
+  if (r.rank_speed != 1)
+    std::printf(
+        "  CPU ops %.1f%% slower than one rank alone: the ranks of a node share its memory "
+        "(rank speed %.3f)\n",
+        100 * (1 / r.rank_speed - 1), r.rank_speed);
   if (r.device_graph_tasks > 0)
     std::printf(
         "  CUDA graphs (--cuda-graph): %d tasks replayed from recordings, one launch per run "
@@ -150,6 +161,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"sim_iterations", ""},
       {"fit_images_per_second", ""},
       {"time_slicing", ""},
+      {"rank_speed", ""},
       {"plot", ""},
       {"trace",
        "write the simulated timeline of every rank as Chrome-trace JSON to this file "
@@ -188,6 +200,7 @@ int run_simulate() {
   s.train = options_from_flags(FLAGS_ranks);
   require(FLAGS_ranks >= 1, "--ranks must be at least 1, got ", FLAGS_ranks);
   if (!FLAGS_cluster.empty()) s.cluster = load_cluster(FLAGS_cluster);
+  if (!FLAGS_rank_speed.empty()) set_rank_speeds(s.cluster, FLAGS_rank_speed);
   if (!FLAGS_calibrate.empty()) s.calibration = read_trace_times(FLAGS_calibrate);
   require(FLAGS_sim_iterations >= 2, "--sim-iterations must be at least 2, got ",
           FLAGS_sim_iterations);

@@ -4,10 +4,12 @@
 # cuDNN (and NCCL), found in the nvidia-* Python wheels of its python3 or under
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
-# Usage: run.sh [tests|bench|all|quick|scale|exec COMMAND...]   (default all; quick fits a short lease,
-# about 4 minutes on an H200: the GPU tests with a time limit each, one round of the GPU benchmark
-# of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic and --nofuse, and
-# mlp and convnet fused against --nofuse with their device operations per replay; KEEP=folder keeps its traces and log. scale, about 3.5 minutes on 16 cores: the CPU-rank
+# Usage: run.sh [tests|bench|all|quick|scale|accuracy|exec COMMAND...]   (default all; quick fits
+# a short lease, about 4 minutes on an H200: the GPU tests with a time limit each, one round of
+# the GPU benchmark of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic
+# and --nofuse, mlp and convnet fused against --nofuse with their device operations per replay;
+# KEEP=folder keeps its traces and log. accuracy: googlenet_small's test accuracy after 400 iterations
+# on the GPU and on the CPU, two seeds each (tools/bench/gpu_accuracy.sh), at most 5 minutes. scale, about 3.5 minutes on 16 cores: the CPU-rank
 # benchmarks of bench, shortened: allreduce on 2, 4 and 8 ranks, weak scaling over 1 to 8 ranks
 # against the machine's ceiling with traces of each layout, and purine simulate against 4 and 8
 # real ranks).
@@ -106,6 +108,12 @@ if [ "$what" = quick ]; then
     done
   done
 fi
+if [ "$what" = accuracy ] || [ "$what" = all ]; then
+  # Issue 22: googlenet_small on Fashion-MNIST reaches the CPU's accuracy band on the GPU.
+  step "googlenet_small on Fashion-MNIST, 400 iterations: test accuracy on this GPU against this CPU"
+  PURINE_BIN="$here/bin/purine" timeout 300 bash "$here/tools/bench/gpu_accuracy.sh" \
+    googlenet_small 400 "1 2" || status=1
+fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   step "GPU training: Purine against PyTorch on this GPU"
   PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/gpu_vs_pytorch.sh" || status=1
@@ -125,9 +133,11 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = scale ]; then
   # Traced runs after the table (one merged trace per layout, and where its ranks wait), kept in
   # KEEP/traces.
   TRACE_DIR=${KEEP:-/tmp}/traces bash "$here/tools/bench/weak_scaling.sh" "1 2 4 8" $iters \
-    $rounds || status=1
+    $rounds | tee /tmp/weak_scaling.txt || status=1
   step "purine simulate against 4 and 8 real ranks (issue 24, check (b))"
-  PURINE_MPIRUN_ARGS="--bind-to core" bash "$here/tools/bench/simulate_vs_real.sh" $iters \
+  # With and without the ranks' shared memory modelled, from the ceiling measured above.
+  RANK_SPEED=$(sed -n 's/^rank speed ([^)]*): //p' /tmp/weak_scaling.txt) \
+    PURINE_MPIRUN_ARGS="--bind-to core" bash "$here/tools/bench/simulate_vs_real.sh" $iters \
     $rounds convnet 1 "ring mpi" tools/sim/clusters/host_16_cores.pbtxt "4 8" || status=1
 fi
 exit $status
