@@ -27,10 +27,10 @@ using GpuPrepare = void (*)(const Operator& op, const std::vector<const Tensor*>
 
 // The arithmetic of the GPU's matrix kernels (convolutions, inner products) on float32 data:
 // kFp32, the default, multiplies in full float32 (FMA) but lets cuDNN compute a convolution by
-// non-fused Winograd where that is faster, as PyTorch does with TF32 off: its rounding is
-// coarser (norm-wise up to 1.7e-3 from the CPU on 5x5 geometries, seen on an H200); kExact, the
-// CPU-parity reference, leaves Winograd out, so convolutions agree with the CPU to float
-// rounding; kTf32 lets cuDNN and cuBLAS round the operands to TF32 on the tensor cores
+// non-fused Winograd where that is faster, and cuBLAS use its default math, as PyTorch does with
+// TF32 off: Winograd's rounding is coarser (norm-wise up to 1.7e-3 from the CPU on 5x5
+// geometries, seen on an H200); kExact, the CPU-parity reference, leaves Winograd out and runs
+// cuBLAS in its pedantic math, so convolutions agree with the CPU to float rounding; kTf32 lets cuDNN and cuBLAS round the operands to TF32 on the tensor cores
 // (PyTorch's allow_tf32), faster on Ampere and later GPUs and about 1e-3 from FP32.
 // Process-wide: set it before the first run of a graph (the kernels choose their algorithms on
 // first use).

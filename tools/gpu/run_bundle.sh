@@ -96,10 +96,11 @@ if [ "$what" = quick ]; then
   done
   # The small models, where launches dominate: fused (bias_relu, bias_relu_grad, one update
   # kernel per set of attributes) against --nofuse, alternating, with each run's device
-  # operations per CUDA graph replay.
+  # operations per CUDA graph replay; and --math=exact (cuBLAS's pedantic math, the default's
+  # until 2026-11-26; for convnet also no Winograd).
   for model in mlp convnet; do
     for round in 1 2; do
-      for flags in --fuse --nofuse; do
+      for flags in --fuse --nofuse --math=exact; do
         state=$(timeout 60 purine train --model=$model --device=0 --data=synthetic:1x28x28:10 \
           --batch=64 --max-iters=300 --noevaluate $flags --summary=/tmp/summary.json 2>&1 |
           grep '^CUDA graphs')

@@ -1,7 +1,8 @@
 // GpuMath (operators/gpu_kernel.hpp): under kTf32 the GPU's convolutions and inner products may
-// round operands to TF32 (about 1e-3 from float32); under kFp32 inner products agree with the CPU
-// to float rounding and convolutions within what non-fused Winograd rounds; under
-// kExact convolutions too agree to float rounding. Skipped without a GPU.
+// round operands to TF32 (about 1e-3 from float32); under kFp32 (cuBLAS's default math) and
+// kExact (its pedantic math) inner products agree with the CPU to float rounding and convolutions
+// within what non-fused Winograd rounds; under kExact convolutions too agree to float rounding.
+// Skipped without a GPU.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
@@ -61,6 +62,7 @@ TEST_CASE("TF32 math is used only when asked, and stays near float32", "[cuda][g
   CHECK(product_fp32 < 1e-5);
   set_gpu_math(GpuMath::kExact);
   CHECK(relative_error("conv", conv, conv_shapes) < 1e-5);
+  CHECK(relative_error("inner_product", {}, product_shapes) < 1e-5);  // pedantic cuBLAS
   set_gpu_math(GpuMath::kTf32);
   const double conv_tf32 = relative_error("conv", conv, conv_shapes);
   const double product_tf32 = relative_error("inner_product", {}, product_shapes);
