@@ -37,7 +37,7 @@ else()
       add_library(purine_cuda_libraries INTERFACE)
       target_include_directories(purine_cuda_libraries INTERFACE ${CUDNN_INCLUDE_DIR}
         ${NCCL_INCLUDE_DIR})
-      target_link_libraries(purine_cuda_libraries INTERFACE CUDA::cudart CUDA::cublas
+      target_link_libraries(purine_cuda_libraries INTERFACE CUDA::cudart CUDA::cublas CUDA::cublasLt
         ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
     endif()
   endif()

@@ -104,7 +104,34 @@ int fuse_bias_relu(Graph& graph) {
   return fused;
 }
 
-int fuse_forward(Graph& graph) { return fuse_conv_bias_relu(graph) + fuse_bias_relu(graph); }
+int fuse_inner_product_bias(Graph& graph, bool gpus_only) {
+  const Candidates c = candidates(graph);
+  std::vector<Op*> biases;
+  for (const auto& op : graph.ops())
+    if ((op->type() == "bias" || op->type() == "bias_relu") && op->inputs().size() == 2 &&
+        !(gpus_only && op->location().is_cpu()))
+      biases.push_back(op.get());
+  int fused = 0;
+  for (Op* bias : biases) {
+    Blob* product = bias->inputs()[0];
+    Op* ip = sole_link(product, "inner_product", bias);
+    if (!ip || ip->inputs().size() != 2 || product == bias->inputs()[1]) continue;
+    if (!same_place(ip, bias) || c.ordered.count(ip) || c.ordered.count(bias)) continue;
+    if (graph.held_outside_ops(product)) continue;
+    Attrs attrs;
+    attrs.set("relu", int64_t{bias->type() == "bias_relu" ? 1 : 0});
+    graph.replace_ops({ip, bias}, {product}, scope_of(ip->name()) + "inner_product_bias",
+                      "inner_product_bias", attrs,
+                      {ip->inputs()[0], ip->inputs()[1], bias->inputs()[1]}, {bias->outputs()[0]});
+    ++fused;
+  }
+  return fused;
+}
+
+int fuse_forward(Graph& graph) {
+  return fuse_conv_bias_relu(graph) + fuse_bias_relu(graph) +
+         fuse_inner_product_bias(graph, /*gpus_only=*/true);
+}
 
 int fuse_updates(Graph& graph, bool gpus_only) {
   const Candidates c = candidates(graph);

@@ -24,6 +24,14 @@
 // fc1::bias_relu); the same floats as the two ops, forward and backward. One op and one pass
 // over the activation instead of two: on a GPU one kernel fewer per layer.
 //
+// inner_product + bias, or inner_product + bias_relu -> inner_product_bias
+// (operators/inner_product_bias.hpp), at GPU locations only (where cuBLASLt adds the bias and
+// applies the ReLU in the product's epilogue; on a CPU it would be the same two passes): a
+// "bias" or "bias_relu" op whose input only an "inner_product" op writes and nothing else
+// reads, the same rule as above, after the bias_relu fusion. Named "<inner product's
+// scope>::inner_product_bias" (fc1::inner_product_bias); the same floats on a CPU or an emulated
+// device, and on a GPU a product whose algorithm cuBLASLt picks (parity within float rounding).
+//
 // sgd_update ops -> one sgd_update of several weights (operators/sgd_update.hpp), and the same
 // for adam_update (operators/adam_update.hpp), a rewrite of a whole training graph (after the
 // optimizer is added): the updates of one type at one location and thread, with the same
@@ -47,8 +55,11 @@ namespace purine {
 int fuse_conv_bias_relu(Graph& graph);
 // Fuses every remaining bias + relu pair that qualifies. Returns how many.
 int fuse_bias_relu(Graph& graph);
-// Both, conv chains first (what training graphs get unless TrainOptions::fuse is off). Returns
-// how many chains became one op.
+// Fuses every inner product + bias (or bias_relu) that qualifies (at GPU locations only with
+// `gpus_only`). Returns how many.
+int fuse_inner_product_bias(Graph& graph, bool gpus_only);
+// The three, conv chains first, then bias_relu, then inner_product_bias at GPUs (what training
+// graphs get unless TrainOptions::fuse is off). Returns how many chains became one op.
 int fuse_forward(Graph& graph);
 // Fuses the updates that qualify (at GPU locations only with `gpus_only`). Returns how many
 // updates became part of a fused one.

@@ -7,6 +7,7 @@
 #include "operators/conv.hpp"
 #include "operators/copy.hpp"
 #include "operators/inner_product.hpp"
+#include "operators/inner_product_bias.hpp"
 #include "operators/operator.hpp"
 
 namespace purine {
@@ -62,6 +63,14 @@ OpCost InnerProductOp::cost(const std::vector<Shape>& inputs,
                             const std::vector<Shape>& outputs) const {
   // y [N, O] = x [N, K] w^T
   return {2.0 * outputs.at(0).count() * inputs.at(1).count_from(1), memory_bytes(inputs, outputs)};
+}
+
+OpCost InnerProductBiasOp::cost(const std::vector<Shape>& inputs,
+                                const std::vector<Shape>& outputs) const {
+  // The product, then an add (and a max) per output element, in its epilogue.
+  return {2.0 * outputs.at(0).count() * inputs.at(1).count_from(1) +
+              (relu() ? 2.0 : 1.0) * outputs.at(0).count(),
+          memory_bytes(inputs, outputs)};
 }
 
 OpCost InnerProductGradDataOp::cost(const std::vector<Shape>& inputs,

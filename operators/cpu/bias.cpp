@@ -4,6 +4,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/fused_parts.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -38,14 +39,14 @@ std::vector<Shape> bias_shapes(const std::string& type, const std::vector<Shape>
 
 // y = f(x + b), b broadcast along axis 1.
 template <typename F>
-void add_bias(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, F f) {
-  const Shape& shape = inputs[0]->shape();
+void add_bias(const Tensor& x_tensor, const Tensor& b_tensor, Tensor& y_tensor, F f) {
+  const Shape& shape = x_tensor.shape();
   const int64_t n = shape[0];
   const int64_t c = shape[1];
   const int64_t inner = shape.count_from(2);
-  const float* x = inputs[0]->data();
-  const float* b = inputs[1]->data();
-  float* y = outputs[0]->mutable_data();
+  const float* x = x_tensor.data();
+  const float* b = b_tensor.data();
+  float* y = y_tensor.mutable_data();
   if (inner == 1) {  // [N, C]: add the bias row to every sample
 #pragma omp parallel for if (n * c > kParallelMinArithmetic)
     for (int64_t i = 0; i < n; ++i) {
@@ -90,6 +91,15 @@ void sum_channels(const Shape& shape, const float* d, float* db) {
 
 }  // namespace
 
+void add_bias_cpu(const Tensor& x, const Tensor& b, Tensor& y, bool relu) {
+  if (relu) {
+    // relu's expression (cpu/activation.cpp), so the bits are the unfused chain's.
+    add_bias(x, b, y, [](float v) { return v > 0.0f ? v : 0.0f; });
+  } else {
+    add_bias(x, b, y, [](float v) { return v; });
+  }
+}
+
 std::vector<Shape> BiasOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
   return bias_shapes(type(), inputs);
@@ -105,7 +115,7 @@ GradientSpec BiasOp::gradient() const {
 void BiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
   require_contiguous(type(), inputs, outputs);
-  add_bias(inputs, outputs, [](float v) { return v; });
+  add_bias_cpu(*inputs[0], *inputs[1], *outputs[0], false);
 }
 
 std::vector<Shape> BiasReluOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -123,8 +133,7 @@ GradientSpec BiasReluOp::gradient() const {
 void BiasReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
   require_contiguous(type(), inputs, outputs);
-  // relu's expression (cpu/activation.cpp), so the bits are the unfused chain's.
-  add_bias(inputs, outputs, [](float v) { return v > 0.0f ? v : 0.0f; });
+  add_bias_cpu(*inputs[0], *inputs[1], *outputs[0], true);
 }
 
 std::vector<Shape> BiasGradOp::output_shapes(const std::vector<Shape>& inputs) const {

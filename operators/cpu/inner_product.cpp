@@ -8,6 +8,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/fused_parts.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -96,15 +97,18 @@ GradientSpec InnerProductOp::gradient() const {
   return spec;
 }
 
+void inner_product_cpu(const Tensor& x, const Tensor& w, Tensor& y) {
+  const int64_t n = x.shape()[0];
+  const int64_t k = x.shape().count_from(1);
+  const int64_t o = w.shape()[0];
+  // y [N, O] = x [N, K] * w [O, K]^T
+  sgemm('N', 'T', n, o, k, x.data(), k, w.data(), k, y.mutable_data(), o);
+}
+
 void InnerProductOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                  const std::vector<Tensor*>& outputs, OpContext&) {
   require_contiguous(type(), inputs, outputs);
-  const int64_t n = inputs[0]->shape()[0];
-  const int64_t k = inputs[0]->shape().count_from(1);
-  const int64_t o = inputs[1]->shape()[0];
-  // y [N, O] = x [N, K] * w [O, K]^T
-  sgemm('N', 'T', n, o, k, inputs[0]->data(), k, inputs[1]->data(), k, outputs[0]->mutable_data(),
-        o);
+  inner_product_cpu(*inputs[0], *inputs[1], *outputs[0]);
 }
 
 std::vector<Shape> InnerProductGradDataOp::output_shapes(const std::vector<Shape>& inputs) const {

@@ -94,6 +94,7 @@ CudaStream::~CudaStream() {
   if (cublas_workspace_) (void)cudaFree(cublas_workspace_);
   if (cudnn_) (void)cudnnDestroy(cudnn_);
   if (cublas_) (void)cublasDestroy(cublas_);
+  if (cublas_lt_) (void)cublasLtDestroy(cublas_lt_);
   (void)cudaStreamDestroy(stream_);
 }
 
@@ -109,6 +110,20 @@ cublasHandle_t CudaStream::cublas() {
                        cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   }
   return cublas_;
+}
+
+cublasLtHandle_t CudaStream::cublas_lt() {
+  if (!cublas_lt_) {
+    DeviceGuard on(device_);
+    PURINE_CUBLAS_CALL("stream", cublasLtCreate(&cublas_lt_));
+  }
+  return cublas_lt_;
+}
+
+void* CudaStream::cublas_workspace(size_t* bytes) {
+  cublas();  // made with the handle
+  *bytes = kCublasWorkspaceBytes;
+  return cublas_workspace_;
 }
 
 cudnnHandle_t CudaStream::cudnn() {

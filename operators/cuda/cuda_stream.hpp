@@ -12,6 +12,7 @@
 // handles are used only by the executor thread that drives the stream.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -33,8 +34,12 @@ class CudaStream : public DeviceQueue {
 
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }
-  // Handles bound to this stream; TF32 math stays off (cuBLAS pedantic FP32).
+  // Handles bound to this stream (cuBLAS's math is set per call: operators/cuda/inner_product.cpp).
   cublasHandle_t cublas();
+  // cuBLASLt's handle (the stream is given per call), and the workspace it shares with cuBLAS's
+  // handle (stream order keeps their calls apart): its bytes in *bytes.
+  cublasLtHandle_t cublas_lt();
+  void* cublas_workspace(size_t* bytes);
   cudnnHandle_t cudnn();
   // Scratch device memory of at least `bytes` for the kernel being launched (per-row partial
   // results, cuDNN workspaces). Kernels on this stream only: stream order makes reuse by the next
@@ -60,6 +65,7 @@ class CudaStream : public DeviceQueue {
   const std::string name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublas_lt_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

@@ -173,7 +173,8 @@ struct Mlp {
   Gradients grads;
   std::vector<Blob*> wrt;
 
-  Mlp(bool fuse, bool wrt_images) {
+  // `products`: then also the inner products with their biases (as at a GPU).
+  Mlp(bool fuse, bool wrt_images, bool products = false) {
     Blob* images = g.add_blob("images", {4, 1, 5, 5});
     Blob* labels = g.add_blob("labels", {4});
     Blob* x = (B{images} >> g.add<InnerProductLayer>("fc1", InnerProductLayer::Options{7}) >>
@@ -185,7 +186,8 @@ struct Mlp {
     auto& xent = g.add<SoftmaxLossLayer>("loss");
     B{x, labels} >> xent;
     loss = xent.top(0);
-    if (fuse) REQUIRE(fuse_forward(g) == 2);
+    if (fuse) REQUIRE(fuse_forward(g) == 2);  // at a CPU: the bias_relu pairs only
+    if (fuse && products) REQUIRE(fuse_inner_product_bias(g, /*gpus_only=*/false) == 3);
     if (wrt_images) wrt.push_back(images);
     for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);
     grads = backward(g, loss, wrt);
@@ -222,6 +224,41 @@ TEST_CASE("an inner product's bias and relu become one bias_relu op, the same fl
                       plain.grads.of(plain.wrt[i])->tensor()));
     }
   }
+}
+
+TEST_CASE(
+    "an inner product and its bias (and relu) become one inner_product_bias op, the same "
+    "floats",
+    "[fusion][determinism]") {
+  for (bool wrt_images : {true, false}) {
+    INFO("images differentiated: " << wrt_images);
+    Mlp fused(true, wrt_images, true), plain(false, wrt_images);
+    CHECK(count_type(fused.g, "inner_product_bias") == 3);
+    for (const char* gone : {"inner_product", "bias", "bias_relu", "relu"}) {
+      INFO(gone);
+      CHECK(count_type(fused.g, gone) == 0);
+    }
+    const Op* fc1 = fused.g.op("fc1::inner_product_bias");
+    CHECK(fc1->kernel().attrs().get_int("relu") == 1);
+    CHECK(fc1->inputs()[0]->name() == "images");
+    CHECK(fc1->inputs()[1]->name() == "fc1::weight");
+    CHECK(fc1->inputs()[2]->name() == "fc1::bias");
+    CHECK(fc1->outputs()[0]->name() == "relu1::top");
+    CHECK(fused.g.op("fc3::inner_product_bias")->kernel().attrs().get_int("relu") == 0);
+    Runnable(fused.g).run();
+    Runnable(plain.g).run();
+    CHECK(same_bits(fused.loss->tensor(), plain.loss->tensor()));
+    REQUIRE(fused.wrt.size() == plain.wrt.size());
+    for (size_t i = 0; i < fused.wrt.size(); ++i) {
+      INFO(plain.wrt[i]->name());
+      CHECK(same_bits(fused.grads.of(fused.wrt[i])->tensor(),
+                      plain.grads.of(plain.wrt[i])->tensor()));
+    }
+  }
+  // Training graphs fuse products only at GPUs: on a CPU the same two passes.
+  Mlp cpu(true, false);
+  CHECK(fuse_inner_product_bias(cpu.g, /*gpus_only=*/true) == 0);
+  CHECK(count_type(cpu.g, "bias_relu") == 2);
 }
 
 TEST_CASE("bias_relu's bias gradient is computed where its input's gradient is not wanted",

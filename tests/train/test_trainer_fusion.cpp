@@ -41,7 +41,8 @@ Outcome train(TrainOptions o, bool fuse) {
   Trainer trainer(o);
   trainer.train([&](const TrainProgress& p) { out.losses.push_back(p.loss); });
   for (const auto& op : trainer.training_graph().ops()) {
-    out.fused_ops += op->type() == "conv_bias_relu" || op->type() == "bias_relu";
+    out.fused_ops += op->type() == "conv_bias_relu" || op->type() == "bias_relu" ||
+                     op->type() == "inner_product_bias";
     out.update_ops += op->type() == "sgd_update" || op->type() == "adam_update";
   }
   for (const Parameter& p : trainer.training_graph().parameters()) {
@@ -97,7 +98,7 @@ TEST_CASE("fused training on a GPU follows unfused training", "[trainer][fusion]
   o.devices = {0};
   o.math = GpuMath::kExact;
   const Outcome fused = train(o, true), plain = train(o, false);
-  CHECK(fused.fused_ops == 3);
+  CHECK(fused.fused_ops == 4);  // conv1, conv2; fc1 and fc2 with their biases (fc1's ReLU too)
   REQUIRE(fused.losses.size() == plain.losses.size());
   // cuDNN's fused forward may sum in another order than its plain forward: a float rounding
   // apart at first, which training may grow a little.
@@ -140,8 +141,9 @@ TEST_CASE("at a GPU the training graph's updates are one op per set of attribute
   CHECK(on_cpu == 6);
 }
 
-TEST_CASE("at an emulated GPU, fused SGD, Adam and AdamW updates train as unfused ones",
-          "[trainer][fusion][device][determinism]") {
+TEST_CASE(
+    "at an emulated GPU, fused products and SGD, Adam and AdamW updates train as unfused ones",
+    "[trainer][fusion][device][determinism]") {
   dispatch::ScopedEmulatedDevices emulated(1);
   for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kAdam, Optimizer::kAdamW}) {
     INFO("optimizer " << static_cast<int>(optimizer));
@@ -151,6 +153,8 @@ TEST_CASE("at an emulated GPU, fused SGD, Adam and AdamW updates train as unfuse
     o.optimizer = optimizer;
     o.lr = optimizer == Optimizer::kSgd ? 0.05 : 0.002;
     const Outcome fused = train(o, true), plain = train(o, false);
+    CHECK(fused.fused_ops == 3);  // fc1, fc2 and fc3 as inner_product_bias
+    CHECK(plain.fused_ops == 0);
     CHECK(fused.update_ops == 2);  // the weights (decayed) and the biases (no decay)
     CHECK(plain.update_ops == 6);
     REQUIRE(fused.losses.size() == 4);

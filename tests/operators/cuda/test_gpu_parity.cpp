@@ -219,6 +219,28 @@ TEST_CASE("copies between the host and GPUs keep every value", "[cuda][gpu]") {
   }
 }
 
+TEST_CASE("the GPU inner product with its bias (and ReLU) in cuBLASLt's epilogue matches the CPU",
+          "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  const ScopedGpuMath exact(GpuMath::kExact);
+  std::mt19937 gen(12);
+  // mlp's and convnet's shapes, an odd one, a flattened x.
+  const std::vector<std::vector<Shape>> cases = {{{64, 784}, {256, 784}, {256}},
+                                                 {{64, 256}, {10, 256}, {10}},
+                                                 {{7, 33}, {5, 33}, {5}},
+                                                 {{16, 8, 3, 3}, {12, 72}, {12}}};
+  for (const auto& shapes : cases) {
+    for (int64_t relu : {0, 1}) {
+      INFO("x " << shapes[0] << ", relu " << relu);
+      std::vector<Tensor> inputs;
+      for (const Shape& s : shapes) inputs.push_back(random_tensor(s, gen));
+      const Attrs attrs = Attrs().set("relu", relu);
+      CHECK(parity_error("inner_product_bias", attrs, inputs) <= 1e-4);
+      CHECK(gpu_repeats_bits("inner_product_bias", attrs, inputs));
+    }
+  }
+}
+
 TEST_CASE("loss, accuracy, softmax, bias and inner product GPU kernels match the CPU",
           "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();

@@ -1,0 +1,174 @@
+// GPU kernel of operators/inner_product_bias.hpp: one cuBLASLt product whose epilogue adds the
+// bias (CUBLASLT_EPILOGUE_BIAS) and applies the ReLU (CUBLASLT_EPILOGUE_RELU_BIAS). Row-major
+// y [N, O] = x [N, K] w^T is, column-major, y^T [O, N] = op_T(w stored [K, O]) x^T (stored
+// [K, N]); the bias is a vector over y^T's rows, which the epilogue broadcasts over its columns.
+// The compute type follows GpuMath as the plain inner product's math mode does. The algorithm
+// comes from cuBLASLt's heuristic, once per geometry, math and operand alignment; where cuBLASLt
+// offers none (or refuses the call), the op runs as the inner product's and the bias's kernels,
+// logged once with --v=1.
+#include "operators/inner_product_bias.hpp"
+
+#include <glog/logging.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "operators/cuda/contiguity.hpp"
+#include "operators/cuda/cuda_check.hpp"
+#include "operators/cuda/cuda_stream.hpp"
+#include "operators/gpu_kernel.hpp"
+
+namespace purine::cuda {
+
+namespace {
+
+constexpr char kWhat[] = "inner_product_bias";
+
+// Owners of cuBLASLt's descriptors.
+struct MatmulDesc {
+  cublasLtMatmulDesc_t d = nullptr;
+  ~MatmulDesc() {
+    if (d) (void)cublasLtMatmulDescDestroy(d);
+  }
+};
+struct Layout {
+  cublasLtMatrixLayout_t d = nullptr;
+  Layout(int64_t rows, int64_t cols, int64_t ld) {
+    PURINE_CUBLAS_CALL(
+        kWhat, cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, uint64_t(rows), uint64_t(cols), ld));
+  }
+  ~Layout() { (void)cublasLtMatrixLayoutDestroy(d); }
+};
+struct Preference {
+  cublasLtMatmulPreference_t d = nullptr;
+  Preference() { PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulPreferenceCreate(&d)); }
+  ~Preference() { (void)cublasLtMatmulPreferenceDestroy(d); }
+};
+
+cublasComputeType_t compute_type(GpuMath math) {
+  switch (math) {
+    case GpuMath::kTf32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case GpuMath::kExact:
+      return CUBLAS_COMPUTE_32F_PEDANTIC;
+    case GpuMath::kFp32:
+      break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+// The largest power of two (up to 256) dividing the address: what the heuristic may assume.
+uint32_t alignment(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 4 && address % a != 0) a /= 2;
+  return a;
+}
+
+// A geometry's choice: an algorithm, or none (run unfused).
+struct Choice {
+  bool fused = false;
+  cublasLtMatmulAlgo_t algo;
+};
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, GpuMath, uint32_t, uint32_t, uint32_t,
+                       uint32_t, int>;  // n, o, k, relu, math, alignments of x, w, y, b, device
+std::mutex choices_mutex;
+std::map<Key, Choice> choices;
+
+template <typename T>
+void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulDescSetAttribute(d, attribute, &value, sizeof(value)));
+}
+
+// The unfused kernels: the product, then the bias (and ReLU) in place.
+void unfused(const Operator& op, bool relu, const std::vector<const Tensor*>& inputs,
+             const std::vector<Tensor*>& outputs, OpContext& context) {
+  GpuKernels::find("inner_product")(op, {inputs[0], inputs[1]}, outputs, context);
+  GpuKernels::find(relu ? "bias_relu" : "bias")(op, {outputs[0], inputs[2]}, outputs, context);
+}
+
+void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
+             const std::vector<Tensor*>& outputs, OpContext& context) {
+  require_contiguous_gpu(InnerProductBiasOp::kType, inputs, outputs);
+  const bool relu = static_cast<const InnerProductBiasOp&>(op).relu();
+  const int64_t n = inputs[0]->shape()[0], o = inputs[1]->shape()[0], k = inputs[1]->shape()[1];
+  if (n == 0 || o == 0) return;
+  if (k == 0) return unfused(op, relu, inputs, outputs, context);
+  CudaStream& stream = stream_of(context);
+  const float* x = inputs[0]->data();
+  const float* w = inputs[1]->data();
+  const float* b = inputs[2]->data();
+  float* y = outputs[0]->mutable_data();
+  const GpuMath math = gpu_math();
+
+  MatmulDesc desc;
+  PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulDescCreate(&desc.d, compute_type(math), CUDA_R_32F));
+  set(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  set(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE,
+      relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS);
+  set(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(b));
+  const Layout a_layout(k, o, k), b_layout(k, n, k), y_layout(o, n, o);
+  size_t workspace_bytes = 0;
+  void* workspace = stream.cublas_workspace(&workspace_bytes);
+
+  const Key key{
+      n, o, k, relu, math, alignment(x), alignment(w), alignment(y), alignment(b), stream.device()};
+  Choice choice;
+  {
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    auto it = choices.find(key);
+    if (it == choices.end()) {
+      Preference pref;
+      const uint64_t max_workspace = workspace_bytes;
+      PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulPreferenceSetAttribute(
+                                    pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                    &max_workspace, sizeof(max_workspace)));
+      const cublasLtMatmulPreferenceAttributes_t aligned[] = {
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+      const uint32_t bytes[] = {alignment(w), alignment(x), alignment(y), alignment(y)};
+      for (int i = 0; i < 4; ++i)
+        PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulPreferenceSetAttribute(
+                                      pref.d, aligned[i], &bytes[i], sizeof(bytes[i])));
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t status =
+          cublasLtMatmulAlgoGetHeuristic(stream.cublas_lt(), desc.d, a_layout.d, b_layout.d,
+                                         y_layout.d, y_layout.d, pref.d, 1, &result, &found);
+      choice.fused = status == CUBLAS_STATUS_SUCCESS && found > 0;
+      if (choice.fused) {
+        choice.algo = result.algo;
+      } else {
+        VLOG(1) << kWhat << ": cuBLASLt offers no algorithm for [" << n << ", " << k << "] x [" << o
+                << ", " << k << "]^T with its bias" << (relu ? " and ReLU" : "")
+                << " in its epilogue (" << cublas_status_name(status)
+                << "); the product and the bias run apart";
+      }
+      it = choices.emplace(key, choice).first;
+    }
+    choice = it->second;
+  }
+  if (choice.fused) {
+    const float one = 1.0f, zero = 0.0f;
+    const cublasStatus_t status = cublasLtMatmul(
+        stream.cublas_lt(), desc.d, &one, w, a_layout.d, x, b_layout.d, &zero, y, y_layout.d, y,
+        y_layout.d, &choice.algo, workspace, workspace_bytes, stream.stream());
+    if (status == CUBLAS_STATUS_SUCCESS) return;
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED)
+      throw_cuda_error("cublasLtMatmul", cublas_status_name(status), kWhat);
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    choices[key].fused = false;
+    VLOG(1) << kWhat << ": cuBLASLt refused its chosen algorithm; the product and the bias run "
+            << "apart";
+  }
+  unfused(op, relu, inputs, outputs, context);
+}
+
+}  // namespace
+
+PURINE_REGISTER_GPU_KERNEL(InnerProductBiasOp, forward);
+
+}  // namespace purine::cuda
