@@ -28,6 +28,9 @@
 //               into its own buffer, every sum into a fresh one, all pending requests tested
 //               while waiting): mpi-ring-g vs mpi-ring prices the pattern, ring vs mpi-ring-g
 //               the dispatcher.
+// --pattern_split (with --variants) adds g-late (mpi-ring-g with each receive posted at its step)
+// and g-inplace (its sums into the output in place): against mpi-ring-g, what posting every
+// receive up front and summing into fresh buffers each cost.
 // --profile prints rank 0's mean busy time per op type in a ring run (over --reps more runs with
 // a dispatcher Observer): reshape/split/concat (zero-copy views, so ~0), sum, and the posting of
 // sends and receives ("post recv" includes the copy when the message has already arrived: Open
@@ -75,6 +78,9 @@ DEFINE_bool(timeline_pipe, false, "--timeline_bytes: trace ring-pipe instead of 
 DEFINE_int64(exchange_max_bytes, purine::kExchangeMaxBytes,
              "ring: reduce by the one-step exchange when each rank would receive at most this many "
              "bytes that way (0: always the ring; graphs/allreduce.hpp)");
+DEFINE_bool(pattern_split, false,
+            "with --variants, also time mpi-ring-g with receives posted at their step (g-late) "
+            "and with sums in place (g-inplace): which part of the graph's pattern costs");
 DEFINE_bool(profile, false, "print rank 0's mean busy time per op type in a ring run, per size");
 
 namespace {
@@ -275,22 +281,35 @@ class HandRing : public HandWrittenRing {
 // buffer of its own (the graph's receive ops are sources), every sum into a fresh buffer (a sum
 // op writes a new blob), every pending request tested while waiting (the executor polls all its
 // transfers). Against mpi-ring it prices that pattern without any dispatcher; against ring, the
-// dispatcher without the pattern.
+// dispatcher without the pattern. `post_early` false posts each receive only at its step (as
+// MPI_Sendrecv does), `fresh_sums` false sums into the output in place (as mpi-ring does): with
+// one of them off, the table prices the other (--pattern_split).
 class GraphLikeRing : public HandWrittenRing {
  public:
-  explicit GraphLikeRing(int64_t count)
-      : HandWrittenRing(count, "mpi-ring-g"),
+  GraphLikeRing(int64_t count, const char* name, bool post_early = true, bool fresh_sums = true)
+      : HandWrittenRing(count, name),
+        post_early_(post_early),
+        fresh_sums_(fresh_sums),
         received_(n_, std::vector<float>(sizes_[0])),
         summed_(n_, std::vector<float>(sizes_[0])) {}
   void run() override {
     // Receives of the reduce-scatter at [s], of the all-gather at [n + s]; sends after them.
     std::vector<MPI_Request> pending(4 * n_, MPI_REQUEST_NULL);
-    for (int s = 0; s + 1 < n_; ++s) {
+    auto post_scatter = [&](int s) {
       MPI_Irecv(received_[s].data(), count_of(chunk(rank_ - s - 1)), MPI_FLOAT, prev_, s,
                 MPI_COMM_WORLD, &pending[s]);
+    };
+    auto post_gather = [&](int s) {
       const int gathered = chunk(rank_ - s);
       MPI_Irecv(out_.data() + offsets_[gathered], count_of(gathered), MPI_FLOAT, prev_, n_ + s,
                 MPI_COMM_WORLD, &pending[n_ + s]);
+    };
+    // In place, the reduce-scatter writes chunks of the output that the all-gather receives
+    // into: those receives are posted once it is done (MPI forbids touching a posted buffer).
+    const bool gather_early = post_early_ && fresh_sums_;
+    for (int s = 0; s + 1 < n_ && post_early_; ++s) {
+      post_scatter(s);
+      if (gather_early) post_gather(s);
     }
     auto wait_for = [&](int k) {
       while (pending[k] != MPI_REQUEST_NULL) {
@@ -304,19 +323,24 @@ class GraphLikeRing : public HandWrittenRing {
     const float* sum = nullptr;
     for (int s = 0; s + 1 < n_; ++s) {
       const int send = chunk(rank_ - s), recv = chunk(rank_ - s - 1);
+      if (!post_early_) post_scatter(s);
       MPI_Isend(s == 0 ? in_.data() + offsets_[send] : sum, count_of(send), MPI_FLOAT, next_, s,
                 MPI_COMM_WORLD, &pending[2 * n_ + s]);
       wait_for(s);
       const float* mine = in_.data() + offsets_[recv];
       const float* got = received_[s].data();
-      float* dst = summed_[s].data();
+      float* dst = fresh_sums_ ? summed_[s].data() : out_.data() + offsets_[recv];
       for (int64_t i = 0; i < sizes_[recv]; ++i) dst[i] = mine[i] + got[i];
       sum = dst;
     }
     const int owned = chunk(rank_ + 1);
-    std::copy(sum, sum + sizes_[owned], out_.data() + offsets_[owned]);
+    if (fresh_sums_) std::copy(sum, sum + sizes_[owned], out_.data() + offsets_[owned]);
+    // An in-place sum may still be read by the last send: finish the sends first.
+    if (!fresh_sums_) MPI_Waitall(n_, pending.data() + 2 * n_, MPI_STATUSES_IGNORE);
+    for (int s = 0; s + 1 < n_ && post_early_ && !gather_early; ++s) post_gather(s);
     for (int s = 0; s + 1 < n_; ++s) {
       const int send = chunk(rank_ + 1 - s);
+      if (!post_early_) post_gather(s);
       MPI_Isend(out_.data() + offsets_[send], count_of(send), MPI_FLOAT, next_, n_ + s,
                 MPI_COMM_WORLD, &pending[3 * n_ + s]);
       wait_for(n_ + s);
@@ -325,6 +349,7 @@ class GraphLikeRing : public HandWrittenRing {
   }
 
  private:
+  const bool post_early_, fresh_sums_;
   std::vector<std::vector<float>> received_, summed_;
 };
 
@@ -465,6 +490,8 @@ int run(int argc, char** argv) {
     if (FLAGS_variants)
       std::printf(" %13s %13s %13s %13s", "graph-mpi ms", "ring-pipe ms", "mpi-ring ms",
                   "mpi-ring-g ms");
+    if (FLAGS_variants && FLAGS_pattern_split)
+      std::printf(" %13s %13s", "g-late ms", "g-inplace ms");
     std::printf("\n");
     std::fflush(stdout);
   }
@@ -481,16 +508,22 @@ int run(int argc, char** argv) {
     std::vector<std::pair<const char*, Method*>> methods = {{"ring", ring.get()}, {"mpi", &direct}};
     std::unique_ptr<GraphMethod> graph_mpi, pipe;
     std::unique_ptr<HandRing> hand;
-    std::unique_ptr<GraphLikeRing> graph_like;
+    std::unique_ptr<GraphLikeRing> graph_like, late, in_place;
     if (FLAGS_variants) {
       graph_mpi = make_graph_mpi(count, ranks, rank);
       pipe = make_ring(count, ranks, rank, FLAGS_segment_bytes, "ring-pipe");
       hand = std::make_unique<HandRing>(count);
       methods.push_back({"graph-mpi", graph_mpi.get()});
       methods.push_back({"ring-pipe", pipe.get()});
-      graph_like = std::make_unique<GraphLikeRing>(count);
+      graph_like = std::make_unique<GraphLikeRing>(count, "mpi-ring-g");
       methods.push_back({"mpi-ring", hand.get()});
       methods.push_back({"mpi-ring-g", graph_like.get()});
+      if (FLAGS_pattern_split) {
+        late = std::make_unique<GraphLikeRing>(count, "g-late", false, true);
+        in_place = std::make_unique<GraphLikeRing>(count, "g-inplace", true, false);
+        methods.push_back({"g-late", late.get()});
+        methods.push_back({"g-inplace", in_place.get()});
+      }
     }
     for (auto& [name, method] : methods) {
       for (int w = 0; w < FLAGS_warmup; ++w) method->run();
@@ -552,6 +585,7 @@ int run(int argc, char** argv) {
         std::printf(" %13.3f %13.3f %13.3f %13.3f", statistic(times[2]) * 1e3,
                     statistic(times[3]) * 1e3, statistic(times[4]) * 1e3,
                     statistic(times[5]) * 1e3);
+      for (size_t m = 6; m < methods.size(); ++m) std::printf(" %13.3f", statistic(times[m]) * 1e3);
       std::printf("\n");
       std::fflush(stdout);
     }
