@@ -137,8 +137,9 @@ int fuse_updates(Graph& graph, bool gpus_only) {
   const Candidates c = candidates(graph);
   // The updates that may be one op, by place, type, attributes and scalar inputs (the learning
   // rate; Adam's step), in creation order.
+  // (Blobs by name: the groups' order, and so the fused ops' names, must not follow addresses.)
   using Key = std::tuple<Location, std::string, std::string, std::map<std::string, AttrValue>,
-                         std::vector<const Blob*>>;
+                         std::vector<std::string>>;
   std::map<Key, std::vector<Op*>> groups;
   for (const auto& op : graph.ops()) {
     const UpdateForm* form = update_form(op->type());
@@ -151,7 +152,9 @@ int fuse_updates(Graph& graph, bool gpus_only) {
                        std::all_of(grad->writers().begin(), grad->writers().end(),
                                    [](const Op* w) { return w->role() == OpRole::kBackward; });
     if (!local) continue;  // a reduced gradient: its update follows its reduction
-    const std::vector<const Blob*> scalars(op->inputs().end() - form->scalars, op->inputs().end());
+    std::vector<std::string> scalars;
+    for (auto it = op->inputs().end() - form->scalars; it != op->inputs().end(); ++it)
+      scalars.push_back((*it)->name());
     groups[{op->location(), op->thread(), op->type(), op->kernel().attrs().values(), scalars}]
         .push_back(op.get());
   }
