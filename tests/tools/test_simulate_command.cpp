@@ -74,3 +74,12 @@ TEST_CASE("purine simulate refuses an impossible layout and a file that is no tr
   check_refused("--calibrate=" + dir.file("no_trace.json") + " --scaling=1,2",
                 "is not a Chrome trace");
 }
+
+TEST_CASE("purine simulate --rank-speed slows the ranks' computation and says so",
+          "[cli][simulate]") {
+  const CommandResult r = run_purine(kLayout + "--ranks=2 --rank-speed=2:0.8");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("CPU ops 25.0% slower than one rank alone") &&
+                           Contains("(rank speed 0.800)"));
+  check_refused("--rank-speed=2-0.8", "--rank-speed: '2-0.8' is not RANKS:SPEED");
+}
