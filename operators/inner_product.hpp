@@ -16,6 +16,10 @@
 
 namespace purine {
 
+// y's shape [N, O] for x [N, ...] and w [O, K]; throws purine::Error naming `type` when they
+// do not fit (inner_product and inner_product_bias check their inputs with it).
+Shape inner_product_shape(const std::string& type, const Shape& x, const Shape& w);
+
 class InnerProductOp : public TypedOperator<InnerProductOp> {
  public:
   static constexpr char kType[] = "inner_product";

@@ -77,15 +77,17 @@ int64_t features(const std::string& type, const Shape& x) {
 
 }  // namespace
 
+Shape inner_product_shape(const std::string& type, const Shape& x, const Shape& w) {
+  const int64_t k = features(type, x);
+  require(w.ndim() == 2, type, ": input 1 (weight) has shape ", w, ", expected [O, ", k, "]");
+  require(w[1] == k, type, ": input 1 (weight) has ", w[1], " columns, input 0 has ", k,
+          " features per sample (shape ", x, "); expected equal");
+  return Shape{x[0], w[0]};
+}
+
 std::vector<Shape> InnerProductOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
-  const Shape& x = inputs[0];
-  const Shape& w = inputs[1];
-  const int64_t k = features(type(), x);
-  require(w.ndim() == 2, type(), ": input 1 (weight) has shape ", w, ", expected [O, ", k, "]");
-  require(w[1] == k, type(), ": input 1 (weight) has ", w[1], " columns, input 0 has ", k,
-          " features per sample (shape ", x, "); expected equal");
-  return {Shape{x[0], w[0]}};
+  return {inner_product_shape(type(), inputs[0], inputs[1])};
 }
 
 GradientSpec InnerProductOp::gradient() const {

@@ -25,7 +25,7 @@ InnerProductBiasOp::InnerProductBiasOp(Attrs attrs)
 
 std::vector<Shape> InnerProductBiasOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
-  const Shape y = InnerProductOp(Attrs{}).output_shapes({inputs[0], inputs[1]})[0];
+  const Shape y = inner_product_shape(type(), inputs[0], inputs[1]);
   require(inputs[2] == Shape{y[1]}, type(), ": input 2 (bias) has shape ", inputs[2],
           ", expected [", y[1], "] (the outputs of input 1, shape ", inputs[1], ")");
   return {y};
