@@ -30,10 +30,10 @@ using GpuPrepare = void (*)(const Operator& op, const std::vector<const Tensor*>
 // non-fused Winograd where that is faster, and cuBLAS use its default math, as PyTorch does with
 // TF32 off: Winograd's rounding is coarser (norm-wise up to 1.7e-3 from the CPU on 5x5
 // geometries, seen on an H200); kExact, the CPU-parity reference, leaves Winograd out and runs
-// cuBLAS in its pedantic math, so convolutions agree with the CPU to float rounding; kTf32 lets cuDNN and cuBLAS round the operands to TF32 on the tensor cores
-// (PyTorch's allow_tf32), faster on Ampere and later GPUs and about 1e-3 from FP32.
-// Process-wide: set it before the first run of a graph (the kernels choose their algorithms on
-// first use).
+// cuBLAS in its pedantic math, so convolutions agree with the CPU to float rounding; kTf32 lets
+// cuDNN and cuBLAS round the operands to TF32 on the tensor cores (PyTorch's allow_tf32), faster on
+// Ampere and later GPUs and about 1e-3 from FP32. Process-wide: set it before the first run of a
+// graph (the kernels choose their algorithms on first use).
 enum class GpuMath { kFp32, kTf32, kExact };
 void set_gpu_math(GpuMath math);
 GpuMath gpu_math();

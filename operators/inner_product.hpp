@@ -28,8 +28,7 @@ class InnerProductOp : public TypedOperator<InnerProductOp> {
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
-  OpCost cost(const std::vector<Shape>& inputs,
-              const std::vector<Shape>& outputs) const override;
+  OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 
@@ -46,8 +45,7 @@ class InnerProductGradDataOp : public TypedOperator<InnerProductGradDataOp> {
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
-  OpCost cost(const std::vector<Shape>& inputs,
-              const std::vector<Shape>& outputs) const override;
+  OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
@@ -62,8 +60,7 @@ class InnerProductGradWeightOp : public TypedOperator<InnerProductGradWeightOp> 
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
-  OpCost cost(const std::vector<Shape>& inputs,
-              const std::vector<Shape>& outputs) const override;
+  OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

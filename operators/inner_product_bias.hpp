@@ -24,8 +24,7 @@ class InnerProductBiasOp : public TypedOperator<InnerProductBiasOp> {
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
-  OpCost cost(const std::vector<Shape>& inputs,
-              const std::vector<Shape>& outputs) const override;
+  OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
   bool relu() const { return relu_; }

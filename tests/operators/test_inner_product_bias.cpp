@@ -49,6 +49,7 @@ TEST_CASE("inner_product_bias refuses a bias of the wrong size and a bad relu", 
   REQUIRE_THROWS_WITH(run_forward("inner_product_bias", {},
                                   {x, random_tensor({3, 5}, rng), random_tensor({3}, rng)}),
                       Catch::Contains("inner_product_bias: input 1 (weight) has 5 columns"));
-  REQUIRE_THROWS_WITH(OperatorRegistry::create("inner_product_bias", Attrs().set("relu", int64_t{2})),
-                      Catch::Contains("attribute 'relu' is 2; expected 0 or 1"));
+  REQUIRE_THROWS_WITH(
+      OperatorRegistry::create("inner_product_bias", Attrs().set("relu", int64_t{2})),
+      Catch::Contains("attribute 'relu' is 2; expected 0 or 1"));
 }
