@@ -200,6 +200,19 @@ struct Mlp {
   }
 };
 
+// Runs both nets once: the same loss and gradients, bit for bit.
+void check_same_floats(Mlp& fused, Mlp& plain) {
+  Runnable(fused.g).run();
+  Runnable(plain.g).run();
+  CHECK(same_bits(fused.loss->tensor(), plain.loss->tensor()));
+  REQUIRE(fused.wrt.size() == plain.wrt.size());
+  for (size_t i = 0; i < fused.wrt.size(); ++i) {
+    INFO(plain.wrt[i]->name());
+    CHECK(
+        same_bits(fused.grads.of(fused.wrt[i])->tensor(), plain.grads.of(plain.wrt[i])->tensor()));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("an inner product's bias and relu become one bias_relu op, the same floats",
@@ -214,15 +227,7 @@ TEST_CASE("an inner product's bias and relu become one bias_relu op, the same fl
     CHECK(op->inputs()[0]->name() == "fc1::inner_product::out0");
     CHECK(op->inputs()[1]->name() == "fc1::bias");
     CHECK(op->outputs()[0]->name() == "relu1::top");
-    Runnable(fused.g).run();
-    Runnable(plain.g).run();
-    CHECK(same_bits(fused.loss->tensor(), plain.loss->tensor()));
-    REQUIRE(fused.wrt.size() == plain.wrt.size());
-    for (size_t i = 0; i < fused.wrt.size(); ++i) {
-      INFO(plain.wrt[i]->name());
-      CHECK(same_bits(fused.grads.of(fused.wrt[i])->tensor(),
-                      plain.grads.of(plain.wrt[i])->tensor()));
-    }
+    check_same_floats(fused, plain);
   }
 }
 
@@ -245,15 +250,7 @@ TEST_CASE(
     CHECK(fc1->inputs()[2]->name() == "fc1::bias");
     CHECK(fc1->outputs()[0]->name() == "relu1::top");
     CHECK(fused.g.op("fc3::inner_product_bias")->kernel().attrs().get_int("relu") == 0);
-    Runnable(fused.g).run();
-    Runnable(plain.g).run();
-    CHECK(same_bits(fused.loss->tensor(), plain.loss->tensor()));
-    REQUIRE(fused.wrt.size() == plain.wrt.size());
-    for (size_t i = 0; i < fused.wrt.size(); ++i) {
-      INFO(plain.wrt[i]->name());
-      CHECK(same_bits(fused.grads.of(fused.wrt[i])->tensor(),
-                      plain.grads.of(plain.wrt[i])->tensor()));
-    }
+    check_same_floats(fused, plain);
   }
   // Training graphs fuse products only at GPUs: on a CPU the same two passes.
   Mlp cpu(true, false);
