@@ -3,10 +3,10 @@
 // "sgd_update" op (operators/sgd_update.hpp) writing a new weight and momentum history, or an
 // "adam_update" op (operators/adam_update.hpp) writing a new weight and first and second
 // moments; the graph swaps them in after each run, so one run of the training graph is one
-// step (graphs/fusion.hpp's fuse_updates may then join a GPU's SGD updates into one op). The
-// learning rate, and for Adam the step number, are scalar blobs per location that the trainer sets
-// before each run (from an LrSchedule and its iteration count): host blobs, one per CPU location
-// and one per rank for its GPUs, each of which reads a copy made on its stream.
+// step (graphs/fusion.hpp's fuse_updates may then join a GPU's SGD, or Adam, updates into one op).
+// The learning rate, and for Adam the step number, are scalar blobs per location that the trainer
+// sets before each run (from an LrSchedule and its iteration count): host blobs, one per CPU
+// location and one per rank for its GPUs, each of which reads a copy made on its stream.
 #pragma once
 
 #include <map>
