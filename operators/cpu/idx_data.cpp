@@ -1,7 +1,5 @@
 #include "operators/idx_data.hpp"
 
-#include <sys/stat.h>
-
 #include <cmath>
 #include <condition_variable>
 #include <exception>
@@ -14,7 +12,7 @@
 #include "base/error.hpp"
 #include "base/hash.hpp"
 #include "base/rng.hpp"
-#include "operators/cpu/idx_file.hpp"
+#include "operators/cpu/idx_cache.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -22,7 +20,7 @@ namespace purine {
 const char kDefaultIdxDir[] = "/usr/share/datasets/fashion-mnist";
 
 int64_t idx_sample_count(const std::string& dir, const std::string& split) {
-  return load_idx_metadata(dir, split).count;
+  return cached_idx_metadata(dir, split).count;
 }
 
 namespace {
@@ -74,24 +72,6 @@ class EpochOrders {
   const BatchPlan plan_;
   std::map<int64_t, std::vector<uint32_t>> orders_;
 };
-
-// Loaded data sets, shared by the ops of this process that read the same unchanged files.
-std::shared_ptr<const IdxDataset> load_shared(const std::string& dir, const std::string& split) {
-  static std::mutex mutex;
-  static std::map<std::string, std::weak_ptr<const IdxDataset>> loaded;  // guarded by mutex
-  const IdxPaths paths = find_idx_files(dir, split);
-  std::string key;
-  for (const std::string& path : {paths.images, paths.labels}) {
-    struct stat info {};
-    ::stat(path.c_str(), &info);
-    key += str(path, '|', info.st_size, '|', info.st_mtim.tv_sec, '.', info.st_mtim.tv_nsec, '|');
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto existing = loaded[key].lock()) return existing;
-  auto dataset = std::make_shared<const IdxDataset>(load_idx_dataset(dir, split));
-  loaded[key] = dataset;
-  return dataset;
-}
 
 bool checked_flag(const Attrs& attrs, const std::string& key, int64_t fallback) {
   const int64_t value = attrs.get_int(key, fallback);
@@ -206,7 +186,7 @@ class IdxDataOp::Prefetcher {
 
   void run() {
     try {
-      data_ = load_shared(dir_, split_);
+      data_ = shared_idx_dataset(dir_, split_);
       require(data_->count == plan_.count && data_->rows == rows_ && data_->cols == cols_,
               "idx_data: the ", split_, " files in ", dir_, " changed since the graph was built (",
               plan_.count, " images of ", rows_, "x", cols_, " then, ", data_->count, " of ",
@@ -309,7 +289,7 @@ IdxDataOp::IdxDataOp(Attrs attrs)
       scale_(checked_float(attrs_, "scale", 1.0 / 255.0)),
       mean_(checked_float(attrs_, "mean", 0.0)),
       classes_attr_(checked_classes(attrs_)) {
-  const IdxDataset meta = load_idx_metadata(dir_, split_);
+  const IdxDataset meta = cached_idx_metadata(dir_, split_);
   if (classes_attr_ > 0) check_idx_labels(meta, classes_attr_);
   samples_ = meta.count;
   rows_ = meta.rows;
