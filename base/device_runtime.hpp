@@ -1,9 +1,14 @@
 // DeviceRuntime: what a device backend (the CUDA one, operators/cuda/) gives the layers above it
 // without their knowing CUDA: device memory for tensors at GPU locations, synchronous copies
 // between any two locations (for code outside a run: initialization, checkpoints, tests), and
-// the in-order queues (streams) that the dispatcher's device executors drive. The backend
-// registers its one instance during static initialization of libpurine; a build without one has
-// none, and every use of a GPU location is then a purine::Error saying so.
+// the in-order queues (streams) that the dispatcher's device executors drive.
+//
+// The CUDA backend is a library of its own, libpurine_cuda.so beside libpurine.so, loaded the
+// first time anything asks for the runtime or a GPU kernel; while loading it registers its one
+// runtime and its kernels. A process that stays on the CPU never maps CUDA, cuBLAS, cuDNN or
+// NCCL (their start-up alone cost every process 0.3 s), and a build with the backend runs on a
+// machine without those libraries. Without the backend (not built, or not loadable) there is
+// no runtime, and every use of a GPU location is a purine::Error saying why.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -64,16 +69,22 @@ class DeviceRuntime {
   virtual bool kernels_on_host() const { return false; }
 };
 
-// The registered runtime, or null in a build without a device backend.
+// The registered runtime (loading the backend on first use), or null without a backend.
 DeviceRuntime* device_runtime();
-// Called once by the backend during static initialization.
+// Called once by the backend while it loads.
 void register_device_runtime(DeviceRuntime* runtime);
+// Loads the backend once; later calls return at once. Never throws. The library is
+// $PURINE_DEVICE_BACKEND where set, else libpurine_cuda.so in libpurine.so's folder.
+void load_device_backend();
+// Why there is no backend after load_device_backend(), in a user's words: "" with one.
+std::string device_backend_problem();
 // Puts `runtime` (not owned; null for none) in place of the registered one and returns the one
 // it replaced, to be put back the same way: for an emulated device (tests, or a machine without
 // a GPU). Only while no tensor at a GPU location and no compiled graph exists.
 DeviceRuntime* replace_device_runtime(DeviceRuntime* runtime);
 // The runtime, checked to have `device`; otherwise throws purine::Error naming `what` (e.g.
-// "tensor memory at rank0:gpu1") and why: no backend in this build, or no such device.
+// "tensor memory at rank0:gpu1") and why: no backend (device_backend_problem()), or no such
+// device.
 DeviceRuntime& require_device(int device, const std::string& what);
 
 }  // namespace purine

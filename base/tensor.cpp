@@ -27,8 +27,9 @@ Buffer::Buffer(int64_t count, Location location, bool pinned) : count_(count), l
     ptr_ = static_cast<float*>(device.allocate(location.device, bytes));
     return;
   }
-  DeviceRuntime* runtime = device_runtime();
-  if (pinned && runtime && runtime->device_count() > 0) {
+  // Only a request for pinned memory asks for the runtime (and so loads the backend).
+  DeviceRuntime* runtime = pinned ? device_runtime() : nullptr;
+  if (runtime && runtime->device_count() > 0) {
     ptr_ = static_cast<float*>(runtime->allocate_pinned(bytes));  // zero-filled; null: failed
     pinned_ = ptr_ != nullptr;
     if (pinned_) return;

@@ -33,6 +33,12 @@ foreach(dir ${PURINE_HEADER_DIRS})
 endforeach()
 install(FILES ${PURINE_PROTO_HDRS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS purine EXPORT purineTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The CUDA backend beside libpurine.so, where libpurine.so looks for it; its RUNPATH keeps the
+# CUDA libraries' folders.
+if(TARGET purine_cuda_backend)
+  set_target_properties(purine_cuda_backend PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+  install(TARGETS purine_cuda_backend LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 
 set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/purine)
 install(EXPORT purineTargets NAMESPACE purine:: DESTINATION ${config_dir})

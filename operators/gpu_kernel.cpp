@@ -5,6 +5,8 @@
 #include <atomic>
 #include <map>
 
+#include "base/device_runtime.hpp"
+
 namespace purine {
 
 namespace {
@@ -28,17 +30,21 @@ bool GpuKernels::add(const std::string& type, GpuKernel kernel, GpuPrepare prepa
   return true;
 }
 
+// Lookups load the backend first (base/device_runtime.hpp); add() is called while it loads.
 GpuKernel GpuKernels::find(const std::string& type) {
+  load_device_backend();
   auto it = kernels().find(type);
   return it == kernels().end() ? nullptr : it->second.kernel;
 }
 
 GpuPrepare GpuKernels::find_prepare(const std::string& type) {
+  load_device_backend();
   auto it = kernels().find(type);
   return it == kernels().end() ? nullptr : it->second.prepare;
 }
 
 std::vector<std::string> GpuKernels::types() {
+  load_device_backend();
   std::vector<std::string> names;
   for (const auto& entry : kernels()) names.push_back(entry.first);
   return names;

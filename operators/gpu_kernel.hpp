@@ -5,8 +5,9 @@
 // Operator::compute() calls it for an op whose outputs are on a GPU (or, for an op that bridges
 // locations, whose input is), on the thread of that GPU location's device executor: the kernel
 // puts its work on context.queue (the location's stream) and returns without waiting for it.
-// A build without the CUDA backend registers none, and such an op is a purine::Error naming it.
-// Registration happens during static initialization; lookups are thread-safe after that.
+// Without the CUDA backend none is registered, and such an op is a purine::Error naming it.
+// The backend registers its kernels while it loads, which the first lookup triggers
+// (base/device_runtime.hpp); lookups are thread-safe.
 #pragma once
 
 #include <string>

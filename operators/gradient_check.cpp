@@ -23,8 +23,7 @@ class OpRunner {
   OpRunner(const Location& location, uint64_t seed) : location_(location), seed_(seed) {
     if (location.is_cpu()) return;
     DeviceRuntime* runtime = device_runtime();
-    require(runtime != nullptr, "gradient check at ", location,
-            ": this build has no GPU backend (configure with CUDA)");
+    require(runtime != nullptr, "gradient check at ", location, ": ", device_backend_problem());
     require(location.device < runtime->device_count(), "gradient check at ", location, ": ",
             runtime->name(), " sees ", runtime->device_count(), " GPU(s)");
     runtime->use_device(location.device);

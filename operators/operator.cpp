@@ -80,7 +80,7 @@ void Operator::compute_gpu(const std::vector<const Tensor*>& inputs,
   }
   const GpuKernel kernel = GpuKernels::find(type());
   require(kernel != nullptr, "operator '", type(), "' has no GPU kernel in this build",
-          GpuKernels::types().empty() ? " (built without the CUDA backend)" : "",
+          GpuKernels::types().empty() ? " (" + device_backend_problem() + ")" : "",
           "; place it on a CPU location");
   require(context.queue != nullptr, type(), ": a GPU kernel needs its location's device queue");
   kernel(*this, inputs, outputs, context);

@@ -23,6 +23,15 @@ if(NOT sonames OR NOT EXISTS ${PREFIX}/bin/purine)
   message(FATAL_ERROR "the install lacks the versioned libpurine.so.X.Y or bin/purine")
 endif()
 
+# A CUDA build installs its backend beside the library (libpurine.so loads it from there).
+if(EXISTS ${BUILD_DIR}/libpurine_cuda.so)
+  list(GET sonames 0 library)
+  get_filename_component(libdir ${library} DIRECTORY)
+  if(NOT EXISTS ${libdir}/libpurine_cuda.so)
+    message(FATAL_ERROR "the install lacks libpurine_cuda.so beside ${library}")
+  endif()
+endif()
+
 file(GLOB_RECURSE headers RELATIVE ${PREFIX}/include ${PREFIX}/include/*.hpp)
 list(LENGTH headers count)
 if(count EQUAL 0 OR NOT EXISTS ${PREFIX}/include/purine.pb.h)

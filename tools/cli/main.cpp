@@ -63,7 +63,7 @@ std::vector<std::string> normalize_flags(int argc, char** argv) {
 int list_devices() {
   const purine::DeviceRuntime* runtime = purine::device_runtime();
   if (!runtime) {
-    std::cout << "no GPU backend: this build has no CUDA (cmake found no nvcc, cuDNN or NCCL)\n";
+    std::cout << "no GPU backend: " << purine::device_backend_problem() << "\n";
     return 0;
   }
   const std::vector<std::string> devices = runtime->describe_devices();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds gpu-bundle.tar.xz: the CUDA build of Purine (the CLI, every test and benchmark program,
-# libpurine) with every library it needs that a GPU machine may lack (glog, gflags, protobuf,
+# libpurine and its CUDA backend libpurine_cuda.so) with every library it needs that a GPU machine may lack (glog, gflags, protobuf,
 # OpenBLAS, oneDNN, OpenMP, Open MPI with mpirun and its components, the C++ runtime, the CUDA
 # runtime), the Fashion-MNIST files the tests read, the benchmark scripts and run.sh, which runs
 # the GPU tests and benchmarks there (tools/gpu/run_bundle.sh). Left out: the C library and the
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-gpu-bundle}
 bash tools/build.sh >/dev/null
-ldd build/libpurine.so | grep -q libcudart ||
+[ -f build/libpurine_cuda.so ] ||
   { echo "error: build/ has no CUDA backend (cmake found no nvcc, cuDNN or NCCL)" >&2; exit 1; }
 
 rm -rf "$out" "$out.tar.xz"
@@ -22,7 +22,7 @@ mkdir -p "$out"/{bin,lib,share,tools/bench,tools/gpu}
 find build/tools build/tests -maxdepth 1 -type f -executable \
   \( -name purine -o -name merge_traces -o -name 'bench_*' -o -name 'test_*' \) \
   -exec cp {} "$out/bin/" \;
-cp -a build/libpurine.so* "$out/lib/"
+cp -a build/libpurine.so* build/libpurine_cuda.so "$out/lib/"  # the backend beside libpurine
 # mpirun, and orted, which a process started without mpirun needs for MPI_Init.
 cp "$(readlink -f "$(command -v mpirun)")" "$out/bin/mpirun"
 cp "$(readlink -f "$(command -v orted)")" "$out/bin/orted"
@@ -37,7 +37,7 @@ cp -r "$(ompi_path pkgdatadir)" "$out/share/openmpi"
 
 # Every library those need, resolved on this machine, but the ones the GPU machine must own.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libcuda\.so|libcublas|libcublasLt|libcudnn|libnccl)'
-for f in "$out"/bin/* "$out"/lib/libpurine.so.* "$bundle_components"/*.so; do
+for f in "$out"/bin/* "$out"/lib/libpurine.so.* "$out"/lib/libpurine_cuda.so "$bundle_components"/*.so; do
   { ldd "$f" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
 done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] || cp -Ln "$path" "$out/lib/$name"

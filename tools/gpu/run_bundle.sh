@@ -64,10 +64,14 @@ if [ "$what" = exec ]; then
   exec "$@"
 fi
 echo "bundle $(cat "$here/VERSION"); CUDA libraries from: ${cuda_libs:-nowhere}"
-missing=$(ldd "$here/bin/purine" "$here/lib/libpurine.so."* | grep "not found" | sort -u)
+missing=$(ldd "$here/bin/purine" "$here/lib/libpurine.so."* "$here/lib/libpurine_cuda.so" |
+  grep "not found" | sort -u)
 [ -z "$missing" ] || { echo "error: libraries not found:"; echo "$missing"; exit 1; }
 step "devices"
-purine devices || exit 1
+# Without its backend Purine trains on the CPU and says why; here that is a failure.
+devices=$(purine devices) || exit 1
+echo "$devices"
+if grep -q "no GPU backend" <<<"$devices"; then exit 1; fi
 status=0
 limit() { if [ "$what" = quick ]; then timeout 150 "$@"; else "$@"; fi; }
 if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = quick ]; then
