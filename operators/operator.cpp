@@ -79,9 +79,10 @@ void Operator::compute_gpu(const std::vector<const Tensor*>& inputs,
     return;
   }
   const GpuKernel kernel = GpuKernels::find(type());
-  require(kernel != nullptr, "operator '", type(), "' has no GPU kernel in this build",
-          GpuKernels::types().empty() ? " (" + device_backend_problem() + ")" : "",
-          "; place it on a CPU location");
+  if (kernel == nullptr)  // not require(): its message would be built on every launch
+    throw Error(str("operator '", type(), "' has no GPU kernel in this build",
+                    GpuKernels::types().empty() ? " (" + device_backend_problem() + ")" : "",
+                    "; place it on a CPU location"));
   require(context.queue != nullptr, type(), ": a GPU kernel needs its location's device queue");
   kernel(*this, inputs, outputs, context);
 }

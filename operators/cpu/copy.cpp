@@ -17,8 +17,9 @@ void CopyOp::copy(const Tensor& from, Tensor& to) {
   }
   // An emulated device's memory is host memory; this runs in its queue's order.
   const DeviceRuntime* runtime = device_runtime();
-  require(runtime && runtime->kernels_on_host(), "copy from ", from.location(), " to ",
-          to.location(), ": GPU copies need the CUDA backend: ", device_backend_problem());
+  if (!runtime || !runtime->kernels_on_host())  // the message only when it fails
+    throw Error(str("copy from ", from.location(), " to ", to.location(),
+                    ": GPU copies need the CUDA backend: ", device_backend_problem()));
   require(from.is_contiguous() && to.is_contiguous(), "copy from ", from.location(), " to ",
           to.location(), ": a device copy needs contiguous tensors (shape ", from.shape(), ")");
   std::memcpy(to.mutable_data(), from.data(), static_cast<size_t>(from.count()) * sizeof(float));
