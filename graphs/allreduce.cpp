@@ -66,16 +66,54 @@ std::string step_name(const char* what, int s, int c, size_t k, size_t segments)
   return segments > 1 ? name + "_k" + std::to_string(k) : name;
 }
 
+// The sum of chunk c of N parts in the ring's order: the ring's reduce-scatter starts chunk c on
+// rank c and every step adds the next rank's part (x_c + x_(c+1) + ... + x_(c-1)); a sum op adds
+// its inputs in order, so the result has the ring's bits. `chunk(q)`: part q's chunk c, here.
+template <typename Chunk>
+Blob* sum_in_ring_order(Graph& g, const std::string& name, int c, int n, Chunk chunk) {
+  std::vector<Blob*> terms;
+  for (int k = 0; k < n; ++k) terms.push_back(chunk((c + k) % n));
+  return g.apply(name, "sum", {}, terms)[0];
+}
+
+// The direct reduce-scatter: every rank sends chunk c straight to its owner, which sums the N
+// chunks in the ring's order. Returns, per rank, its sum as one segment (none where its chunk
+// is empty).
+std::vector<std::vector<Blob*>> direct_reduce_scatter(Graph& g, const std::vector<Blob*>& parts,
+                                                      const RingShards& shards) {
+  const int n = static_cast<int>(parts.size());
+  std::vector<std::vector<Blob*>> chunks;
+  for (int q = 0; q < n; ++q) {
+    Graph::Placement placement(g, shards.locations[q], Graph::kCommThread);
+    chunks.push_back(flat_chunks(g, "r" + std::to_string(q), parts[q], shards));
+  }
+  std::vector<std::vector<Blob*>> owned(n);
+  for (int r = 0; r < n; ++r) {
+    const int c = shards.chunk_of(r);
+    if (!chunks[r][c]) continue;
+    const Location here = shards.locations[r];
+    Graph::Placement placement(g, here, Graph::kCommThread);
+    owned[r] = {sum_in_ring_order(g, "ds_c" + std::to_string(c), c, n, [&](int q) {
+      return q == r ? chunks[r][c] : g.copy_to(chunks[q][c], here, Graph::kCommThread);
+    })};
+  }
+  return owned;
+}
+
 // The reduce-scatter: fills `shards` and returns, per rank, the segments of the chunk it owns
 // (empty where that chunk is).
 std::vector<std::vector<Blob*>> reduce_scatter(Graph& g, const std::vector<Blob*>& parts,
-                                               int64_t segment_bytes, RingShards& shards) {
+                                               const RingOptions& options, RingShards& shards) {
   const int n = static_cast<int>(parts.size());
   shards.shape = parts[0]->shape();
   for (Blob* b : parts) shards.locations.push_back(b->location());
   shards.sizes = ring_chunk_sizes(shards.shape.count(), n);
-  if (segment_bytes < 0) segment_bytes = ring_segment_bytes(n);
+  shards.direct = options.steps == RingSteps::kDirect;
+  const int64_t segment_bytes = shards.direct               ? 0
+                                : options.segment_bytes < 0 ? ring_segment_bytes(n)
+                                                            : options.segment_bytes;
   for (int64_t size : shards.sizes) shards.segments.push_back(segment_sizes(size, segment_bytes));
+  if (shards.direct) return direct_reduce_scatter(g, parts, shards);
   auto at = [&](int r) { return parts[r]->location(); };
   // acc[r][c][k]: rank r's running sum of segment k of chunk c.
   std::vector<std::vector<std::vector<Blob*>>> acc(n, std::vector<std::vector<Blob*>>(n));
@@ -111,14 +149,15 @@ std::vector<std::vector<Blob*>> reduce_scatter(Graph& g, const std::vector<Blob*
 std::vector<Blob*> all_gather(Graph& g, const RingShards& shards,
                               const std::vector<std::vector<Blob*>>& owned) {
   const int n = static_cast<int>(shards.locations.size());
-  // Each chunk travels once around the ring from its owner, segment by segment.
+  // Each chunk travels once around the ring from its owner, segment by segment; with direct
+  // steps the owner sends it to every rank itself.
   std::vector<std::vector<std::vector<Blob*>>> whole(n, std::vector<std::vector<Blob*>>(n));
   for (int owner = 0; owner < n; ++owner) {
     const int c = shards.chunk_of(owner);
     whole[owner][c] = owned[owner];
     for (int hop = 1, holder = owner; hop < n; ++hop) {
       const int next = (holder + 1) % n;
-      for (Blob* segment : whole[holder][c])
+      for (Blob* segment : whole[shards.direct ? owner : holder][c])
         whole[next][c].push_back(g.copy_to(segment, shards.locations[next], Graph::kCommThread));
       holder = next;
     }
@@ -138,11 +177,11 @@ std::vector<Blob*> all_gather(Graph& g, const RingShards& shards,
 }  // namespace
 
 RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vector<Blob*>& parts,
-                               int64_t segment_bytes) {
+                               const RingOptions& options) {
   check_parts(name, parts);
   Graph::Scope scope(g, name);
   RingShards shards;
-  const std::vector<std::vector<Blob*>> owned = reduce_scatter(g, parts, segment_bytes, shards);
+  const std::vector<std::vector<Blob*>> owned = reduce_scatter(g, parts, options, shards);
   for (size_t r = 0; r < owned.size(); ++r) {
     if (owned[r].empty()) {
       shards.owned.push_back(nullptr);
@@ -210,10 +249,8 @@ std::vector<Blob*> exchange_allreduce(Graph& g, const std::string& name,
     std::vector<Blob*> here(n);
     for (int q = 0; q < n; ++q)
       here[q] = q == r ? parts[r] : g.copy_to(parts[q], at(r), Graph::kCommThread);
-    // The ring sums chunk c as x_c + x_(c+1) + ... + x_(c-1) (its reduce-scatter starts chunk c
-    // on rank c; every step adds the next rank's part), and a sum op adds its inputs in order, so
-    // each chunk gets the ring's bits. With 2 parts both orders are one (a + b == b + a in
-    // IEEE arithmetic): one sum over the whole buffer.
+    // Each chunk summed in the ring's order. With 2 parts both orders are one (a + b == b + a
+    // in IEEE arithmetic): one sum over the whole buffer.
     Blob* total = nullptr;
     if (n == 2) {
       total = g.apply(local + "_add", "sum", {}, {here[0], here[1]})[0];
@@ -224,9 +261,8 @@ std::vector<Blob*> exchange_allreduce(Graph& g, const std::string& name,
       std::vector<Blob*> sums;
       for (int c = 0; c < n; ++c) {
         if (layout.sizes[c] == 0) continue;
-        std::vector<Blob*> terms;
-        for (int k = 0; k < n; ++k) terms.push_back(chunks[(c + k) % n][c]);
-        sums.push_back(g.apply(local + "_add_c" + std::to_string(c), "sum", {}, terms)[0]);
+        sums.push_back(sum_in_ring_order(g, local + "_add_c" + std::to_string(c), c, n,
+                                         [&](int q) { return chunks[q][c]; }));
       }
       total = sums[0];
       if (sums.size() > 1)
@@ -239,17 +275,16 @@ std::vector<Blob*> exchange_allreduce(Graph& g, const std::string& name,
 }
 
 std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
-                                  const std::vector<Blob*>& parts, int64_t exchange_max_bytes,
-                                  int64_t segment_bytes) {
+                                  const std::vector<Blob*>& parts, const RingOptions& options) {
   check_parts(name, parts);
   if (parts.size() == 1) return parts;
   const int64_t received = static_cast<int64_t>(parts.size() - 1) * parts[0]->shape().count() *
                            static_cast<int64_t>(sizeof(float));
-  if (received <= exchange_max_bytes) return exchange_allreduce(g, name, parts);
+  if (received <= options.exchange_max_bytes) return exchange_allreduce(g, name, parts);
   Graph::Scope scope(g, name);
   RingShards shards;
   // The owners' segments go on around the ring as they are, never joined.
-  return all_gather(g, shards, reduce_scatter(g, parts, segment_bytes, shards));
+  return all_gather(g, shards, reduce_scatter(g, parts, options, shards));
 }
 
 namespace {

@@ -5,9 +5,10 @@
 // run on each location's Graph::kCommThread, so that reductions overlap the backward pass.
 //   ring_allreduce:  reduce-scatter then all-gather around the ring of parts; each rank sends
 //                    2(N-1)/N of the data. Returns the sum at every part's location. Small
-//                    buffers go by exchange_allreduce instead (see kExchangeMaxBytes). A large
-//                    chunk travels in segments (see kRingSegmentBytes), each with its own
-//                    copies and sums in the chunk's order, so segments pipeline and the sums
+//                    buffers go by exchange_allreduce instead (see kExchangeMaxBytes), the rest
+//                    by direct steps or the ring's own (see RingSteps). A large chunk going
+//                    around the ring travels in segments (see kRingSegmentBytes), each with its
+//                    own copies and sums in the chunk's order, so segments pipeline and the sums
 //                    keep their bits.
 //   exchange_allreduce: every part sent whole to every other location in one step, then summed
 //                    where it arrived: one message latency instead of the ring's 2(N-1), at
@@ -56,12 +57,29 @@ constexpr int kRingSegmentMinRanks = 4;
 // The segment size the ring uses over `ranks` locations (0: whole chunks).
 int64_t ring_segment_bytes(int ranks);
 
-// `exchange_max_bytes`: 0 always takes the ring; `segment_bytes`: -1 is ring_segment_bytes(N),
-// 0 sends whole chunks; tests and the benchmark pass other values.
+// How the reduce-scatter and the all-gather move the ring's chunks (same chunks, same bytes per
+// rank, same sums in the same order, so the same bits either way):
+//   kDirect: every rank sends chunk c straight to its owner, which sums all N in the ring's
+//            order in one op, and each owner sends its sum straight to every rank: 2 message
+//            latencies instead of 2(N-1), one pass over the received chunks instead of N-1.
+//   kRing:   around the ring, N-1 steps each way, a sum per step.
+// kDirect is the default: bench_allreduce --ways on the 2-core build machine (Open MPI shared
+// memory, ranks oversubscribed, 2026-11-26) timed it against the ring's steps at 16 KB-64 MB:
+// on 4 ranks 18.3 against 33.0 ms at 16 MB and 80.7 against 307.7 at 64 MB (MPI_Allreduce 146.4),
+// on 3 ranks 57.9 against 64.1 ms at 64 MB, level within the noise below 16 MB; on 2 ranks the
+// two are one algorithm. Not yet measured on more real cores (tools/gpu/run.sh scale does).
+enum class RingSteps { kDirect, kRing };
+
+// How the ring's family moves data; the defaults are the measured choices above, tests and the
+// benchmark pass others. Every choice gives the same bits.
+struct RingOptions {
+  int64_t exchange_max_bytes = kExchangeMaxBytes;  // 0: never the one-step exchange
+  RingSteps steps = RingSteps::kDirect;
+  int64_t segment_bytes = -1;  // kRing's segments; -1: ring_segment_bytes(N), 0: whole chunks
+};
+
 std::vector<Blob*> ring_allreduce(Graph& graph, const std::string& name,
-                                  const std::vector<Blob*>& parts,
-                                  int64_t exchange_max_bytes = kExchangeMaxBytes,
-                                  int64_t segment_bytes = -1);
+                                  const std::vector<Blob*>& parts, const RingOptions& options = {});
 std::vector<Blob*> exchange_allreduce(Graph& graph, const std::string& name,
                                       const std::vector<Blob*>& parts);
 
@@ -72,11 +90,13 @@ struct RingShards {
   std::vector<Location> locations;             // of the parts, in ring order
   std::vector<int64_t> sizes;                  // elements of chunk c
   std::vector<std::vector<int64_t>> segments;  // elements of each segment of chunk c, in order
+  bool direct = false;                         // RingSteps::kDirect (the all-gather too)
   std::vector<Blob*> owned;  // owned[r]: the sum of chunk_of(r) at locations[r], or null
   int chunk_of(int rank) const { return (rank + 1) % static_cast<int>(sizes.size()); }
 };
+// exchange_max_bytes plays no part here.
 RingShards ring_reduce_scatter(Graph& graph, const std::string& name,
-                               const std::vector<Blob*>& parts, int64_t segment_bytes = -1);
+                               const std::vector<Blob*>& parts, const RingOptions& options = {});
 // `owned[r]` (at locations[r], shaped like chunk chunk_of(r)) sent around the ring; returns
 // the whole, shaped like the parts, at every location.
 std::vector<Blob*> ring_all_gather(Graph& graph, const std::string& name, const RingShards& shards,

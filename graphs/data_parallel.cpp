@@ -137,8 +137,8 @@ void reduce_sharded(Graph& g, DataParallelGraph& dp, const std::vector<Gradients
   std::vector<Blob*> parts;
   for (int r = 0; r < n; ++r) parts.push_back(grads[r].of(dp.parameters[r][i].blob));
   const std::string name = dp.parameters[0][i].blob->name();
-  const auto shards = std::make_shared<RingShards>(
-      ring_reduce_scatter(g, name + "::reduce", parts, options.ring_segment_bytes));
+  const auto shards =
+      std::make_shared<RingShards>(ring_reduce_scatter(g, name + "::reduce", parts, options.ring));
   // The new chunks, gathered into every replica's weights once all are built.
   const auto updated = std::make_shared<std::vector<Blob*>>(n, nullptr);
   const auto left = std::make_shared<int>(0);
@@ -200,8 +200,7 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
     sums.emplace_back(server, (parts >> g.add<Aggregate>(name, at(server))).top(0));
   } else {
     std::vector<Blob*> all =
-        options.reduction == Reduction::kRing
-            ? ring_allreduce(g, name, parts, kExchangeMaxBytes, options.ring_segment_bytes)
+        options.reduction == Reduction::kRing  ? ring_allreduce(g, name, parts, options.ring)
         : options.reduction == Reduction::kMpi ? mpi_allreduce(g, name, parts)
                                                : nccl_allreduce(g, name, parts);
     for (int r = 0; r < n; ++r) sums.emplace_back(r, all[r]);

@@ -52,9 +52,9 @@ struct DataParallelOptions {
   Location server = Location::cpu(0);
   SgdOptions sgd;
   int64_t bucket_bytes = 256 << 10;  // 0: every gradient reduced alone
-  // kRing: the segment size of its chunks (graphs/allreduce.hpp; -1: ring_segment_bytes, 0:
-  // whole chunks). The sums, so the training, are bit for bit the same either way.
-  int64_t ring_segment_bytes = -1;
+  // kRing: how the ring moves data (graphs/allreduce.hpp). The sums, so the training, are bit
+  // for bit the same whatever the choice.
+  RingOptions ring;
   // > 0: gradients clipped by their global norm before the updates, as PyTorch's
   // clip_grad_norm_: scaled by min(1, clip_norm / (norm + 1e-6)), the norm of the reduced
   // (averaged) gradients of all parameters together. Every update then waits for every

@@ -45,6 +45,8 @@ constexpr Choice<GpuMath> kMaths[] = {
     {GpuMath::kFp32, "fp32"}, {GpuMath::kTf32, "tf32"}, {GpuMath::kExact, "exact"}};
 constexpr Choice<Optimizer> kOptimizers[] = {
     {Optimizer::kSgd, "sgd"}, {Optimizer::kAdam, "adam"}, {Optimizer::kAdamW, "adamw"}};
+constexpr Choice<RingSteps> kRingSteps[] = {{RingSteps::kDirect, "direct"},
+                                            {RingSteps::kRing, "ring"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
                                                  {dispatch::Mode::kSerial, "serial"}};
 
@@ -91,6 +93,9 @@ PipelineSchedule parse_schedule(const std::string& name) {
   return parse(kSchedules, name, "pipeline schedule", "--schedule");
 }
 GpuMath parse_math(const std::string& name) { return parse(kMaths, name, "GPU math", "--math"); }
+RingSteps parse_ring_steps(const std::string& name) {
+  return parse(kRingSteps, name, "way of moving the ring's chunks", "--ring-steps");
+}
 Optimizer parse_optimizer(const std::string& name) {
   return parse(kOptimizers, name, "optimizer", "--optimizer");
 }
@@ -171,6 +176,7 @@ const char* name_of(ParallelLayout layout) { return name_in(kParallelLayouts, la
 const char* name_of(dispatch::Mode mode) { return name_in(kExecutors, mode); }
 const char* name_of(PipelineSchedule schedule) { return name_in(kSchedules, schedule); }
 const char* name_of(GpuMath math) { return name_in(kMaths, math); }
+const char* name_of(RingSteps steps) { return name_in(kRingSteps, steps); }
 const char* name_of(Optimizer optimizer) { return name_in(kOptimizers, optimizer); }
 
 std::string threads_warning(const TrainOptions& o) {

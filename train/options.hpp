@@ -106,6 +106,9 @@ struct TrainOptions {
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
   int64_t bucket_kb = 256;
+  // How the ring reduction moves chunks above the one-step exchange's range
+  // (graphs/allreduce.hpp); the same bits either way.
+  RingSteps ring_steps = RingSteps::kDirect;
   // Batch norm over several replicas (data parallel, hybrid) normalizes by the statistics of
   // every replica's batch together, so that N replicas at batch b follow one at batch N*b
   // (synchronized batch norm, graphs/data_parallel.hpp); false: by each replica's own batch.
@@ -182,6 +185,7 @@ dispatch::Mode parse_executor(const std::string& name);         // --executor: p
 PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b, zbh1
 Optimizer parse_optimizer(const std::string& name);             // --optimizer: sgd, adam, adamw
 GpuMath parse_math(const std::string& name);                    // --math: fp32, tf32, exact
+RingSteps parse_ring_steps(const std::string& name);            // --ring-steps: direct, ring
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);
@@ -207,5 +211,6 @@ const char* name_of(dispatch::Mode mode);
 const char* name_of(PipelineSchedule schedule);
 const char* name_of(Optimizer optimizer);
 const char* name_of(GpuMath math);
+const char* name_of(RingSteps steps);
 
 }  // namespace purine

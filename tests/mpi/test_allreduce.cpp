@@ -22,9 +22,9 @@ using namespace purine::mpitest;
 
 namespace {
 
-// kRing: ring_allreduce as data_parallel calls it (the exchange below its threshold);
-// kRingOnly and kExchange force one algorithm at every size.
-enum class Kind { kRing, kRingOnly, kRingSegmented, kExchange, kParameterServer, kMpi };
+// kRing: ring_allreduce as data_parallel calls it (the exchange below its threshold, direct
+// steps above); kRingOnly (the ring's steps), kDirect and kExchange force one way at every size.
+enum class Kind { kRing, kRingOnly, kRingSegmented, kDirect, kExchange, kParameterServer, kMpi };
 
 const char* kind_name(Kind kind) {
   switch (kind) {
@@ -34,6 +34,8 @@ const char* kind_name(Kind kind) {
       return "ringonly";
     case Kind::kRingSegmented:
       return "ringsegments";
+    case Kind::kDirect:
+      return "direct";
     case Kind::kExchange:
       return "exchange";
     case Kind::kParameterServer:
@@ -61,9 +63,11 @@ std::vector<Blob*> add_reduction(Graph& g, Kind kind, const std::string& name,
     case Kind::kRing:
       return ring_allreduce(g, name, parts);
     case Kind::kRingOnly:
-      return ring_allreduce(g, name, parts, 0, 0);
+      return ring_allreduce(g, name, parts, {0, RingSteps::kRing, 0});
     case Kind::kRingSegmented:  // segments of 1000 bytes: uneven, several per chunk
-      return ring_allreduce(g, name, parts, 0, 1000);
+      return ring_allreduce(g, name, parts, {0, RingSteps::kRing, 1000});
+    case Kind::kDirect:
+      return ring_allreduce(g, name, parts, {0, RingSteps::kDirect, 0});
     case Kind::kExchange:
       return exchange_allreduce(g, name, parts);
     case Kind::kMpi:
@@ -181,14 +185,18 @@ TEST_CASE("segmented ring allreduce equals MPI_Allreduce", "[mpi][allreduce]") {
   check_kind(Kind::kRingSegmented);
 }
 
+TEST_CASE("ring allreduce by direct steps equals MPI_Allreduce", "[mpi][allreduce]") {
+  check_kind(Kind::kDirect);
+}
+
 TEST_CASE("exchange allreduce equals MPI_Allreduce", "[mpi][allreduce]") {
   check_kind(Kind::kExchange);
 }
 
-TEST_CASE("exchange and segments give the ring's bits on either side of the threshold",
+TEST_CASE("exchange, direct steps and segments give the ring's bits either side of the threshold",
           "[mpi][allreduce]") {
   // Sizes below the ranks, odd sizes, one below kExchangeMaxBytes and one above it (at every
-  // world size), so that the default path takes the exchange for some and the ring for others.
+  // world size), so that the default path takes the exchange for some and direct steps for others.
   const int64_t above = kExchangeMaxBytes / static_cast<int64_t>(sizeof(float)) + 3;
   const std::vector<Shape> shapes = {{2}, {7}, {1001}, {3, 333}, {above}};
   for (const Shape& shape : shapes) {
@@ -196,17 +204,20 @@ TEST_CASE("exchange and segments give the ring's bits on either side of the thre
     const std::vector<float> input = real_input(shape.count());
     const std::vector<float> expected = mpi_sum(input);
     std::vector<Outcome> outs;
-    for (Kind kind : {Kind::kRingOnly, Kind::kExchange, Kind::kRing, Kind::kRingSegmented}) {
+    for (Kind kind :
+         {Kind::kRingOnly, Kind::kExchange, Kind::kRing, Kind::kRingSegmented, Kind::kDirect}) {
       outs.push_back(run_reduction("threshold", kind, shape, input));
       outs.back().first.resize(shape.count());  // keeps the gather collective after a failure
     }
     const std::vector<std::vector<float>> everyone = allgather(outs[1].first);
     for (const Outcome& out : outs) CHECK(out.error == "");
-    REQUIRE(all_ranks(outs[0].error.empty() && outs[1].error.empty() && outs[2].error.empty() &&
-                      outs[3].error.empty()));
+    bool all_ran = true;
+    for (const Outcome& out : outs) all_ran = all_ran && out.error.empty();
+    REQUIRE(all_ranks(all_ran));
     CHECK(mismatch(outs[1].first, outs[0].first) == "");  // the exchange has the ring's bits
     CHECK(mismatch(outs[2].first, outs[0].first) == "");
     CHECK(mismatch(outs[3].first, outs[0].first) == "");  // and so have segments
+    CHECK(mismatch(outs[4].first, outs[0].first) == "");  // and direct steps
     for (const Outcome& out : outs) {
       CHECK(mismatch(out.second, out.first) == "");  // reruns repeat bit for bit
       CHECK(mismatch(out.third, out.first) != "");   // and see the new input
@@ -227,8 +238,8 @@ TEST_CASE("mpi_allreduce ops equal MPI_Allreduce", "[mpi][allreduce]") { check_k
 
 TEST_CASE("non-integer sums are bit-identical on every rank and close to MPI_Allreduce",
           "[mpi][allreduce]") {
-  for (Kind kind :
-       {Kind::kRing, Kind::kRingOnly, Kind::kExchange, Kind::kParameterServer, Kind::kMpi}) {
+  for (Kind kind : {Kind::kRing, Kind::kRingOnly, Kind::kDirect, Kind::kExchange,
+                    Kind::kParameterServer, Kind::kMpi}) {
     INFO("rank " << rank() << " of " << size() << ", " << kind_name(kind));
     const Shape shape{1001};
     const std::vector<float> input = real_input(shape.count());

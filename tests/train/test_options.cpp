@@ -24,6 +24,8 @@ TEST_CASE("every choice parses from its name and back", "[options]") {
     CHECK(parse_executor(name_of(m)) == m);
   for (GpuMath m : {GpuMath::kFp32, GpuMath::kTf32, GpuMath::kExact})
     CHECK(parse_math(name_of(m)) == m);
+  for (RingSteps s : {RingSteps::kDirect, RingSteps::kRing})
+    CHECK(parse_ring_steps(name_of(s)) == s);
   CHECK(parse_reduction("ps") == Reduction::kParameterServer);
   CHECK(std::string(name_of(LrPolicy::kPoly)) == "poly");
 }
@@ -42,6 +44,9 @@ TEST_CASE("an unknown name is refused, naming the flag and listing the valid nam
                       "unknown executor 'magic' for --executor; choose parallel or serial");
   REQUIRE_THROWS_WITH(parse_math("bf16"),
                       "unknown GPU math 'bf16' for --math; choose fp32, tf32 or exact");
+  REQUIRE_THROWS_WITH(parse_ring_steps("tree"),
+                      "unknown way of moving the ring's chunks 'tree' "
+                      "for --ring-steps; choose direct or ring");
   // Names are matched exactly.
   REQUIRE_THROWS_AS(parse_reduction("Ring"), Error);
   REQUIRE_THROWS_AS(parse_reduction(""), Error);

@@ -595,3 +595,29 @@ TEST_CASE("training on a GPU follows the CPU run's losses, or says why it cannot
     CHECK(gpu[i] == Approx(cpu[i]).epsilon(1e-3));
   }
 }
+
+TEST_CASE("the ring's steps option changes how chunks move, not the training's bits",
+          "[trainer][e2e][locations]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  // 3 locations: bucketed (allreduce) and every gradient alone (sharded updates).
+  for (int64_t bucket_kb : {256, 0}) {
+    INFO("bucket_kb=" << bucket_kb);
+    auto run = [bucket_kb](RingSteps steps) {
+      TrainOptions o = layout_run(3, Reduction::kRing, 6);
+      o.bucket_kb = bucket_kb;
+      o.ring_steps = steps;
+      Trainer trainer(o);
+      const double loss = trainer.train().final_loss;
+      int sums = 0;
+      for (const auto& op : trainer.training_graph().ops()) sums += op->type() == "sum";
+      return std::make_pair(loss, sums);
+    };
+    const auto ring = run(RingSteps::kRing), direct = run(TrainOptions().ring_steps);
+    CHECK(direct.first == ring.first);
+    // Direct steps sum each chunk once on its owner; the ring's steps twice (3 locations).
+    CHECK(direct.second < ring.second);
+  }
+}

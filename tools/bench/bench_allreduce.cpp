@@ -5,7 +5,7 @@
 //   mpirun --oversubscribe -np 2 build/tools/bench_allreduce [--min_bytes=1024]
 //       [--max_bytes=67108864] [--factor=4] [--reps=15] [--burst=4] [--stat=median|min]
 //       [--warmup=3] [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N
-//       [--timeline_pipe]] [--exchange_max_bytes=65536]
+//       [--timeline_pipe]] [--exchange_max_bytes=65536] [--ring_steps=direct|ring] [--ways]
 //
 // For every size (float32 buffers, --min_bytes to --max_bytes by --factor) rank 0 prints the
 // median (or --stat=min: the fastest) of --reps runs (after --warmup untimed calls) of the slowest
@@ -18,10 +18,11 @@
 // --variants (default on) adds four columns that locate the ring's overhead:
 //   graph-mpi:  a Runnable over one "mpi_allreduce" op (MPI_Iallreduce polled by the MPI
 //               executor): MPI's own reduction plus the cost of running a graph;
-//   ring-pipe:  ring_allreduce with every chunk cut into segments of --segment_bytes at any
-//               number of ranks (the ring column: from graphs/allreduce.hpp's
-//               kRingSegmentMinRanks on), each with its own copy and sum ops, so transfers and
-//               sums of different segments overlap; --segment_bytes=0: whole chunks;
+//   ring-pipe:  the ring alone (never the exchange or direct steps) with every chunk cut into
+//               segments of --segment_bytes at any number of ranks (the ring column: from
+//               graphs/allreduce.hpp's kRingSegmentMinRanks on), each with its own copy and sum
+//               ops, so transfers and sums of different segments overlap; --segment_bytes=0: whole
+//               chunks;
 //   mpi-ring:   the same ring (same chunks, same order) hand-written with MPI_Sendrecv and a sum
 //               loop, no graph: what the algorithm itself reaches on this machine;
 //   mpi-ring-g: that hand-written ring in the graph's pattern (every receive posted at the start
@@ -39,7 +40,9 @@
 // --timeline_bytes=N prints every task start and end of one ring (or --timeline_pipe: ring-pipe)
 // run of N bytes, per rank, in microseconds from a common barrier: where a transfer waited.
 // --exchange_max_bytes sets ring_allreduce's switch to the one-step exchange for small buffers
-// (graphs/allreduce.hpp): 0 times the ring alone at every size, 1099511627776 the exchange alone.
+// (graphs/allreduce.hpp): 0 never takes it, 1099511627776 always; --ring_steps how it moves
+// larger ones. --ways adds two columns that compare the ways in one run: ring-alone (the ring's
+// steps at every size, never the exchange) and direct (direct steps at every size).
 #include <gflags/gflags.h>
 #include <mpi.h>
 
@@ -78,6 +81,10 @@ DEFINE_bool(timeline_pipe, false, "--timeline_bytes: trace ring-pipe instead of 
 DEFINE_int64(exchange_max_bytes, purine::kExchangeMaxBytes,
              "ring: reduce by the one-step exchange when each rank would receive at most this many "
              "bytes that way (0: always the ring; graphs/allreduce.hpp)");
+DEFINE_string(ring_steps, "direct",
+              "ring: how chunks move above the exchange's range: direct or ring "
+              "(graphs/allreduce.hpp)");
+DEFINE_bool(ways, false, "also time ring-alone and direct (see the header)");
 DEFINE_bool(pattern_split, false,
             "with --variants, also time mpi-ring-g with receives posted at their step (g-late) "
             "and with sums in place (g-inplace): which part of the graph's pattern costs");
@@ -171,18 +178,25 @@ class GraphMethod : public Method {
   std::unique_ptr<purine::Runnable> runnable_;
 };
 
-// The product: ring_allreduce over one blob of `count` floats per rank; `segment_bytes` as
-// ring_allreduce takes it (-1: its default for this many ranks).
+// The ring's choices as the flags set them.
+purine::RingOptions flag_ring_options() {
+  if (FLAGS_ring_steps != "direct" && FLAGS_ring_steps != "ring")
+    throw purine::Error("--ring_steps: expected direct or ring, got '" + FLAGS_ring_steps + "'");
+  return {FLAGS_exchange_max_bytes,
+          FLAGS_ring_steps == "ring" ? purine::RingSteps::kRing : purine::RingSteps::kDirect, -1};
+}
+
+// The product: ring_allreduce over one blob of `count` floats per rank.
 std::unique_ptr<GraphMethod> make_ring(int64_t count, int ranks, int rank,
-                                       int64_t segment_bytes = -1, const char* name = "ring") {
+                                       const purine::RingOptions& options = flag_ring_options(),
+                                       const char* name = "ring") {
   auto g = std::make_unique<Graph>("bench");
   std::vector<Blob*> parts;
   for (int r = 0; r < ranks; ++r) {
     Graph::Placement placement(*g, Location::cpu(r), Graph::kCommThread);
     parts.push_back(g->add_blob("grad" + std::to_string(r), {count}));
   }
-  std::vector<Blob*> sums =
-      purine::ring_allreduce(*g, name, parts, FLAGS_exchange_max_bytes, segment_bytes);
+  std::vector<Blob*> sums = purine::ring_allreduce(*g, name, parts, options);
   Blob* in = parts[rank];
   Blob* out = sums[rank];
   return std::make_unique<GraphMethod>(std::move(g), std::vector<Blob*>{in},
@@ -492,6 +506,7 @@ int run(int argc, char** argv) {
                   "mpi-ring-g ms");
     if (FLAGS_variants && FLAGS_pattern_split)
       std::printf(" %13s %13s", "g-late ms", "g-inplace ms");
+    if (FLAGS_ways) std::printf(" %13s %13s", "ring-alone ms", "direct ms");
     std::printf("\n");
     std::fflush(stdout);
   }
@@ -506,12 +521,13 @@ int run(int argc, char** argv) {
     DirectMpi direct(ring->inputs()[0]->tensor().data(),
                      ring->results()[0]->tensor().mutable_data(), count);
     std::vector<std::pair<const char*, Method*>> methods = {{"ring", ring.get()}, {"mpi", &direct}};
-    std::unique_ptr<GraphMethod> graph_mpi, pipe;
+    std::unique_ptr<GraphMethod> graph_mpi, pipe, alone, direct_steps;
     std::unique_ptr<HandRing> hand;
     std::unique_ptr<GraphLikeRing> graph_like, late, in_place;
     if (FLAGS_variants) {
       graph_mpi = make_graph_mpi(count, ranks, rank);
-      pipe = make_ring(count, ranks, rank, FLAGS_segment_bytes, "ring-pipe");
+      pipe = make_ring(count, ranks, rank, {0, purine::RingSteps::kRing, FLAGS_segment_bytes},
+                       "ring-pipe");
       hand = std::make_unique<HandRing>(count);
       methods.push_back({"graph-mpi", graph_mpi.get()});
       methods.push_back({"ring-pipe", pipe.get()});
@@ -524,6 +540,12 @@ int run(int argc, char** argv) {
         methods.push_back({"g-late", late.get()});
         methods.push_back({"g-inplace", in_place.get()});
       }
+    }
+    if (FLAGS_ways) {
+      alone = make_ring(count, ranks, rank, {0, purine::RingSteps::kRing, -1}, "ring-alone");
+      direct_steps = make_ring(count, ranks, rank, {0, purine::RingSteps::kDirect, -1}, "direct");
+      methods.push_back({"ring-alone", alone.get()});
+      methods.push_back({"direct", direct_steps.get()});
     }
     for (auto& [name, method] : methods) {
       for (int w = 0; w < FLAGS_warmup; ++w) method->run();
@@ -581,11 +603,7 @@ int run(int argc, char** argv) {
       std::printf("%8s %10.3f %9.3f %10.3f %9.3f %7.2fx", human_bytes(bytes).c_str(), ring_s * 1e3,
                   bus_gbps(bytes, ranks, ring_s), mpi_s * 1e3, bus_gbps(bytes, ranks, mpi_s),
                   mpi_s / ring_s);
-      if (FLAGS_variants)
-        std::printf(" %13.3f %13.3f %13.3f %13.3f", statistic(times[2]) * 1e3,
-                    statistic(times[3]) * 1e3, statistic(times[4]) * 1e3,
-                    statistic(times[5]) * 1e3);
-      for (size_t m = 6; m < methods.size(); ++m) std::printf(" %13.3f", statistic(times[m]) * 1e3);
+      for (size_t m = 2; m < methods.size(); ++m) std::printf(" %13.3f", statistic(times[m]) * 1e3);
       std::printf("\n");
       std::fflush(stdout);
     }

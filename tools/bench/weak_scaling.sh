@@ -3,14 +3,15 @@
 # For each N ranks (1 thread each, `batch` images per rank):
 #   ceiling  N independent one-rank runs at once, run k pinned to core k, no communication:
 #            their images/s added up (what N cores give with nothing to exchange);
-#   layouts  mpirun -np N --bind-to core purine train --parallel=data --reduce=R, for each R;
+#   layouts  mpirun -np N --bind-to core purine train --parallel=data --reduce=R, for each R
+#            (R:S adds --ring-steps=S: "ring:ring" is the ring reduction by the ring's steps);
 # and prints each layout's images/s with its share of the ceiling (the target: at least
 # 90% at 8 ranks with ring), then, with 1 among the ranks, each N's ceiling per rank over one
 # rank's: "rank speed ... 2:0.94,4:0.96" (purine simulate --rank-speed). N larger than the cores this process may use is skipped. Each
 # configuration runs `rounds` times, alternating, keeping its best.
 #
 # Usage: tools/bench/weak_scaling.sh [ranks="1 2 4 8"] [iters=80] [rounds=2] [model=convnet]
-#   [batch=64] [reduces="ring mpi"]
+#   [batch=64] [reduces="ring ring:ring mpi"]
 # Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args),
 # CORES_PER_RANK (default 1: every run, ceiling and layouts alike, gets that many cores of its
 # own; with 2 a rank's communication thread need not share its core with the computing one),
@@ -25,7 +26,7 @@ iters=${2:-80}
 rounds=${3:-2}
 model=${4:-convnet}
 batch=${5:-64}
-reduces=${6:-ring mpi}
+reduces=${6:-ring ring:ring mpi}
 purine=${PURINE_BIN:-build/tools/purine}
 [ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
 command -v mpirun >/dev/null || { echo "error: mpirun not found (apt-get install openmpi-bin)" >&2; exit 1; }
@@ -63,17 +64,18 @@ ceiling() {  # N: appends the summed images/s of N pinned independent runs to $w
   echo "$total" >>"$work/ceiling_$n"
 }
 
-layout() {  # N REDUCE [FLAGS...]: appends the images/s of N data-parallel ranks to $work/R_N
-  local n=$1 reduce=$2
+layout() {  # N REDUCE[:STEPS] [FLAGS...]: appends the images/s of N data-parallel ranks to $work/R_N
+  local n=$1 name=$2 reduce=${2%%:*} steps=()
+  [ "$name" = "$reduce" ] || steps=(--ring-steps="${name#*:}")
   shift 2
   if [ "$n" = 1 ]; then
     taskset -c "$(cores_of 0)" "$purine" "${common[@]}" --summary="$work/dp.json" "$@" \
       >"$work/dp.log" 2>&1
   else
     mpirun "${mpirun_args[@]}" -np "$n" "$purine" "${common[@]}" --parallel=data \
-      --reduce="$reduce" --summary="$work/dp.json" "$@" >"$work/dp.log" 2>&1
-  fi || { cat "$work/dp.log" >&2; echo "error: $n ranks, $reduce failed" >&2; exit 1; }
-  field images_per_sec "$work/dp.json" >>"$work/${reduce}_$n"
+      --reduce="$reduce" "${steps[@]}" --summary="$work/dp.json" "$@" >"$work/dp.log" 2>&1
+  fi || { cat "$work/dp.log" >&2; echo "error: $n ranks, $name failed" >&2; exit 1; }
+  field images_per_sec "$work/dp.json" >>"$work/${name}_$n"
 }
 
 echo "model $model, batch $batch per rank, 1 thread and $per_rank core(s) per rank, $iters" \

@@ -172,6 +172,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"parallel", ""},
       {"reduce", ""},
       {"bucket_kb", ""},
+      {"ring_steps", ""},
       {"threads", "compute threads per rank (the calibration trace's run should use the same)"},
       {"locations", ""},
       {"devices", ""},

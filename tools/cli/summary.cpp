@@ -31,6 +31,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"stages\": " << options.stages << ",\n"
       << "  \"reduce\": \"" << name_of(options.reduce) << "\",\n"
       << "  \"bucket_kb\": " << options.bucket_kb << ",\n"
+      << "  \"ring_steps\": \"" << name_of(options.ring_steps) << "\",\n"
       << "  \"sync_bn\": " << (options.sync_bn ? "true" : "false") << ",\n"
       << "  \"math\": \"" << name_of(options.math) << "\",\n"
       << "  \"deterministic\": " << (options.deterministic ? "true" : "false") << ",\n"

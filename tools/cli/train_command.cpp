@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "base/error.hpp"
+#include "graphs/allreduce.hpp"
 #include "graphs/pipeline.hpp"
 #include "purine/durable_file.hpp"
 #include "purine/mpi.hpp"
@@ -157,6 +158,10 @@ DEFINE_string(reduce, "ring",
 DEFINE_int64(bucket_kb, 256,
              "data parallel: fuse gradients smaller than this many KiB into buckets of up to "
              "this size, each reduced at once (0: reduce every gradient alone)");
+DEFINE_string(ring_steps, "direct",
+              "ring reduction above the one-step exchange's range: direct (each chunk sent "
+              "straight to the rank that sums it, each sum straight to every rank: 2 message "
+              "latencies) or ring (N-1 steps around the ring each way); the same bits either way");
 DEFINE_bool(sync_bn, true,
             "data parallel and hybrid: batch norm normalizes by the statistics of every "
             "replica's batch together (synchronized batch norm), so N replicas at batch b follow "
@@ -270,6 +275,7 @@ TrainOptions options_from_flags(int ranks) {
   o.evaluate = FLAGS_evaluate;
   o.reduce = parse_reduction(FLAGS_reduce);
   o.bucket_kb = FLAGS_bucket_kb;
+  o.ring_steps = parse_ring_steps(FLAGS_ring_steps);
   o.sync_bn = FLAGS_sync_bn;
   o.locations = FLAGS_locations;
   o.stages = FLAGS_stages;

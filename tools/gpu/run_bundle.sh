@@ -130,11 +130,12 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = scale ]; then
   step "allreduce: ring against MPI_Allreduce, 2 to 8 ranks"
   bash "$here/tools/bench/allreduce.sh" 67108864 $reps \
     "2 4 8" || status=1
-  # Which part of the ring graph's pattern costs at 4 and 8 ranks (bench_allreduce's header).
+  # Which part of the ring graph's pattern costs at 4 and 8 ranks, and direct steps against the
+  # ring's (bench_allreduce's header).
   for n in 4 8; do
-    echo "== $n ranks, the graph's pattern split"
-    mpirun --oversubscribe -np $n "$PURINE_BENCH" --min_bytes=262144 --max_bytes=16777216 \
-      --reps=7 --pattern_split || status=1
+    echo "== $n ranks, the graph's pattern split, the ring's ways"
+    mpirun --oversubscribe -np $n "$PURINE_BENCH" --min_bytes=262144 --max_bytes=67108864 \
+      --reps=7 --pattern_split --ways || status=1
   done
   if [ "$what" != scale ]; then
     step "data-parallel scaling of purine train (CPU ranks)"

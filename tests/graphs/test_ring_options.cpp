@@ -1,6 +1,8 @@
-// The ring allreduce in segments (graphs/allreduce.hpp, kRingSegmentBytes): each segment of a
-// chunk is summed in the chunk's order, so results and training are bit for bit those of whole
-// chunks. Locations of one process stand in for ranks (the MPI case: tests/mpi/test_allreduce.cpp).
+// The ring allreduce's ways of moving data (graphs/allreduce.hpp, RingOptions): in segments
+// (kRingSegmentBytes) and by direct steps (RingSteps), each chunk is summed in the ring's
+// order, so results and training are bit for bit those of the ring of whole chunks. Locations of
+// one process stand in for ranks (the MPI case: tests/mpi/test_allreduce.cpp).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -34,9 +36,14 @@ struct RingRun {
   int sum_ops = 0;
 };
 
-// ring_allreduce (never the exchange) of `count` floats over `n` locations, whose inputs no two
-// summation orders agree on, in segments of `segment_bytes`.
-RingRun ring_sums(int n, int64_t count, int64_t segment_bytes) {
+// The ring of whole chunks: never the exchange, never direct steps.
+RingOptions whole_chunks() { return {0, RingSteps::kRing, 0}; }
+RingOptions in_segments(int64_t segment_bytes) { return {0, RingSteps::kRing, segment_bytes}; }
+RingOptions direct_steps() { return {0, RingSteps::kDirect, 0}; }
+
+// ring_allreduce of `count` floats over `n` locations, whose inputs no two summation orders agree
+// on.
+RingRun ring_sums(int n, int64_t count, const RingOptions& options) {
   Graph g("ring");
   std::vector<Blob*> parts;
   for (int r = 0; r < n; ++r) {
@@ -46,7 +53,7 @@ RingRun ring_sums(int n, int64_t count, int64_t segment_bytes) {
     for (int64_t i = 0; i < count; ++i)
       x[i] = static_cast<float>(std::sin(0.37 * i + 1.3 * r) * 1000.0 / 3.0);
   }
-  const std::vector<Blob*> sums = ring_allreduce(g, "grad", parts, 0, segment_bytes);
+  const std::vector<Blob*> sums = ring_allreduce(g, "grad", parts, options);
   Runnable run(g);
   run.run();
   RingRun out;
@@ -68,11 +75,11 @@ TEST_CASE("a segmented ring sums bit for bit as the ring of whole chunks", "[all
   for (int n : {2, 3, 5}) {
     for (int64_t count : {int64_t{7}, int64_t{1001}, int64_t{4099}}) {
       INFO(n << " locations, " << count << " floats");
-      const RingRun whole = ring_sums(n, count, 0);
+      const RingRun whole = ring_sums(n, count, whole_chunks());
       // 64 B: segments of 16 floats, the last ones shorter; 1000 B: uneven; -1: the default.
       for (int64_t segment_bytes : {int64_t{64}, int64_t{1000}, int64_t{-1}}) {
         INFO("segments of " << segment_bytes << " bytes");
-        const RingRun cut = ring_sums(n, count, segment_bytes);
+        const RingRun cut = ring_sums(n, count, in_segments(segment_bytes));
         for (int r = 0; r < n; ++r) REQUIRE(cut.sums[r] == whole.sums[r]);
         // Every segment has its own sums: (n - 1) per segment of each chunk.
         if (segment_bytes == 64 && count / n > 16) CHECK(cut.sum_ops > whole.sum_ops);
@@ -89,17 +96,54 @@ TEST_CASE("a segmented ring sums bit for bit as the ring of whole chunks", "[all
   }
 }
 
+TEST_CASE("direct steps sum bit for bit as the ring of whole chunks", "[allreduce]") {
+  for (int n : {2, 3, 5}) {
+    for (int64_t count : {int64_t{3}, int64_t{7}, int64_t{1001}, int64_t{4099}}) {
+      INFO(n << " locations, " << count << " floats");
+      const RingRun whole = ring_sums(n, count, whole_chunks());
+      const RingRun direct = ring_sums(n, count, direct_steps());
+      for (int r = 0; r < n; ++r) REQUIRE(direct.sums[r] == whole.sums[r]);
+      // One sum per non-empty chunk, on its owner, where the ring takes n - 1 per chunk.
+      const int chunks = static_cast<int>(std::min<int64_t>(n, count));
+      CHECK(direct.sum_ops == chunks);
+      CHECK(whole.sum_ops == (n - 1) * chunks);
+    }
+  }
+}
+
+TEST_CASE("ring_allreduce takes direct steps by default above the exchange's range",
+          "[allreduce]") {
+  // Graphs only (never run): count each one's sums over 3 locations.
+  auto sum_ops = [](int64_t bytes, const RingOptions& options) {
+    Graph g("ring");
+    std::vector<Blob*> parts;
+    for (Location at : locations(3)) {
+      Graph::Placement placement(g, at);
+      parts.push_back(g.add_blob("in" + std::to_string(at.cpu_index), {bytes / 4}));
+    }
+    ring_allreduce(g, "grad", parts, options);
+    return ops_of_type(g, "sum");
+  };
+  const int64_t large = int64_t{64} << 20;
+  CHECK(sum_ops(large, {}) == 3);  // direct: one sum per chunk, on its owner
+  CHECK(sum_ops(large, {kExchangeMaxBytes, RingSteps::kRing, -1}) == 6);  // a sum per step
+  // Each location receiving at most kExchangeMaxBytes: the one-step exchange, one sum per chunk
+  // on every location.
+  CHECK(sum_ops(kExchangeMaxBytes / 2, {}) == 9);
+  CHECK(sum_ops(kExchangeMaxBytes / 2 + 4, {}) == 3);
+}
+
 namespace {
 
 // Weights of every replica after `steps` SGD steps of data parallelism over 4 locations, every
 // gradient reduced alone (each reduce-scattered, updated by chunk, all-gathered).
-std::vector<std::vector<float>> trained_weights(int64_t segment_bytes, int steps = 3) {
+std::vector<std::vector<float>> trained_weights(const RingOptions& ring, int steps = 3) {
   constexpr int kReplicas = 4;
   Graph g("dp");
   std::vector<Blob*> images(kReplicas), labels(kReplicas);
   DataParallelOptions options;
   options.bucket_bytes = 0;
-  options.ring_segment_bytes = segment_bytes;
+  options.ring = ring;
   DataParallelGraph dp = build_data_parallel(
       g, locations(kReplicas),
       [&](Graph& graph, int replica, int) {
@@ -132,14 +176,19 @@ std::vector<std::vector<float>> trained_weights(int64_t segment_bytes, int steps
 
 }  // namespace
 
-TEST_CASE("data parallel trains bit for bit with the ring in segments and in whole chunks",
+TEST_CASE("data parallel trains bit for bit with the ring in segments, direct and whole",
           "[allreduce]") {
   // fc1's weight: 64 x 32 floats, chunks of 2 KiB over 4 locations, 4 segments of 512 B each.
-  const auto whole = trained_weights(0);
-  const auto cut = trained_weights(512);
-  const auto untrained = trained_weights(0, /*steps=*/0);
+  const auto whole = trained_weights(whole_chunks());
+  const auto cut = trained_weights(in_segments(512));
+  const auto direct = trained_weights(direct_steps());
+  const auto untrained = trained_weights(whole_chunks(), /*steps=*/0);
   REQUIRE(cut.size() == whole.size());
-  for (size_t i = 0; i < whole.size(); ++i) REQUIRE(cut[i] == whole[i]);
+  REQUIRE(direct.size() == whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) {
+    REQUIRE(cut[i] == whole[i]);
+    REQUIRE(direct[i] == whole[i]);
+  }
   // Every replica holds the same weights, which the steps moved.
   const size_t per_replica = whole.size() / 4;
   for (size_t i = per_replica; i < whole.size(); ++i) REQUIRE(whole[i] == whole[i % per_replica]);
