@@ -2,17 +2,17 @@
 // bias (CUBLASLT_EPILOGUE_BIAS) and applies the ReLU (CUBLASLT_EPILOGUE_RELU_BIAS). Row-major
 // y [N, O] = x [N, K] w^T is, column-major, y^T [O, N] = op_T(w stored [K, O]) x^T (stored
 // [K, N]); the bias is a vector over y^T's rows, which the epilogue broadcasts over its columns.
-// The compute type follows GpuMath as the plain inner product's math mode does. The algorithm
-// comes from cuBLASLt's heuristic, once per geometry, math and operand alignment; where cuBLASLt
-// offers none (or refuses the call), the op runs as the inner product's and the bias's kernels,
-// logged once with --v=1.
+// The compute type follows GpuMath as the plain inner product's math mode does. The descriptors
+// and the algorithm (cuBLASLt's heuristic) are made once per thread, geometry, math and operand
+// alignment and kept; a call only sets the bias pointer. Where cuBLASLt offers no algorithm (or
+// refuses the call), the op runs as the inner product's and the bias's kernels, logged with --v=1.
 #include "operators/inner_product_bias.hpp"
 
 #include <glog/logging.h>
 
 #include <cstdint>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <tuple>
 
 #include "operators/cuda/contiguity.hpp"
@@ -29,6 +29,9 @@ constexpr char kWhat[] = "inner_product_bias";
 // Owners of cuBLASLt's descriptors.
 struct MatmulDesc {
   cublasLtMatmulDesc_t d = nullptr;
+  MatmulDesc() = default;
+  MatmulDesc(const MatmulDesc&) = delete;
+  MatmulDesc& operator=(const MatmulDesc&) = delete;
   ~MatmulDesc() {
     if (d) (void)cublasLtMatmulDescDestroy(d);
   }
@@ -39,11 +42,15 @@ struct Layout {
     PURINE_CUBLAS_CALL(
         kWhat, cublasLtMatrixLayoutCreate(&d, CUDA_R_32F, uint64_t(rows), uint64_t(cols), ld));
   }
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
   ~Layout() { (void)cublasLtMatrixLayoutDestroy(d); }
 };
 struct Preference {
   cublasLtMatmulPreference_t d = nullptr;
   Preference() { PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulPreferenceCreate(&d)); }
+  Preference(const Preference&) = delete;
+  Preference& operator=(const Preference&) = delete;
   ~Preference() { (void)cublasLtMatmulPreferenceDestroy(d); }
 };
 
@@ -67,19 +74,71 @@ uint32_t alignment(const void* p) {
   return a;
 }
 
-// A geometry's choice: an algorithm, or none (run unfused).
-struct Choice {
-  bool fused = false;
-  cublasLtMatmulAlgo_t algo;
-};
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, GpuMath, uint32_t, uint32_t, uint32_t,
-                       uint32_t, int>;  // n, o, k, relu, math, alignments of x, w, y, b, device
-std::mutex choices_mutex;
-std::map<Key, Choice> choices;
-
 template <typename T>
 void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attribute, const T& value) {
   PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulDescSetAttribute(d, attribute, &value, sizeof(value)));
+}
+
+// The descriptors and algorithm of one geometry (the column-major product of the header).
+struct Plan {
+  Plan(CudaStream& stream, int64_t n, int64_t o, int64_t k, bool relu, GpuMath math,
+       const uint32_t (&aligned)[4])
+      : a(k, o, k), b(k, n, k), y(o, n, o) {
+    PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulDescCreate(&desc.d, compute_type(math), CUDA_R_32F));
+    set(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    set(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+    set(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE,
+        relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS);
+    size_t workspace_bytes = 0;
+    stream.cublas_workspace(&workspace_bytes);
+    Preference pref;
+    const uint64_t max_workspace = workspace_bytes;
+    PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulPreferenceSetAttribute(
+                                  pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+                                  sizeof(max_workspace)));
+    const cublasLtMatmulPreferenceAttributes_t minimum[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i)
+      PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulPreferenceSetAttribute(
+                                    pref.d, minimum[i], &aligned[i], sizeof(aligned[i])));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        stream.cublas_lt(), desc.d, a.d, b.d, y.d, y.d, pref.d, 1, &result, &found);
+    fused = status == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (fused) {
+      algo = result.algo;
+    } else {
+      VLOG(1) << kWhat << ": cuBLASLt offers no algorithm for [" << n << ", " << k << "] x [" << o
+              << ", " << k << "]^T with its bias" << (relu ? " and ReLU" : "")
+              << " in its epilogue (" << cublas_status_name(status)
+              << "); the product and the bias run apart";
+    }
+  }
+  MatmulDesc desc;
+  Layout a, b, y;
+  bool fused = false;  // false: run unfused
+  cublasLtMatmulAlgo_t algo{};
+};
+
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, GpuMath, uint32_t, uint32_t, uint32_t,
+                       uint32_t, int>;  // n, o, k, relu, math, alignments of x, w, y, b, device
+
+// The plan, made on this thread's first call with its key and kept: per thread, so no lock, and
+// the bias pointer each call sets on its descriptor is this thread's alone.
+Plan& plan_for(CudaStream& stream, int64_t n, int64_t o, int64_t k, bool relu, GpuMath math,
+               const float* x, const float* w, const float* y, const float* b) {
+  thread_local std::map<Key, std::unique_ptr<Plan>> cache;
+  const Key key{
+      n, o, k, relu, math, alignment(x), alignment(w), alignment(y), alignment(b), stream.device()};
+  std::unique_ptr<Plan>& slot = cache[key];
+  if (!slot) {
+    // What the heuristic may assume of the operands A (w), B (x), C and D (y).
+    const uint32_t aligned[4] = {alignment(w), alignment(x), alignment(y), alignment(y)};
+    slot = std::make_unique<Plan>(stream, n, o, k, relu, math, aligned);
+  }
+  return *slot;
 }
 
 // The unfused kernels: the product, then the bias (and ReLU) in place.
@@ -103,64 +162,19 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
   float* y = outputs[0]->mutable_data();
   const GpuMath math = gpu_math();
 
-  MatmulDesc desc;
-  PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulDescCreate(&desc.d, compute_type(math), CUDA_R_32F));
-  set(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-  set(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-  set(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE,
-      relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS);
-  set(desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(b));
-  const Layout a_layout(k, o, k), b_layout(k, n, k), y_layout(o, n, o);
-  size_t workspace_bytes = 0;
-  void* workspace = stream.cublas_workspace(&workspace_bytes);
-
-  const Key key{
-      n, o, k, relu, math, alignment(x), alignment(w), alignment(y), alignment(b), stream.device()};
-  Choice choice;
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    auto it = choices.find(key);
-    if (it == choices.end()) {
-      Preference pref;
-      const uint64_t max_workspace = workspace_bytes;
-      PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulPreferenceSetAttribute(
-                                    pref.d, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                    &max_workspace, sizeof(max_workspace)));
-      const cublasLtMatmulPreferenceAttributes_t aligned[] = {
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-      const uint32_t bytes[] = {alignment(w), alignment(x), alignment(y), alignment(y)};
-      for (int i = 0; i < 4; ++i)
-        PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulPreferenceSetAttribute(
-                                      pref.d, aligned[i], &bytes[i], sizeof(bytes[i])));
-      cublasLtMatmulHeuristicResult_t result{};
-      int found = 0;
-      const cublasStatus_t status =
-          cublasLtMatmulAlgoGetHeuristic(stream.cublas_lt(), desc.d, a_layout.d, b_layout.d,
-                                         y_layout.d, y_layout.d, pref.d, 1, &result, &found);
-      choice.fused = status == CUBLAS_STATUS_SUCCESS && found > 0;
-      if (choice.fused) {
-        choice.algo = result.algo;
-      } else {
-        VLOG(1) << kWhat << ": cuBLASLt offers no algorithm for [" << n << ", " << k << "] x [" << o
-                << ", " << k << "]^T with its bias" << (relu ? " and ReLU" : "")
-                << " in its epilogue (" << cublas_status_name(status)
-                << "); the product and the bias run apart";
-      }
-      it = choices.emplace(key, choice).first;
-    }
-    choice = it->second;
-  }
-  if (choice.fused) {
+  Plan& plan = plan_for(stream, n, o, k, relu, math, x, w, y, b);
+  if (plan.fused) {
+    set(plan.desc.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(b));
+    size_t workspace_bytes = 0;
+    void* workspace = stream.cublas_workspace(&workspace_bytes);
     const float one = 1.0f, zero = 0.0f;
     const cublasStatus_t status = cublasLtMatmul(
-        stream.cublas_lt(), desc.d, &one, w, a_layout.d, x, b_layout.d, &zero, y, y_layout.d, y,
-        y_layout.d, &choice.algo, workspace, workspace_bytes, stream.stream());
+        stream.cublas_lt(), plan.desc.d, &one, w, plan.a.d, x, plan.b.d, &zero, y, plan.y.d, y,
+        plan.y.d, &plan.algo, workspace, workspace_bytes, stream.stream());
     if (status == CUBLAS_STATUS_SUCCESS) return;
     if (status != CUBLAS_STATUS_NOT_SUPPORTED)
       throw_cuda_error("cublasLtMatmul", cublas_status_name(status), kWhat);
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    choices[key].fused = false;
+    plan.fused = false;
     VLOG(1) << kWhat << ": cuBLASLt refused its chosen algorithm; the product and the bias run "
             << "apart";
   }
