@@ -92,8 +92,9 @@ if [ "$what" = quick ]; then
     --data=synthetic:3x224x224:1000 --batch=128 --max-iters=2 --noevaluate >/dev/null 2>"$log"
   python3 "$here/tools/bench/conv_choices.py" "$log" || status=1
   echo "fused convolutions cuDNN refused (run as three calls): $(grep -c 'does not support the fused' "$log")"
-  # --nofuse: every op unfused (conv, bias, relu), against the fused default of the run above.
-  for flags in --math=exact --nodeterministic --nofuse; do
+  # --nofuse: every op unfused (conv, bias, relu), against the fused default of the run above;
+  # TF32 with the fastest algorithms of all (what cudnn.benchmark may pick), against the TF32 row.
+  for flags in --math=exact --nodeterministic --nofuse "--math=tf32 --nodeterministic"; do
     timeout 90 purine train --model=googlenet --device=0 --data=synthetic:3x224x224:1000 \
       --batch=128 --max-iters=30 --noevaluate $flags --summary=/tmp/summary.json >/dev/null
     echo "googlenet, batch 128, $flags: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json)"
