@@ -79,18 +79,28 @@ struct ImageHeader {
   int64_t data_bytes() const { return count * rows * cols; }
 };
 
+// Reads the `bytes`-byte header of an IDX image or label file (`image`) into `h` and checks its
+// magic number, naming the other kind of file where it is one.
+void read_header(ByteStream& in, bool image, uint8_t* h, int64_t bytes) {
+  const std::string& path = in.name();
+  const char* kind = image ? "image" : "label";
+  const uint32_t wanted = image ? kImageMagic : kLabelMagic;
+  const uint32_t other = image ? kLabelMagic : kImageMagic;
+  const int64_t got = in.read(h, bytes);
+  require(got >= 4, path, ": not an IDX ", kind, " file (expected a header of ", bytes,
+          " bytes, got ", got, ")");
+  const uint32_t magic = be32(h);
+  require(magic == wanted, path, ": not an IDX ", kind, " file (expected magic ", hex32(wanted),
+          ", got ", hex32(magic), ")",
+          magic == other ? str("; this is an IDX ", image ? "label" : "image", " file") : "");
+  require(got == bytes, path, ": truncated IDX ", kind, " header (expected ", bytes, " bytes, got ",
+          got, ")");
+}
+
 ImageHeader read_image_header(ByteStream& in) {
   const std::string& path = in.name();
   uint8_t h[kImageHeaderBytes];
-  const int64_t got = in.read(h, kImageHeaderBytes);
-  require(got >= 4, path, ": not an IDX image file (expected a 16-byte header, got ", got,
-          " bytes)");
-  const uint32_t magic = be32(h);
-  require(magic == kImageMagic, path, ": not an IDX image file (expected magic ",
-          hex32(kImageMagic), ", got ", hex32(magic), ")",
-          magic == kLabelMagic ? "; this is an IDX label file" : "");
-  require(got == kImageHeaderBytes, path, ": truncated IDX image header (expected ",
-          kImageHeaderBytes, " bytes, got ", got, ")");
+  read_header(in, true, h, kImageHeaderBytes);
   const int64_t count = be32(h + 4);
   const int64_t rows = be32(h + 8);
   const int64_t cols = be32(h + 12);
@@ -118,15 +128,7 @@ void check_image_data(ByteStream& in, const ImageHeader& header, int64_t actual)
 void read_labels(ByteStream& in, IdxDataset* out) {
   const std::string& path = in.name();
   uint8_t h[kLabelHeaderBytes];
-  const int64_t got = in.read(h, kLabelHeaderBytes);
-  require(got >= 4, path, ": not an IDX label file (expected an 8-byte header, got ", got,
-          " bytes)");
-  const uint32_t magic = be32(h);
-  require(magic == kLabelMagic, path, ": not an IDX label file (expected magic ",
-          hex32(kLabelMagic), ", got ", hex32(magic), ")",
-          magic == kImageMagic ? "; this is an IDX image file" : "");
-  require(got == kLabelHeaderBytes, path, ": truncated IDX label header (expected ",
-          kLabelHeaderBytes, " bytes, got ", got, ")");
+  read_header(in, false, h, kLabelHeaderBytes);
   const int64_t count = be32(h + 4);
   out->count = count;
   const int64_t read = read_up_to(in, count, &out->labels);
