@@ -134,9 +134,11 @@ struct DataFeed {
   bool prefetched() const { return !host.empty(); }
 };
 
-// The single-device network: data source (on its own thread) -> model -> softmax loss and
-// accuracy. Replica r of n reads the r-th slice of every global batch. `*feed` is set to the
-// data op and what the network reads of it (prefetched in training when the options say so).
+// The single-device network: data source (on its own thread) -> model -> softmax loss and, to
+// evaluate, accuracy (training reports the loss only, so its graph computes no accuracy: a
+// kernel per iteration on a GPU, a message per rank in data parallelism). Replica r of n reads
+// the r-th slice of every global batch. `*feed` is set to the data op and what the network reads
+// of it (prefetched in training when the options say so).
 ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::string& split,
                                    int batch, bool training, int slice, int slices, int replica,
                                    bool lay_out, DataFeed* feed) {
@@ -221,10 +223,11 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
     auto& loss = g.add<SoftmaxLossLayer>("loss");
     B{logits, data[1]} >> loss;
     out.loss = loss.top(0);
-    out.accuracy = g.apply("top1", "accuracy", {}, {loss.top(1), data[1]}, {"accuracy"})[0];
+    if (!training)
+      out.accuracy = g.apply("top1", "accuracy", {}, {loss.top(1), data[1]}, {"accuracy"})[0];
   }
   for (Blob** b : {&out.loss, &out.accuracy})
-    if ((*b)->location() != here) *b = g.copy_to(*b, here, Graph::kMainThread);
+    if (*b && (*b)->location() != here) *b = g.copy_to(*b, here, Graph::kMainThread);
   // The forward graph is whole: fuse before autodiff derives the backward pass from it.
   if (o.fuse) fuse_forward(g);
   return out;
@@ -234,8 +237,8 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
 // or, with --micro-batches=M in training, M copies of it sharing their parameters
 // (Graph::share_parameters), copy m reading slice r*M+m of n*M: one run accumulates the
 // micro-batches' weight gradients (autodiff sums them) before the one update. The replica's
-// loss and accuracy are the micro-batches' means. Adds the data ops (each prefetching its
-// batches in training, DataFeed) to `*feeds`.
+// loss is the micro-batches' mean. Adds the data ops (each prefetching its batches in training,
+// DataFeed) to `*feeds`.
 ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string& split, int batch,
                              bool training, int replica, int replicas,
                              std::vector<DataFeed>* feeds) {
@@ -245,7 +248,7 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
     return build_micro_network(g, o, split, batch, training, replica, replicas, replica, true,
                                &feeds->back());
   }
-  std::vector<Blob*> losses, accuracies;
+  std::vector<Blob*> losses;
   const std::string outer = g.scope_prefix();
   for (int m = 0; m < micro; ++m) {
     Graph::Scope scope(g, "micro" + std::to_string(m));
@@ -255,13 +258,10 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
         build_micro_network(g, o, split, batch / micro, training, replica * micro + m,
                             replicas * micro, replica, m == 0, &feeds->back());
     losses.push_back(out.loss);
-    accuracies.push_back(out.accuracy);
   }
   const Location here = g.current_location();
   ReplicaOutputs out;
   out.loss = (B(losses) >> g.add<Aggregate>("micro_loss", here, Aggregate::Mode::kAverage)).top(0);
-  out.accuracy =
-      (B(accuracies) >> g.add<Aggregate>("micro_accuracy", here, Aggregate::Mode::kAverage)).top(0);
   return out;
 }
 
@@ -448,9 +448,8 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
   // (graphs/fusion.hpp), once the schedules have ordered what they order.
   if (o.fuse) fuse_updates(train, /*gpus_only=*/true);
   // After the schedules, which need not know these ops (they only read what updates wrote).
-  out.observed = {out.dp.loss, out.dp.accuracy};
-  for (const ReplicaOutputs& replica : out.dp.replicas)
-    out.observed.insert({replica.loss, replica.accuracy});
+  out.observed = {out.dp.loss};
+  for (const ReplicaOutputs& replica : out.dp.replicas) out.observed.insert(replica.loss);
   for (int rank = 0; rank < o.ranks; ++rank) {
     if (!every_rank && rank != o.rank) continue;
     DivergenceWatch watch = watch_divergence(train, out.dp, rank);

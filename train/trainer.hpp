@@ -2,7 +2,7 @@
 // default), on one location or data parallel over MPI ranks and locations (train/options.hpp).
 // It composes the training graph from the forward-only model (data source on its own thread,
 // serving the next batch while the model trains on the current one, TrainOptions::prefetch;
-// model, softmax loss, accuracy, derived backward graph, data-parallel reduction, SGD graph),
+// model, softmax loss, derived backward graph, data-parallel reduction, SGD graph),
 // initializes the parameters from the seed, iterates the graph (one run = one SGD step), keeps
 // the checkpoints the options ask for, and evaluates on the test split with a second graph that
 // shares the parameter tensors. The Trainer owns both graphs and their runnables. Not

@@ -621,3 +621,21 @@ TEST_CASE("the ring's steps option changes how chunks move, not the training's b
     CHECK(direct.second < ring.second);
   }
 }
+
+TEST_CASE("training computes no accuracy (it never reports one), evaluation does",
+          "[trainer][e2e][locations]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  TrainOptions o = layout_run(2, Reduction::kRing, 20);
+  o.micro_batches = 2;
+  o.evaluate = true;
+  Trainer trainer(o);
+  for (const auto& op : trainer.training_graph().ops()) {
+    INFO(op->name());
+    CHECK(op->type() != "accuracy");
+    CHECK(op->name().find("accuracy") == std::string::npos);
+  }
+  CHECK(trainer.train().test_accuracy > 0.3);
+}

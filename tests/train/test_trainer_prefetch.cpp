@@ -54,9 +54,9 @@ Trajectory train(const TrainOptions& o) {
   return t;
 }
 
-// Holds the start of each run's data op (on the data thread) until the accuracy op of the same
-// run, which reads the labels the model trains on, has finished. A data op that the model waits
-// for would wait for ever: it gives up after `patience` and counts the run as not overlapped.
+// Holds the start of each run's data op (on the data thread) until the loss gradient of the same
+// run, the last op to read the labels the model trains on, has finished. A data op that the model
+// waits for would wait for ever: it gives up after `patience` and counts the run as not overlapped.
 class HoldData : public dispatch::Observer {
  public:
   explicit HoldData(std::chrono::seconds patience) : patience_(patience) {}
@@ -64,14 +64,13 @@ class HoldData : public dispatch::Observer {
     if (*event.task_name != "replica0::data") return;
     std::unique_lock<std::mutex> lock(mutex_);
     const int run = ++data_starts_;
-    if (!changed_.wait_for(lock, patience_, [&] { return accuracy_ends_ >= run; }))
-      ++not_overlapped_;
+    if (!changed_.wait_for(lock, patience_, [&] { return label_reads_ >= run; })) ++not_overlapped_;
   }
   void on_task_end(const dispatch::TaskEvent& event) override {
-    if (*event.task_name != "replica0::top1") return;
+    if (*event.task_name != "replica0::loss::loss::grad::op0") return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      ++accuracy_ends_;
+      ++label_reads_;
     }
     changed_.notify_all();
   }
@@ -83,7 +82,7 @@ class HoldData : public dispatch::Observer {
   std::mutex mutex_;
   std::condition_variable changed_;
   int data_starts_ = 0;
-  int accuracy_ends_ = 0;
+  int label_reads_ = 0;
   int not_overlapped_ = 0;
 };
 
@@ -114,8 +113,8 @@ TEST_CASE("the data op serves the next batch while the model trains on the curre
   CHECK(std::count(swaps.begin(), swaps.end(),
                    std::pair<Blob*, Blob*>(g.blob("replica0::images"),
                                            g.blob("replica0::images_next"))) == 1);
-  // Each run's data op starts only once the model has computed the accuracy of that run's
-  // batch, and every run still completes: the model never waits for the data op of its run.
+  // Each run's data op starts only once the model has read that run's labels for the last time,
+  // and every run still completes: the model never waits for the data op of its run.
   HoldData hold(std::chrono::seconds(20));
   trainer.add_observer(&hold);
   const std::vector<double> losses = losses_of(trainer);
