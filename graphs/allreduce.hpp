@@ -38,10 +38,10 @@ enum class Reduction { kRing, kParameterServer, kMpi, kNccl };
 
 // ring_allreduce reduces by exchange_allreduce when each location would receive at most this
 // many bytes that way ((N-1) * the part's bytes). Measured with build/tools/bench_allreduce
-// --exchange_max_bytes=0 (the ring alone) and =2^40 (the exchange alone) on the 2-core build
-// machine (Open MPI shared memory, 2026-11-26): at 2 ranks the exchange was ahead from 16 KB to
-// 1 MB (1.5-2x at 64-256 KB) and level at 1-4 KB; at 3 ranks (oversubscribed) ahead up to 1 MB
-// per part. 256 KB keeps the default gradient bucket on it at 2 ranks while bounding the
+// --exchange_max_bytes=0 (the ring alone, before direct steps) and =2^40 (the exchange alone) on
+// the 2-core build machine (Open MPI shared memory, 2026-11-26): at 2 ranks the exchange was ahead
+// from 16 KB to 1 MB (1.5-2x at 64-256 KB) and level at 1-4 KB; at 3 ranks (oversubscribed) ahead
+// up to 1 MB per part. 256 KB keeps the default gradient bucket on it at 2 ranks while bounding the
 // exchange's (N-1)x traffic at more ranks, which were not measured on real cores.
 constexpr int64_t kExchangeMaxBytes = int64_t{256} << 10;
 
