@@ -239,10 +239,11 @@ void reduce_together(Graph& g, DataParallelGraph& dp, const std::vector<Gradient
 
 // Writes every sum over replicas that the replicas' layers asked for (synchronized batch norm):
 // the k-th request of every replica (each builds the same graph, so they ask in the same order)
-// are one sum, their partials reduced by a ring allreduce named after replica 0's, each
-// replica's result then written into its requested blob (a zero-copy reshape).
-void reduce_replica_sums(Graph& g, const std::vector<Graph::ReplicaSums::Request>& requests,
-                         int n) {
+// are one sum, their partials reduced by a ring allreduce (moving data as `ring` says) named
+// after replica 0's, each replica's result then written into its requested blob (a zero-copy
+// reshape).
+void reduce_replica_sums(Graph& g, const std::vector<Graph::ReplicaSums::Request>& requests, int n,
+                         const RingOptions& ring) {
   std::vector<std::vector<const Graph::ReplicaSums::Request*>> by_replica(n);
   for (const Graph::ReplicaSums::Request& request : requests) {
     CHECK(request.replica >= 0 && request.replica < n) << request.partial->name();
@@ -263,7 +264,7 @@ void reduce_replica_sums(Graph& g, const std::vector<Graph::ReplicaSums::Request
       parts.push_back(partial);
     }
     const std::vector<Blob*> sums =
-        ring_allreduce(g, single_device_name(first->name(), 0) + "::replica_sum", parts);
+        ring_allreduce(g, single_device_name(first->name(), 0) + "::replica_sum", parts, ring);
     for (int r = 0; r < n; ++r) {
       Blob* wanted = by_replica[r][k]->sum;
       Graph::Placement placement(g, wanted->location(), Graph::kCommThread);
@@ -365,7 +366,7 @@ DataParallelGraph build_data_parallel(Graph& g, const std::vector<Location>& loc
   if (replica_sums) {
     const std::vector<Graph::ReplicaSums::Request> requests = replica_sums->requests();
     replica_sums.reset();
-    reduce_replica_sums(g, requests, n);
+    reduce_replica_sums(g, requests, n, options.ring);
   }
   // Last parameters first: the backward pass produces their gradients first, and creation
   // order is the tie-break that orders collectives (mpi_allreduce) on every rank.
