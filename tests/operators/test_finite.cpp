@@ -1,8 +1,11 @@
 // count_non_finite (operators/finite.hpp): the trainer's cheap divergence check.
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 
+#include "operators/compute_threads.hpp"
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
 
@@ -29,4 +32,22 @@ TEST_CASE("count_non_finite counts NaN and infinities over all its inputs", "[fi
   CHECK(*run_forward("count_non_finite", {}, {long_input})[0].data() == 2.0f);
   CHECK_THROWS_WITH(run_forward("count_non_finite", {}, {}),
                     Catch::Contains("count_non_finite: expected at least one input, got none"));
+}
+
+TEST_CASE("count_non_finite counts a long input in blocks on several threads alike", "[finite]") {
+  // Three blocks of 65,536 and a tail, with non-finite values on both sides of each boundary.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 3 * 65536 + 17;
+  Tensor x(Shape{n}, Location::cpu());
+  x.fill(-2.0f);
+  for (int64_t i : {int64_t{0}, int64_t{65535}, int64_t{65536}, int64_t{131072}, n - 1})
+    x.mutable_data()[i] = i % 2 ? nan : -inf;
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    set_compute_threads(threads);
+    CHECK(*run_forward("count_non_finite", {}, {x})[0].data() == 5.0f);
+  }
+  set_compute_threads(saved);
 }
