@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatcher/emulated_devices.hpp"
 #include "graphs/allreduce.hpp"
 #include "graphs/data_parallel.hpp"
 #include "graphs/initialize.hpp"
@@ -19,9 +20,9 @@ using namespace purine;
 
 namespace {
 
-std::vector<Location> locations(int n) {
+std::vector<Location> locations(int n, bool gpus = false) {
   std::vector<Location> at;
-  for (int d = 0; d < n; ++d) at.push_back(Location::cpu(0, d));
+  for (int d = 0; d < n; ++d) at.push_back(gpus ? Location::gpu(d) : Location::cpu(0, d));
   return at;
 }
 
@@ -41,13 +42,13 @@ RingOptions whole_chunks() { return {0, RingSteps::kRing, 0}; }
 RingOptions in_segments(int64_t segment_bytes) { return {0, RingSteps::kRing, segment_bytes}; }
 RingOptions direct_steps() { return {0, RingSteps::kDirect, 0}; }
 
-// ring_allreduce of `count` floats over `n` locations, whose inputs no two summation orders agree
-// on.
-RingRun ring_sums(int n, int64_t count, const RingOptions& options) {
+// ring_allreduce of `count` floats over `n` locations (CPU ones, or GPUs), whose inputs no two
+// summation orders agree on.
+RingRun ring_sums(int n, int64_t count, const RingOptions& options, bool gpus = false) {
   Graph g("ring");
   std::vector<Blob*> parts;
   for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(g, locations(n)[r]);
+    Graph::Placement placement(g, locations(n, gpus)[r]);
     parts.push_back(g.add_blob("in" + std::to_string(r), {count}));
     float* x = parts.back()->tensor().mutable_data();
     for (int64_t i = 0; i < count; ++i)
@@ -108,6 +109,19 @@ TEST_CASE("direct steps sum bit for bit as the ring of whole chunks", "[allreduc
       CHECK(direct.sum_ops == chunks);
       CHECK(whole.sum_ops == (n - 1) * chunks);
     }
+  }
+}
+
+TEST_CASE("between GPUs every way of the ring gives the CPU locations' bits", "[allreduce]") {
+  // Emulated GPUs (dispatcher/emulated_devices.hpp): the copies between every pair of devices
+  // that direct steps make, and the ring's between neighbours, as the GPU path runs them.
+  dispatch::ScopedEmulatedDevices emulated(3);
+  const RingRun cpu = ring_sums(3, 1001, whole_chunks());
+  for (const RingOptions& options : {whole_chunks(), in_segments(64), direct_steps()}) {
+    INFO("steps " << (options.steps == RingSteps::kDirect ? "direct" : "ring") << ", segments of "
+                  << options.segment_bytes << " bytes");
+    const RingRun gpu = ring_sums(3, 1001, options, /*gpus=*/true);
+    for (int r = 0; r < 3; ++r) REQUIRE(gpu.sums[r] == cpu.sums[r]);
   }
 }
 
