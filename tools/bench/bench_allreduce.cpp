@@ -63,6 +63,7 @@
 #include "purine/graph.hpp"
 #include "purine/mpi.hpp"
 #include "purine/runnable.hpp"
+#include "train/options.hpp"
 
 DEFINE_int64(min_bytes, 1024, "smallest buffer in bytes");
 DEFINE_int64(max_bytes, 64 << 20, "largest buffer in bytes");
@@ -178,12 +179,9 @@ class GraphMethod : public Method {
   std::unique_ptr<purine::Runnable> runnable_;
 };
 
-// The ring's choices as the flags set them.
+// The ring's choices as the flags set them (--ring_steps parsed as purine train's).
 purine::RingOptions flag_ring_options() {
-  if (FLAGS_ring_steps != "direct" && FLAGS_ring_steps != "ring")
-    throw purine::Error("--ring_steps: expected direct or ring, got '" + FLAGS_ring_steps + "'");
-  return {FLAGS_exchange_max_bytes,
-          FLAGS_ring_steps == "ring" ? purine::RingSteps::kRing : purine::RingSteps::kDirect, -1};
+  return {FLAGS_exchange_max_bytes, purine::parse_ring_steps(FLAGS_ring_steps), -1};
 }
 
 // The product: ring_allreduce over one blob of `count` floats per rank.

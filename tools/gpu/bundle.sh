@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds gpu-bundle.tar.xz: the CUDA build of Purine (the CLI, every test and benchmark program,
-# libpurine and its CUDA backend libpurine_cuda.so) with every library it needs that a GPU machine may lack (glog, gflags, protobuf,
-# OpenBLAS, oneDNN, OpenMP, Open MPI with mpirun and its components, the C++ runtime, the CUDA
-# runtime), the Fashion-MNIST files the tests read, the benchmark scripts and run.sh, which runs
+# libpurine and its CUDA backend libpurine_cuda.so) with every library it needs that a GPU
+# machine may lack (glog, gflags, protobuf, OpenBLAS, oneDNN, OpenMP, Open MPI with mpirun and its
+# components, the C++ runtime, the CUDA runtime), the Fashion-MNIST files the tests read, the benchmark scripts and run.sh, which runs
 # the GPU tests and benchmarks there (tools/gpu/run_bundle.sh). Left out: the C library and the
 # dynamic loader, the GPU driver, and cuBLAS, cuDNN and NCCL, which the GPU machine brings (e.g.
 # the nvidia-* Python wheels' lib folders; run.sh finds them). The archive must stay under
