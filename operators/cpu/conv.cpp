@@ -11,6 +11,7 @@
 #include "base/error.hpp"
 #include "operators/bias.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/conv_kernel.hpp"
 #include "operators/cpu/dnnl_context.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/kernel_determinism.hpp"
@@ -25,56 +26,7 @@ bool ConvGeometry::operator==(const ConvGeometry& other) const {
          pad_w == other.pad_w;
 }
 
-// One direction of one convolution geometry, ready to run: run(a, b, bias, out) computes
-//   forward:          (x, w)  -> y
-//   backward data:    (dy, w) -> dx
-//   backward weights: (dy, x) -> dw
-//   forward with bias_relu: (x, w, bias) -> max(conv + bias, 0)
-// (`bias` is null but in the last).
-class ConvKernel {
- public:
-  // Convolutions of fewer multiply-adds than this run on the calling thread alone.
-  static constexpr int64_t kParallelWork = int64_t{1} << 20;
-
-  ConvKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu = false)
-      : direction_(direction),
-        bias_relu_(bias_relu),
-        g_(g),
-        threads_(threads),
-        team_(g.n * g.o * g.c * g.kh * g.kw * g.ho * g.wo >= kParallelWork ? threads : 1) {}
-  virtual ~ConvKernel() = default;
-  ConvKernel(const ConvKernel&) = delete;
-  ConvKernel& operator=(const ConvKernel&) = delete;
-
-  bool matches(const ConvGeometry& g, int threads) const { return g == g_ && threads == threads_; }
-  virtual std::string name() const = 0;
-  virtual void run(const float* a, const float* b, const float* bias, float* out) = 0;
-
- protected:
-  const ConvDirection direction_;
-  const bool bias_relu_;  // kForward: conv_bias_relu's
-  const ConvGeometry g_;
-  const int threads_;  // the OpenMP thread count the kernel was built for
-  const int team_;     // the threads it uses: threads_, or 1 for small convolutions
-};
-
 namespace {
-
-// Sets the calling thread's OpenMP thread count for a scope (oneDNN and its GEMMs read it).
-class OmpThreads {
- public:
-  explicit OmpThreads(int threads) : saved_(omp_get_max_threads()) {
-    if (threads != saved_) omp_set_num_threads(threads);
-  }
-  ~OmpThreads() {
-    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
-  }
-  OmpThreads(const OmpThreads&) = delete;
-  OmpThreads& operator=(const OmpThreads&) = delete;
-
- private:
-  const int saved_;
-};
 
 // The weight gradient is a sum over the batch. Both engines cut the batch into this many fixed
 // chunks at most (whatever the thread count), sum each chunk on one thread and add the chunks'
@@ -276,15 +228,6 @@ class ChunkedDnnlWeightGradKernel : public ConvKernel {
 // thread inside an OpenMP region; the weight gradient sums per-chunk partials in a fixed order,
 // so results do not depend on the thread count.
 
-// Row-major C[M, N] = op(A) op(B) (+ C when accumulate), on the calling thread when called
-// inside an OpenMP parallel region.
-void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
-  dnnl_status_t status =
-      dnnl_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
-  CHECK_EQ(status, dnnl_success) << "dnnl_sgemm failed";
-}
-
 // The output columns ow whose input column ow * stride - pad + offset lies in [0, width).
 void valid_columns(int64_t width, int64_t out_width, int64_t stride, int64_t pad, int64_t offset,
                    int64_t* begin, int64_t* end) {
@@ -295,13 +238,20 @@ void valid_columns(int64_t width, int64_t out_width, int64_t stride, int64_t pad
   *end = std::max(*begin, *end);
 }
 
-// columns [C kh kw, Ho Wo] of one image x [C, H, W].
-void im2col(const ConvGeometry& g, const float* x, float* columns) {
-  const int64_t plane = g.ho * g.wo;
+}  // namespace
+
+void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  dnnl_status_t status =
+      dnnl_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
+  CHECK_EQ(status, dnnl_success) << "dnnl_sgemm failed";
+}
+
+void im2col(const ConvGeometry& g, const float* x, float* columns, int64_t ld) {
   for (int64_t c = 0; c < g.c; ++c) {
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       for (int64_t kj = 0; kj < g.kw; ++kj) {
-        float* row = columns + ((c * g.kh + ki) * g.kw + kj) * plane;
+        float* row = columns + ((c * g.kh + ki) * g.kw + kj) * ld;
         int64_t begin, end;
         valid_columns(g.w, g.wo, g.stride_w, g.pad_w, kj, &begin, &end);
         for (int64_t oh = 0; oh < g.ho; ++oh) {
@@ -325,6 +275,8 @@ void im2col(const ConvGeometry& g, const float* x, float* columns) {
     }
   }
 }
+
+namespace {
 
 // dx [C, H, W] of one image = the sum of columns [C kh kw, Ho Wo] back onto their pixels.
 void col2im(const ConvGeometry& g, const float* columns, float* dx) {
@@ -399,7 +351,7 @@ class Im2colConvKernel : public ConvKernel {
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t i = 0; i < g.n; ++i) {
       float* columns = thread_columns();
-      im2col(g, x + i * g.c * g.h * g.w, columns);
+      im2col(g, x + i * g.c * g.h * g.w, columns, plane_);
       // y_i [O, Ho Wo] = w [O, C kh kw] * columns
       float* yi = y + i * g.o * plane_;
       sgemm('N', 'N', g.o, plane_, rows_, w, rows_, columns, plane_, false, yi, plane_);
@@ -441,7 +393,7 @@ class Im2colConvKernel : public ConvKernel {
       const int64_t begin = chunk_begin(g.n, chunk, chunks_),
                     end = chunk_begin(g.n, chunk + 1, chunks_);
       for (int64_t i = begin; i < end; ++i) {
-        im2col(g, x + i * g.c * g.h * g.w, columns);
+        im2col(g, x + i * g.c * g.h * g.w, columns, plane_);
         // partial [O, C kh kw] += dy_i [O, Ho Wo] * columns^T
         sgemm('N', 'T', g.o, rows_, plane_, dy + i * g.o * plane_, plane_, columns, plane_,
               i > begin, partial, rows_);
@@ -457,6 +409,9 @@ class Im2colConvKernel : public ConvKernel {
   std::vector<float> partials_;  // weight gradient: one [O, rows] sum per chunk
 };
 
+// Output planes of at most this many pixels count as small (see make_kernel).
+constexpr int64_t kSmallPlane = 49;
+
 // `engine` is "auto", "onednn" or "im2col" (validated by the caller).
 std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool deterministic,
                                         ConvDirection direction, const ConvGeometry& g, int threads,
@@ -464,9 +419,15 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // Measured on 2 Zen 3 cores (batch 64, 5x5, pad 2): oneDNN's blocked kernels win everywhere
   // except the backward passes with few channels, where blocking pads C up to 8
   // (1 -> 32 channels, 28x28: im2col 1.0 / 1.4 ms for data / weights vs oneDNN 6.4 / 6.3 ms).
+  // The weight gradient of small output planes (GoogLeNet's last inceptions: 7x7 at 224x224,
+  // 1x1 to 4x4 at 28x28) goes to GEMMs over groups of images (bench_conv_layers, batch 64, 2
+  // AVX2 cores: GoogLeNet's weight gradients at 28x28 37 ms against 98 as oneDNN's chunks and
+  // 60-67 as one oneDNN primitive; level at 6x6 and 7x7, oneDNN ahead from 8x8).
+  const bool small_weights =
+      direction == ConvDirection::kBackwardWeights && g.ho * g.wo <= kSmallPlane;
   bool onednn = engine == "onednn";
   if (engine == "auto") {
-    onednn = direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8);
+    onednn = direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8 && !small_weights);
   }
   if (onednn && g.n > 0) {
     try {
@@ -479,6 +440,7 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
               "); use engine 'auto' or 'im2col'");
     }
   }
+  if (small_weights) return make_image_group_weight_kernel(g, threads);
   return std::make_unique<Im2colConvKernel>(direction, g, threads, bias_relu);
 }
 

@@ -42,6 +42,15 @@ void for_each_tap(const Geometry& g, F f) {
               }
 }
 
+// dw of the convolution, summed in double.
+std::vector<double> naive_weight_gradient(const Geometry& g, const Tensor& dy, const Tensor& x) {
+  std::vector<double> dw(g.o * g.c * g.kh * g.kw, 0.0);
+  for_each_tap(g, [&](int64_t xi, int64_t wi, int64_t yi) {
+    dw[wi] += double{dy.data()[yi]} * x.data()[xi];
+  });
+  return dw;
+}
+
 void check_close(const Tensor& got, const std::vector<double>& expected, double tolerance) {
   REQUIRE(got.count() == static_cast<int64_t>(expected.size()));
   for (int64_t i = 0; i < got.count(); ++i) {
@@ -123,12 +132,56 @@ TEST_CASE("conv output size rounds down", "[conv]") {
 }
 
 TEST_CASE("conv engine auto picks im2col for the backward passes of few channels", "[conv]") {
-  auto few = check_against_naive({2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 0}, 32);
+  auto few = check_against_naive({2, 3, 21, 6, 4, 3, 2, 2, 1, 1, 0}, 32);  // 11x5 output planes
   CHECK(few[0].rfind("onednn:", 0) == 0);
   CHECK(few[1] == "im2col");
   CHECK(few[2] == "im2col");
   auto many = check_against_naive({2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 33);
   for (const auto& name : many) CHECK(name.rfind("onednn:", 0) == 0);
+}
+
+TEST_CASE("conv engine auto takes GEMMs over image groups for small planes' weight gradient",
+          "[conv]") {
+  // 2x2 output planes of many channels: oneDNN forward and data gradient, not weights.
+  auto small = check_against_naive({4, 16, 4, 4, 24, 3, 3, 2, 2, 1, 1}, 35);
+  CHECK(small[0].rfind("onednn:", 0) == 0);
+  CHECK(small[1].rfind("onednn:", 0) == 0);
+  CHECK(small[2] == "im2col:image groups");
+}
+
+TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
+          "[conv][determinism]") {
+  // Each way of building a group's columns (1x1 without padding: x itself; output rows under 8
+  // wide: position by position for all the images; wider rows: image by image), dw in several
+  // tiles (over 64 output channels, over 64 columns), and 150 images of 5x8 output planes in
+  // two groups (at most 4,096 plane pixels a group: 102 and 48 images) added in order.
+  for (const Geometry& g :
+       {Geometry{64, 80, 2, 2, 72, 1, 1, 1, 1, 0, 0}, Geometry{64, 16, 1, 1, 72, 3, 3, 1, 1, 1, 1},
+        Geometry{5, 12, 7, 5, 70, 3, 2, 2, 1, 1, 0}, Geometry{150, 4, 5, 8, 8, 3, 3, 1, 1, 1, 1}}) {
+    INFO(g.n << " images, " << g.c << " channels, " << g.h << "x" << g.w);
+    Rng rng(44);
+    Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+    Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+    Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+    const std::vector<double> expected = naive_weight_gradient(g, dy, x);
+    auto run = [&](int threads) {
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      auto op = OperatorRegistry::create("conv_grad_weight", g.attrs("im2col"));
+      Tensor dw(w.shape());
+      OpContext context;
+      op->compute({&dy, &x, &w}, {&dw}, context);
+      omp_set_num_threads(saved);
+      CHECK(dynamic_cast<ConvOpBase&>(*op).kernel_name() == "im2col:image groups");
+      return dw;
+    };
+    const Tensor dw = run(1);
+    check_close(dw, expected, 1e-3);
+    for (int threads : {2, 3, 4}) {
+      INFO(threads << " threads");
+      CHECK(same_bits(dw, run(threads)));
+    }
+  }
 }
 
 TEST_CASE("conv matches naive loops with both engines", "[conv]") {
@@ -192,10 +245,7 @@ TEST_CASE("conv_grad_weight with deterministic=0 runs one oneDNN primitive and s
   Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
   Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
   Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
-  std::vector<double> expected(w.count(), 0.0);
-  for_each_tap(g, [&](int64_t xi, int64_t wi, int64_t yi) {
-    expected[wi] += double{dy.data()[yi]} * x.data()[xi];
-  });
+  const std::vector<double> expected = naive_weight_gradient(g, dy, x);
   for (int64_t deterministic : {0, 1}) {
     INFO("deterministic " << deterministic);
     auto op = OperatorRegistry::create("conv_grad_weight",

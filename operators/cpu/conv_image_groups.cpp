@@ -1,0 +1,147 @@
+// The convolution weight gradient of small output planes as GEMMs over groups of images.
+//
+// dw [O, C kh kw] = the sum over images of dy_i [O, Ho Wo] times columns_i^T. Image by image
+// (im2col's kernel) each GEMM's inner dimension is Ho Wo: 1 to 16 products per element in
+// GoogLeNet's last inceptions at 28x28, so the GEMMs do little but load and store dw, and
+// oneDNN's chunks of the batch spend their time adding partial sums of dw. Here a group of
+// images has its columns side by side ([C kh kw, G Ho Wo]) and its dy gathered to [O, G Ho Wo],
+// so one GEMM sums G Ho Wo products per element. Each fixed tile of dw is one GEMM on one thread,
+// and the groups add into it in order: tiles and groups follow from the geometry alone, so the
+// bits do not depend on the thread count.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "operators/cpu/conv_kernel.hpp"
+
+namespace purine {
+
+namespace {
+
+// A group of images holds at most kGroupColumnFloats column floats (4 MB) and kGroupInner
+// pixels of output plane (the GEMMs' inner dimension: with whole batches in one GEMM, 12,544 and
+// 25,088 products per element for conv1 of convnet_bn at batch 16 and 32, two replicas of 16
+// drifted from one of 32 by 3e-5 in 12 iterations; by 1e-7 with this bound, as image by image).
+constexpr int64_t kGroupColumnFloats = int64_t{1} << 20;
+constexpr int64_t kGroupInner = 4096;
+// A GEMM computes a tile of dw of at most kTileO output channels by tile_columns() columns.
+constexpr int64_t kTileO = 64;
+// Output rows at least this wide are copied row by row, image by image; narrower ones position
+// by position for all the images of a group at once.
+constexpr int64_t kWideRow = 8;
+
+// Columns of a dw tile: about 8 tiles in all where dw is large enough (work for every thread of
+// a team of up to 8), in multiples of 16 columns, at least 64.
+int64_t tile_columns(int64_t o, int64_t rows) {
+  const int64_t tiles_o = (o + kTileO - 1) / kTileO;
+  const int64_t tiles_rows = std::max<int64_t>(1, (8 + tiles_o - 1) / tiles_o);
+  const int64_t tile = ((rows + tiles_rows - 1) / tiles_rows + 15) / 16 * 16;
+  return std::min(rows, std::max<int64_t>(64, tile));
+}
+
+// Row r of the columns of `images` images x [images, C, H, W] side by side (image i's [Ho Wo]
+// at column i Ho Wo). For narrow output rows, where im2col's work per row would dominate: each
+// position's input offset is found once for all the images.
+void im2col_row_of_images(const ConvGeometry& g, const float* x, int64_t images, int64_t r,
+                          float* row) {
+  const int64_t c = r / (g.kh * g.kw), ki = r / g.kw % g.kh, kj = r % g.kw;
+  const int64_t image = g.c * g.h * g.w, plane = g.ho * g.wo;
+  for (int64_t oh = 0; oh < g.ho; ++oh) {
+    const int64_t ih = oh * g.stride_h - g.pad_h + ki;
+    for (int64_t ow = 0; ow < g.wo; ++ow) {
+      const int64_t iw = ow * g.stride_w - g.pad_w + kj;
+      float* out = row + oh * g.wo + ow;
+      if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) {
+        for (int64_t i = 0; i < images; ++i) out[i * plane] = 0.0f;
+      } else {
+        const float* in = x + (c * g.h + ih) * g.w + iw;
+        for (int64_t i = 0; i < images; ++i) out[i * plane] = in[i * image];
+      }
+    }
+  }
+}
+
+class ImageGroupWeightKernel : public ConvKernel {
+ public:
+  ImageGroupWeightKernel(const ConvGeometry& g, int threads)
+      : ConvKernel(ConvDirection::kBackwardWeights, g, threads),
+        rows_(g.c * g.kh * g.kw),
+        plane_(g.ho * g.wo),
+        group_(
+            std::clamp<int64_t>(std::min(kGroupColumnFloats / std::max<int64_t>(1, rows_ * plane_),
+                                         kGroupInner / std::max<int64_t>(1, plane_)),
+                                1, std::max<int64_t>(1, g.n))),
+        tile_o_(std::min(g.o, kTileO)),
+        tile_rows_(tile_columns(g.o, rows_)),
+        pointwise_(g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
+                   g.pad_w == 0),
+        columns_(static_cast<size_t>(group_) * rows_ * plane_),
+        gathered_dy_(static_cast<size_t>(group_) * g.o * plane_) {}
+
+  std::string name() const override { return "im2col:image groups"; }
+
+  void run(const float* dy, const float* x, const float*, float* dw) override {
+    // On one thread the GEMMs see no active parallel region and would fork on their own; a
+    // thread count of 1 keeps them sequential, so the results stay the same.
+    OmpThreads scope(team_);
+    const ConvGeometry& g = g_;
+    const int64_t ld = group_ * plane_;
+    const int64_t tiles_o = (g.o + tile_o_ - 1) / tile_o_;
+    const int64_t tiles = tiles_o * ((rows_ + tile_rows_ - 1) / tile_rows_);
+    for (int64_t first = 0; first < g.n; first += group_) {
+      const int64_t images = std::min(group_, g.n - first);
+      const float* xg = x + first * g.c * g.h * g.w;
+      const float* dyg = dy + first * g.o * plane_;
+#pragma omp parallel num_threads(team_)
+      {
+        if (pointwise_) {  // the columns are x as [C, images Ho Wo]
+#pragma omp for schedule(static)
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t i = 0; i < images; ++i)
+              std::memcpy(columns_.data() + c * ld + i * plane_, xg + (i * g.c + c) * plane_,
+                          sizeof(float) * plane_);
+        } else if (g.wo < kWideRow) {
+#pragma omp for schedule(static)
+          for (int64_t r = 0; r < rows_; ++r)
+            im2col_row_of_images(g, xg, images, r, columns_.data() + r * ld);
+        } else {
+#pragma omp for schedule(static)
+          for (int64_t i = 0; i < images; ++i)
+            im2col(g, xg + i * g.c * g.h * g.w, columns_.data() + i * plane_, ld);
+        }
+        // gathered_dy [O, images Ho Wo] from dy [images, O, Ho Wo]
+#pragma omp for schedule(static)
+        for (int64_t o = 0; o < g.o; ++o) {
+          float* out = gathered_dy_.data() + o * ld;
+          for (int64_t i = 0; i < images; ++i)
+            std::copy_n(dyg + (i * g.o + o) * plane_, plane_, out + i * plane_);
+        }
+#pragma omp for schedule(dynamic)
+        for (int64_t tile = 0; tile < tiles; ++tile) {
+          const int64_t o = tile % tiles_o * tile_o_, r = tile / tiles_o * tile_rows_;
+          // dw [o.., r..] (+)= gathered_dy [o.., :] * columns [r.., :]^T
+          sgemm('N', 'T', std::min(tile_o_, g.o - o), std::min(tile_rows_, rows_ - r),
+                images * plane_, gathered_dy_.data() + o * ld, ld, columns_.data() + r * ld, ld,
+                first > 0, dw + o * rows_ + r, rows_);
+        }
+      }
+    }
+  }
+
+ private:
+  const int64_t rows_;   // C kh kw
+  const int64_t plane_;  // Ho Wo
+  const int64_t group_;  // images per group
+  const int64_t tile_o_, tile_rows_;
+  const bool pointwise_;            // 1x1, stride 1, no padding: the columns are x itself
+  std::vector<float> columns_;      // one group's [C kh kw, group Ho Wo]
+  std::vector<float> gathered_dy_;  // one group's dy as [O, group Ho Wo]
+};
+
+}  // namespace
+
+std::unique_ptr<ConvKernel> make_image_group_weight_kernel(const ConvGeometry& g, int threads) {
+  return std::make_unique<ImageGroupWeightKernel>(g, threads);
+}
+
+}  // namespace purine

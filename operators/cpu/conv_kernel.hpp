@@ -1,0 +1,77 @@
+// What the CPU convolution kernels share (operators/cpu/conv.cpp, conv_image_groups.cpp): the
+// kernel interface, the scoped OpenMP thread count, one-thread GEMMs and im2col.
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "operators/conv.hpp"
+
+namespace purine {
+
+// One direction of one convolution geometry, ready to run: run(a, b, bias, out) computes
+//   forward:          (x, w)  -> y
+//   backward data:    (dy, w) -> dx
+//   backward weights: (dy, x) -> dw
+//   forward with bias_relu: (x, w, bias) -> max(conv + bias, 0)
+// (`bias` is null but in the last).
+class ConvKernel {
+ public:
+  // Convolutions of fewer multiply-adds than this run on the calling thread alone.
+  static constexpr int64_t kParallelWork = int64_t{1} << 20;
+
+  ConvKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu = false)
+      : direction_(direction),
+        bias_relu_(bias_relu),
+        g_(g),
+        threads_(threads),
+        team_(g.n * g.o * g.c * g.kh * g.kw * g.ho * g.wo >= kParallelWork ? threads : 1) {}
+  virtual ~ConvKernel() = default;
+  ConvKernel(const ConvKernel&) = delete;
+  ConvKernel& operator=(const ConvKernel&) = delete;
+
+  bool matches(const ConvGeometry& g, int threads) const { return g == g_ && threads == threads_; }
+  virtual std::string name() const = 0;
+  virtual void run(const float* a, const float* b, const float* bias, float* out) = 0;
+
+ protected:
+  const ConvDirection direction_;
+  const bool bias_relu_;  // kForward: conv_bias_relu's
+  const ConvGeometry g_;
+  const int threads_;  // the OpenMP thread count the kernel was built for
+  const int team_;     // the threads it uses: threads_, or 1 for small convolutions
+};
+
+// Sets the calling thread's OpenMP thread count for a scope (oneDNN and its GEMMs read it).
+class OmpThreads {
+ public:
+  explicit OmpThreads(int threads) : saved_(omp_get_max_threads()) {
+    if (threads != saved_) omp_set_num_threads(threads);
+  }
+  ~OmpThreads() {
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+  }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  const int saved_;
+};
+
+// Row-major C[M, N] = op(A) op(B) (+ C when accumulate), on the calling thread when called
+// inside an OpenMP parallel region.
+void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
+
+// columns [C kh kw, Ho Wo] of one image x [C, H, W]; row r starts at columns + r * ld (ld is
+// Ho Wo for one image alone, more when several images' columns lie side by side).
+void im2col(const ConvGeometry& g, const float* x, float* columns, int64_t ld);
+
+// The weight gradient of small output planes as GEMMs over groups of images
+// (conv_image_groups.cpp).
+std::unique_ptr<ConvKernel> make_image_group_weight_kernel(const ConvGeometry& g, int threads);
+
+}  // namespace purine
