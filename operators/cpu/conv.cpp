@@ -356,14 +356,8 @@ class Im2colConvKernel : public ConvKernel {
       float* yi = y + i * g.o * plane_;
       sgemm('N', 'N', g.o, plane_, rows_, w, rows_, columns, plane_, false, yi, plane_);
       if (!bias) continue;
-      for (int64_t o = 0; o < g.o; ++o) {
-        float* row = yi + o * plane_;
-        const float b = bias[o];
-        for (int64_t p = 0; p < plane_; ++p) {
-          const float v = row[p] + b;
-          row[p] = v > 0.0f ? v : 0.0f;
-        }
-      }
+      for (int64_t o = 0; o < g.o; ++o)
+        add_bias_relu(yi + o * plane_, bias[o], plane_, yi + o * plane_);
     }
   }
 
@@ -419,15 +413,18 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // Measured on 2 Zen 3 cores (batch 64, 5x5, pad 2): oneDNN's blocked kernels win everywhere
   // except the backward passes with few channels, where blocking pads C up to 8
   // (1 -> 32 channels, 28x28: im2col 1.0 / 1.4 ms for data / weights vs oneDNN 6.4 / 6.3 ms).
-  // The weight gradient of small output planes (GoogLeNet's last inceptions: 7x7 at 224x224,
-  // 1x1 to 4x4 at 28x28) goes to GEMMs over groups of images (bench_conv_layers, batch 64, 2
-  // AVX2 cores: GoogLeNet's weight gradients at 28x28 37 ms against 98 as oneDNN's chunks and
-  // 60-67 as one oneDNN primitive; level at 6x6 and 7x7, oneDNN ahead from 8x8).
-  const bool small_weights =
-      direction == ConvDirection::kBackwardWeights && g.ho * g.wo <= kSmallPlane;
+  // Small output planes (GoogLeNet's last inceptions: 7x7 at 224x224, 1x1 to 4x4 at 28x28) go
+  // to GEMMs over groups of images (bench_conv_layers, batch 64, 2 AVX2 cores, GoogLeNet at
+  // 28x28): the weight gradients of planes up to 7x7 (37 ms in all against 98 as oneDNN's chunks
+  // and 60-67 as one oneDNN primitive; level at 6x6 and 7x7, oneDNN ahead from 8x8), and the
+  // forward of 1x1 planes (3.5 ms in all against 6.5 for GoogLeNet's twelve; oneDNN ahead at 4x4,
+  // either one by layer at 2x2). oneDNN's data gradient wins at every size.
+  const int64_t plane = g.ho * g.wo;
+  const bool small = (direction == ConvDirection::kBackwardWeights && plane <= kSmallPlane) ||
+                     (direction == ConvDirection::kForward && plane == 1);
   bool onednn = engine == "onednn";
   if (engine == "auto") {
-    onednn = direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8 && !small_weights);
+    onednn = !small && (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
   }
   if (onednn && g.n > 0) {
     try {
@@ -440,7 +437,8 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
               "); use engine 'auto' or 'im2col'");
     }
   }
-  if (small_weights) return make_image_group_weight_kernel(g, threads);
+  if (plane <= kSmallPlane && direction != ConvDirection::kBackwardData)
+    return make_image_group_kernel(direction, g, threads, bias_relu);
   return std::make_unique<Im2colConvKernel>(direction, g, threads, bias_relu);
 }
 

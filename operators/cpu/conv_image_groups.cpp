@@ -1,4 +1,5 @@
-// The convolution weight gradient of small output planes as GEMMs over groups of images.
+// Convolutions of small output planes as GEMMs over groups of images: the weight gradient, and
+// the forward of 1x1 planes.
 //
 // dw [O, C kh kw] = the sum over images of dy_i [O, Ho Wo] times columns_i^T. Image by image
 // (im2col's kernel) each GEMM's inner dimension is Ho Wo: 1 to 16 products per element in
@@ -7,7 +8,11 @@
 // images has its columns side by side ([C kh kw, G Ho Wo]) and its dy gathered to [O, G Ho Wo],
 // so one GEMM sums G Ho Wo products per element. Each fixed tile of dw is one GEMM on one thread,
 // and the groups add into it in order: tiles and groups follow from the geometry alone, so the
-// bits do not depend on the thread count.
+// bits do not depend on the thread count. The forward is w [O, C kh kw] times the group's
+// columns, [O, G Ho Wo] in fixed tiles, copied out image by image: one GEMM of G Ho Wo columns
+// where image by image each has Ho Wo (a matrix-vector product for 1x1 planes).
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -61,10 +66,10 @@ void im2col_row_of_images(const ConvGeometry& g, const float* x, int64_t images,
   }
 }
 
-class ImageGroupWeightKernel : public ConvKernel {
+class ImageGroupKernel : public ConvKernel {
  public:
-  ImageGroupWeightKernel(const ConvGeometry& g, int threads)
-      : ConvKernel(ConvDirection::kBackwardWeights, g, threads),
+  ImageGroupKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu)
+      : ConvKernel(direction, g, threads, bias_relu),
         rows_(g.c * g.kh * g.kw),
         plane_(g.ho * g.wo),
         group_(
@@ -72,76 +77,133 @@ class ImageGroupWeightKernel : public ConvKernel {
                                          kGroupInner / std::max<int64_t>(1, plane_)),
                                 1, std::max<int64_t>(1, g.n))),
         tile_o_(std::min(g.o, kTileO)),
-        tile_rows_(tile_columns(g.o, rows_)),
+        tile_columns_(direction == ConvDirection::kForward ? tile_columns(g.o, group_ * plane_)
+                                                           : tile_columns(g.o, rows_)),
         pointwise_(g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
                    g.pad_w == 0),
         columns_(static_cast<size_t>(group_) * rows_ * plane_),
-        gathered_dy_(static_cast<size_t>(group_) * g.o * plane_) {}
+        by_channel_(static_cast<size_t>(group_) * g.o * plane_) {
+    CHECK(direction != ConvDirection::kBackwardData);
+  }
 
   std::string name() const override { return "im2col:image groups"; }
 
-  void run(const float* dy, const float* x, const float*, float* dw) override {
+  void run(const float* a, const float* b, const float* bias, float* out) override {
     // On one thread the GEMMs see no active parallel region and would fork on their own; a
     // thread count of 1 keeps them sequential, so the results stay the same.
     OmpThreads scope(team_);
+    if (direction_ == ConvDirection::kForward) {
+      forward(a, b, bias_relu_ ? bias : nullptr, out);
+    } else {
+      backward_weights(a, b, out);
+    }
+  }
+
+ private:
+  // Inside a parallel region: columns_ [C kh kw, images Ho Wo] of the group's images xg.
+  void build_columns(const float* xg, int64_t images) {
+    const ConvGeometry& g = g_;
+    const int64_t ld = group_ * plane_;
+    if (pointwise_) {  // the columns are x as [C, images Ho Wo]
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t i = 0; i < images; ++i)
+          std::memcpy(columns_.data() + c * ld + i * plane_, xg + (i * g.c + c) * plane_,
+                      sizeof(float) * plane_);
+    } else if (g.wo < kWideRow) {
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r)
+        im2col_row_of_images(g, xg, images, r, columns_.data() + r * ld);
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < images; ++i)
+        im2col(g, xg + i * g.c * g.h * g.w, columns_.data() + i * plane_, ld);
+    }
+  }
+
+  // y [N, O, Ho Wo]: per group, by_channel [O, images Ho Wo] = w [O, C kh kw] * columns, one GEMM
+  // per fixed tile, then each image's [O, Ho Wo] copied out (with a bias: max(y + bias, 0), the
+  // bias op's and the relu op's arithmetic on the finished sum).
+  void forward(const float* x, const float* w, const float* bias, float* y) {
     const ConvGeometry& g = g_;
     const int64_t ld = group_ * plane_;
     const int64_t tiles_o = (g.o + tile_o_ - 1) / tile_o_;
-    const int64_t tiles = tiles_o * ((rows_ + tile_rows_ - 1) / tile_rows_);
     for (int64_t first = 0; first < g.n; first += group_) {
       const int64_t images = std::min(group_, g.n - first);
-      const float* xg = x + first * g.c * g.h * g.w;
+      const int64_t width = images * plane_;
+      const int64_t tiles = tiles_o * ((width + tile_columns_ - 1) / tile_columns_);
+#pragma omp parallel num_threads(team_)
+      {
+        build_columns(x + first * g.c * g.h * g.w, images);
+#pragma omp for schedule(dynamic)
+        for (int64_t tile = 0; tile < tiles; ++tile) {
+          const int64_t o = tile % tiles_o * tile_o_, p = tile / tiles_o * tile_columns_;
+          sgemm('N', 'N', std::min(tile_o_, g.o - o), std::min(tile_columns_, width - p), rows_,
+                w + o * rows_, rows_, columns_.data() + p, ld, false,
+                by_channel_.data() + o * ld + p, ld);
+        }
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < images; ++i) {
+          for (int64_t o = 0; o < g.o; ++o) {
+            const float* in = by_channel_.data() + o * ld + i * plane_;
+            float* row = y + ((first + i) * g.o + o) * plane_;
+            if (bias) {
+              add_bias_relu(in, bias[o], plane_, row);
+            } else {
+              std::copy_n(in, plane_, row);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // dw [O, C kh kw]: per group, dy gathered to by_channel [O, images Ho Wo], then
+  // dw (+)= by_channel * columns^T, one GEMM per fixed tile.
+  void backward_weights(const float* dy, const float* x, float* dw) {
+    const ConvGeometry& g = g_;
+    const int64_t ld = group_ * plane_;
+    const int64_t tiles_o = (g.o + tile_o_ - 1) / tile_o_;
+    const int64_t tiles = tiles_o * ((rows_ + tile_columns_ - 1) / tile_columns_);
+    for (int64_t first = 0; first < g.n; first += group_) {
+      const int64_t images = std::min(group_, g.n - first);
       const float* dyg = dy + first * g.o * plane_;
 #pragma omp parallel num_threads(team_)
       {
-        if (pointwise_) {  // the columns are x as [C, images Ho Wo]
-#pragma omp for schedule(static)
-          for (int64_t c = 0; c < g.c; ++c)
-            for (int64_t i = 0; i < images; ++i)
-              std::memcpy(columns_.data() + c * ld + i * plane_, xg + (i * g.c + c) * plane_,
-                          sizeof(float) * plane_);
-        } else if (g.wo < kWideRow) {
-#pragma omp for schedule(static)
-          for (int64_t r = 0; r < rows_; ++r)
-            im2col_row_of_images(g, xg, images, r, columns_.data() + r * ld);
-        } else {
-#pragma omp for schedule(static)
-          for (int64_t i = 0; i < images; ++i)
-            im2col(g, xg + i * g.c * g.h * g.w, columns_.data() + i * plane_, ld);
-        }
-        // gathered_dy [O, images Ho Wo] from dy [images, O, Ho Wo]
+        build_columns(x + first * g.c * g.h * g.w, images);
 #pragma omp for schedule(static)
         for (int64_t o = 0; o < g.o; ++o) {
-          float* out = gathered_dy_.data() + o * ld;
+          float* row = by_channel_.data() + o * ld;
           for (int64_t i = 0; i < images; ++i)
-            std::copy_n(dyg + (i * g.o + o) * plane_, plane_, out + i * plane_);
+            std::copy_n(dyg + (i * g.o + o) * plane_, plane_, row + i * plane_);
         }
 #pragma omp for schedule(dynamic)
         for (int64_t tile = 0; tile < tiles; ++tile) {
-          const int64_t o = tile % tiles_o * tile_o_, r = tile / tiles_o * tile_rows_;
-          // dw [o.., r..] (+)= gathered_dy [o.., :] * columns [r.., :]^T
-          sgemm('N', 'T', std::min(tile_o_, g.o - o), std::min(tile_rows_, rows_ - r),
-                images * plane_, gathered_dy_.data() + o * ld, ld, columns_.data() + r * ld, ld,
+          const int64_t o = tile % tiles_o * tile_o_, r = tile / tiles_o * tile_columns_;
+          sgemm('N', 'T', std::min(tile_o_, g.o - o), std::min(tile_columns_, rows_ - r),
+                images * plane_, by_channel_.data() + o * ld, ld, columns_.data() + r * ld, ld,
                 first > 0, dw + o * rows_ + r, rows_);
         }
       }
     }
   }
 
- private:
   const int64_t rows_;   // C kh kw
   const int64_t plane_;  // Ho Wo
   const int64_t group_;  // images per group
-  const int64_t tile_o_, tile_rows_;
-  const bool pointwise_;            // 1x1, stride 1, no padding: the columns are x itself
-  std::vector<float> columns_;      // one group's [C kh kw, group Ho Wo]
-  std::vector<float> gathered_dy_;  // one group's dy as [O, group Ho Wo]
+  // The tiles of one GEMM's output: kTileO channels by tile_columns_ columns (of the group's
+  // output plane in the forward, of dw in the weight gradient).
+  const int64_t tile_o_, tile_columns_;
+  const bool pointwise_;           // 1x1, stride 1, no padding: the columns are x itself
+  std::vector<float> columns_;     // one group's [C kh kw, group Ho Wo]
+  std::vector<float> by_channel_;  // one group's y or dy as [O, group Ho Wo]
 };
 
 }  // namespace
 
-std::unique_ptr<ConvKernel> make_image_group_weight_kernel(const ConvGeometry& g, int threads) {
-  return std::make_unique<ImageGroupWeightKernel>(g, threads);
+std::unique_ptr<ConvKernel> make_image_group_kernel(ConvDirection direction, const ConvGeometry& g,
+                                                    int threads, bool bias_relu) {
+  return std::make_unique<ImageGroupKernel>(direction, g, threads, bias_relu);
 }
 
 }  // namespace purine

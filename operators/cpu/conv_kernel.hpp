@@ -70,8 +70,18 @@ void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const fl
 // Ho Wo for one image alone, more when several images' columns lie side by side).
 void im2col(const ConvGeometry& g, const float* x, float* columns, int64_t ld);
 
-// The weight gradient of small output planes as GEMMs over groups of images
-// (conv_image_groups.cpp).
-std::unique_ptr<ConvKernel> make_image_group_weight_kernel(const ConvGeometry& g, int threads);
+// out[q] = max(in[q] + b, 0) for q < n: the bias op's and the relu op's arithmetic on a finished
+// convolution sum (in may be out).
+inline void add_bias_relu(const float* in, float b, int64_t n, float* out) {
+  for (int64_t q = 0; q < n; ++q) {
+    const float v = in[q] + b;
+    out[q] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+// The forward (kForward) or weight gradient (kBackwardWeights) of small output planes as GEMMs
+// over groups of images (conv_image_groups.cpp).
+std::unique_ptr<ConvKernel> make_image_group_kernel(ConvDirection direction, const ConvGeometry& g,
+                                                    int threads, bool bias_relu);
 
 }  // namespace purine

@@ -140,13 +140,17 @@ TEST_CASE("conv engine auto picks im2col for the backward passes of few channels
   for (const auto& name : many) CHECK(name.rfind("onednn:", 0) == 0);
 }
 
-TEST_CASE("conv engine auto takes GEMMs over image groups for small planes' weight gradient",
-          "[conv]") {
+TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[conv]") {
   // 2x2 output planes of many channels: oneDNN forward and data gradient, not weights.
   auto small = check_against_naive({4, 16, 4, 4, 24, 3, 3, 2, 2, 1, 1}, 35);
   CHECK(small[0].rfind("onednn:", 0) == 0);
   CHECK(small[1].rfind("onednn:", 0) == 0);
   CHECK(small[2] == "im2col:image groups");
+  // 1x1 output planes: the forward too.
+  auto single = check_against_naive({6, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0}, 36);
+  CHECK(single[0] == "im2col:image groups");
+  CHECK(single[1].rfind("onednn:", 0) == 0);
+  CHECK(single[2] == "im2col:image groups");
 }
 
 TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
@@ -207,12 +211,14 @@ TEST_CASE("conv matches naive loops on the 2-conv network's shapes", "[conv]") {
 TEST_CASE("conv results do not depend on the thread count", "[conv][determinism]") {
   // All large enough (over 2^20 multiply-adds) to run on several threads: few channels (im2col
   // backward under auto), 16 -> 32 (where oneDNN's AVX-512 weight gradient once split the batch
-  // by thread), the 2-conv network's second layer at batch 64, and a batch that does not split
-  // evenly into chunks.
+  // by thread), the 2-conv network's second layer at batch 64, a batch that does not split
+  // evenly into chunks (5x5 planes: GEMMs over image groups for the weights under auto, and for
+  // the forward under im2col), and 1x1 planes (image groups forward and weights under auto).
   for (Geometry g :
        {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2}, Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1},
         Geometry{64, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
-        Geometry{11, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1}}) {
+        Geometry{11, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1},
+        Geometry{64, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1}}) {
     Rng rng(38);
     Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
     Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
@@ -374,11 +380,13 @@ FusedAndUnfused conv_bias_relu_both_ways(const Geometry& g, const char* engine, 
 // oneDNN's post-ops must round as the three ops do on every ISA's kernels.
 TEST_CASE("conv_bias_relu equals conv then bias then relu bit for bit", "[conv][determinism]") {
   // The convnet's two convolutions, GoogLeNet's 1x1, 3x3 and 5x5 shapes (more input channels
-  // than one oneDNN block, so the sum is split over channel blocks), a stride, few channels.
+  // than one oneDNN block, so the sum is split over channel blocks), a stride, few channels, and
+  // a 1x1 output plane (GEMMs over image groups under auto and im2col).
   for (Geometry g :
        {Geometry{8, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2}, Geometry{8, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
         Geometry{4, 192, 7, 7, 64, 1, 1, 1, 1, 0, 0}, Geometry{4, 96, 7, 7, 128, 3, 3, 1, 1, 1, 1},
-        Geometry{4, 16, 7, 7, 32, 5, 5, 1, 1, 2, 2}, Geometry{5, 3, 9, 9, 7, 3, 3, 2, 2, 1, 1}}) {
+        Geometry{4, 16, 7, 7, 32, 5, 5, 1, 1, 2, 2}, Geometry{5, 3, 9, 9, 7, 3, 3, 2, 2, 1, 1},
+        Geometry{16, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1}}) {
     for (const char* engine : {"auto", "onednn", "im2col"}) {
       for (int threads : {1, 2}) {
         INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", kernel " << g.kh
