@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
@@ -134,6 +135,74 @@ void pool_grad_plane(const PoolGeometry& g, const float* x, const float* dy, flo
   }
 }
 
+// Max pooling of up to kLanes planes at once, for planes of at most kMaxLanePlane pixels: the
+// planes are copied pixel-major into a tile of vectors (tile[pixel][lane]), so each window's
+// bounds are found once for all of them and each comparison is one vector operation across the
+// planes, where plane by plane a window is one dependent chain of scalar comparisons. Each
+// plane's comparisons keep argmax()'s order, so the floats are the same as plane by plane.
+constexpr int64_t kLanes = 4;
+constexpr int64_t kMaxLanePlane = 4096;
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int32_t LaneOffsets __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+bool use_lanes(const PoolGeometry& g) {
+  return g.max && !is_max_2x2(g) && g.h * g.w <= kMaxLanePlane;
+}
+
+// The calling thread's tile for `lanes` planes of `plane` pixels, filled from x (lanes past
+// `lanes` keep whatever they held: computed on, never stored).
+const Lanes* gather_lanes(const float* x, int64_t plane, int64_t lanes) {
+  thread_local std::vector<Lanes> tile;
+  if (tile.size() < static_cast<size_t>(plane)) tile.resize(plane);
+  for (int64_t l = 0; l < lanes; ++l)
+    for (int64_t q = 0; q < plane; ++q) tile[q][l] = x[l * plane + q];
+  return tile.data();
+}
+
+void max_pool_lanes(const PoolGeometry& g, const float* x, int64_t lanes, float* y) {
+  const Lanes* tile = gather_lanes(x, g.h * g.w, lanes);
+  const int64_t out_plane = g.ho * g.wo;
+  for (int64_t oh = 0; oh < g.ho; ++oh) {
+    for (int64_t ow = 0; ow < g.wo; ++ow) {
+      const Window win = window(g, oh, ow);
+      Lanes m = tile[win.h0 * g.w + win.w0];
+      for (int64_t h = win.h0; h < win.h1; ++h) {
+        for (int64_t w = win.w0; w < win.w1; ++w) {
+          const Lanes v = tile[h * g.w + w];
+          m = v > m ? v : m;
+        }
+      }
+      for (int64_t l = 0; l < lanes; ++l) y[l * out_plane + oh * g.wo + ow] = m[l];
+    }
+  }
+}
+
+void max_pool_grad_lanes(const PoolGeometry& g, const float* x, const float* dy, int64_t lanes,
+                         float* dx) {
+  const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
+  const Lanes* tile = gather_lanes(x, in_plane, lanes);
+  std::fill(dx, dx + lanes * in_plane, 0.0f);
+  for (int64_t oh = 0; oh < g.ho; ++oh) {
+    for (int64_t ow = 0; ow < g.wo; ++ow) {
+      const Window win = window(g, oh, ow);
+      const int32_t first = static_cast<int32_t>(win.h0 * g.w + win.w0);
+      Lanes m = tile[first];
+      LaneOffsets best = LaneOffsets{} + first;
+      for (int64_t h = win.h0; h < win.h1; ++h) {
+        for (int64_t w = win.w0; w < win.w1; ++w) {
+          const int32_t at = static_cast<int32_t>(h * g.w + w);
+          const Lanes v = tile[at];
+          const LaneOffsets more = v > m;
+          m = more ? v : m;
+          best = more ? LaneOffsets{} + at : best;
+        }
+      }
+      const int64_t o = oh * g.wo + ow;
+      for (int64_t l = 0; l < lanes; ++l) dx[l * in_plane + best[l]] += dy[l * out_plane + o];
+    }
+  }
+}
+
 }  // namespace
 
 PoolGeometry PoolOpBase::geometry(const Shape& x) const {
@@ -194,6 +263,15 @@ void PoolOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
+  if (use_lanes(g)) {
+    const int64_t blocks = (g.planes + kLanes - 1) / kLanes;
+#pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t p = b * kLanes;
+      max_pool_lanes(g, x + p * in_plane, std::min(kLanes, g.planes - p), y + p * out_plane);
+    }
+    return;
+  }
 #pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
   for (int64_t p = 0; p < g.planes; ++p) pool_plane(g, x + p * in_plane, y + p * out_plane);
 }
@@ -217,6 +295,16 @@ void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* dy = inputs[2]->data();
   float* dx = outputs[0]->mutable_data();
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
+  if (use_lanes(g)) {
+    const int64_t blocks = (g.planes + kLanes - 1) / kLanes;
+#pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t p = b * kLanes;
+      max_pool_grad_lanes(g, x + p * in_plane, dy + p * out_plane, std::min(kLanes, g.planes - p),
+                          dx + p * in_plane);
+    }
+    return;
+  }
 #pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
   for (int64_t p = 0; p < g.planes; ++p) {
     pool_grad_plane(g, x + p * in_plane, dy + p * out_plane, dx + p * in_plane);

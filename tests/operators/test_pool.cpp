@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <limits>
 
 #include "operators/registry.hpp"
@@ -116,6 +117,50 @@ TEST_CASE("pool_grad routes a max gradient to the first maximum", "[pool]") {
   Tensor dx3 =
       run_forward("pool_grad", Attrs().set("kernel", 3).set("stride", 1), {x3, y3, dy3})[0];
   CHECK(dx3.data()[5] == 3.0f);
+}
+
+TEST_CASE("max pool over blocks of planes equals plane by plane bit for bit", "[pool]") {
+  // Planes are pooled 8 at a time (all but 2x2 stride 2, up to 4,096 pixels a plane); the
+  // reference below goes plane by plane, window by window, keeping the first maximum. Values
+  // with ties, signed zeros and NaNs, and plane counts that leave a partial block.
+  struct Case {
+    int64_t n, c, h, w, k, s, p;
+  };
+  Rng rng(54);
+  for (Case g :
+       {Case{2, 11, 4, 4, 3, 1, 1}, Case{3, 7, 2, 2, 3, 1, 1}, Case{1, 9, 1, 1, 3, 1, 1},
+        Case{2, 5, 7, 7, 3, 2, 0}, Case{1, 3, 9, 8, 3, 3, 2}, Case{1, 2, 70, 70, 3, 2, 1}}) {
+    INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " kernel " << g.k << " stride " << g.s
+             << " pad " << g.p);
+    Tensor x({g.n, g.c, g.h, g.w});
+    const float values[] = {0.0f, -0.0f, 1.0f,
+                            2.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()};
+    for (int64_t i = 0; i < x.count(); ++i) x.mutable_data()[i] = values[rng.below(6)];
+    const int64_t ho = (g.h + 2 * g.p - g.k) / g.s + 1, wo = (g.w + 2 * g.p - g.k) / g.s + 1;
+    Tensor dy = random_tensor({g.n, g.c, ho, wo}, rng);
+    std::vector<float> y_ref, dx_ref(x.count(), 0.0f);
+    for (int64_t plane = 0; plane < g.n * g.c; ++plane) {
+      const float* xp = x.data() + plane * g.h * g.w;
+      for (int64_t oh = 0; oh < ho; ++oh) {
+        for (int64_t ow = 0; ow < wo; ++ow) {
+          int64_t best = -1;
+          for (int64_t i = std::max<int64_t>(oh * g.s - g.p, 0);
+               i < std::min(oh * g.s - g.p + g.k, g.h); ++i)
+            for (int64_t j = std::max<int64_t>(ow * g.s - g.p, 0);
+                 j < std::min(ow * g.s - g.p + g.k, g.w); ++j)
+              if (best < 0 || xp[i * g.w + j] > xp[best]) best = i * g.w + j;
+          y_ref.push_back(xp[best]);
+          dx_ref[plane * g.h * g.w + best] += dy.data()[(plane * ho + oh) * wo + ow];
+        }
+      }
+    }
+    const Attrs attrs = pool_attrs("max", g.k, g.s, g.p);
+    Tensor y = run_forward("pool", attrs, {x})[0];
+    Tensor dx = run_forward("pool_grad", attrs, {x, y, dy})[0];
+    REQUIRE(y.count() == static_cast<int64_t>(y_ref.size()));
+    CHECK(std::memcmp(y.data(), y_ref.data(), sizeof(float) * y_ref.size()) == 0);
+    CHECK(std::memcmp(dx.data(), dx_ref.data(), sizeof(float) * dx_ref.size()) == 0);
+  }
 }
 
 TEST_CASE("pool gradient passes the numeric check", "[pool]") {
