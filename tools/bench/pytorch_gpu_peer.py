@@ -35,12 +35,13 @@ class Inception(nn.Module):
         return torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
 
 
-def googlenet(classes):
+def googlenet(classes, in_channels=3):
     table = [(64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64), "pool",
              (192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64),
              (112, 144, 288, 32, 64, 64), (256, 160, 320, 32, 128, 128), "pool",
              (256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128)]
-    layers = [conv_relu(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1), nn.LocalResponseNorm(5, 1e-4, 0.75),
+    layers = [conv_relu(in_channels, 64, 7, 2), nn.MaxPool2d(3, 2, 1),
+              nn.LocalResponseNorm(5, 1e-4, 0.75),
               conv_relu(64, 64, 1), conv_relu(64, 192, 3), nn.LocalResponseNorm(5, 1e-4, 0.75),
               nn.MaxPool2d(3, 2, 1)]
     channels = 192

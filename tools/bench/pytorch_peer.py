@@ -13,6 +13,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from pytorch_gpu_peer import googlenet
+
 
 def load_images(path):
     with gzip.open(path, "rb") as f:
@@ -38,6 +40,8 @@ def build(name):
                              nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(7 * 7 * 64, 1024), nn.ReLU(),
                              nn.Linear(1024, 10))
+    if name == "googlenet":  # as on the GPU, at 28x28: inceptions on 4x4, 2x2 and 1x1 maps
+        return googlenet(10, in_channels=1)
     if name == "lenet":
         return nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
