@@ -15,13 +15,17 @@ namespace {
 // Spatial positions per work item: a strip of every channel of one sample.
 constexpr int64_t kStrip = 256;
 
-// scale^-beta, with the AlexNet beta = 0.75 done by square roots.
-inline float inverse_power(float scale, float beta) {
+// power[i] = scale[i]^-beta for i < n, with the AlexNet beta = 0.75 done by square roots (the
+// branch outside the loops, and lrn.cpp built with -fno-math-errno: the square roots vectorize).
+void inverse_powers(const float* scale, int64_t n, float beta, float* power) {
   if (beta == 0.75f) {
-    const float root = std::sqrt(scale);
-    return 1.0f / (root * std::sqrt(root));
+    for (int64_t i = 0; i < n; ++i) {
+      const float root = std::sqrt(scale[i]);
+      power[i] = 1.0f / (root * std::sqrt(root));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) power[i] = std::pow(scale[i], -beta);
   }
-  return std::pow(scale, -beta);
 }
 
 // The layout of one call: samples x channels x spatial, cut into work items of one sample and
@@ -100,11 +104,12 @@ void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const int64_t len = std::min(kStrip, l.spatial - s0);
       const int64_t base = i * l.c * l.spatial + s0;
       compute_scale(p, l, x + base, len, scale.data());
+      inverse_powers(scale.data(), l.c * len, p.beta, scale.data());
       for (int64_t c = 0; c < l.c; ++c) {
         const float* in = x + base + c * l.spatial;
-        const float* sc = scale.data() + c * len;
+        const float* power = scale.data() + c * len;
         float* out = y + base + c * l.spatial;
-        for (int64_t s = 0; s < len; ++s) out[s] = in[s] * inverse_power(sc[s], p.beta);
+        for (int64_t s = 0; s < len; ++s) out[s] = in[s] * power[s];
       }
     }
   }
@@ -131,13 +136,14 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
 #pragma omp parallel if (l.n * l.c * l.spatial > kParallelMinNormalization)
   {
     const int64_t strip = std::min(kStrip, l.spatial);
-    std::vector<float> scale(l.c * strip), ratio(l.c * strip), window(strip);
+    std::vector<float> scale(l.c * strip), power(l.c * strip), ratio(l.c * strip), window(strip);
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < l.items(); ++item) {
       const int64_t i = item / l.strips, s0 = (item % l.strips) * kStrip;
       const int64_t len = std::min(kStrip, l.spatial - s0);
       const int64_t base = i * l.c * l.spatial + s0;
       compute_scale(p, l, x + base, len, scale.data());
+      inverse_powers(scale.data(), l.c * len, p.beta, power.data());
       // ratio[c] = dy[c] y[c] / scale[c]
       for (int64_t c = 0; c < l.c; ++c) {
         const float* g = dy + base + c * l.spatial;
@@ -156,11 +162,9 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
         }
         const float* in = x + base + c * l.spatial;
         const float* g = dy + base + c * l.spatial;
-        const float* sc = scale.data() + c * len;
+        const float* pw = power.data() + c * len;
         float* out = dx + base + c * l.spatial;
-        for (int64_t s = 0; s < len; ++s) {
-          out[s] = g[s] * inverse_power(sc[s], p.beta) - coef * in[s] * window[s];
-        }
+        for (int64_t s = 0; s < len; ++s) out[s] = g[s] * pw[s] - coef * in[s] * window[s];
       }
     }
   }
