@@ -162,6 +162,10 @@ class ImageGroupKernel : public ConvKernel {
   // dw (+)= by_channel * columns^T, one GEMM per fixed tile.
   void backward_weights(const float* dy, const float* x, float* dw) {
     const ConvGeometry& g = g_;
+    if (g.n == 0) {  // no images: no gradient (the loop below would leave dw as it was)
+      std::fill(dw, dw + g.o * rows_, 0.0f);
+      return;
+    }
     const int64_t ld = group_ * plane_;
     const int64_t tiles_o = (g.o + tile_o_ - 1) / tile_o_;
     const int64_t tiles = tiles_o * ((rows_ + tile_columns_ - 1) / tile_columns_);

@@ -1,5 +1,6 @@
 #include <omp.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 
@@ -184,6 +185,24 @@ TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
     for (int threads : {2, 3, 4}) {
       INFO(threads << " threads");
       CHECK(same_bits(dw, run(threads)));
+    }
+  }
+}
+
+TEST_CASE("conv weight gradient of an empty batch is zero with every kernel", "[conv]") {
+  // 1x1 output planes (GEMMs over image groups) and 10x10 ones (im2col's per-image chunks; with
+  // no images oneDNN is never asked).
+  for (const Geometry& g : {Geometry{0, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0},
+                            Geometry{0, 16, 12, 12, 24, 3, 3, 1, 1, 0, 0}}) {
+    for (const char* engine : {"auto", "onednn", "im2col"}) {
+      INFO(g.h << "x" << g.w << ", engine " << engine);
+      Tensor x({g.n, g.c, g.h, g.w}), w({g.o, g.c, g.kh, g.kw}), dy({g.n, g.o, g.ho(), g.wo()});
+      Tensor dw(w.shape());
+      std::fill(dw.mutable_data(), dw.mutable_data() + dw.count(), 7.0f);
+      auto op = OperatorRegistry::create("conv_grad_weight", g.attrs(engine));
+      OpContext context;
+      op->compute({&dy, &x, &w}, {&dw}, context);
+      CHECK(std::all_of(dw.data(), dw.data() + dw.count(), [](float v) { return v == 0.0f; }));
     }
   }
 }
