@@ -417,11 +417,12 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // to GEMMs over groups of images (bench_conv_layers, batch 64, 2 AVX2 cores, GoogLeNet at
   // 28x28): the weight gradients of planes up to 7x7 (37 ms in all against 98 as oneDNN's chunks
   // and 60-67 as one oneDNN primitive; level at 6x6 and 7x7, oneDNN ahead from 8x8), and the
-  // forward of 1x1 planes (3.5 ms in all against 6.5 for GoogLeNet's twelve; oneDNN ahead at 4x4,
-  // either one by layer at 2x2). oneDNN's data gradient wins at every size.
+  // forward of planes up to 2x2 (GoogLeNet's twelve 1x1: 3.5 ms in all against 6.5; its 2x2
+  // ones: 11.4-12.3 against 12.9-14.2; oneDNN ahead at 4x4). oneDNN's data gradient wins at every
+  // size (image groups with col2im: 66 against 36 ms over GoogLeNet's).
   const int64_t plane = g.ho * g.wo;
   const bool small = (direction == ConvDirection::kBackwardWeights && plane <= kSmallPlane) ||
-                     (direction == ConvDirection::kForward && plane == 1);
+                     (direction == ConvDirection::kForward && plane <= 4);
   bool onednn = engine == "onednn";
   if (engine == "auto") {
     onednn = !small && (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));

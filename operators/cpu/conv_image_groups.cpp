@@ -1,5 +1,5 @@
 // Convolutions of small output planes as GEMMs over groups of images: the weight gradient, and
-// the forward of 1x1 planes.
+// the forward of planes of 2x2 or smaller.
 //
 // dw [O, C kh kw] = the sum over images of dy_i [O, Ho Wo] times columns_i^T. Image by image
 // (im2col's kernel) each GEMM's inner dimension is Ho Wo: 1 to 16 products per element in
