@@ -29,19 +29,20 @@ namespace {
 // drifted from one of 32 by 3e-5 in 12 iterations; by 1e-7 with this bound, as image by image).
 constexpr int64_t kGroupColumnFloats = int64_t{1} << 20;
 constexpr int64_t kGroupInner = 4096;
-// A GEMM computes a tile of dw of at most kTileO output channels by tile_columns() columns.
+// A GEMM computes a tile of its output (dw, or the forward's [O, group plane]) of at most kTileO
+// output channels by tile_columns() columns.
 constexpr int64_t kTileO = 64;
 // Output rows at least this wide are copied row by row, image by image; narrower ones position
 // by position for all the images of a group at once.
 constexpr int64_t kWideRow = 8;
 
-// Columns of a dw tile: about 8 tiles in all where dw is large enough (work for every thread of
-// a team of up to 8), in multiples of 16 columns, at least 64.
-int64_t tile_columns(int64_t o, int64_t rows) {
+// Columns of a tile of an [o, columns] output: about 8 tiles in all where the output is large
+// enough (work for every thread of a team of up to 8), in multiples of 16, at least 64.
+int64_t tile_columns(int64_t o, int64_t columns) {
   const int64_t tiles_o = (o + kTileO - 1) / kTileO;
-  const int64_t tiles_rows = std::max<int64_t>(1, (8 + tiles_o - 1) / tiles_o);
-  const int64_t tile = ((rows + tiles_rows - 1) / tiles_rows + 15) / 16 * 16;
-  return std::min(rows, std::max<int64_t>(64, tile));
+  const int64_t tiles_across = std::max<int64_t>(1, (8 + tiles_o - 1) / tiles_o);
+  const int64_t tile = ((columns + tiles_across - 1) / tiles_across + 15) / 16 * 16;
+  return std::min(columns, std::max<int64_t>(64, tile));
 }
 
 // Row r of the columns of `images` images x [images, C, H, W] side by side (image i's [Ho Wo]
