@@ -59,7 +59,7 @@ struct Layer {
   Attrs attrs;            // the graph op's attributes (stride, pad, ...)
   std::vector<Shape> in;  // the op's input shapes
   Shape out;
-  double flops = 0;  // multiply-adds x 2 of one call
+  double flops = 0;  // of one call, as the op counts them (Operator::cost)
   int count = 0;     // ops of the graph with this geometry
 };
 
@@ -93,8 +93,7 @@ std::vector<Layer> conv_layers(const purine::Graph& graph) {
   std::map<std::string, size_t> index;
   for (const auto& op : graph.ops()) {
     const std::string type = op->type();
-    const char* direction = direction_of(type);
-    if (!direction) continue;
+    if (!direction_of(type)) continue;
     Layer layer;
     layer.name = op->name();
     layer.type = type;
@@ -105,11 +104,7 @@ std::vector<Layer> conv_layers(const purine::Graph& graph) {
       key += purine::str(" ", blob->shape());
     }
     layer.out = op->outputs()[0]->shape();
-    // y [N, O, Ho, Wo] (the forward's output, the gradients' first input) times O C kh kw / O.
-    const bool forward = std::string(direction) == "forward";
-    const Shape& y = forward ? layer.out : layer.in[0];
-    const Shape& w = forward ? layer.in[1] : layer.in[type == "conv_grad_data" ? 1 : 2];
-    layer.flops = 2.0 * y.count() * w.count_from(1);
+    layer.flops = op->kernel().cost(layer.in, {layer.out}).flops;
     auto [it, fresh] = index.emplace(key, layers.size());
     if (fresh) layers.push_back(layer);
     ++layers[it->second].count;
@@ -117,10 +112,11 @@ std::vector<Layer> conv_layers(const purine::Graph& graph) {
   return layers;
 }
 
+// The op's name without its replica and model scopes, cut to the column's width.
 std::string short_name(const std::string& name) {
   std::string s = name;
-  for (const char* prefix : {"replica0::", "googlenet::"})
-    if (s.rfind(prefix, 0) == 0) s = s.substr(std::string(prefix).size());
+  for (const std::string& prefix : {std::string("replica0::"), FLAGS_model + "::"})
+    if (s.rfind(prefix, 0) == 0) s = s.substr(prefix.size());
   return s.size() > 34 ? s.substr(0, 34) : s;
 }
 
@@ -140,6 +136,9 @@ int main(int argc, char** argv) {
     const std::vector<Layer> layers = conv_layers(trainer.training_graph());
     const std::vector<std::string> directions =
         purine::parse_name_list(FLAGS_directions, "--directions");
+    for (const std::string& d : directions)
+      purine::require(d == "forward" || d == "data" || d == "weight", "--directions: '", d,
+                      "' is not forward, data or weight");
     omp_set_num_threads(FLAGS_threads);
     std::printf("%s, batch %d, %d threads, median of %d rounds x %d calls, ms per call\n",
                 FLAGS_model.c_str(), FLAGS_batch, FLAGS_threads, FLAGS_rounds, FLAGS_reps);
@@ -176,8 +175,8 @@ int main(int argc, char** argv) {
             if (round >= 0) ms[v].push_back(elapsed / FLAGS_reps);
           }
         }
-        const Shape& x = direction == "forward" ? layer.in[0]
-                                                : layer.in[layer.type == "conv_grad_data" ? 2 : 1];
+        const Shape& x =
+            direction == "forward" ? layer.in[0] : layer.in[layer.type == "conv_grad_data" ? 2 : 1];
         std::printf("%-34s %4d %-20s", short_name(layer.name).c_str(), layer.count,
                     purine::str(x).c_str());
         for (size_t v = 0; v < ms.size(); ++v) {
