@@ -104,6 +104,26 @@ int fuse_bias_relu(Graph& graph) {
   return fused;
 }
 
+int fuse_batch_norm_relu(Graph& graph) {
+  const Candidates c = candidates(graph);
+  int fused = 0;
+  for (Op* relu : c.relus) {
+    Blob* normalized = relu->inputs()[0];
+    Op* bn = sole_link(normalized, "batch_norm", relu);
+    if (!bn || bn->inputs().size() != 5 || bn->outputs().size() != 5 ||
+        bn->outputs()[0] != normalized || !same_place(bn, relu))
+      continue;
+    if (c.ordered.count(bn) || c.ordered.count(relu) || graph.held_outside_ops(normalized))
+      continue;
+    std::vector<Blob*> outputs = bn->outputs();
+    outputs[0] = relu->outputs()[0];
+    graph.replace_ops({bn, relu}, {normalized}, scope_of(bn->name()) + "batch_norm_relu",
+                      "batch_norm_relu", bn->kernel().attrs(), bn->inputs(), outputs);
+    ++fused;
+  }
+  return fused;
+}
+
 int fuse_inner_product_bias(Graph& graph, bool gpus_only) {
   const Candidates c = candidates(graph);
   std::vector<Op*> biases;
@@ -129,7 +149,7 @@ int fuse_inner_product_bias(Graph& graph, bool gpus_only) {
 }
 
 int fuse_forward(Graph& graph) {
-  return fuse_conv_bias_relu(graph) + fuse_bias_relu(graph) +
+  return fuse_conv_bias_relu(graph) + fuse_bias_relu(graph) + fuse_batch_norm_relu(graph) +
          fuse_inner_product_bias(graph, /*gpus_only=*/true);
 }
 

@@ -24,6 +24,14 @@
 // fc1::bias_relu); the same floats as the two ops, forward and backward. One op and one pass
 // over the activation instead of two: on a GPU one kernel fewer per layer.
 //
+// batch_norm + relu -> batch_norm_relu (operators/batch_norm.hpp): the same rule for a
+// "batch_norm" op whose y a "relu" alone reads (its statistics are read as before). Named
+// "<batch norm's scope>::batch_norm_relu" (bn1::bn becomes bn1::batch_norm_relu); it writes the
+// relu's output and the batch norm's statistics. Its gradient, batch_norm_relu_grad, masks dy by
+// the output as relu_grad does and runs batch_norm_grad's formulas on that; the same floats
+// forward and backward, one pass over the activation fewer each way, and one blob of the
+// activation's size fewer (convnet_bn's bn1 and bn2).
+//
 // inner_product + bias, or inner_product + bias_relu -> inner_product_bias
 // (operators/inner_product_bias.hpp), at GPU locations only (where cuBLASLt adds the bias and
 // applies the ReLU in the product's epilogue; on a CPU it would be the same two passes): a
@@ -55,11 +63,14 @@ namespace purine {
 int fuse_conv_bias_relu(Graph& graph);
 // Fuses every remaining bias + relu pair that qualifies. Returns how many.
 int fuse_bias_relu(Graph& graph);
+// Fuses every batch_norm + relu pair that qualifies. Returns how many.
+int fuse_batch_norm_relu(Graph& graph);
 // Fuses every inner product + bias (or bias_relu) that qualifies (at GPU locations only with
 // `gpus_only`). Returns how many.
 int fuse_inner_product_bias(Graph& graph, bool gpus_only);
-// The three, conv chains first, then bias_relu, then inner_product_bias at GPUs (what training
-// graphs get unless TrainOptions::fuse is off). Returns how many chains became one op.
+// The four, conv chains first, then bias_relu, batch_norm_relu, then inner_product_bias at GPUs
+// (what training graphs get unless TrainOptions::fuse is off). Returns how many chains became one
+// op.
 int fuse_forward(Graph& graph);
 // Fuses the updates that qualify (at GPU locations only with `gpus_only`). Returns how many
 // updates became part of a fused one.

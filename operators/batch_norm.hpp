@@ -13,9 +13,13 @@
 //     train: dx = gamma inv_std (dy - mean(dy) - xhat mean(dy xhat)), xhat = (x - mean) inv_std
 //     test:  dx = gamma inv_std dy (the statistics are constants)
 //     both:  dgamma = sum(dy xhat), dbeta = sum(dy) per channel.
-// Attributes (the same on both): `eps` (1e-5), `momentum` (0.9), `mode` ("train" or "test",
+//   batch_norm_relu: batch_norm's inputs and outputs, y = max(batch_norm's y, 0): batch_norm then
+//     relu in one pass (graphs/fusion.hpp puts it where a graph has that chain).
+//   batch_norm_relu_grad: (x, gamma, saved_mean, saved_inv_std, y, dy) -> (dx, dgamma, dbeta):
+//     relu_grad(y, dy), then batch_norm_grad of that, in one op; the same floats as the two.
+// Attributes (the same on all four): `eps` (1e-5), `momentum` (0.9), `mode` ("train" or "test",
 // default "train"). The gradient flows from y only (outputs 1-4 are statistics); running_mean
-// and running_var get none. batch_norm_grad is not differentiable. All tensors must be
+// and running_var get none. The gradient ops are not differentiable. All tensors must be
 // contiguous. Sums run per channel in a fixed order, so any thread count gives equal bits.
 #pragma once
 
@@ -52,6 +56,41 @@ class BatchNormGradOp : public TypedOperator<BatchNormGradOp> {
       "(x, gamma, saved_mean, saved_inv_std, dy) -> (dx, dgamma, dbeta); attrs: as batch_norm";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 5; }
+  int num_outputs() const override { return 3; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class BatchNormReluOp : public TypedOperator<BatchNormReluOp> {
+ public:
+  static constexpr char kType[] = "batch_norm_relu";
+  static constexpr char kSignature[] =
+      "(x [N, C, ...], gamma [C], beta [C], running_mean [C], running_var [C]) -> (y = "
+      "max(batch_norm(x), 0), saved_mean, saved_inv_std, new_running_mean, new_running_var); "
+      "attrs: as batch_norm";
+  using TypedOperator::TypedOperator;
+  int num_inputs() const override { return 5; }
+  int num_outputs() const override { return 5; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  bool differentiable() const override { return true; }
+  GradientSpec gradient() const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class BatchNormReluGradOp : public TypedOperator<BatchNormReluGradOp> {
+ public:
+  static constexpr char kType[] = "batch_norm_relu_grad";
+  static constexpr char kSignature[] =
+      "(x, gamma, saved_mean, saved_inv_std, y, dy) -> (dx, dgamma, dbeta): batch_norm_grad of "
+      "relu_grad(y, dy); attrs: as batch_norm";
+  using TypedOperator::TypedOperator;
+  int num_inputs() const override { return 6; }
   int num_outputs() const override { return 3; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 

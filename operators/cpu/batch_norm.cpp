@@ -39,17 +39,23 @@ int64_t check_channels(const std::string& type, const std::vector<Shape>& inputs
   return x[1];
 }
 
+// batch_norm's and batch_norm_relu's output shapes.
+std::vector<Shape> batch_norm_shapes(const Operator& op, const std::vector<Shape>& inputs) {
+  const bool train = training(op.type(), op.attrs());
+  const int64_t c =
+      check_channels(op.type(), inputs, {"gamma", "beta", "running_mean", "running_var"});
+  const int64_t m = inputs[0].count() / std::max<int64_t>(c, 1);
+  require(!train || m > 1 || c == 0, op.type(),
+          ": training needs more than one value per channel; input 0 (x) has shape ", inputs[0],
+          " (use mode 'test' or a larger batch)");
+  return {inputs[0], Shape{c}, Shape{c}, Shape{c}, Shape{c}};
+}
+
 }  // namespace
 
 std::vector<Shape> BatchNormOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 5);
-  const bool train = training(type(), attrs_);
-  const int64_t c =
-      check_channels(type(), inputs, {"gamma", "beta", "running_mean", "running_var"});
-  const int64_t m = inputs[0].count() / std::max<int64_t>(c, 1);
-  require(!train || m > 1 || c == 0, type(), ": training needs more than one value per channel; ",
-          "input 0 (x) has shape ", inputs[0], " (use mode 'test' or a larger batch)");
-  return {inputs[0], Shape{c}, Shape{c}, Shape{c}, Shape{c}};
+  return batch_norm_shapes(*this, inputs);
 }
 
 GradientSpec BatchNormOp::gradient() const {
@@ -61,12 +67,16 @@ GradientSpec BatchNormOp::gradient() const {
   return spec;
 }
 
-void BatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
-                              const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
-  const bool train = training(type(), attrs_);
-  const float eps = static_cast<float>(attrs_.get_float("eps", 1e-5));
-  const float momentum = static_cast<float>(attrs_.get_float("momentum", 0.9));
+namespace {
+
+// batch_norm's kernel, or batch_norm_relu's with `relu`.
+void batch_norm_forward(const std::string& type, const Attrs& attrs,
+                        const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs, bool relu) {
+  require_contiguous(type, inputs, outputs);
+  const bool train = training(type, attrs);
+  const float eps = static_cast<float>(attrs.get_float("eps", 1e-5));
+  const float momentum = static_cast<float>(attrs.get_float("momentum", 0.9));
   const Shape& shape = inputs[0]->shape();
   const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
   const int64_t m = n * inner;
@@ -111,9 +121,88 @@ void BatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     for (int64_t i = 0; i < n; ++i) {
       const float* in = x + (i * channels + c) * inner;
       float* out = y + (i * channels + c) * inner;
-      for (int64_t s = 0; s < inner; ++s) out[s] = in[s] * scale + shift;
+      if (relu) {  // relu's expression (cpu/activation.cpp): the unfused chain's bits
+        for (int64_t s = 0; s < inner; ++s) {
+          const float v = in[s] * scale + shift;
+          out[s] = v > 0.0f ? v : 0.0f;
+        }
+      } else {
+        for (int64_t s = 0; s < inner; ++s) out[s] = in[s] * scale + shift;
+      }
     }
   }
+}
+
+// batch_norm_grad's kernel of (x, gamma, saved_mean, saved_inv_std, dy), or with `y`
+// batch_norm_relu_grad's: dy masked where y is not positive first.
+void batch_norm_backward(const std::string& type, const Attrs& attrs,
+                         const std::vector<const Tensor*>& inputs, const float* y, const float* dy,
+                         const std::vector<Tensor*>& outputs) {
+  const bool train = training(type, attrs);
+  const Shape& shape = inputs[0]->shape();
+  const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
+  const double m = static_cast<double>(n * inner);
+  const float* x = inputs[0]->data();
+  const float* gamma = inputs[1]->data();
+  const float* saved_mean = inputs[2]->data();
+  const float* saved_inv_std = inputs[3]->data();
+  float* dx = outputs[0]->mutable_data();
+  float* dgamma = outputs[1]->mutable_data();
+  float* dbeta = outputs[2]->mutable_data();
+
+#pragma omp parallel for if (n * inner * channels > kParallelMinArithmetic)
+  for (int64_t c = 0; c < channels; ++c) {
+    // With a ReLU, its gradient goes into this channel's rows of dx (relu_grad's expression,
+    // cpu/activation.cpp), which the sums and dx's pass then read as the unfused op reads its dy:
+    // the same floats, and the rows are still in cache.
+    const float* g = dy;
+    if (y) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t offset = (i * channels + c) * inner;
+        for (int64_t s = 0; s < inner; ++s) {
+          const float d = dy[offset + s];  // loaded before the select: a blend, not a branch
+          dx[offset + s] = y[offset + s] > 0.0f ? d : 0.0f;
+        }
+      }
+      g = dx;
+    }
+    const float mean = saved_mean[c], inv_std = saved_inv_std[c];
+    double sum_dy = 0, sum_dy_centered = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t offset = (i * channels + c) * inner;
+      sum_dy += row_sum(g + offset, inner);
+      sum_dy_centered += row_dot_centered(g + offset, x + offset, inner, mean);
+    }
+    // dgamma = sum(dy xhat) = inv_std sum(dy (x - mean))
+    const float dg = static_cast<float>(sum_dy_centered) * inv_std;
+    dgamma[c] = dg;
+    dbeta[c] = static_cast<float>(sum_dy);
+    const float scale = gamma[c] * inv_std;
+    // train: dx = scale (dy - sum_dy / M - (x - mean) inv_std * dg / M)
+    const float mean_dy = train && m > 0 ? static_cast<float>(sum_dy / m) : 0.0f;
+    const float slope = train && m > 0 ? static_cast<float>(dg * inv_std / m) : 0.0f;
+    const auto gradient = [&](float d, float in) {
+      return scale * (d - mean_dy - (in - mean) * slope);
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t offset = (i * channels + c) * inner;
+      const float* in = x + offset;
+      float* out = dx + offset;
+      if (y) {  // in place: a loop over dy and dx would see them overlap and not vectorize
+        for (int64_t s = 0; s < inner; ++s) out[s] = gradient(out[s], in[s]);
+      } else {
+        const float* d = dy + offset;
+        for (int64_t s = 0; s < inner; ++s) out[s] = gradient(d[s], in[s]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void BatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                              const std::vector<Tensor*>& outputs, OpContext&) {
+  batch_norm_forward(type(), attrs_, inputs, outputs, false);
 }
 
 std::vector<Shape> BatchNormGradOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -128,49 +217,48 @@ std::vector<Shape> BatchNormGradOp::output_shapes(const std::vector<Shape>& inpu
 void BatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
   require_contiguous(type(), inputs, outputs);
-  const bool train = training(type(), attrs_);
-  const Shape& shape = inputs[0]->shape();
-  const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
-  const double m = static_cast<double>(n * inner);
-  const float* x = inputs[0]->data();
-  const float* gamma = inputs[1]->data();
-  const float* saved_mean = inputs[2]->data();
-  const float* saved_inv_std = inputs[3]->data();
-  const float* dy = inputs[4]->data();
-  float* dx = outputs[0]->mutable_data();
-  float* dgamma = outputs[1]->mutable_data();
-  float* dbeta = outputs[2]->mutable_data();
+  batch_norm_backward(type(), attrs_, inputs, nullptr, inputs[4]->data(), outputs);
+}
 
-#pragma omp parallel for if (n * inner * channels > kParallelMinArithmetic)
-  for (int64_t c = 0; c < channels; ++c) {
-    const float mean = saved_mean[c], inv_std = saved_inv_std[c];
-    double sum_dy = 0, sum_dy_centered = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t offset = (i * channels + c) * inner;
-      sum_dy += row_sum(dy + offset, inner);
-      sum_dy_centered += row_dot_centered(dy + offset, x + offset, inner, mean);
-    }
-    // dgamma = sum(dy xhat) = inv_std sum(dy (x - mean))
-    const float dg = static_cast<float>(sum_dy_centered) * inv_std;
-    dgamma[c] = dg;
-    dbeta[c] = static_cast<float>(sum_dy);
-    const float scale = gamma[c] * inv_std;
-    // train: dx = scale (dy - sum_dy / M - (x - mean) inv_std * dg / M)
-    const float mean_dy = train && m > 0 ? static_cast<float>(sum_dy / m) : 0.0f;
-    const float slope = train && m > 0 ? static_cast<float>(dg * inv_std / m) : 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t offset = (i * channels + c) * inner;
-      const float* g = dy + offset;
-      const float* in = x + offset;
-      float* out = dx + offset;
-      for (int64_t s = 0; s < inner; ++s) {
-        out[s] = scale * (g[s] - mean_dy - (in[s] - mean) * slope);
-      }
-    }
+std::vector<Shape> BatchNormReluOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 5);
+  return batch_norm_shapes(*this, inputs);
+}
+
+GradientSpec BatchNormReluOp::gradient() const {
+  GradientSpec spec;
+  spec.ops.push_back({BatchNormReluGradOp::kType,
+                      attrs_,
+                      {input(0), input(1), output(1), output(2), output(0), output_grad(0)},
+                      {input_grad(0), input_grad(1), input_grad(2)}});
+  return spec;
+}
+
+void BatchNormReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                  const std::vector<Tensor*>& outputs, OpContext&) {
+  batch_norm_forward(type(), attrs_, inputs, outputs, true);
+}
+
+std::vector<Shape> BatchNormReluGradOp::output_shapes(const std::vector<Shape>& inputs) const {
+  check_counts(inputs.size(), 3);
+  training(type(), attrs_);
+  const int64_t c = check_channels(type(), inputs, {"gamma", "saved_mean", "saved_inv_std"});
+  for (int i : {4, 5}) {
+    require(inputs[i] == inputs[0], type(), ": input ", i, i == 4 ? " (y)" : " (dy)", " has shape ",
+            inputs[i], ", expected input 0's (x) shape ", inputs[0]);
   }
+  return {inputs[0], Shape{c}, Shape{c}};
+}
+
+void BatchNormReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
+                                      const std::vector<Tensor*>& outputs, OpContext&) {
+  require_contiguous(type(), inputs, outputs);
+  batch_norm_backward(type(), attrs_, inputs, inputs[4]->data(), inputs[5]->data(), outputs);
 }
 
 PURINE_REGISTER_OPERATOR(BatchNormOp);
 PURINE_REGISTER_OPERATOR(BatchNormGradOp);
+PURINE_REGISTER_OPERATOR(BatchNormReluOp);
+PURINE_REGISTER_OPERATOR(BatchNormReluGradOp);
 
 }  // namespace purine

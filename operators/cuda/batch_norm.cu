@@ -9,6 +9,8 @@
 //   backward: sum(dy) and sum(dy (x - mean)) together -> dgamma, dbeta and the two per-channel
 //     coefficients of dx (kept in the workspace after the partials); then dx element-wise.
 // The element-wise passes follow each element's channel with additions (for_each_in_channels).
+// batch_norm_relu and its gradient run the same kernels: y through relu's expression, and the
+// gradient reads relu_grad(y, dy) wherever the others read dy, without writing it out.
 #include "base/error.hpp"
 #include "operators/batch_norm.hpp"
 #include "operators/cuda/channel_kernels.cuh"
@@ -72,23 +74,33 @@ __global__ void test_statistics(int64_t channels, float eps, const float* runnin
   }
 }
 
+// batch_norm_relu's y with Relu: relu's expression, the unfused chain's bits.
+template <bool Relu>
 struct Normalize {
   const float *x, *gamma, *beta, *mean, *inv_std;
   float* y;
   __device__ void operator()(int64_t i, int64_t c) const {
     const float scale = gamma[c] * inv_std[c], shift = beta[c] - mean[c] * scale;
-    y[i] = x[i] * scale + shift;
+    const float v = x[i] * scale + shift;
+    y[i] = Relu ? (v > 0.0f ? v : 0.0f) : v;
   }
 };
 
 // ---- backward ----
 
+// The gradient reaching batch norm's y: dy, or batch_norm_relu_grad's relu_grad(y, dy) (y null
+// without a ReLU).
+__device__ inline float gradient_at(const float* y, const float* dy, int64_t i) {
+  return y && !(y[i] > 0.0f) ? 0.0f : dy[i];
+}
+
 // acc[0] = sum(dy), acc[1] = sum(dy (x - mean)).
 struct GradSums {
-  const float *x, *dy, *mean;
+  const float *x, *y, *dy, *mean;
   __device__ void operator()(int64_t c, int64_t i, double (&acc)[2]) const {
-    acc[0] += dy[i];
-    acc[1] += dy[i] * (x[i] - mean[c]);
+    const float g = gradient_at(y, dy, i);
+    acc[0] += g;
+    acc[1] += g * (x[i] - mean[c]);
   }
 };
 
@@ -114,13 +126,13 @@ struct StoreGradients {
 };
 
 struct InputGradient {
-  const float *x, *dy, *gamma, *mean, *inv_std;
+  const float *x, *y, *dy, *gamma, *mean, *inv_std;
   const DxCoefficients* coefficients;
   float* dx;
   __device__ void operator()(int64_t i, int64_t c) const {
     const float scale = gamma[c] * inv_std[c];
     const DxCoefficients k = coefficients[c];
-    dx[i] = scale * (dy[i] - k.mean_dy - (x[i] - mean[c]) * k.slope);
+    dx[i] = scale * (gradient_at(y, dy, i) - k.mean_dy - (x[i] - mean[c]) * k.slope);
   }
 };
 
@@ -133,9 +145,12 @@ ChannelLayout layout_of(const Shape& shape) { return {shape[0], shape[1], shape.
 double values_per_channel(const ChannelLayout& l) { return double(l.samples * l.inner); }
 
 // (x, gamma, beta, running_mean, running_var) -> (y, saved_mean, saved_inv_std, new_mean, new_var)
+// of batch_norm, or of batch_norm_relu with Relu.
+template <bool Relu>
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BatchNormOp::kType, inputs, outputs);
+  const char* type = Relu ? BatchNormReluOp::kType : BatchNormOp::kType;
+  require_contiguous_gpu(type, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
@@ -147,10 +162,9 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
     // Both passes reuse the same partials: stream order keeps them apart.
     double* partials = static_cast<double*>(stream.workspace(reduce_channels_bytes(1, l)));
     const double m = values_per_channel(l);
-    reduce_channels<1>(BatchNormOp::kType, stream.stream(), l, partials, SumOf{x},
-                       StoreMean{m, saved_mean});
+    reduce_channels<1>(type, stream.stream(), l, partials, SumOf{x}, StoreMean{m, saved_mean});
     reduce_channels<1>(
-        BatchNormOp::kType, stream.stream(), l, partials, SquaresAboutMean{x, saved_mean},
+        type, stream.stream(), l, partials, SquaresAboutMean{x, saved_mean},
         StoreVariance{m, eps, float(op.attrs().get_float("momentum", 0.9)), inputs[3]->data(),
                       inputs[4]->data(), saved_mean, saved_inv_std, outputs[3]->mutable_data(),
                       outputs[4]->mutable_data()});
@@ -158,17 +172,20 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
     test_statistics<<<blocks_for(l.channels), kThreads, 0, stream.stream()>>>(
         l.channels, eps, inputs[3]->data(), inputs[4]->data(), saved_mean, saved_inv_std,
         outputs[3]->mutable_data(), outputs[4]->mutable_data());
-    PURINE_CUDA_LAUNCHED(BatchNormOp::kType);
+    PURINE_CUDA_LAUNCHED(type);
   }
-  for_each_in_channels(BatchNormOp::kType, stream.stream(), l,
-                       Normalize{x, inputs[1]->data(), inputs[2]->data(), saved_mean, saved_inv_std,
-                                 outputs[0]->mutable_data()});
+  for_each_in_channels(type, stream.stream(), l,
+                       Normalize<Relu>{x, inputs[1]->data(), inputs[2]->data(), saved_mean,
+                                       saved_inv_std, outputs[0]->mutable_data()});
 }
 
-// (x, gamma, saved_mean, saved_inv_std, dy) -> (dx, dgamma, dbeta)
+// (x, gamma, saved_mean, saved_inv_std, dy) -> (dx, dgamma, dbeta) of batch_norm_grad, or with Relu
+// (x, gamma, saved_mean, saved_inv_std, y, dy) -> (dx, dgamma, dbeta) of batch_norm_relu_grad.
+template <bool Relu>
 void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BatchNormGradOp::kType, inputs, outputs);
+  const char* type = Relu ? BatchNormReluGradOp::kType : BatchNormGradOp::kType;
+  require_contiguous_gpu(type, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
@@ -179,19 +196,23 @@ void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
   double* partials = reinterpret_cast<double*>(workspace);
   DxCoefficients* coefficients = reinterpret_cast<DxCoefficients*>(workspace + partial_bytes);
   const float *x = inputs[0]->data(), *gamma = inputs[1]->data(), *mean = inputs[2]->data(),
-              *inv_std = inputs[3]->data(), *dy = inputs[4]->data();
+              *inv_std = inputs[3]->data();
+  const float* y = Relu ? inputs[4]->data() : nullptr;
+  const float* dy = inputs[Relu ? 5 : 4]->data();
   reduce_channels<2>(
-      BatchNormGradOp::kType, stream.stream(), l, partials, GradSums{x, dy, mean},
+      type, stream.stream(), l, partials, GradSums{x, y, dy, mean},
       StoreGradients{values_per_channel(l), training(op), inv_std, outputs[1]->mutable_data(),
                      outputs[2]->mutable_data(), coefficients});
   for_each_in_channels(
-      BatchNormGradOp::kType, stream.stream(), l,
-      InputGradient{x, dy, gamma, mean, inv_std, coefficients, outputs[0]->mutable_data()});
+      type, stream.stream(), l,
+      InputGradient{x, y, dy, gamma, mean, inv_std, coefficients, outputs[0]->mutable_data()});
 }
 
 }  // namespace
 
-PURINE_REGISTER_GPU_KERNEL(BatchNormOp, forward);
-PURINE_REGISTER_GPU_KERNEL(BatchNormGradOp, backward);
+PURINE_REGISTER_GPU_KERNEL(BatchNormOp, forward<false>);
+PURINE_REGISTER_GPU_KERNEL(BatchNormGradOp, backward<false>);
+PURINE_REGISTER_GPU_KERNEL(BatchNormReluOp, forward<true>);
+PURINE_REGISTER_GPU_KERNEL(BatchNormReluGradOp, backward<true>);
 
 }  // namespace purine::cuda

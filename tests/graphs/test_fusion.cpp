@@ -117,6 +117,79 @@ TEST_CASE("a fused graph computes the unfused graph's loss and gradients bit for
   }
 }
 
+namespace {
+
+// images -> conv (3x3, 5) -> bn -> relu -> fc -> softmax loss, the batch norm in `mode`;
+// `peek`: another op reads the batch norm's output too.
+struct BnNet {
+  Graph g;
+  Blob* loss = nullptr;
+  Gradients grads;
+  std::vector<Blob*> wrt;
+
+  BnNet(bool fuse, const std::string& mode, bool peek = false) {
+    Blob* images = g.add_blob("images", {4, 2, 6, 6});
+    Blob* labels = g.add_blob("labels", {4});
+    Blob* normalized =
+        (B{images} >> g.add<ConvLayer>("conv", ConvLayer::Options{5, 3, 1, 1}) >>
+         g.add<BatchNormLayer>("bn", BatchNormLayer::Options{1e-5, 0.9, mode == "train"}))
+            .top(0);
+    if (peek) g.apply("peek", "relu", {}, {normalized});
+    Blob* x = (B{normalized} >> g.add<ActivationLayer>("relu", "relu") >>
+               g.add<InnerProductLayer>("fc", InnerProductLayer::Options{3}))
+                  .top(0);
+    auto& xent = g.add<SoftmaxLossLayer>("loss");
+    B{x, labels} >> xent;
+    loss = xent.top(0);
+    if (fuse) fuse_forward(g);
+    wrt = {images};
+    for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);
+    grads = backward(g, loss, wrt);
+    initialize_parameters(g, 11);
+    Rng rng(12);
+    std::vector<float> pixels(images->shape().count());
+    for (float& v : pixels) v = static_cast<float>(rng.uniform(-1, 1));
+    images->tensor().set_values(pixels);
+    labels->tensor().set_values({1, 0, 2, 1});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("batch_norm and relu become one batch_norm_relu op, the same floats",
+          "[fusion][determinism]") {
+  for (const char* mode : {"train", "test"}) {
+    INFO(mode);
+    BnNet fused(true, mode), plain(false, mode);
+    CHECK(count_type(fused.g, "batch_norm_relu") == 1);
+    CHECK(count_type(fused.g, "batch_norm") == 0);
+    CHECK(count_type(fused.g, "relu") == 0);
+    CHECK(count_type(fused.g, "batch_norm_relu_grad") == 1);
+    CHECK(count_type(fused.g, "relu_grad") == 0);
+    const Op* op = fused.g.op("bn::batch_norm_relu");
+    CHECK(op->kernel().attrs().get_string("mode") == mode);
+    CHECK(op->outputs()[0]->name() == "relu::top");
+    CHECK(fused.g.find_blob("bn::top") == nullptr);
+    check_same_floats(fused, plain);
+    // Every blob both graphs have (the running statistics among them) holds the same bits.
+    int compared = 0;
+    for (const auto& blob : plain.g.blobs()) {
+      Blob* twin = fused.g.find_blob(blob->name());
+      if (!twin) continue;
+      INFO(blob->name());
+      CHECK(same_bits(twin->tensor(), blob->tensor()));
+      ++compared;
+    }
+    // Not compared by name: bn::top and its gradient, gone, and the batch norm's three input
+    // gradients, named after the op that makes them (bn::bn::grad::in0 becomes
+    // bn::batch_norm_relu::grad::in0; check_same_floats compared the gradients they lead to).
+    CHECK(compared + 5 == static_cast<int>(plain.g.blobs().size()));
+  }
+  BnNet peeked(true, "train", /*peek=*/true);
+  CHECK(count_type(peeked.g, "batch_norm_relu") == 0);
+  CHECK(count_type(peeked.g, "batch_norm") == 1);
+}
+
 TEST_CASE("a chain whose pre-activation has another reader is not fused", "[fusion]") {
   SECTION("the biased output is read by the relu and by another op") {
     Graph g;

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
@@ -112,4 +114,61 @@ TEST_CASE("batch_norm rejects mismatched shapes", "[batch_norm]") {
                       Catch::Contains("training needs more than one value per channel"));
   REQUIRE_THROWS_WITH(run_forward("batch_norm", Attrs().set("mode", "eval"), {x, c3, c3, c3, c3}),
                       Catch::Contains("mode is 'eval', expected 'train' or 'test'"));
+}
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), sizeof(float) * a.shape().count()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm_relu is batch_norm then relu bit for bit, and its gradient theirs",
+          "[batch_norm][fusion][determinism]") {
+  Rng rng(74);
+  const Tensor x = random_tensor({6, 4, 5, 5}, rng, -2, 2), dy = random_tensor({6, 4, 5, 5}, rng);
+  const Tensor gamma = random_tensor({4}, rng), beta = random_tensor({4}, rng);
+  const Tensor rm = random_tensor({4}, rng), rv = random_tensor({4}, rng, 0.5f, 1.5f);
+  for (const char* mode : {"train", "test"}) {
+    INFO(mode);
+    const Attrs attrs = Attrs().set("mode", mode).set("momentum", 0.8);
+    const std::vector<Tensor> in{x, gamma, beta, rm, rv};
+    const auto bn = run_forward("batch_norm", attrs, in);
+    const auto relu = run_forward("relu", {}, {bn[0]});
+    const auto fused = run_forward("batch_norm_relu", attrs, in);
+    REQUIRE(fused.size() == 5);
+    CHECK(same_bits(fused[0], relu[0]));
+    for (int i = 1; i < 5; ++i) CHECK(same_bits(fused[i], bn[i]));
+    // Both sides of the ReLU are exercised.
+    const float* y = fused[0].data();
+    const int64_t zeros = std::count(y, y + x.shape().count(), 0.0f);
+    CHECK(zeros > x.shape().count() / 5);
+    CHECK(zeros < x.shape().count() * 4 / 5);
+
+    const auto dz = run_forward("relu_grad", {}, {relu[0], dy});
+    const auto plain = run_forward("batch_norm_grad", attrs, {x, gamma, bn[1], bn[2], dz[0]});
+    const auto fused_grad =
+        run_forward("batch_norm_relu_grad", attrs, {x, gamma, bn[1], bn[2], fused[0], dy});
+    REQUIRE(fused_grad.size() == 3);
+    for (int i = 0; i < 3; ++i) {
+      INFO("output " << i);
+      CHECK(same_bits(fused_grad[i], plain[i]));
+    }
+  }
+}
+
+TEST_CASE("batch_norm_relu_grad rejects a y or dy of another shape", "[batch_norm][fusion]") {
+  Rng rng(75);
+  const Tensor x = random_tensor({4, 3, 2, 2}, rng), c3 = random_tensor({3}, rng);
+  const Tensor other = random_tensor({4, 3, 2, 1}, rng);
+  REQUIRE_THROWS_WITH(run_forward("batch_norm_relu_grad", {}, {x, c3, c3, c3, other, x}),
+                      Catch::Contains("batch_norm_relu_grad: input 4 (y) has shape [4,3,2,1], "
+                                      "expected input 0's (x) shape [4,3,2,2]"));
+  REQUIRE_THROWS_WITH(run_forward("batch_norm_relu_grad", {}, {x, c3, c3, c3, x, other}),
+                      Catch::Contains("input 5 (dy) has shape [4,3,2,1]"));
+  REQUIRE_THROWS_WITH(
+      run_forward("batch_norm_relu", {}, {random_tensor({1, 3}, rng), c3, c3, c3, c3}),
+      Catch::Contains("batch_norm_relu: training needs more than one value"));
 }

@@ -1,6 +1,7 @@
 // TrainOptions::fuse (graphs/fusion.hpp): the training graph's conv + bias + relu chains become
-// conv_bias_relu ops, and training follows the unfused graph's losses and weights bit for bit,
-// alone, data parallel and with micro-batches; the parameters keep their names (checkpoints).
+// conv_bias_relu ops (batch norm + relu batch_norm_relu ops), and training follows the unfused
+// graph's losses and weights bit for bit, alone, data parallel and with micro-batches; the
+// parameters keep their names (checkpoints).
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -42,7 +43,7 @@ Outcome train(TrainOptions o, bool fuse) {
   trainer.train([&](const TrainProgress& p) { out.losses.push_back(p.loss); });
   for (const auto& op : trainer.training_graph().ops()) {
     out.fused_ops += op->type() == "conv_bias_relu" || op->type() == "bias_relu" ||
-                     op->type() == "inner_product_bias";
+                     op->type() == "batch_norm_relu" || op->type() == "inner_product_bias";
     out.update_ops += op->type() == "sgd_update" || op->type() == "adam_update";
   }
   for (const Parameter& p : trainer.training_graph().parameters()) {
@@ -75,8 +76,8 @@ TEST_CASE("fused training follows unfused training bit for bit", "[trainer][fusi
     // 2 stem convolutions and 6 in each of 9 inception modules.
     check_fused_like_unfused(small_run("googlenet_small", 2), 2 + 9 * 6);
   }
-  SECTION("convnet_bn: a batch norm between conv and relu leaves fc1's bias and relu3") {
-    check_fused_like_unfused(small_run("convnet_bn", 2), 1);
+  SECTION("convnet_bn: bn1 and bn2 with their relus, and fc1's bias and relu3") {
+    check_fused_like_unfused(small_run("convnet_bn", 2), 3);
   }
   SECTION("convnet data parallel over 2 locations, every replica fused") {
     TrainOptions o = small_run("convnet", 3);

@@ -9,13 +9,16 @@ period, and each thread's busy share (the union of its tasks' spans over the per
 stream this is the device's busy share, since traces show device times there).
 
 With --top=N it also lists the N tasks that take the most time per iteration (median span, and
-the thread they ran on), so the op that holds the device up is named.
+the thread they ran on), so the op that holds the device up is named. --match=TEXT lists every
+task whose name contains TEXT (a regular expression) and their medians' sum: what a change to
+some ops did, compared between two traces (e.g. --match='bn|relu' with and without --nofuse).
 
-Usage: tools/bench/trace_gaps.py TRACE.json [--skip=5] [--top=0]
+Usage: tools/bench/trace_gaps.py TRACE.json [--skip=5] [--top=0] [--match=REGEX]
 """
 import argparse
 import collections
 import json
+import re
 import statistics
 import sys
 
@@ -35,6 +38,8 @@ def main():
     parser.add_argument("trace")
     parser.add_argument("--skip", type=int, default=5, help="warm-up iterations left out")
     parser.add_argument("--top", type=int, default=0, help="list the N longest tasks")
+    parser.add_argument("--match", help="list the tasks whose names match this regular "
+                        "expression, with the sum of their medians")
     args = parser.parse_args()
     with open(args.trace) as f:
         events = json.load(f)["traceEvents"]
@@ -69,9 +74,16 @@ def main():
         print(f"  {name:32s} busy {statistics.median(shares):6.1%}")
     if args.top > 0:
         print_longest_tasks(tasks, threads, args.skip, args.top, period)
+    if args.match:
+        pattern = re.compile(args.match)
+        matched = [e for e in tasks if pattern.search(e["name"])]
+        if not matched:
+            sys.exit(f"error: no task of {args.trace} matches '{args.match}'")
+        print_longest_tasks(matched, threads, args.skip, len(matched), period,
+                            f"tasks matching '{args.match}'")
 
 
-def print_longest_tasks(tasks, threads, skip, top, period):
+def print_longest_tasks(tasks, threads, skip, top, period, title="longest tasks"):
     spans = collections.defaultdict(list)  # (name, tid) -> durations after the warm-up
     seen = collections.Counter()
     for e in sorted(tasks, key=lambda e: e["ts"]):
@@ -81,9 +93,11 @@ def print_longest_tasks(tasks, threads, skip, top, period):
         seen[key] += 1
     medians = sorted(((statistics.median(d), key) for key, d in spans.items() if d),
                      reverse=True)
-    print(f"  longest tasks (median per iteration; share of the period):")
+    print(f"  {title} (median per iteration; share of the period):")
     for dur, (name, tid) in medians[:top]:
         print(f"    {dur / 1e3:9.3f} ms {dur / period:6.1%}  {name}  [{threads.get(tid, tid)}]")
+    total = sum(dur for dur, _ in medians[:top])
+    print(f"    {total / 1e3:9.3f} ms {total / period:6.1%}  (these {min(top, len(medians))} together)")
 
 
 if __name__ == "__main__":

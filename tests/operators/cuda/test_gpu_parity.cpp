@@ -455,6 +455,22 @@ TEST_CASE("GPU batch norm over many blocks per channel matches the CPU, bit-iden
                                         tensor_of(stats[2], {c}), dy};
       CHECK(parity_error("batch_norm_grad", bn, grad_in) <= 1e-3);  // dbeta: as bias_grad
       CHECK(gpu_repeats_bits("batch_norm_grad", bn, grad_in));
+      // Fused with a ReLU: the same checks, and the GPU's own unfused chain's bits.
+      CHECK(parity_error("batch_norm_relu", bn, in) <= 1e-4);
+      CHECK(gpu_repeats_bits("batch_norm_relu", bn, in));
+      const std::vector<std::vector<float>> fused = run_op("batch_norm_relu", bn, in, true);
+      const std::vector<float> y =
+          run_op("relu", {}, {tensor_of(run_op("batch_norm", bn, in, true)[0], shape)}, true)[0];
+      CHECK(fused[0] == y);
+      const std::vector<Tensor> relu_grad_in{
+          x, gamma, tensor_of(stats[1], {c}), tensor_of(stats[2], {c}), tensor_of(y, shape), dy};
+      CHECK(parity_error("batch_norm_relu_grad", bn, relu_grad_in) <= 1e-3);
+      CHECK(gpu_repeats_bits("batch_norm_relu_grad", bn, relu_grad_in));
+      const Tensor masked =
+          tensor_of(run_op("relu_grad", {}, {tensor_of(y, shape), dy}, true)[0], shape);
+      CHECK(run_op("batch_norm_relu_grad", bn, relu_grad_in, true) ==
+            run_op("batch_norm_grad", bn,
+                   {x, gamma, tensor_of(stats[1], {c}), tensor_of(stats[2], {c}), masked}, true));
     }
   }
 }
