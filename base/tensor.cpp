@@ -118,6 +118,14 @@ float* Tensor::mutable_data() {
   return storage_->ptr() + offset_;
 }
 
+Tensor Tensor::at_current_memory() const {
+  if (!storage_ || !storage_->bound()) return *this;
+  Tensor t = *this;
+  t.storage_ = Storage::deferred(storage_->count(), storage_->location());
+  t.storage_->bind(storage_->buffer());
+  return t;
+}
+
 Tensor Tensor::view(int64_t offset, Shape shape) const {
   require(is_contiguous(), "a view of ", shape, " into a strided tensor of shape ", shape_,
           ": views need contiguous memory (copy it first)");

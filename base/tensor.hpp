@@ -104,6 +104,10 @@ class Tensor {
   // Writes count() elements in row-major order, at any location.
   void set_values(const std::vector<float>& values);
 
+  // This tensor over the memory it has now, which later swaps (swap_memory) do not move: what a
+  // device kernel's arguments are once it is launched or recorded (an emulated device's kernels
+  // keep these, so that they read what a real device's would). Unallocated or unbound: itself.
+  Tensor at_current_memory() const;
   // A contiguous view of `shape.count()` elements starting `offset` elements into this
   // (contiguous) tensor.
   Tensor view(int64_t offset, Shape shape) const;

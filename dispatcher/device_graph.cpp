@@ -35,7 +35,7 @@ DeviceRegion find_device_region(const Plan& plan,
 }
 
 Plan condense(const Plan& plan, const DeviceRegion& region, std::string name,
-              std::function<void()> launch) {
+              std::function<void()> launch, bool complete_at_launch) {
   const int n = static_cast<int>(plan.tasks().size());
   std::vector<bool> in_region(n, false);
   for (const TaskId t : region.tasks) in_region[t] = true;
@@ -49,6 +49,7 @@ Plan condense(const Plan& plan, const DeviceRegion& region, std::string name,
   launcher.location = plan.tasks()[region.tasks.front()].location;
   launcher.executor = region.origin;
   launcher.run = std::move(launch);
+  launcher.complete_at_launch = complete_at_launch;
   const TaskId graph_task = out.add_task(std::move(launcher));
   for (TaskId t = 0; t < n; ++t) id[t] = in_region[t] ? graph_task : id[t];
   for (TaskId t = 0; t < n; ++t)

@@ -39,11 +39,12 @@ DeviceRegion find_device_region(const Plan& plan);
 // purine/simulation_plan.hpp, has no queues).
 DeviceRegion find_device_region(const Plan& plan, const std::function<bool(ExecutorId)>& on_device);
 
-// `plan` with `region` replaced by one task named `name` on region.origin that runs `launch`;
-// every edge from a region task to another task leaves from it, and it takes the region's place
-// in the resources its tasks used. The other tasks keep their order; their ids change.
+// `plan` with `region` replaced by one task named `name` on region.origin that runs `launch`
+// (the last task of the result; Task::complete_at_launch as given); every edge from a region
+// task to another task leaves from it, and it takes the region's place in the resources its
+// tasks used. The other tasks keep their order; their ids change.
 Plan condense(const Plan& plan, const DeviceRegion& region, std::string name,
-              std::function<void()> launch);
+              std::function<void()> launch, bool complete_at_launch = false);
 
 // A region's recording, the events it was recorded with (which it may refer to) and its launch
 // words.

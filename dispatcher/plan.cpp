@@ -25,9 +25,11 @@ TaskId Plan::add_task(Task task) {
       << "task " << task.name << " names no executor (a floating task needs a kCpuThread one)";
   CHECK_LT(task.executor, static_cast<int>(executors_.size()))
       << "task " << task.name << " names an executor the plan does not have";
-  CHECK(task.executor < 0 || executors_[task.executor].kind != ExecutorKind::kDevice ||
-        !task.poll)
+  CHECK(task.executor < 0 || executors_[task.executor].kind != ExecutorKind::kDevice || !task.poll)
       << "task " << task.name << " is on a device queue, whose event completes it: no poll";
+  CHECK(!task.complete_at_launch ||
+        (task.executor >= 0 && executors_[task.executor].kind == ExecutorKind::kDevice))
+      << "task " << task.name << " completes at launch but is on no device queue";
   tasks_.push_back(std::move(task));
   successors_.emplace_back();
   return static_cast<TaskId>(tasks_.size()) - 1;

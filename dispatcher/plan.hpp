@@ -70,6 +70,12 @@ struct Task {
   // between other tasks. Exceptions thrown by poll() fail the run like those from run().
   // Not for tasks on kDevice executors, whose completion is their queue event's.
   std::function<bool()> poll;
+  // kDevice tasks only: the task is complete once its work is on the queue, not once the queue
+  // has run it. Its successors, and the run's end, then wait for the launch alone; whoever set
+  // this waits for the device's work itself, and observers do not see the task. For a task whose
+  // device work nothing in the run reads on the host (a replay launched ahead of the device,
+  // purine/internal/device_graphs.hpp).
+  bool complete_at_launch = false;
 };
 
 class Plan {

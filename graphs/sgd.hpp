@@ -48,6 +48,8 @@ class SgdGraph {
   void set_step(int64_t step, int rank = mpi_world_rank());
   // The step number as read at `location`, as learning_rate().
   Blob* step(Graph& graph, Location location);
+  // The host blobs set_step() writes, by location.
+  const std::map<Location, Blob*>& step_blobs() const { return step_; }
 
  private:
   std::map<Location, Blob*> lr_;    // by host location

@@ -73,9 +73,19 @@ void Operator::compute_gpu(const std::vector<const Tensor*>& inputs,
   const DeviceRuntime* runtime = device_runtime();
   if (runtime && runtime->kernels_on_host()) {
     require(context.queue != nullptr, type(), ": an emulated device kernel needs its queue");
-    // The op outlives the run, and the tensors and context are the task's, kept by value here.
-    context.queue->enqueue_host(
-        [this, inputs, outputs, context]() mutable { compute_cpu(inputs, outputs, context); });
+    // The op outlives the run; the tensors are kept over the memory they have now, as a real
+    // device's kernel keeps its pointers (a swap before the queue runs it must not move them).
+    auto in = std::make_shared<std::vector<Tensor>>();
+    auto out = std::make_shared<std::vector<Tensor>>();
+    for (const Tensor* t : inputs) in->push_back(t->at_current_memory());
+    for (const Tensor* t : outputs) out->push_back(t->at_current_memory());
+    context.queue->enqueue_host([this, in, out, context]() mutable {
+      std::vector<const Tensor*> in_ptrs;
+      std::vector<Tensor*> out_ptrs;
+      for (const Tensor& t : *in) in_ptrs.push_back(&t);
+      for (Tensor& t : *out) out_ptrs.push_back(&t);
+      compute_cpu(in_ptrs, out_ptrs, context);
+    });
     return;
   }
   const GpuKernel kernel = GpuKernels::find(type());

@@ -100,8 +100,9 @@ Runnable::Runnable(Graph& graph, RunOptions options) : graph_(graph), options_(o
   if (options_.device_graphs) {
     device_graphs_refusal_ = device_graphs_refusal(graph_, options_.rank, options_.mode);
     if (device_graphs_refusal_.empty())
-      device_graphs_ = std::make_unique<DeviceGraphs>(graph_, options_.rank, compiled.plan,
-                                                      engine_options, options_.eager_runs);
+      device_graphs_ =
+          std::make_unique<DeviceGraphs>(graph_, options_.rank, compiled.plan, engine_options,
+                                         options_.eager_runs, options_.run_ahead);
   }
   engine_ = std::make_unique<dispatch::Engine>(std::move(compiled.plan), engine_options);
 }
@@ -153,13 +154,28 @@ std::string Runnable::device_graphs_state() const {
   if (!device_graphs_) return "off: " + device_graphs_refusal_;
   if (!device_graphs_->on()) return "off: " + device_graphs_->off_reason();
   const int operations = device_graphs_->operations_per_replay();
+  std::string ahead;
+  if (options_.run_ahead) {
+    const DeviceGraphs& d = *device_graphs_;
+    ahead = d.running_ahead()            ? str(", run ahead: ", d.launched_ahead(),
+                                               " launched before the one before had run")
+            : !d.ahead_refusal().empty() ? ", run ahead off: " + d.ahead_refusal()
+                                         : std::string(", run ahead off: observed (traced)");
+  }
   return str("on: ", device_graphs_->recordings(), " recording",
              device_graphs_->recordings() == 1 ? "" : "s",
              operations >= 0 ? str(" of ", operations, " device operations") : std::string(), ", ",
-             device_graphs_->replays(), " replayed run", device_graphs_->replays() == 1 ? "" : "s");
+             device_graphs_->replays(), " replayed run", device_graphs_->replays() == 1 ? "" : "s",
+             ahead);
 }
 
 int64_t Runnable::replayed_runs() const { return device_graphs_ ? device_graphs_->replays() : 0; }
+
+bool Runnable::run_in_flight() const { return device_graphs_ && device_graphs_->in_flight(); }
+
+void Runnable::drain() {
+  if (device_graphs_) device_graphs_->drain();
+}
 
 std::map<std::string, std::string> Runnable::rng_states() const {
   std::map<std::string, std::string> states;

@@ -51,6 +51,12 @@ struct RunOptions {
   // that communicate, and GPU ops that draw random numbers at launch.
   bool device_graphs = false;
   int eager_runs = 2;
+  // With device graphs: a replayed run's sync() returns once its host tasks are done and the
+  // replay is launched, not run; the next run launches its replay behind it, and its host tasks
+  // wait for it (purine/internal/device_graphs.hpp). After sync() the blobs a replay writes may
+  // still change until the next run's sync() or drain(): what the host reads or writes between
+  // runs must alternate between two blobs (Graph::add_swap), as the trainer's do.
+  bool run_ahead = false;
 };
 
 // Why a Runnable of `graph` on `rank` in `mode` launches its runs op by op although
@@ -77,6 +83,11 @@ class Runnable {
     run_async();
     sync();
   }
+  // RunOptions::run_ahead: whether the last run's device work may still be running, and a wait
+  // until it has run (anything that reads its results must wait first). Throws purine::Error if
+  // the device failed.
+  bool run_in_flight() const;
+  void drain();
 
   void add_observer(dispatch::Observer* observer);
   Graph& graph() const { return graph_; }
@@ -92,7 +103,8 @@ class Runnable {
   void set_rng_states(const std::map<std::string, std::string>& states);
   // RunOptions::device_graphs: "off (not asked)", "off: <why>", or "on: <n> recordings of <k>
   // device operations, <m> replayed runs" (k: QueueGraph::operations(), left out where
-  // unknown).
+  // unknown), then with RunOptions::run_ahead ", run ahead: <j> launched before the one before
+  // had run" or ", run ahead off: <why>".
   std::string device_graphs_state() const;
   // Runs started by replaying a recording.
   int64_t replayed_runs() const;

@@ -126,6 +126,11 @@ struct TrainOptions {
   // for bit. Refused with a reason (the run goes on op by op) for several GPUs or ranks and for
   // GPU ops that draw random numbers. A trace then shows one task per iteration for the graph.
   bool cuda_graph = true;
+  // With CUDA graphs at one GPU: the host launches iteration i+1's graph while the GPU still runs
+  // iteration i's (RunOptions::run_ahead), so the GPU waits for no host work between iterations;
+  // each iteration's loss and divergence check then come one iteration late (the progress line
+  // too), and a divergence's blame names blobs of the iteration after. The same results.
+  bool run_ahead = false;
   // Each replica's forward graph has its conv + bias + relu chains fused into one op
   // (graphs/fusion.hpp: oneDNN post-ops on the CPU, cuDNN's fused forward on a GPU), and its
   // other bias + relu pairs (after an inner product) into one bias_relu op, where nothing else

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <set>
 
 #include "base/error.hpp"
@@ -394,7 +396,32 @@ struct TrainingGraphParts {
   // What the trainer reads after a run (RunOptions::observed): the losses, accuracies and
   // monitors, of this rank (of every rank with `every_rank`).
   std::set<const Blob*> observed;
+  // TrainOptions::run_ahead: each host blob the trainer writes before a run or reads after it,
+  // and the blob it alternates with (see add_run_ahead_twins).
+  std::map<const Blob*, Blob*> twins;
 };
+
+// Running ahead (TrainOptions::run_ahead): a run's replay may still be on the device while the
+// host writes the next run's learning rate and reads losses, so each host blob the trainer
+// writes before a run or reads after it gets a twin, exchanged with it after every run (a swap,
+// as new weights are): the run in flight keeps its own. After run k's sync its values are in the
+// twins (once it has run); after run k + 1's sync they are back in the blobs themselves.
+void add_run_ahead_twins(Graph& g, int rank, TrainingGraphParts& out) {
+  std::set<Blob*> host;
+  for (const auto* scalars : {&out.dp.sgd.learning_rate_blobs(), &out.dp.sgd.step_blobs()})
+    for (const auto& [location, blob] : *scalars)
+      if (location.rank == rank) host.insert(blob);
+  for (const auto& [r, loss] : out.watch.replica_losses) host.insert(loss);
+  for (const auto& [location, count] : out.watch.non_finite_weights) host.insert(count);
+  if (out.leader_loss) host.insert(out.leader_loss);
+  for (Blob* blob : host) {
+    Graph::Placement at(g, blob->location());
+    Blob* twin = g.add_blob(blob->name() + "::twin", blob->shape());
+    g.add_swap(blob, twin);
+    out.twins[blob] = twin;
+    out.observed.insert(twin);
+  }
+}
 
 // Composes the training graph of `o` in `train` (validated options): the replicas' networks,
 // the reduction, the updates, the pipelines' schedules and the monitors this rank reads after a
@@ -459,6 +486,8 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
   }
   if (o.rank == 0 || every_rank) out.leader_loss = host_readable(train, out.dp.loss);
   if (out.leader_loss) out.observed.insert(out.leader_loss);
+  if (o.run_ahead && o.cuda_graph && !o.devices.empty() && !every_rank)
+    add_run_ahead_twins(train, o.rank, out);
   return out;
 }
 
@@ -477,6 +506,7 @@ class Trainer::Impl {
     stages_ = std::move(parts.stages);
     watch_ = std::move(parts.watch);
     leader_loss_ = parts.leader_loss;
+    twins_ = std::move(parts.twins);
     const std::set<const Blob*> observed = std::move(parts.observed);
     initialize_parameters(dp_.checkpoint, train_, options_.seed, options_.rank);
 
@@ -503,6 +533,7 @@ class Trainer::Impl {
     run.stall_timeout = options_.stall_timeout;
     run.reuse_memory = options_.reuse_memory;
     run.device_graphs = options_.cuda_graph;
+    run.run_ahead = !twins_.empty();
     run.observed = observed;
     train_run_ = std::make_unique<Runnable>(train_, run);
     check_output_paths(options_);
@@ -583,12 +614,29 @@ class Trainer::Impl {
              ? options_.ranks
              : 1);
     const bool leader = options_.rank == 0;
+    // Each iteration is reported once its results are checked: with run-ahead one run later.
+    const auto report = [&](const CheckedRun& run) {
+      if (leader) result.final_loss = run.loss;
+      if (!progress) return;
+      TrainProgress p;
+      p.iteration = run.iteration;
+      p.total_iterations = total_iterations();
+      p.epoch = static_cast<int>((run.iteration - 1) / iterations_per_epoch()) + 1;
+      p.loss = run.loss;
+      p.learning_rate = run.learning_rate;
+      p.images_per_sec = result.images_per_sec;
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      p.eta_seconds = elapsed / result.iterations * (total - result.iterations);
+      progress(p);
+    };
+    checked_ = iterations_done_;
     if (tracer_) tracer_->begin_file(trace_file(options_), options_.rank);
     for (int64_t it = 0; it < total; ++it) {
       const int64_t global_it = iterations_done_;
       const double learning_rate = schedule_->at(global_it);
       dp_.sgd.set_learning_rate(learning_rate, options_.rank);
       dp_.sgd.set_step(global_it + 1, options_.rank);  // Adam's bias correction
+      learning_rates_[global_it + 1] = learning_rate;
       train_run_->run();
       if (tracer_) tracer_->flush_to_file();  // the trace's memory stays one iteration's
       if (pipeline_meter_) {
@@ -599,30 +647,18 @@ class Trainer::Impl {
         }
       }
       ++iterations_done_;
-      check_converging();
-      if (options_.checkpoint_every > 0 && iterations_done_ % options_.checkpoint_every == 0 &&
-          iterations_done_ < total_iterations())
-        save_to_dir();
       result.iterations = it + 1;
-      if (leader) result.final_loss = scalar(*leader_loss_);
-      auto now = Clock::now();
+      const auto now = Clock::now();
       if (result.iterations == warmup) warm_start = now;
-      double timed = std::chrono::duration<double>(now - warm_start).count();
-      int64_t timed_iters = result.iterations - warmup;
+      const double timed = std::chrono::duration<double>(now - warm_start).count();
+      const int64_t timed_iters = result.iterations - warmup;
       if (timed_iters > 0 && timed > 0)
         result.images_per_sec = timed_iters * images_per_iteration / timed;
-      if (progress) {
-        TrainProgress p;
-        p.iteration = iterations_done_;
-        p.total_iterations = total_iterations();
-        p.epoch = static_cast<int>(global_it / iterations_per_epoch()) + 1;
-        p.loss = result.final_loss;
-        p.learning_rate = learning_rate;
-        p.images_per_sec = result.images_per_sec;
-        double elapsed = std::chrono::duration<double>(now - start).count();
-        p.eta_seconds = elapsed / result.iterations * (total - result.iterations);
-        progress(p);
-      }
+      const bool save_now = options_.checkpoint_every > 0 &&
+                            iterations_done_ % options_.checkpoint_every == 0 &&
+                            iterations_done_ < total_iterations();
+      for (const CheckedRun& run : check_runs(/*wait=*/save_now)) report(run);
+      if (save_now) save_to_dir();
       const int stop = agreed_stop();
       if (stop != kNoStop) {
         result.stopped = true;
@@ -630,6 +666,7 @@ class Trainer::Impl {
         break;
       }
     }
+    for (const CheckedRun& run : check_runs(/*wait=*/true)) report(run);
     if (result.pipeline && !leader && options_.parallel == ParallelLayout::kHybrid)
       result.pipeline.reset();  // rank 0 reports its replica's pipeline
     if (result.pipeline && options_.ranks > 1 && options_.parallel == ParallelLayout::kPipeline) {
@@ -684,33 +721,69 @@ class Trainer::Impl {
     }
   }
 
+  // An iteration whose results were checked (check_runs), for the progress report.
+  struct CheckedRun {
+    int64_t iteration;
+    double loss;  // the leader's loss (NaN on other ranks)
+    double learning_rate;
+  };
+
+  // Checks, oldest first, each run whose results are final and not yet checked: the run just
+  // synced; with run-ahead (twins_) the one before it, and the last one too once it has run (at
+  // once with `wait`, which waits for it: before a checkpoint, at the end).
+  std::vector<CheckedRun> check_runs(bool wait) {
+    std::vector<CheckedRun> checked;
+    const auto check = [&](int64_t iteration, bool from_twins) {
+      check_converging(iteration, from_twins);
+      checked.push_back({iteration,
+                         leader_loss_ ? value_of(*leader_loss_, from_twins)
+                                      : std::numeric_limits<double>::quiet_NaN(),
+                         learning_rates_[iteration]});
+      learning_rates_.erase(iteration);
+      checked_ = iteration;
+    };
+    if (twins_.empty()) {
+      if (checked_ < iterations_done_) check(iterations_done_, false);
+      return checked;
+    }
+    // After run k's sync the run before it has run, its values back in the blobs (two swaps).
+    if (checked_ < iterations_done_ - 1) check(iterations_done_ - 1, false);
+    if (wait) train_run_->drain();
+    if (checked_ < iterations_done_ && !train_run_->run_in_flight()) check(iterations_done_, true);
+    return checked;
+  }
+  // A host-readable scalar after a run: with run-ahead, the last run's is in the blob's twin.
+  float value_of(Blob& blob, bool from_twin) const {
+    return scalar(from_twin ? *twins_.at(&blob) : blob);
+  }
+
   // Stops training, before any checkpoint of the broken weights, at the first iteration whose
   // loss is not finite on one of this rank's replicas, or whose update made a weight of this
   // rank non-finite (a non-finite gradient, or an overflowing step, with a loss still finite).
   // Each iteration reads one float per replica and per location, written by the run itself;
   // only a non-finite one makes it look for the blob to blame.
-  void check_converging() {
+  void check_converging(int64_t iteration, bool from_twins) {
     for (const auto& [r, loss_blob] : watch_.replica_losses) {
-      const float loss = scalar(*loss_blob);
+      const float loss = value_of(*loss_blob, from_twins);
       if (std::isfinite(loss)) continue;
-      throw Error(str("training diverged at iteration ", iterations_done_, ": the loss of replica ",
-                      r, " is ", loss, "; ", blame(Scan::kAll),
-                      " (lower --lr, or check the data)"));
+      throw Error(str("training diverged at iteration ", iteration, ": the loss of replica ", r,
+                      " is ", loss, "; ", blame(Scan::kAll), " (lower --lr, or check the data)"));
     }
     for (const auto& [location, count] : watch_.non_finite_weights) {
-      const float bad = scalar(*count);
+      const float bad = value_of(*count, from_twins);
       if (bad == 0) continue;
       std::string weight = blame(Scan::kParameters);
       if (weight.empty()) weight = str(bad, " weights at ", location, " are not finite");
       std::string cause = blame(Scan::kOpOutputs);
       if (cause.empty()) cause = "every gradient was finite: the step itself overflowed";
-      throw Error(str("training diverged at iteration ", iterations_done_,
+      throw Error(str("training diverged at iteration ", iteration,
                       ": its update made a weight non-finite (", weight, "); before the update, ",
                       cause, " (lower --lr, or check the data)"));
     }
   }
   // first_non_finite() over this rank's blobs, counted.
   std::string blame(Scan scan) {
+    train_run_->drain();  // with run-ahead: the blobs as the run after left them
     ++blame_scans_;
     return first_non_finite(train_, options_.rank, overwritten(), scan);
   }
@@ -835,6 +908,7 @@ class Trainer::Impl {
 
   double evaluate() {
     require(test_run_ != nullptr, "evaluation is disabled, or this rank does not evaluate");
+    train_run_->drain();  // the weights of the last run
     int64_t samples = test_data_->samples();
     if (options_.test_samples > 0) samples = std::min(samples, options_.test_samples);
     const int64_t batches = samples / options_.test_batch;
@@ -861,6 +935,9 @@ class Trainer::Impl {
   ReplicaOutputs test_outputs_;
   std::unique_ptr<LrSchedule> schedule_;
   int64_t iterations_done_ = 0;
+  int64_t checked_ = 0;                            // the last iteration check_runs() checked
+  std::map<int64_t, double> learning_rates_;       // of the iterations not yet checked
+  std::map<const Blob*, Blob*> twins_;             // TrainOptions::run_ahead: add_run_ahead_twins
   std::unique_ptr<dispatch::Tracer> tracer_;       // declared before the runnables: outlives them
   std::unique_ptr<PipelineMeter> pipeline_meter_;  // likewise
   std::unique_ptr<Runnable> train_run_;

@@ -188,6 +188,10 @@ bool ThreadExecutor::execute(TaskId task) {
         core.fail(task, std::current_exception());
       }
     }
+    if (issued && spec.complete_at_launch) {
+      complete(task);  // every successor and the run's end wait for the launch alone
+      return true;
+    }
     if (issued && !core.cancelled()) {
       // Successors on device queues may launch now; the host ones wait for the event.
       release(core.tasks.successors_begin(task), core.schedule.device_successors_end(task));

@@ -17,7 +17,9 @@
 // it records the task's event and releases the successors on device executors at once; the task
 // then stays in flight, polled through its event, until the host successors may be released.
 // Observers see a device task when it is done, with the device's start and end times (timed
-// events around its work), not the host's launch.
+// events around its work), not the host's launch. A task that completes at launch
+// (Task::complete_at_launch) is complete, with all its successors released, once its event is
+// recorded; observers do not see it.
 //
 // The OS thread is named after the executor (without the rank prefix), for top -H and gdb.
 //
@@ -101,7 +103,7 @@ class ThreadExecutor {
   EngineCore* const core_;
   const ExecutorId id_;
   const int tasks_per_run_;
-  const bool cpu_thread_;  // kind kCpuThread
+  const bool cpu_thread_;     // kind kCpuThread
   DeviceQueue* const queue_;  // kind kDevice: the queue it drives; else null
   // kDevice under observation: an event recorded at the run's first traced task, while the
   // queue is idle, and the host time then; device times are read relative to it.

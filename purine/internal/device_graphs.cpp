@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <set>
+#include <thread>
 
 #include "base/error.hpp"
 #include "base/hash.hpp"
@@ -48,23 +49,77 @@ std::string DeviceGraphs::refusal(const Graph& graph, int rank, bool compiled) {
 }
 
 DeviceGraphs::DeviceGraphs(const Graph& graph, int rank, dispatch::Plan plan,
-                           dispatch::EngineOptions engine_options, int eager_runs)
+                           dispatch::EngineOptions engine_options, int eager_runs, bool run_ahead)
     : graph_(graph),
       rank_(rank),
       plan_(std::move(plan)),
       region_(dispatch::find_device_region(plan_)),
-      eager_runs_(eager_runs) {
+      eager_runs_(eager_runs),
+      engine_options_(engine_options),
+      run_ahead_(run_ahead) {
   if (region_.empty()) {
     off_reason_ = "every GPU op waits for host work";
     return;
   }
-  engine_ = std::make_unique<dispatch::Engine>(
-      dispatch::condense(plan_, region_, str("device graph (", region_.tasks.size(), " ops)"),
-                         [this] { current_->launch(); }),
-      engine_options);
+  DeviceQueue& origin = *plan_.executors()[region_.origin].queue;
+  for (auto& end : ends_) end = origin.create_event();
+  // Running ahead needs nothing of the run after the replay (its launch would release it) and a
+  // host thread for the gate.
+  std::vector<bool> in_region(plan_.tasks().size(), false);
+  for (const dispatch::TaskId t : region_.tasks) in_region[t] = true;
+  for (const dispatch::TaskId t : region_.tasks)
+    for (const dispatch::TaskId next : plan_.successors()[t])
+      if (!in_region[next])
+        ahead_refusal_ =
+            str("task ", plan_.tasks()[next].name, " follows the recorded work in each run");
+  for (size_t e = 0; e < plan_.executors().size() && gate_executor_ < 0; ++e)
+    if (plan_.executors()[e].kind == dispatch::ExecutorKind::kCpuThread)
+      gate_executor_ = static_cast<dispatch::ExecutorId>(e);
+  if (gate_executor_ < 0) ahead_refusal_ = "the rank has no host thread";
 }
 
-DeviceGraphs::~DeviceGraphs() = default;
+DeviceGraphs::~DeviceGraphs() {
+  try {
+    drain();  // the device must not work on memory that is about to go
+  } catch (const Error& e) {
+    LOG(WARNING) << "device graphs: " << e.what();
+  }
+}
+
+std::unique_ptr<dispatch::Engine> DeviceGraphs::make_engine() {
+  const bool ahead = running_ahead();
+  dispatch::Plan plan = dispatch::condense(
+      plan_, region_, str("device graph (", region_.tasks.size(), " ops)"), [this] { launch(); },
+      ahead);
+  const dispatch::TaskId launcher = static_cast<dispatch::TaskId>(plan.tasks().size()) - 1;
+  if (ahead) {
+    // The host tasks wait for the replay before (they may write what its copies read), and so
+    // does the run's end: at most one replay is in flight when sync() returns.
+    dispatch::Task gate;
+    gate.name = "wait for the device graph before";
+    gate.location = plan.tasks()[0].location;
+    gate.executor = gate_executor_;
+    gate.poll = [this] { return !previous_end_ || previous_end_->done(); };
+    const dispatch::TaskId id = plan.add_task(std::move(gate));
+    for (dispatch::TaskId t = 0; t < launcher; ++t) plan.add_dependency(id, t);
+  }
+  auto engine = std::make_unique<dispatch::Engine>(std::move(plan), engine_options_);
+  for (dispatch::Observer* observer : observers_) engine->add_observer(observer);
+  return engine;
+}
+
+void DeviceGraphs::launch() {
+  if (previous_end_ && !previous_end_->done()) ++launched_ahead_;
+  current_->launch();
+  if (launch_end_) plan_.executors()[region_.origin].queue->record(*launch_end_);
+}
+
+void DeviceGraphs::drain() {
+  QueueEvent* const end = in_flight_;
+  in_flight_ = nullptr;
+  if (end)
+    while (!end->done()) std::this_thread::yield();
+}
 
 uint64_t DeviceGraphs::layout() const {
   uint64_t h = 0;
@@ -85,10 +140,14 @@ void DeviceGraphs::turn_off(const std::string& reason) {
 }
 
 bool DeviceGraphs::start_run(int completed_runs) {
-  if (!on() || completed_runs < eager_runs_) return false;
+  if (!on() || completed_runs < eager_runs_) {
+    drain();  // an eager run reads and writes what a replay may still use
+    return false;
+  }
   const uint64_t key = layout();
   auto it = recordings_.find(key);
   if (it == recordings_.end()) {
+    drain();  // recording makes the calls of a run: none may be in flight
     if (recordings_.size() == kMaxRecordings) {
       turn_off(str("the memory of the rank's tensors moved to a ", kMaxRecordings + 1,
                    "th layout (recordings keep their addresses)"));
@@ -102,13 +161,25 @@ bool DeviceGraphs::start_run(int completed_runs) {
     }
   }
   current_ = it->second.get();
+  if (!engine_) engine_ = make_engine();
+  previous_end_ = in_flight_;
+  launch_end_ = running_ahead() ? ends_[replays_ % 2].get() : nullptr;
   engine_->run_async();
+  in_flight_ = launch_end_;
   ++replays_;
   return true;
 }
 
 void DeviceGraphs::add_observer(dispatch::Observer* observer) {
-  if (engine_) engine_->add_observer(observer);
+  const bool was_ahead = running_ahead();
+  observers_.push_back(observer);
+  if (!engine_) return;
+  if (was_ahead) {
+    drain();
+    engine_.reset();  // made again, without running ahead, by the next start_run()
+  } else {
+    engine_->add_observer(observer);
+  }
 }
 
 }  // namespace purine

@@ -6,13 +6,26 @@
 // run (new and old weights, prefetched batches) alternate between two layouts, so a training run
 // has two recordings. refusal() names what a recording could not replay faithfully; a recording
 // that fails (a kernel that cannot be recorded) turns replay off for good, with a warning, and
-// the runs go on as before. Not thread-safe: used by its Runnable's thread, between runs.
+// the runs go on as before.
+//
+// Running ahead (RunOptions::run_ahead): a replay's launch completes its run, so the host may
+// start the next run, and launch the next replay behind this one on the queue, while the device
+// still works on this one. The next run's host tasks (the data op, which writes the batch this
+// replay's copy reads) start only once this replay has run (a polled gate task before them), so
+// when a run's sync() returns the replay before it has run, and at most one replay is in flight.
+// What the host itself writes for a replay or reads from it between runs (the learning rate, the
+// losses) must alternate between two blobs (swaps), as the trainer arranges
+// (train/trainer.cpp); drain() waits for the replay in flight, as anything that reads the
+// device's results must first. Off while an observer watches (it would see no device times).
+//
+// Not thread-safe: used by its Runnable's thread, between runs.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dispatcher/device_graph.hpp"
 #include "dispatcher/engine.hpp"
@@ -32,14 +45,24 @@ class DeviceGraphs {
   // `plan` is the Runnable's (copied); runs go eagerly until `eager_runs` have completed (they
   // make every lazy choice, such as cuDNN's algorithms and workspaces, before recording).
   DeviceGraphs(const Graph& graph, int rank, dispatch::Plan plan,
-               dispatch::EngineOptions engine_options, int eager_runs);
-  ~DeviceGraphs();
+               dispatch::EngineOptions engine_options, int eager_runs, bool run_ahead = false);
+  ~DeviceGraphs();  // drains
 
   // Starts this run as a replay and returns true, or returns false (an eager run now, or replay
   // turned off) having started nothing. Records the current layout first when it is new.
   bool start_run(int completed_runs);
-  // The engine of the replayed runs (its observers see one task per replay).
+  // The engine of the replayed runs (its observers see one task per replay); after start_run().
   dispatch::Engine& engine() { return *engine_; }
+  // Whether replays run ahead: asked for, possible (else ahead_refusal() says why), and no
+  // observer.
+  bool running_ahead() const { return run_ahead_ && ahead_refusal_.empty() && observers_.empty(); }
+  const std::string& ahead_refusal() const { return ahead_refusal_; }
+  // Whether the last replay may still be running on the device (running ahead).
+  bool in_flight() const { return in_flight_ != nullptr; }
+  // Waits until the last replay has run on the device. Throws purine::Error if the device failed.
+  void drain();
+  // Replays launched while the one before them was still running on the device.
+  int64_t launched_ahead() const { return launched_ahead_; }
   bool on() const { return off_reason_.empty(); }
   const std::string& off_reason() const { return off_reason_; }
   int recordings() const { return static_cast<int>(recordings_.size()); }
@@ -53,12 +76,29 @@ class DeviceGraphs {
   // A hash of the data pointers of the rank's tensors.
   uint64_t layout() const;
   void turn_off(const std::string& reason);
+  // The engine of the condensed plan, with the gate when running ahead.
+  std::unique_ptr<dispatch::Engine> make_engine();
+  // The condensed plan's launching task: on the origin's executor thread.
+  void launch();
 
   const Graph& graph_;
   const int rank_;
   const dispatch::Plan plan_;
   const dispatch::DeviceRegion region_;
   const int eager_runs_;
+  const dispatch::EngineOptions engine_options_;
+  const bool run_ahead_;
+  std::vector<dispatch::Observer*> observers_;
+  std::string ahead_refusal_;
+  dispatch::ExecutorId gate_executor_ = -1;  // a kCpuThread executor
+  // Running ahead: the replays' end events, recorded on the origin after each launch, in turn;
+  // the one of the replay in flight, of the one before the run being started (for the gate),
+  // and of the replay being launched.
+  std::unique_ptr<QueueEvent> ends_[2];
+  QueueEvent* in_flight_ = nullptr;
+  QueueEvent* previous_end_ = nullptr;
+  QueueEvent* launch_end_ = nullptr;
+  int64_t launched_ahead_ = 0;
   std::map<uint64_t, std::unique_ptr<dispatch::RecordedRegion>> recordings_;
   dispatch::RecordedRegion* current_ = nullptr;
   std::unique_ptr<dispatch::Engine> engine_;

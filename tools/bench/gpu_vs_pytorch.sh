@@ -3,11 +3,11 @@
 # convnet (batch 64, synthetic 1x28x28 data) and GoogLeNet (inception v1, batch 128, synthetic
 # 3x224x224 data) on one GPU, in FP32 and then with TF32 on both sides (`--math=tf32`, PyTorch's
 # allow_tf32). PyTorch runs three ways: eager as it is, with cudnn.benchmark, and with its step
-# captured in a CUDA graph (tools/bench/pytorch_gpu_peer.py); Purine two ways: launching op by
-# op (--nocuda-graph), and as it is, its iterations replayed from CUDA graphs (refused for
-# GoogLeNet, whose dropout draws random numbers at each launch). Each run is made twice, alternating,
-# keeping the best; the ratios are Purine's better way over each PyTorch setting, then
-# --cuda-graph over op by op. Then, from a
+# captured in a CUDA graph (tools/bench/pytorch_gpu_peer.py); Purine three ways: launching op by
+# op (--nocuda-graph), as it is, its iterations replayed from CUDA graphs, and with --run-ahead
+# (each replay launched while the one before still runs). Each run is made twice, alternating,
+# keeping the best; the ratios are Purine's best way over each PyTorch setting, then
+# --cuda-graph over op by op and --run-ahead over --cuda-graph. Then, from a
 # trace of Purine's FP32 runs, where an iteration's time goes (tools/bench/trace_gaps.py: the
 # host's gap between iterations and each stream's busy share), and mlp on this machine's CPU.
 # Usage: tools/bench/gpu_vs_pytorch.sh [iters=60] [googlenet batch=128]
@@ -50,24 +50,27 @@ torch_run() {  # MODEL BATCH MODE MATH: images/s, or 0 when PyTorch fails or is 
     field images_per_sec || { tail -3 "$work/torch.err" >&2; echo 0; }
 }
 
-printf "%-9s %5s %4s %11s %11s %11s %11s %11s %7s %7s %7s %7s\n" model batch math purine \
-  purine_cg torch_eager torch_bench torch_graph /eager /bench /graph cg/op
+printf "%-9s %5s %4s %11s %11s %11s %11s %11s %11s %7s %7s %7s %7s %7s\n" model batch math \
+  purine purine_cg purine_ra torch_eager torch_bench torch_graph /eager /bench /graph cg/op ra/cg
 for math in $maths; do
   for spec in "${specs[@]}"; do
     read -r model batch data <<<"$spec"
-    p=0 cg=0 eager=0 bench=0 graph=0
+    p=0 cg=0 ra=0 eager=0 bench=0 graph=0
     for ((round = 0; round < rounds; ++round)); do
       p=$(best "$p" "$(purine_run "$model" "$batch" "$data" "$math" --nocuda-graph || echo 0)")
       cg=$(best "$cg" "$(purine_run "$model" "$batch" "$data" "$math" || echo 0)")
       sed -n 's/^CUDA graphs /  CUDA graphs /p' "$work/log" >"$work/cg_state"
+      ra=$(best "$ra" "$(purine_run "$model" "$batch" "$data" "$math" --run-ahead || echo 0)")
+      sed -n 's/^CUDA graphs /  --run-ahead: CUDA graphs /p' "$work/log" >>"$work/cg_state"
       eager=$(best "$eager" "$(torch_run "$model" "$batch" eager "$math")")
       bench=$(best "$bench" "$(torch_run "$model" "$batch" benchmark "$math")")
       graph=$(best "$graph" "$(torch_run "$model" "$batch" graph "$math")")
     done
-    top=$(best "$p" "$cg")
-    printf "%-9s %5d %4s %11.0f %11.0f %11.0f %11.0f %11.0f %7s %7s %7s %7s\n" "$model" "$batch" \
-      "$math" "$p" "$cg" "$eager" "$bench" "$graph" "$(ratio "$top" "$eager")" \
-      "$(ratio "$top" "$bench")" "$(ratio "$top" "$graph")" "$(ratio "$cg" "$p")"
+    top=$(best "$(best "$p" "$cg")" "$ra")
+    printf "%-9s %5d %4s %11.0f %11.0f %11.0f %11.0f %11.0f %11.0f %7s %7s %7s %7s %7s\n" "$model" \
+      "$batch" "$math" "$p" "$cg" "$ra" "$eager" "$bench" "$graph" "$(ratio "$top" "$eager")" \
+      "$(ratio "$top" "$bench")" "$(ratio "$top" "$graph")" "$(ratio "$cg" "$p")" \
+      "$(ratio "$ra" "$cg")"
     cat "$work/cg_state"
   done
 done

@@ -85,6 +85,7 @@ std::vector<FlagHelp> command_flags(const std::string& command) {
                                                   "math",
                                                   "deterministic",
                                                   "cuda_graph",
+                                                  "run_ahead",
                                                   "print_config"};
   for (const gflags::CommandLineFlagInfo& f : all)
     // graph: its own flags (graph_command.cpp) and the train flags that build the graph.

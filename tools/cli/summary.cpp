@@ -36,6 +36,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"math\": \"" << name_of(options.math) << "\",\n"
       << "  \"deterministic\": " << (options.deterministic ? "true" : "false") << ",\n"
       << "  \"cuda_graph\": " << (options.cuda_graph ? "true" : "false") << ",\n"
+      << "  \"run_ahead\": " << (options.run_ahead ? "true" : "false") << ",\n"
       << "  \"fuse\": " << (options.fuse ? "true" : "false") << ",\n"
       << "  \"replayed_iterations\": " << result.replayed_iterations << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"

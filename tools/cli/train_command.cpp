@@ -144,6 +144,11 @@ DEFINE_bool(cuda_graph, true,
             "as CUDA graphs and launch each later iteration with one call (the same results; "
             "refused, with the reason, for several GPUs or ranks and for dropout); "
             "--nocuda-graph launches op by op (a --trace then times each op)");
+DEFINE_bool(run_ahead, false,
+            "with CUDA graphs at one GPU: launch each iteration's graph while the GPU still runs "
+            "the one before, so that it never waits for the host between iterations (the same "
+            "results; the progress line and the divergence check come one iteration late; off "
+            "under --trace)");
 DEFINE_bool(fuse, true,
             "run each convolution followed by its bias and a ReLU as one op (oneDNN post-ops on "
             "the CPU, cuDNN's fused forward on a GPU), any other bias followed by a ReLU as "
@@ -284,6 +289,7 @@ TrainOptions options_from_flags(int ranks) {
   o.math = parse_math(FLAGS_math);
   o.deterministic = FLAGS_deterministic;
   o.cuda_graph = FLAGS_cuda_graph;
+  o.run_ahead = FLAGS_run_ahead;
   o.fuse = FLAGS_fuse;
   o.split = parse_name_list(FLAGS_split, "--split");
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
