@@ -213,3 +213,34 @@ TEST_CASE("An emulated queue that joins a recording must be rejoined", "[device]
   CHECK(ran == 2);
   CHECK_THROWS_WITH(other.end_capture(), Catch::Contains("is not recording"));
 }
+
+TEST_CASE("A device task that completes at launch releases its successors and ends the run at once",
+          "[device][graph]") {
+  for (const bool at_launch : {false, true}) {
+    INFO("complete at launch: " << at_launch);
+    // The queue sleeps 200 ms before the task's work: far longer than a run's bookkeeping.
+    auto queue = std::make_shared<pd::EmulatedQueue>("q", 200ms);
+    std::atomic<bool> worked{false};
+    bool seen_by_successor = false;
+    pd::Plan plan;
+    const pd::ExecutorId host = plan.add_executor({"host"});
+    const pd::ExecutorId device = plan.add_executor(pd::ExecutorSpec("q", queue));
+    pd::Task launch;
+    launch.name = "launch";
+    launch.executor = device;
+    launch.run = [&] { queue->enqueue([&] { worked = true; }); };
+    launch.complete_at_launch = at_launch;
+    pd::Task after;
+    after.name = "after";
+    after.executor = host;
+    after.run = [&] { seen_by_successor = worked; };
+    plan.add_dependency(plan.add_task(launch), plan.add_task(after));
+    pd::Engine engine(std::move(plan));
+    engine.run();
+    // Completing at launch, neither the host successor nor the run's end waited for the work.
+    CHECK(seen_by_successor == !at_launch);
+    CHECK(worked == !at_launch);
+    queue->drain();
+    CHECK(worked);
+  }
+}

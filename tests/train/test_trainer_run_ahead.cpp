@@ -3,7 +3,8 @@
 // training gives the losses, progress reports and weights of replays that wait for each other,
 // bit for bit, within the device runtime's steady-state budget; the state line says how many
 // launches overlapped. On emulated devices (dispatcher/emulated_devices.hpp), whose queues run
-// the CPU kernels on their own threads, so a replay takes long enough to overlap the next launch.
+// the CPU kernels on their own threads, so a replay takes long enough to overlap the next launch,
+// and on a real GPU where one is at hand.
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
@@ -12,6 +13,7 @@
 #include "base/device_runtime.hpp"
 #include "base/error.hpp"
 #include "dispatcher/emulated_devices.hpp"
+#include "operators/cuda/gpu_test.hpp"
 #include "train/trainer.hpp"
 
 using namespace purine;
@@ -102,6 +104,14 @@ TEST_CASE("running ahead at an emulated GPU trains as replays that wait for each
   decayed.lr_step = 1;
   decayed.lr_gamma = 0.5;
   check_ahead_like_in_step(decayed, false);
+}
+
+TEST_CASE("running ahead on a real GPU trains as replays that wait for each other",
+          "[trainer][gpu][graph]") {
+  PURINE_REQUIRE_GPU();
+  // A GPU runs these small batches faster than the host serves them: overlap is not asked.
+  check_ahead_like_in_step(small_run("mlp", Optimizer::kSgd, true), false);
+  check_ahead_like_in_step(small_run("convnet_bn", Optimizer::kAdam, true), false);
 }
 
 TEST_CASE("a divergence found one run late names its own iteration and leaves no checkpoint",
