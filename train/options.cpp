@@ -282,6 +282,9 @@ void validate_options(const TrainOptions& o) {
           " use ring or ps");
   require(o.reduce != Reduction::kNccl || !o.devices.empty(),
           "--reduce=nccl reduces between GPUs: train with --device=N");
+  require(!o.run_ahead || (!o.devices.empty() && o.cuda_graph),
+          "--run-ahead launches an iteration's CUDA graph while the one before runs: train at a "
+          "GPU (--device=N) with CUDA graphs (without --nocuda-graph)");
   require(replicas == 1 || o.parallel == ParallelLayout::kData, replica_flag,
           " needs --parallel=data, model or hybrid");
   require(o.parallel != ParallelLayout::kNone || o.ranks == 1, "running on ", o.ranks,

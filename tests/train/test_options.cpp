@@ -230,6 +230,15 @@ TEST_CASE("validate_options checks the GPU list", "[options][devices]") {
         }) == "--locations=2 places replicas on CPUs; with --devices every replica is on its GPU");
   CHECK(rejection([](TrainOptions& o) { o.reduce = Reduction::kNccl; }) ==
         "--reduce=nccl reduces between GPUs: train with --device=N");
+  const std::string run_ahead_needs =
+      "--run-ahead launches an iteration's CUDA graph while the one before runs: train at a GPU "
+      "(--device=N) with CUDA graphs (without --nocuda-graph)";
+  CHECK(rejection([](TrainOptions& o) { o.run_ahead = true; }) == run_ahead_needs);
+  CHECK(rejection([](TrainOptions& o) {
+          o.run_ahead = true;
+          o.devices = {0};
+          o.cuda_graph = false;
+        }) == run_ahead_needs);
   CHECK(rejection([](TrainOptions& o) {
           o.parallel = ParallelLayout::kData;
           o.devices = {0, 1};

@@ -138,19 +138,13 @@ TEST_CASE("a divergence found one run late names its own iteration and leaves no
   CHECK(message[1].substr(0, message[1].find(':')) == message[0].substr(0, message[0].find(':')));
 }
 
-TEST_CASE("running ahead is off, with the reason, where it cannot be", "[trainer][device][graph]") {
+TEST_CASE("running ahead is off, with the reason, while traced", "[trainer][device][graph]") {
+  // An observer would see no device times (tests/train/test_options.cpp: the layouts refused).
   dispatch::ScopedEmulatedDevices emulated(1);
-  SECTION("traced: an observer would see no device times") {
-    TrainOptions o = small_run("mlp", Optimizer::kSgd, true);
-    o.trace_path = "run_ahead_trace.json";
-    const Outcome traced = train(o);
-    CHECK(traced.result.device_graphs.find(", run ahead off: observed (traced)") !=
-          std::string::npos);
-    std::remove(o.trace_path.c_str());
-  }
-  SECTION("without CUDA graphs nothing runs ahead, and nothing changes") {
-    TrainOptions o = small_run("mlp", Optimizer::kSgd, true);
-    o.cuda_graph = false;
-    CHECK(train(o).result.device_graphs == "off (not asked)");
-  }
+  TrainOptions o = small_run("mlp", Optimizer::kSgd, true);
+  o.trace_path = "run_ahead_trace.json";
+  const Outcome traced = train(o);
+  CHECK(traced.result.device_graphs.find(", run ahead off: observed (traced)") !=
+        std::string::npos);
+  std::remove(o.trace_path.c_str());
 }
