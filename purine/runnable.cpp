@@ -135,7 +135,7 @@ void Runnable::check_parameters_initialized() const {
 
 void Runnable::sync() {
   if (replaying_)
-    device_graphs_->engine().sync();
+    device_graphs_->sync();
   else
     engine_->sync();
   ++completed_runs_;

@@ -63,8 +63,7 @@ DeviceGraphs::DeviceGraphs(const Graph& graph, int rank, dispatch::Plan plan,
   }
   DeviceQueue& origin = *plan_.executors()[region_.origin].queue;
   for (auto& end : ends_) end = origin.create_event();
-  // Running ahead needs nothing of the run after the replay (its launch would release it) and a
-  // host thread for the gate.
+  // Running ahead needs nothing of the run after the replay (its launch would release it).
   std::vector<bool> in_region(plan_.tasks().size(), false);
   for (const dispatch::TaskId t : region_.tasks) in_region[t] = true;
   for (const dispatch::TaskId t : region_.tasks)
@@ -75,7 +74,6 @@ DeviceGraphs::DeviceGraphs(const Graph& graph, int rank, dispatch::Plan plan,
   for (size_t e = 0; e < plan_.executors().size() && gate_executor_ < 0; ++e)
     if (plan_.executors()[e].kind == dispatch::ExecutorKind::kCpuThread)
       gate_executor_ = static_cast<dispatch::ExecutorId>(e);
-  if (gate_executor_ < 0) ahead_refusal_ = "the rank has no host thread";
 }
 
 DeviceGraphs::~DeviceGraphs() {
@@ -92,9 +90,9 @@ std::unique_ptr<dispatch::Engine> DeviceGraphs::make_engine() {
       plan_, region_, str("device graph (", region_.tasks.size(), " ops)"), [this] { launch(); },
       ahead);
   const dispatch::TaskId launcher = static_cast<dispatch::TaskId>(plan.tasks().size()) - 1;
-  if (ahead) {
-    // The host tasks wait for the replay before (they may write what its copies read), and so
-    // does the run's end: at most one replay is in flight when sync() returns.
+  if (ahead && launcher > 0 && gate_executor_ >= 0) {
+    // The host tasks wait for the replay before: they may write what its copies read. (A plan
+    // with host tasks has a host thread.)
     dispatch::Task gate;
     gate.name = "wait for the device graph before";
     gate.location = plan.tasks()[0].location;
@@ -112,6 +110,13 @@ void DeviceGraphs::launch() {
   if (previous_end_ && !previous_end_->done()) ++launched_ahead_;
   current_->launch();
   if (launch_end_) plan_.executors()[region_.origin].queue->record(*launch_end_);
+}
+
+void DeviceGraphs::sync() {
+  engine_->sync();
+  // At most one replay is in flight once a run has synced (its gate, if any, waited already).
+  if (previous_end_)
+    while (!previous_end_->done()) std::this_thread::yield();
 }
 
 void DeviceGraphs::drain() {

@@ -11,8 +11,8 @@
 // Running ahead (RunOptions::run_ahead): a replay's launch completes its run, so the host may
 // start the next run, and launch the next replay behind this one on the queue, while the device
 // still works on this one. The next run's host tasks (the data op, which writes the batch this
-// replay's copy reads) start only once this replay has run (a polled gate task before them), so
-// when a run's sync() returns the replay before it has run, and at most one replay is in flight.
+// replay's copy reads) start only once this replay has run (a polled gate task before them), and
+// so does that run's sync() return: at most one replay is then in flight.
 // What the host itself writes for a replay or reads from it between runs (the learning rate, the
 // losses) must alternate between two blobs (swaps), as the trainer arranges
 // (train/trainer.cpp); drain() waits for the replay in flight, as anything that reads the
@@ -51,8 +51,9 @@ class DeviceGraphs {
   // Starts this run as a replay and returns true, or returns false (an eager run now, or replay
   // turned off) having started nothing. Records the current layout first when it is new.
   bool start_run(int completed_runs);
-  // The engine of the replayed runs (its observers see one task per replay); after start_run().
-  dispatch::Engine& engine() { return *engine_; }
+  // Waits for the run start_run() started (Engine::sync); running ahead, then also for the replay
+  // before it.
+  void sync();
   // Whether replays run ahead: asked for, possible (else ahead_refusal() says why), and no
   // observer.
   bool running_ahead() const { return run_ahead_ && ahead_refusal_.empty() && observers_.empty(); }

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "dispatcher/emulated_devices.hpp"
 #include "operators/cuda/gpu_test.hpp"
 #include "operators/registry.hpp"
 #include "purine/dsl.hpp"
@@ -469,4 +470,54 @@ TEST_CASE("random graphs on three threads compute the same with shared memory", 
   }
   CHECK(unshared == 0);
   CHECK(shared > 100);  // most graphs free buffers for later values
+}
+
+TEST_CASE("replays that run ahead read and write the host blobs of their own run",
+          "[runnable][device][graph]") {
+  // w += delta at an emulated GPU, delta written by the host before each run and the new w read
+  // back after it: both host blobs alternate with twins (swaps), as the trainer's do with
+  // RunOptions::run_ahead. Runs 1 and 2 are eager, 3 and 4 record, 5 on replay ahead.
+  dispatch::ScopedEmulatedDevices emulated(1);
+  Graph g;
+  const Location gpu = Location::gpu(0, 0);
+  const Location cpu = Location::cpu(0);
+  Blob *delta, *seen, *w, *w_next;
+  {
+    Graph::Placement at(g, cpu);
+    delta = g.add_blob("delta", {8});
+    g.add_swap(delta, g.add_blob("delta::twin", {8}));
+  }
+  {
+    Graph::Placement at(g, gpu);
+    w = g.add_blob("w", {8});
+    w_next = g.apply("add", "sum", {}, {w, g.copy_to(delta, gpu, Graph::kMainThread)})[0];
+    g.add_swap(w, w_next);
+  }
+  seen = g.copy_to(w_next, cpu, Graph::kMainThread);
+  {
+    Graph::Placement at(g, cpu);
+    g.add_swap(seen, g.add_blob("seen::twin", {8}));
+  }
+  RunOptions options;
+  options.device_graphs = true;
+  options.run_ahead = true;
+  Runnable run(g, options);
+  w->tensor().set_values(std::vector<float>(8, 0.0f));
+  const auto sum_to = [](int k) { return std::vector<float>(8, k * (k + 1) / 2.0f); };
+  bool previous_in_flight = false;
+  for (int k = 1; k <= 12; ++k) {
+    INFO("run " << k);
+    delta->tensor().set_values(std::vector<float>(8, static_cast<float>(k)));
+    run.run();
+    // Run k - 1's values are back in `seen` once run k has synced, run k's in the twin once run.
+    if (previous_in_flight) CHECK(seen->tensor().values() == sum_to(k - 1));
+    previous_in_flight = run.run_in_flight();
+    if (!previous_in_flight) CHECK(g.find_blob("seen::twin")->tensor().values() == sum_to(k));
+  }
+  CHECK(previous_in_flight);  // the last replay was launched ahead
+  run.drain();
+  CHECK(!run.run_in_flight());
+  CHECK(g.find_blob("seen::twin")->tensor().values() == sum_to(12));
+  CHECK(w->tensor().values() == sum_to(12));
+  CHECK_THAT(run.device_graphs_state(), Contains("10 replayed runs") && Contains(", run ahead: "));
 }
