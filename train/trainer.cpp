@@ -636,7 +636,6 @@ class Trainer::Impl {
       const double learning_rate = schedule_->at(global_it);
       dp_.sgd.set_learning_rate(learning_rate, options_.rank);
       dp_.sgd.set_step(global_it + 1, options_.rank);  // Adam's bias correction
-      learning_rates_[global_it + 1] = learning_rate;
       train_run_->run();
       if (tracer_) tracer_->flush_to_file();  // the trace's memory stays one iteration's
       if (pipeline_meter_) {
@@ -657,7 +656,7 @@ class Trainer::Impl {
       const bool save_now = options_.checkpoint_every > 0 &&
                             iterations_done_ % options_.checkpoint_every == 0 &&
                             iterations_done_ < total_iterations();
-      for (const CheckedRun& run : check_runs(/*wait=*/save_now)) report(run);
+      check_runs(/*wait=*/save_now, report);
       if (save_now) save_to_dir();
       const int stop = agreed_stop();
       if (stop != kNoStop) {
@@ -666,7 +665,7 @@ class Trainer::Impl {
         break;
       }
     }
-    for (const CheckedRun& run : check_runs(/*wait=*/true)) report(run);
+    check_runs(/*wait=*/true, report);
     if (result.pipeline && !leader && options_.parallel == ParallelLayout::kHybrid)
       result.pipeline.reset();  // rank 0 reports its replica's pipeline
     if (result.pipeline && options_.ranks > 1 && options_.parallel == ParallelLayout::kPipeline) {
@@ -728,29 +727,28 @@ class Trainer::Impl {
     double learning_rate;
   };
 
-  // Checks, oldest first, each run whose results are final and not yet checked: the run just
-  // synced; with run-ahead (twins_) the one before it, and the last one too once it has run (at
-  // once with `wait`, which waits for it: before a checkpoint, at the end).
-  std::vector<CheckedRun> check_runs(bool wait) {
-    std::vector<CheckedRun> checked;
+  // Checks, oldest first, each run whose results are final and not yet checked, and passes it
+  // to `report`: the run just synced; with run-ahead (twins_) the one before it, and the last one
+  // too once it has run (at once with `wait`, which waits for it: before a checkpoint, at the
+  // end).
+  template <typename Report>
+  void check_runs(bool wait, const Report& report) {
     const auto check = [&](int64_t iteration, bool from_twins) {
       check_converging(iteration, from_twins);
-      checked.push_back({iteration,
-                         leader_loss_ ? value_of(*leader_loss_, from_twins)
-                                      : std::numeric_limits<double>::quiet_NaN(),
-                         learning_rates_[iteration]});
-      learning_rates_.erase(iteration);
       checked_ = iteration;
+      report(CheckedRun{iteration,
+                        leader_loss_ ? value_of(*leader_loss_, from_twins)
+                                     : std::numeric_limits<double>::quiet_NaN(),
+                        schedule_->at(iteration - 1)});
     };
     if (twins_.empty()) {
       if (checked_ < iterations_done_) check(iterations_done_, false);
-      return checked;
+      return;
     }
     // After run k's sync the run before it has run, its values back in the blobs (two swaps).
     if (checked_ < iterations_done_ - 1) check(iterations_done_ - 1, false);
     if (wait) train_run_->drain();
     if (checked_ < iterations_done_ && !train_run_->run_in_flight()) check(iterations_done_, true);
-    return checked;
   }
   // A host-readable scalar after a run: with run-ahead, the last run's is in the blob's twin.
   float value_of(Blob& blob, bool from_twin) const {
@@ -936,7 +934,6 @@ class Trainer::Impl {
   std::unique_ptr<LrSchedule> schedule_;
   int64_t iterations_done_ = 0;
   int64_t checked_ = 0;                            // the last iteration check_runs() checked
-  std::map<int64_t, double> learning_rates_;       // of the iterations not yet checked
   std::map<const Blob*, Blob*> twins_;             // TrainOptions::run_ahead: add_run_ahead_twins
   std::unique_ptr<dispatch::Tracer> tracer_;       // declared before the runnables: outlives them
   std::unique_ptr<PipelineMeter> pipeline_meter_;  // likewise
