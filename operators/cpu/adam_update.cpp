@@ -4,6 +4,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/streaming_stores.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -76,8 +77,7 @@ void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     float *new_w = outputs[o]->mutable_data(), *new_m = outputs[o + 1]->mutable_data();
     float* new_v = outputs[o + 2]->mutable_data();
     // Each element is read before it is written, so in-place updates are safe.
-#pragma omp parallel for if (n > kParallelMinArithmetic)
-    for (int64_t i = 0; i < n; ++i) {
+    const auto one = [=](int64_t i) {
       const float wi = w[i];
       const float gi = g[i] + l2 * wi;
       const float mi = h.beta1 * m[i] + h.one_minus_beta1 * gi;
@@ -85,7 +85,26 @@ void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       new_m[i] = mi;
       new_v[i] = vi;
       new_w[i] = wi * shrink - step_size * mi / (std::sqrt(vi) / correction2 + h.eps);
-    }
+    };
+    const __m128 l2_4 = _mm_set1_ps(l2), beta1 = _mm_set1_ps(h.beta1), beta2 = _mm_set1_ps(h.beta2),
+                 one_minus_beta1 = _mm_set1_ps(h.one_minus_beta1),
+                 one_minus_beta2 = _mm_set1_ps(h.one_minus_beta2), eps = _mm_set1_ps(h.eps),
+                 shrink4 = _mm_set1_ps(shrink), step_size4 = _mm_set1_ps(step_size),
+                 correction2_4 = _mm_set1_ps(correction2);
+    const auto four = [=](int64_t i, auto store) {  // one's operations, in its order
+      const __m128 wi = _mm_loadu_ps(w + i);
+      const __m128 gi = _mm_add_ps(_mm_loadu_ps(g + i), _mm_mul_ps(l2_4, wi));
+      const __m128 mi =
+          _mm_add_ps(_mm_mul_ps(beta1, _mm_loadu_ps(m + i)), _mm_mul_ps(one_minus_beta1, gi));
+      const __m128 vi = _mm_add_ps(_mm_mul_ps(beta2, _mm_loadu_ps(v + i)),
+                                   _mm_mul_ps(_mm_mul_ps(one_minus_beta2, gi), gi));
+      const __m128 denominator = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(vi), correction2_4), eps);
+      store(new_m + i, mi);
+      store(new_v + i, vi);
+      store(new_w + i, _mm_sub_ps(_mm_mul_ps(wi, shrink4),
+                                  _mm_div_ps(_mm_mul_ps(step_size4, mi), denominator)));
+    };
+    cpu::update_loop(n, {new_w, new_m, new_v}, kParallelMinArithmetic, one, four);
   }
 }
 

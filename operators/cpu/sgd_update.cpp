@@ -2,6 +2,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
+#include "operators/cpu/streaming_stores.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -53,13 +54,22 @@ void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     float* new_w = outputs[2 * k / 3]->mutable_data();
     float* new_h = outputs[2 * k / 3 + 1]->mutable_data();
     // Each element is read before it is written, so in-place updates are safe.
-#pragma omp parallel for if (n > kParallelMinArithmetic)
-    for (int64_t i = 0; i < n; ++i) {
+    const auto one = [=](int64_t i) {
       const float wi = w[i];
       const float hi = momentum * h[i] + lr * (g[i] + decay * wi);
       new_h[i] = hi;
       new_w[i] = wi - hi;
-    }
+    };
+    const __m128 lr4 = _mm_set1_ps(lr), momentum4 = _mm_set1_ps(momentum),
+                 decay4 = _mm_set1_ps(decay);
+    const auto four = [=](int64_t i, auto store) {  // one's operations, in its order
+      const __m128 wi = _mm_loadu_ps(w + i);
+      const __m128 step = _mm_mul_ps(lr4, _mm_add_ps(_mm_loadu_ps(g + i), _mm_mul_ps(decay4, wi)));
+      const __m128 hi = _mm_add_ps(_mm_mul_ps(momentum4, _mm_loadu_ps(h + i)), step);
+      store(new_h + i, hi);
+      store(new_w + i, _mm_sub_ps(wi, hi));
+    };
+    cpu::update_loop(n, {new_w, new_h}, kParallelMinArithmetic, one, four);
   }
 }
 

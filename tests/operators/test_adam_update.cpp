@@ -1,7 +1,11 @@
 // adam_update against PyTorch's Adam and AdamW formulas (operators/adam_update.hpp): three steps
 // on fixed numbers, the expected values computed once from the formulas in double precision.
+#include <omp.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "operators/compute_threads.hpp"
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
 
@@ -96,4 +100,64 @@ TEST_CASE("adam_update of several weights updates each as alone, bit for bit", "
   const Tensor a = tensor_of({2}, {1, 2}), b = tensor_of({1}, {1});
   REQUIRE_THROWS_WITH(run_forward("adam_update", attrs, {a, a, a, a, a, a, b, a, lr, step}),
                       Catch::Contains("input 6 (m of weight 1) has shape [1], expected input 4's"));
+}
+
+// Weights of a million floats or more take the streaming-store path (cpu/streaming_stores.hpp):
+// the same floats as the plain loop that smaller weights take, on any thread count.
+TEST_CASE("adam_update of a large weight gives the floats of its pieces updated alone",
+          "[adam_update]") {
+  Rng rng(12);
+  const int64_t n = (int64_t{1} << 20) + 13, piece = 65536;
+  const Tensor lr = tensor_of({}, {0.01f}), step = tensor_of({}, {3.0f});
+  std::vector<Tensor> large;
+  for (int role = 0; role < 4; ++role) large.push_back(random_tensor({n}, rng));
+  for (int64_t i = 0; i < n; ++i) large[3].mutable_data()[i] *= large[3].data()[i];
+  const int saved = omp_get_max_threads();
+  for (int64_t decoupled : {0, 1}) {
+    const Attrs attrs = Attrs().set("weight_decay", 0.01).set("decoupled", decoupled);
+    std::vector<std::vector<float>> expected(3);
+    for (int64_t begin = 0; begin < n; begin += piece) {
+      std::vector<Tensor> inputs;
+      for (const Tensor& t : large) {
+        const int64_t count = std::min(piece, n - begin);
+        inputs.push_back(
+            tensor_of({count}, std::vector<float>(t.data() + begin, t.data() + begin + count)));
+      }
+      inputs.insert(inputs.end(), {lr, step});
+      const std::vector<Tensor> out = run_forward("adam_update", attrs, inputs);
+      for (size_t r = 0; r < 3; ++r)
+        expected[r].insert(expected[r].end(), out[r].data(), out[r].data() + out[r].count());
+    }
+    for (int threads : {1, 2, 3}) {
+      INFO("decoupled " << decoupled << ", " << threads << " threads");
+      set_compute_threads(threads);
+      const std::vector<Tensor> out =
+          run_forward("adam_update", attrs, {large[0], large[1], large[2], large[3], lr, step});
+      for (size_t r = 0; r < 3; ++r) CHECK((out[r].values() == expected[r]));
+    }
+  }
+  set_compute_threads(saved);
+}
+
+// The kernel does four elements at a time and the last n % 4 alone; both give the same floats.
+TEST_CASE("adam_update gives each element the floats it gets alone", "[adam_update]") {
+  Rng rng(13);
+  const int64_t n = 1001;
+  const Tensor lr = tensor_of({}, {0.01f}), step = tensor_of({}, {2.0f});
+  std::vector<Tensor> inputs;
+  for (int role = 0; role < 4; ++role) inputs.push_back(random_tensor({n}, rng));
+  for (int64_t i = 0; i < n; ++i) inputs[3].mutable_data()[i] *= inputs[3].data()[i];
+  const Attrs attrs = Attrs().set("weight_decay", 0.01);
+  const std::vector<Tensor> together =
+      run_forward("adam_update", attrs, {inputs[0], inputs[1], inputs[2], inputs[3], lr, step});
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<Tensor> alone_inputs;
+    for (const Tensor& t : inputs) alone_inputs.push_back(tensor_of({1}, {t.data()[i]}));
+    alone_inputs.insert(alone_inputs.end(), {lr, step});
+    const std::vector<Tensor> alone = run_forward("adam_update", attrs, alone_inputs);
+    for (size_t r = 0; r < 3; ++r) {
+      INFO("element " << i << ", output " << r);
+      REQUIRE(together[r].data()[i] == alone[r].data()[0]);
+    }
+  }
 }

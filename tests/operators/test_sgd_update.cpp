@@ -1,5 +1,8 @@
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 
+#include "operators/compute_threads.hpp"
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
 
@@ -88,4 +91,32 @@ TEST_CASE("sgd_update of several weights updates each as alone, bit for bit", "[
       run_forward("sgd_update", attrs,
                   {inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[0], lr}),
       Catch::Contains("input 5 (history of weight 1) has shape [3,4], expected input 3's"));
+}
+
+// Weights of a million floats or more take the streaming-store path: the same floats as the
+// formula, element by element, whatever the thread count and the odd tail.
+TEST_CASE("sgd_update of a large weight writes the formula's floats on any thread count",
+          "[sgd_update]") {
+  Rng rng(10);
+  const int64_t n = (int64_t{1} << 20) + 13;
+  const Tensor w = random_tensor({n}, rng), g = random_tensor({n}, rng),
+               h = random_tensor({n}, rng);
+  const float lr = 0.05f, momentum = 0.9f, decay = 5e-4f;
+  const Attrs attrs = Attrs().set("momentum", 0.9).set("weight_decay", 5e-4);
+  std::vector<float> expected_w(n), expected_h(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float wi = w.data()[i];
+    expected_h[i] = momentum * h.data()[i] + lr * (g.data()[i] + decay * wi);
+    expected_w[i] = wi - expected_h[i];
+  }
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    set_compute_threads(threads);
+    const std::vector<Tensor> out =
+        run_forward("sgd_update", attrs, {w, g, h, tensor_of({}, {lr})});
+    CHECK((out[0].values() == expected_w));
+    CHECK((out[1].values() == expected_h));
+  }
+  set_compute_threads(saved);
 }
