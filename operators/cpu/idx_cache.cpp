@@ -57,31 +57,62 @@ std::string file_key(const std::string& dir, const std::string& split) {
   return key;
 }
 
+// The caches, under one mutex (a load holds it: loads of one split wait for each other).
+struct IdxCaches {
+  std::mutex mutex;
+  std::map<std::string, std::weak_ptr<const IdxDataset>> loaded;  // shared_idx_dataset's
+  std::map<std::string, IdxDataset> metadata;                     // cached_idx_metadata's
+  // Splits read whole for their metadata, until shared_idx_dataset takes them (see the header).
+  std::map<std::string, std::shared_ptr<const IdxDataset>> handed_over;
+};
+
+IdxCaches& caches() {
+  static IdxCaches c;
+  return c;
+}
+
 }  // namespace
 
 std::shared_ptr<const IdxDataset> shared_idx_dataset(const std::string& dir,
                                                      const std::string& split) {
-  static std::mutex mutex;
-  static std::map<std::string, std::weak_ptr<const IdxDataset>> loaded;  // guarded by mutex
+  IdxCaches& c = caches();
   const std::string key = file_key(dir, split);
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto existing = loaded[key].lock()) return existing;
-  ++reads;
-  auto dataset = std::make_shared<const IdxDataset>(load_idx_dataset(dir, split));
-  loaded[key] = dataset;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (auto existing = c.loaded[key].lock()) return existing;
+  std::shared_ptr<const IdxDataset> dataset;
+  auto pending = c.handed_over.find(key);
+  if (pending != c.handed_over.end()) {
+    dataset = std::move(pending->second);
+    c.handed_over.erase(pending);
+  } else {
+    ++reads;
+    dataset = std::make_shared<const IdxDataset>(load_idx_dataset(dir, split));
+  }
+  c.loaded[key] = dataset;
   return dataset;
 }
 
 IdxDataset cached_idx_metadata(const std::string& dir, const std::string& split) {
-  static std::mutex mutex;
-  static std::map<std::string, IdxDataset> known;  // guarded by mutex
+  IdxCaches& c = caches();
   const std::string key = file_key(dir, split);
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = known.find(key);
-  if (found != known.end()) return found->second;
-  ++reads;
-  IdxDataset meta = load_idx_metadata(dir, split);
-  known.emplace(key, meta);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto found = c.metadata.find(key);
+  if (found != c.metadata.end()) return found->second;
+  std::shared_ptr<const IdxDataset> whole = c.loaded[key].lock();
+  if (!whole) {
+    ++reads;
+    whole = std::make_shared<const IdxDataset>(load_idx_dataset(dir, split));
+    c.handed_over[key] = whole;
+  }
+  IdxDataset meta;
+  meta.images_file = whole->images_file;
+  meta.labels_file = whole->labels_file;
+  meta.count = whole->count;
+  meta.rows = whole->rows;
+  meta.cols = whole->cols;
+  meta.classes = whole->classes;
+  meta.labels = whole->labels;
+  c.metadata.emplace(key, meta);
   return meta;
 }
 

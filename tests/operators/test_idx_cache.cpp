@@ -79,5 +79,27 @@ TEST_CASE("idx cache: the whole split is shared while in use, then let go", "[id
   CHECK(idx_cache_reads() == before + 2);
 }
 
+TEST_CASE("idx cache: the split read for its metadata serves the next whole-split user",
+          "[idx_data]") {
+  TempDir dir;
+  write_dataset(dir, 12);
+  const int64_t before = idx_cache_reads();
+  CHECK(cached_idx_metadata(dir.path(), "train").images.empty());
+  std::shared_ptr<const IdxDataset> whole = shared_idx_dataset(dir.path(), "train");
+  CHECK(idx_cache_reads() == before + 1);  // one decompression for both
+  CHECK(whole->images.size() == 12 * 4);
+  CHECK(whole->images[4] == 1);  // sample 1's first pixel
+  whole.reset();                 // handed over once: let go like any other load
+  CHECK(shared_idx_dataset(dir.path(), "train")->count == 12);
+  CHECK(idx_cache_reads() == before + 2);
+  // The metadata of a split already in use comes from it, without a read.
+  TempDir other;
+  write_dataset(other, 12);
+  const int64_t held_before = idx_cache_reads();
+  std::shared_ptr<const IdxDataset> held = shared_idx_dataset(other.path(), "train");
+  CHECK(cached_idx_metadata(other.path(), "train").labels.size() == 12);
+  CHECK(idx_cache_reads() == held_before + 1);
+}
+
 }  // namespace
 }  // namespace purine
