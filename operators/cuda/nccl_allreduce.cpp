@@ -3,6 +3,8 @@
 // unique id, MPI broadcasts it, every rank joins with its GPU. The kernel queues ncclAllReduce
 // on the op's stream. The communicators live until the process ends (like the MPI
 // communicator they are built over, a collective of a stalled run may still hold them).
+#include "operators/nccl_allreduce.hpp"
+
 #include <mpi.h>
 #include <nccl.h>
 
@@ -16,7 +18,6 @@
 #include "operators/cuda/device_guard.hpp"
 #include "operators/gpu_kernel.hpp"
 #include "operators/mpi/communicator.hpp"
-#include "operators/nccl_allreduce.hpp"
 
 namespace purine::cuda {
 
@@ -46,12 +47,15 @@ void prepare(const Operator&, const std::vector<const Tensor*>&,
   const MPI_Comm comm = comm_of(context.comm);
   const int device = outputs[0]->location().device;
   if (communicator(comm, device)) return;
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &ranks);
+  int rank = 0, ranks = 1, mpi_running = 0;
+  MPI_Initialized(&mpi_running);  // not in a process the tool started alone: a world of one
+  if (mpi_running) {
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+  }
   ncclUniqueId id;
   if (rank == 0) PURINE_NCCL_CALL(ncclGetUniqueId(&id));
-  require(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm) == MPI_SUCCESS,
+  require(!mpi_running || MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm) == MPI_SUCCESS,
           "nccl_allreduce: broadcasting the NCCL id over MPI failed");
   DeviceGuard on(device);
   ncclComm_t nccl = nullptr;
@@ -66,8 +70,8 @@ void allreduce(const Operator&, const std::vector<const Tensor*>& inputs,
   const ncclComm_t nccl = communicator(comm_of(context.comm), outputs[0]->location().device);
   require(nccl != nullptr, "nccl_allreduce: no NCCL communicator (the op was not prepared)");
   PURINE_NCCL_CALL(ncclAllReduce(inputs[0]->data(), outputs[0]->mutable_data(),
-                                 static_cast<size_t>(inputs[0]->count()), ncclFloat, ncclSum,
-                                 nccl, stream_of(context).stream()));
+                                 static_cast<size_t>(inputs[0]->count()), ncclFloat, ncclSum, nccl,
+                                 stream_of(context).stream()));
 }
 
 }  // namespace

@@ -25,6 +25,14 @@ int count_of(const Tensor& t) {
           " values is too large for one MPI message");
   return static_cast<int>(t.count());
 }
+
+// A process the purine tool started without a launcher never initializes MPI (tools/cli/main.cpp):
+// it is alone, a world of one rank.
+bool mpi_running() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);  // callable before MPI_Init
+  return initialized != 0;
+}
 }  // namespace
 
 MpiTransfer::~MpiTransfer() {
@@ -67,12 +75,17 @@ void MpiTransfer::start_allreduce(const Tensor& input, Tensor& output) {
   kind_ = Kind::kCollective;
   require(input.shape() == output.shape(), "allreduce of ", input.shape(), " into ",
           output.shape());
+  if (!mpi_running()) {  // the sum over a world of one
+    if (output.mutable_data() != input.data()) output.copy_from(input);
+    return;
+  }
   check(MPI_Iallreduce(input.data(), output.mutable_data(), count_of(input), MPI_FLOAT, MPI_SUM,
                        comm_, &request_),
         "MPI_Iallreduce");
 }
 
 bool MpiTransfer::done() {
+  if (request_ == MPI_REQUEST_NULL) return true;  // nothing started on MPI (a world of one)
   int flag = 0;
   check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
   return flag != 0;

@@ -51,6 +51,17 @@ void write_file(const std::string& path, const std::string& bytes) {
 
 using Catch::Contains;
 
+// Started without a launcher the tool leaves MPI uninitialized (tools/cli/main.cpp): an
+// allreduce over MPI is then the sum over a world of one (it used to need MPI's own start).
+TEST_CASE("purine alone runs data parallelism over MPI as a world of one", "[cli]") {
+  Result r = run_purine(
+      "train --model=mlp --data=synthetic:1x28x28:10 --parallel=data --reduce=mpi --max-iters=3 "
+      "--noevaluate");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, Contains("(3 iterations"));
+}
+
 TEST_CASE("missing data directory", "[cli]") {
   Result r = run_purine("train --data=/nonexistent/dir --max-iters=1");
   REQUIRE(r.status != 0);

@@ -109,7 +109,11 @@ int main(int argc, char** argv) {
     return 1;
   };
   try {
-    mpi = std::make_unique<purine::MpiContext>(&argc, &argv);
+    // MPI only where a launcher (mpirun) started this process: Open MPI's start of a process
+    // alone spawns a daemon, 0.3 s of every command's start, and a process alone needs no MPI
+    // (purine/mpi.hpp's functions then say a world of one, rank 0).
+    if (purine::mpi_launched_world().size != 0)
+      mpi = std::make_unique<purine::MpiContext>(&argc, &argv);
     const bool wants_help = std::any_of(args.begin(), args.end(), [](const std::string& a) {
       return a == "--help" || a == "-help" || a == "-h";
     });
@@ -137,7 +141,8 @@ int main(int argc, char** argv) {
         problem = e.what();
       }
       if (wants_help && problem.empty()) {
-        if (mpi->rank() == 0) std::cout << purine::cli::help_text(command);  // once under mpirun
+        if (purine::mpi_world_rank() == 0)
+          std::cout << purine::cli::help_text(command);  // once under mpirun
         return 0;
       }
       purine::cli::settle_startup(problem);
@@ -158,7 +163,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (command == "devices") return list_devices();
-    if (mpi->rank() == 0) std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
+    if (purine::mpi_world_rank() == 0)
+      std::cerr << "error: unknown command '" << command << "'\n" << kUsage;
     return 2;
   } catch (const purine::cli::EveryRankError& e) {
     // Every rank met it before any communication: rank 0 tells it, every rank finalizes MPI
