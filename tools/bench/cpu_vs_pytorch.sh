@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # CPU training throughput, Purine against PyTorch (Debian python3-torch with OpenBLAS) in the
 # same run: same networks, data, batch, optimizer and thread count. Prints images/s and the
-# ratio per model (mlp, convnet, and GoogLeNet at 28x28 for GOOGLENET_ITERS iterations, default
-# 40), then the machine's FMA peak and the models' share of it. Usage:
-# tools/bench/cpu_vs_pytorch.sh [iterations] [threads] [batch]
+# ratio per model (mlp, convnet, convnet_bn (purine train's default), and GoogLeNet at 28x28 for
+# GOOGLENET_ITERS iterations, default 40), then the machine's FMA peak and the models' share of
+# it. Usage: [OPTIMIZER=sgd|adam] [MODELS="mlp convnet"] tools/bench/cpu_vs_pytorch.sh
+# [iterations] [threads] [batch]
 # Needs a build (tools/build.sh) and PURINE_SETUP_BENCH=1 bash tools/setup.sh for the peer.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 iters=${1:-300}
 threads=${2:-2}
 batch=${3:-64}
+optimizer=${OPTIMIZER:-sgd}
+models=${MODELS:-mlp convnet convnet_bn googlenet}
 purine=build/tools/purine
 [ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
 /usr/bin/python3 -c "import torch" 2>/dev/null ||
@@ -18,24 +21,24 @@ summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | head -1; }
 
-printf "%-9s %6s %7s %14s %14s %7s\n" model batch threads purine_img/s pytorch_img/s ratio
-for model in mlp convnet googlenet; do
+printf "%-10s %-9s %6s %7s %14s %14s %7s\n" model optimizer batch threads purine_img/s pytorch_img/s ratio
+for model in $models; do
   n=$iters
   [ "$model" = googlenet ] && n=${GOOGLENET_ITERS:-40}
   # Alternate the two twice and keep each one's best, so neither gets the quieter moment.
   best_purine=0 best_torch=0
   for round in 1 2; do
     "$purine" train --model="$model" --max-iters="$n" --batch="$batch" \
-      --threads="$threads" --noevaluate --summary="$summary" >/dev/null
+      --threads="$threads" --optimizer="$optimizer" --noevaluate --summary="$summary" >/dev/null
     p=$(field images_per_sec <"$summary")
     t=$(/usr/bin/python3 tools/bench/pytorch_peer.py --model "$model" --iters "$n" \
-      --batch "$batch" --threads "$threads" | field images_per_sec)
+      --batch "$batch" --threads "$threads" --optimizer "$optimizer" | field images_per_sec)
     best_purine=$(python3 -c "print(max($best_purine, $p))")
     best_torch=$(python3 -c "print(max($best_torch, $t))")
   done
   ratio=$(python3 -c "print(f'{$best_purine / $best_torch:.2f}')")
-  printf "%-9s %6d %7d %14.0f %14.0f %7s\n" "$model" "$batch" "$threads" "$best_purine" \
-    "$best_torch" "${ratio}x"
+  printf "%-10s %-9s %6d %7d %14.0f %14.0f %7s\n" "$model" "$optimizer" "$batch" "$threads" \
+    "$best_purine" "$best_torch" "${ratio}x"
 done
 
 # The same machine's measured FMA peak, and convnet's and GoogLeNet's training FLOP/s as a share

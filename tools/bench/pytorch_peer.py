@@ -40,6 +40,11 @@ def build(name):
                              nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(7 * 7 * 64, 1024), nn.ReLU(),
                              nn.Linear(1024, 10))
+    if name == "convnet_bn":  # purine's default model: batch norm between each conv and ReLU
+        return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.BatchNorm2d(32), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Conv2d(32, 64, 5, padding=2),
+                             nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Linear(1024, 10))
     if name == "googlenet":  # as on the GPU, at 28x28: inceptions on 4x4, 2x2 and 1x1 maps
         return googlenet(10, in_channels=1)
     if name == "lenet":
@@ -57,6 +62,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--iters", type=int, default=300)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -64,7 +70,10 @@ def main():
     images = torch.from_numpy(load_images(os.path.join(args.data, "train-images-idx3-ubyte.gz")))
     labels = torch.from_numpy(load_labels(os.path.join(args.data, "train-labels-idx1-ubyte.gz")))
     net = build(args.model)
-    opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+    if args.optimizer == "adam":  # purine train --optimizer=adam: L2 decay through the gradient
+        opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=5e-4)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     order = torch.randperm(images.shape[0])
     batches = images.shape[0] // args.batch
@@ -82,7 +91,7 @@ def main():
         opt.step()
     elapsed = time.perf_counter() - start
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
-                      "batch": args.batch, "threads": args.threads,
+                      "optimizer": args.optimizer, "batch": args.batch, "threads": args.threads,
                       "images_per_sec": (args.iters - warmup) * args.batch / elapsed,
                       "final_loss": float(loss)}))
 
