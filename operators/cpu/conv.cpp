@@ -406,6 +406,13 @@ class Im2colConvKernel : public ConvKernel {
 // Output planes of at most this many pixels count as small (see make_kernel).
 constexpr int64_t kSmallPlane = 49;
 
+// Whether oneDNN runs AVX-512 kernels here (its effective ISA: ONEDNN_MAX_CPU_ISA=AVX2 caps it).
+bool onednn_has_avx512() {
+  static const bool has =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  return has;
+}
+
 // `engine` is "auto", "onednn" or "im2col" (validated by the caller).
 std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool deterministic,
                                         ConvDirection direction, const ConvGeometry& g, int threads,
@@ -419,13 +426,21 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // and 60-67 as one oneDNN primitive; level at 6x6 and 7x7, oneDNN ahead from 8x8), and the
   // forward of planes up to 2x2 (GoogLeNet's twelve 1x1: 3.5 ms in all against 6.5; its 2x2
   // ones: 11.4-12.3 against 12.9-14.2; oneDNN ahead at 4x4). oneDNN's data gradient wins at every
-  // size (image groups with col2im: 66 against 36 ms over GoogLeNet's).
+  // size (image groups with col2im: 66 against 36 ms over GoogLeNet's). Where oneDNN has only
+  // AVX2 kernels, its deterministic weight gradients of 3x3 and 1x1 kernels lose to im2col's at
+  // larger planes too (googlenet_small, 14x14 and 28x28, 2 AVX2 EPYC cores, 2026-11-27: conv2
+  // 73 against 89 ms, the 3x3s 37 / 20 against 46 / 23, the 1x1s 10-25%; 378 against 408 ms
+  // for all its weight gradients), its 5x5 ones win (14 against 15, 2.8 against 5.9 ms); not
+  // measured with AVX-512, which keeps oneDNN.
   const int64_t plane = g.ho * g.wo;
   const bool small = (direction == ConvDirection::kBackwardWeights && plane <= kSmallPlane) ||
                      (direction == ConvDirection::kForward && plane <= 4);
+  const bool avx2_small_kernel_weights = direction == ConvDirection::kBackwardWeights &&
+                                         deterministic && g.kh * g.kw <= 9 && !onednn_has_avx512();
   bool onednn = engine == "onednn";
   if (engine == "auto") {
-    onednn = !small && (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
+    onednn = !small && !avx2_small_kernel_weights &&
+             (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
   }
   if (onednn && g.n > 0) {
     try {
