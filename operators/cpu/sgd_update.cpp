@@ -2,8 +2,8 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/contiguity.hpp"
-#include "operators/cpu/streaming_stores.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/cpu/update_loop.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {

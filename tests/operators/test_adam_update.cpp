@@ -102,7 +102,7 @@ TEST_CASE("adam_update of several weights updates each as alone, bit for bit", "
                       Catch::Contains("input 6 (m of weight 1) has shape [1], expected input 4's"));
 }
 
-// Weights of a million floats or more take the streaming-store path (cpu/streaming_stores.hpp):
+// Weights of a million floats or more take the streaming-store path (cpu/update_loop.hpp):
 // the same floats as the plain loop that smaller weights take, on any thread count.
 TEST_CASE("adam_update of a large weight gives the floats of its pieces updated alone",
           "[adam_update]") {
