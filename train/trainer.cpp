@@ -206,6 +206,7 @@ class Trainer::Impl {
     require(iterations_done_ == 0 || total_iterations() > iterations_done_,
             "nothing to train: the checkpoint is at iteration ", iterations_done_,
             " and this run's total is ", total_iterations(), " (raise --max-iters or --epochs)");
+    refuse_checkpoints_of_another_run();
     const int64_t total = total_iterations() - iterations_done_;
     prime_data();
     const int64_t warmup = std::min<int64_t>(10, total / 2);
@@ -470,21 +471,39 @@ class Trainer::Impl {
     // The data continue with the batch after the last one trained on.
     for (DataFeed& feed : train_feeds_) feed.source->skip_to(iterations_done_);
   }
-  std::string resume_newest() {
-    require(!options_.checkpoint_dir.empty(), "resuming the newest checkpoint needs a directory");
-    // Rank 0 chooses; every rank gets its choice or its error ("E" + message), none waits.
-    std::string choice;
+  // What `decide` returns on rank 0, on every rank; its error is every rank's error, so none
+  // waits for a rank that failed.
+  std::string decided_on_rank0(const std::function<std::string()>& decide) const {
+    std::string choice;  // "P" + the answer, or "E" + the error
     if (options_.rank == 0) {
       try {
-        choice =
-            "P" + newest_checkpoint(options_.checkpoint_dir, checkpoint_size_limit(dp_.checkpoint));
+        choice = "P" + decide();
       } catch (const Error& e) {
         choice = std::string("E") + e.what();
       }
     }
     if (options_.ranks > 1) choice = mpi_broadcast_bytes(choice, 0);
     require(choice[0] == 'P', choice.substr(1));
-    const std::string path = choice.substr(1);
+    return choice.substr(1);
+  }
+  // A run from the start into a directory of another run's checkpoints would overwrite some,
+  // prune others and leave --resume to pick one of that run's: refused before it trains.
+  void refuse_checkpoints_of_another_run() const {
+    if (iterations_done_ != 0 || options_.checkpoint_dir.empty()) return;
+    const std::string newest = decided_on_rank0([&]() -> std::string {
+      const auto found = list_checkpoints(options_.checkpoint_dir);
+      return found.empty() ? "" : found.front().second;
+    });
+    require(newest.empty(), "--checkpoint-dir '", options_.checkpoint_dir,
+            "' already holds the checkpoints of a run (the newest: ", newest,
+            "), which this run from the start would overwrite and prune: continue that run with "
+            "--resume, or give an empty or new directory");
+  }
+  std::string resume_newest() {
+    require(!options_.checkpoint_dir.empty(), "resuming the newest checkpoint needs a directory");
+    const std::string path = decided_on_rank0([&] {
+      return newest_checkpoint(options_.checkpoint_dir, checkpoint_size_limit(dp_.checkpoint));
+    });
     require(!path.empty(), "no complete checkpoint in '", options_.checkpoint_dir,
             "' to resume from (run without --resume to start training)");
     load(path);

@@ -95,7 +95,9 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // Trains, calling `progress` after every iteration (the caller throttles its output).
+  // Trains, calling `progress` after every iteration (the caller throttles its output). A run
+  // that starts from iteration 0 (no checkpoint loaded) refuses a `checkpoint_dir` that already
+  // holds checkpoints, before its first iteration: it would overwrite and prune another run's.
   TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});
   // Asks train() to stop: it finishes the iteration in progress (or, when asked before train(),
   // its first), calls `progress`, saves the checkpoints the options ask for as at the end of

@@ -237,6 +237,9 @@ TEST_CASE("a data-parallel run killed with SIGKILL resumes to the unbroken loss"
                           " --resume --summary=" + dir.file("resumed.json"));
   INFO("mpirun output:\n" << resumed.output);
   REQUIRE(resumed.status == 0);
+  // Without --resume every rank refuses the directory (rank 0 looks), none waits for another.
+  check_failed(mpirun(common + "--max-iters=" + total + " --checkpoint-dir=" + ckpts),
+               "already holds the checkpoints of a run");
   Result whole = mpirun(common + "--max-iters=" + total + " --summary=" + dir.file("whole.json"));
   INFO("mpirun output:\n" << whole.output);
   REQUIRE(whole.status == 0);

@@ -468,6 +468,12 @@ TEST_CASE("a run killed with SIGKILL resumes from its newest checkpoint to the u
   INFO(resumed.output);
   REQUIRE(resumed.status == 0);
   REQUIRE_THAT(resumed.output, Contains("resuming from " + checkpoints.front().second));
+  // Without --resume the same command would start over into the killed run's checkpoints.
+  Result fresh =
+      run_purine(common + "--max-iters=" + std::to_string(total) + " --checkpoint-dir=" + dir);
+  CHECK(fresh.status != 0);
+  CHECK_THAT(fresh.output, Contains("error: --checkpoint-dir '" + dir +
+                                    "' already holds the checkpoints of a run"));
   Result whole = run_purine(common + "--max-iters=" + std::to_string(total) +
                             " --summary=" + temp.file("whole.json"));
   REQUIRE(whole.status == 0);

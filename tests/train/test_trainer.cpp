@@ -503,6 +503,15 @@ TEST_CASE("checkpoints during training: every N iterations into a directory, the
   Trainer resumed(more);
   REQUIRE(resumed.resume_newest() == checkpoint_file(o.checkpoint_dir, 15));
   REQUIRE(resumed.train().final_loss == expected);
+  // A run from the start into that directory is refused, and its files are left as they were.
+  const auto before = list_checkpoints(o.checkpoint_dir);
+  Trainer fresh(o);
+  REQUIRE_THROWS_WITH(fresh.train(), Catch::Contains("--checkpoint-dir '" + o.checkpoint_dir +
+                                                     "' already holds the checkpoints of a run "
+                                                     "(the newest: " +
+                                                     checkpoint_file(o.checkpoint_dir, 17)) &&
+                                         Catch::Contains("continue that run with --resume"));
+  CHECK(list_checkpoints(o.checkpoint_dir) == before);
   // A damaged newest file is skipped for the one before.
   std::ofstream(checkpoint_file(o.checkpoint_dir, 99)) << "half a checkpoint";
   TrainOptions again = o;
