@@ -28,6 +28,7 @@ class Fd {
   }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   int get() const { return fd_; }
   // Closes now; false (errno set) when close reports an error, e.g. a deferred write failure.
   bool close() {
@@ -115,34 +116,58 @@ void check_writable(const std::string& path, const std::string& what) {
   ::unlink(path.c_str());
 }
 
-std::string read_file_bounded(const std::string& path, int64_t max_bytes, const std::string& what) {
+namespace {
+
+// An open file for reading, not a directory; `st` gets its status.
+Fd open_for_reading(const std::string& path, const std::string& what, struct stat& st) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   require(fd.get() >= 0, "cannot read ", what, " '", path, "': ", reason());
-  struct stat st;
   require(::fstat(fd.get(), &st) == 0, "cannot read ", what, " '", path, "': ", reason());
   require(!S_ISDIR(st.st_mode), "cannot read ", what, " '", path, "': it is a directory");
-  require(!S_ISREG(st.st_mode) || st.st_size <= max_bytes, what, " '", path, "' has ", st.st_size,
-          " bytes, more than the ", max_bytes, " this model could need");
-  std::string bytes;
-  bytes.resize(static_cast<size_t>(S_ISREG(st.st_mode) ? st.st_size : 0));
+  return fd;
+}
+
+// Up to `limit` bytes from `fd` (fewer at its end), into `bytes` sized for `expected` first.
+std::string read_up_to(int fd, size_t expected, size_t limit, const std::string& path,
+                       const std::string& what) {
+  std::string bytes(std::min(expected, limit), '\0');
   size_t done = 0;
   for (;;) {
-    // A device or pipe may hold more than it claims: never read past max_bytes + 1.
+    // A device or pipe may hold more than it claims: never read past `limit`.
     if (done == bytes.size()) {
-      if (static_cast<int64_t>(done) > max_bytes) break;
-      bytes.resize(std::min<size_t>(static_cast<size_t>(max_bytes) + 1,
-                                    std::max<size_t>(2 * done, 1 << 16)));
+      if (done == limit) break;
+      bytes.resize(std::min(limit, std::max<size_t>(2 * done, 1 << 16)));
     }
-    const ssize_t n = ::read(fd.get(), &bytes[done], bytes.size() - done);
+    const ssize_t n = ::read(fd, &bytes[done], bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     require(n >= 0, "failed reading ", what, " '", path, "': ", reason());
     if (n == 0) break;
     done += static_cast<size_t>(n);
   }
   bytes.resize(done);
-  require(static_cast<int64_t>(done) <= max_bytes, what, " '", path, "' holds more than the ",
-          max_bytes, " bytes this model could need");
   return bytes;
+}
+
+}  // namespace
+
+std::string read_file_bounded(const std::string& path, int64_t max_bytes, const std::string& what) {
+  struct stat st;
+  Fd fd = open_for_reading(path, what, st);
+  require(!S_ISREG(st.st_mode) || st.st_size <= max_bytes, what, " '", path, "' has ", st.st_size,
+          " bytes, more than the ", max_bytes, " this model could need");
+  std::string bytes =
+      read_up_to(fd.get(), static_cast<size_t>(S_ISREG(st.st_mode) ? st.st_size : 0),
+                 static_cast<size_t>(max_bytes) + 1, path, what);
+  require(static_cast<int64_t>(bytes.size()) <= max_bytes, what, " '", path,
+          "' holds more than the ", max_bytes, " bytes this model could need");
+  return bytes;
+}
+
+std::string read_file_prefix(const std::string& path, int64_t max_bytes, const std::string& what) {
+  struct stat st;
+  Fd fd = open_for_reading(path, what, st);
+  return read_up_to(fd.get(), static_cast<size_t>(max_bytes), static_cast<size_t>(max_bytes), path,
+                    what);
 }
 
 }  // namespace purine

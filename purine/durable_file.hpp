@@ -27,5 +27,7 @@ void check_writable(const std::string& path, const std::string& what);
 // The whole file, refusing one larger than `max_bytes` before reading it (by its size when it is
 // a regular file; a device or pipe is read up to max_bytes + 1 bytes, never further).
 std::string read_file_bounded(const std::string& path, int64_t max_bytes, const std::string& what);
+// The file's first `max_bytes` bytes (all of a shorter file).
+std::string read_file_prefix(const std::string& path, int64_t max_bytes, const std::string& what);
 
 }  // namespace purine

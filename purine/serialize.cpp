@@ -1,7 +1,9 @@
 #include "purine/serialize.hpp"
 
 #include <glog/logging.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -289,6 +291,8 @@ CheckpointMap whole_blobs(const Graph& graph) {
 
 void save_checkpoint(const CheckpointMap& map, const std::string& path, const CheckpointInfo& info,
                      CheckpointRanks ranks) {
+  require(info.model.size() <= kMaxModelName, "cannot save a checkpoint of model '", info.model,
+          "': a name of at most ", kMaxModelName, " bytes is recorded");
   proto::CheckpointPart part;
   for (size_t i = 0; i < map.size(); ++i)
     for (const TensorPiece& piece : map[i].saved_from) {
@@ -341,13 +345,22 @@ std::string checkpoint_file_bytes(const std::string& payload) {
   return out + payload;
 }
 
-proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
-  const std::string file = str("checkpoint '", path, "'");
+namespace {
+
+// The header's magic and format version (of `bytes`, the file or its first bytes).
+void check_header(const std::string& bytes, const std::string& file) {
   require(bytes.size() >= kHeaderBytes && std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0,
           file, " is not a Purine checkpoint (no PURINECK header)");
   const uint64_t version = get_le(bytes, 8, 4);
   require(version == kFormatVersion, file, " has format version ", version,
           "; this build reads version ", kFormatVersion);
+}
+
+}  // namespace
+
+proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
+  const std::string file = str("checkpoint '", path, "'");
+  check_header(bytes, file);
   const uint64_t size = get_le(bytes, 16, 8);
   const uint64_t held = bytes.size() - kHeaderBytes;
   require(size == held, file, " is ", size > held ? "truncated" : "followed by extra bytes",
@@ -377,6 +390,28 @@ proto::Checkpoint parse_checkpoint(const std::string& bytes, const std::string& 
 
 proto::Checkpoint read_checkpoint(const std::string& path, int64_t max_bytes) {
   return parse_checkpoint(read_file_bounded(path, max_bytes, "checkpoint"), path);
+}
+
+std::string checkpoint_model(const std::string& path) {
+  // Checkpoint.model is field 1, so a serialized checkpoint begins with it; a model's name is
+  // short. These bytes hold the header, the field's tag and length, and the name.
+  constexpr size_t kPrefixBytes = kHeaderBytes + 16 + kMaxModelName;
+  const std::string prefix = read_file_prefix(path, kPrefixBytes, "checkpoint");
+  const std::string file = str("checkpoint '", path, "'");
+  check_header(prefix, file);
+  google::protobuf::io::CodedInputStream payload(
+      reinterpret_cast<const uint8_t*>(prefix.data()) + kHeaderBytes,
+      static_cast<int>(prefix.size() - kHeaderBytes));
+  using google::protobuf::internal::WireFormatLite;
+  const uint32_t tag = payload.ReadTag();
+  if (WireFormatLite::GetTagFieldNumber(tag) != proto::Checkpoint::kModelFieldNumber) return "";
+  uint32_t length = 0;
+  std::string model;
+  require(WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
+              payload.ReadVarint32(&length) && length <= kMaxModelName &&
+              payload.ReadString(&model, static_cast<int>(length)),
+          file, " is corrupt: its model's name does not parse");
+  return model;
 }
 
 CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path,

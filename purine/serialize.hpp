@@ -127,6 +127,12 @@ int64_t checkpoint_size_limit(const CheckpointMap& map);
 // (checked before reading), the header, the CRC, a payload that parses, a non-negative
 // iteration, no tensor twice, every tensor's values matching its shape.
 proto::Checkpoint read_checkpoint(const std::string& path, int64_t max_bytes);
+// The model a checkpoint file records ("" when none), from its first bytes alone: for choosing
+// the graph whose checkpoint_size_limit() then bounds the whole file's read. Checks the header's
+// magic and version; the rest of the file is not read.
+std::string checkpoint_model(const std::string& path);
+// The longest model name a checkpoint_model() reads.
+constexpr size_t kMaxModelName = 256;
 // The file's bytes for a payload (a serialized proto::Checkpoint): header, CRC, payload. For
 // tests and fuzzers that write payloads of their own.
 std::string checkpoint_file_bytes(const std::string& payload);

@@ -228,6 +228,37 @@ TEST_CASE("damaged, foreign and oversized checkpoint files are refused", "[seria
   REQUIRE(net.w->tensor().data()[0] == 7);
 }
 
+TEST_CASE("a checkpoint's model is read from its first bytes alone", "[serialize]") {
+  TempDir dir;
+  Net net;
+  const std::string path = dir.file("ckpt");
+  CheckpointInfo info;
+  info.model = "mlp";
+  save_checkpoint(net.g, path, info);
+  CHECK(checkpoint_model(path) == "mlp");
+  // The rest of the file is not read: a damaged payload after the name does not matter.
+  std::string bytes = read_all(path);
+  bytes.resize(bytes.size() - 8);
+  write_all(path, bytes);
+  CHECK(checkpoint_model(path) == "mlp");
+  save_checkpoint(net.g, path, CheckpointInfo{});
+  CHECK(checkpoint_model(path).empty());
+  // A name longer than a save records, and a length past the file's end, are refused.
+  proto::Checkpoint c;
+  c.set_model(std::string(kMaxModelName + 1, 'm'));
+  write_all(path, checkpoint_file_bytes(c.SerializeAsString()));
+  REQUIRE_THROWS_WITH(checkpoint_model(path), Contains(path) && Contains("does not parse"));
+  write_all(path, checkpoint_file_bytes(c.SerializeAsString().substr(0, 10)));
+  REQUIRE_THROWS_WITH(checkpoint_model(path), Contains("does not parse"));
+  info.model = c.model();
+  REQUIRE_THROWS_WITH(save_checkpoint(net.g, path, info),
+                      Contains("a name of at most 256 bytes is recorded"));
+  // Not checkpoints: an endless device (its first bytes only), a directory, a missing file.
+  REQUIRE_THROWS_WITH(checkpoint_model("/dev/zero"), Contains("not a Purine checkpoint"));
+  REQUIRE_THROWS_WITH(checkpoint_model(dir.path()), Contains("it is a directory"));
+  REQUIRE_THROWS_WITH(checkpoint_model(dir.file("none")), Contains("No such file"));
+}
+
 TEST_CASE("a checkpoint that cannot be written is an error and leaves the previous one",
           "[serialize]") {
   TempDir dir;

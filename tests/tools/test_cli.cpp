@@ -348,6 +348,9 @@ TEST_CASE("predict and export use a trained checkpoint, bad input is one error l
     CHECK(lines(r.output) == 1);
     CHECK_THAT(r.output, Contains("error: "));
   }
+  // The model a checkpoint records is read from its first bytes, not from the whole file.
+  CHECK(run_purine("predict --checkpoint=/dev/zero").output ==
+        "error: checkpoint '/dev/zero' is not a Purine checkpoint (no PURINECK header)\n");
   if (!purine::testing::have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
     return;
@@ -361,9 +364,16 @@ TEST_CASE("predict and export use a trained checkpoint, bad input is one error l
   CHECK(eval.status == 0);
   CHECK_THAT(eval.output, Contains("mlp on 500 test images of") && Contains("accuracy 0.") &&
                               Contains("confusion matrix (rows: true class"));
-  Result exported = run_purine("export --model=mlp --weights-only --checkpoint=" + ckpt +
+  // Without --model export takes the checkpoint's; another --model is refused by name.
+  Result exported = run_purine("export --weights-only --checkpoint=" + ckpt +
                                " --output=" + dir.file("mlp.weights"));
   CHECK(exported.status == 0);
+  CHECK_THAT(exported.output, Contains("wrote the weights of mlp from"));
+  Result other = run_purine("predict --model=convnet_bn --checkpoint=" + ckpt);
+  CHECK(other.status != 0);
+  CHECK_THAT(other.output, Contains("error: checkpoint '" + ckpt +
+                                    "' is of model 'mlp', not --model=convnet_bn (leave --model "
+                                    "out to use the checkpoint's)"));
   // A 28x28 PGM, and one that is not a PGM.
   {
     std::ofstream pgm(dir.file("x.pgm"), std::ios::binary);

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <limits>
 
 #include "base/error.hpp"
 #include "purine/serialize.hpp"
@@ -70,10 +69,15 @@ struct ModelChoice {
   bool from_checkpoint = false;
 };
 ModelChoice choose_model() {
-  if (flag_given("model") || FLAGS_checkpoint.empty()) return {FLAGS_model, false};
-  const std::string recorded =
-      read_checkpoint(FLAGS_checkpoint, std::numeric_limits<int64_t>::max()).model();
+  if (FLAGS_checkpoint.empty()) return {FLAGS_model, false};
+  const std::string recorded = checkpoint_model(FLAGS_checkpoint);
   if (recorded.empty()) return {FLAGS_model, false};
+  if (flag_given("model")) {
+    // Said before the file is read against the other model's size.
+    require(FLAGS_model == recorded, "checkpoint '", FLAGS_checkpoint, "' is of model '", recorded,
+            "', not --model=", FLAGS_model, " (leave --model out to use the checkpoint's)");
+    return {FLAGS_model, false};
+  }
   return {recorded, true};
 }
 
@@ -128,14 +132,14 @@ PredictorOptions predictor_options(const std::string& model, const Shape& image)
 }  // namespace
 
 // The flags predict and export share with train, in their own words.
-const char kModelHelp[] = "the model the checkpoint was trained as (`purine models` lists them)";
-const char kPredictModelHelp[] =
-    "the model the checkpoint was trained as (default: the one the checkpoint records)";
+const char kModelHelp[] =
+    "the model the checkpoint was trained as (default: the one the checkpoint records; "
+    "`purine models` lists them)";
 const char kClassesHelp[] = "classes of the model's output, as it was trained with";
 
 std::vector<FlagHelp> predict_flags() {
   return {
-      {"model", kPredictModelHelp},
+      {"model", kModelHelp},
       {"checkpoint",
        "the trained weights to predict with: a checkpoint of purine train (--checkpoint=FILE, "
        "or a ckpt-<iteration>.purine of --checkpoint-dir) or a file of purine export "
@@ -323,11 +327,11 @@ int run_predict() {
 }
 
 int run_export() {
+  const std::string model = choose_model().name;
   if (!FLAGS_onnx.empty()) {
     require(onnx_export_supported(),
             "--onnx: this build of purine lacks ONNX export (libonnx-dev was not found when it "
             "was configured); install libonnx-dev (tools/setup.sh), re-run cmake and rebuild");
-    const std::string model = choose_model().name;
     const Shape image = test_image_shape(FLAGS_data);
     export_onnx(predictor_options(model, {1, image[0], image[1], image[2]}), FLAGS_onnx);
     std::printf("wrote the ONNX model of %s with the weights of %s to %s\n", model.c_str(),
@@ -337,11 +341,11 @@ int run_export() {
   if (!FLAGS_forward_graph.empty()) {
     const Shape image = test_image_shape(FLAGS_data);
     PredictorOptions o;
-    o.model = FLAGS_model;
+    o.model = model;
     o.classes = FLAGS_classes;
     o.images = {FLAGS_predict_batch, image[0], image[1], image[2]};
     export_forward_graph(o, FLAGS_forward_graph);
-    std::printf("wrote the forward graph of %s for batches of %d to %s\n", FLAGS_model.c_str(),
+    std::printf("wrote the forward graph of %s for batches of %d to %s\n", model.c_str(),
                 FLAGS_predict_batch, FLAGS_forward_graph.c_str());
     if (!FLAGS_weights_only) return 0;
   }
@@ -352,9 +356,9 @@ int run_export() {
           "--export-graph=FILE)");
   require(!FLAGS_output.empty(), "give the file to write: --output=FILE");
   const Shape image = test_image_shape(FLAGS_data);
-  export_weights(predictor_options(FLAGS_model, {1, image[0], image[1], image[2]}), FLAGS_output);
-  std::printf("wrote the weights of %s from %s to %s\n", FLAGS_model.c_str(),
-              FLAGS_checkpoint.c_str(), FLAGS_output.c_str());
+  export_weights(predictor_options(model, {1, image[0], image[1], image[2]}), FLAGS_output);
+  std::printf("wrote the weights of %s from %s to %s\n", model.c_str(), FLAGS_checkpoint.c_str(),
+              FLAGS_output.c_str());
   return 0;
 }
 
