@@ -131,7 +131,11 @@ std::unique_ptr<Graph> import_graph(const std::string& path, int64_t max_bytes) 
 }
 
 int load_tensors_by_name(Graph& graph, const std::string& path) {
-  const proto::Checkpoint c = read_checkpoint(path, int64_t{8} << 30);
+  // Read at most what a file of every blob could need, with load_checkpoint's margin of two
+  // optimizer states per tensor (below).
+  CheckpointMap every_blob;
+  for (const auto& b : graph.blobs()) every_blob.push_back({b->name(), b->shape(), {}, {}});
+  const proto::Checkpoint c = read_checkpoint(path, 4 * checkpoint_size_limit(every_blob));
   CheckpointMap map;
   for (const proto::NamedTensor& t : c.tensors())
     if (Blob* b = graph.find_blob(t.name()))

@@ -126,6 +126,10 @@ TEST_CASE("a checkpoint of any layout predicts at any batch size and evaluates a
     export_forward_graph(mlp_predictor(dir.file("mlp.ckpt"), 1), dir.file(name));
     std::unique_ptr<Graph> imported = import_graph(dir.file(name));
     CHECK(load_tensors_by_name(*imported, dir.file("mlp.ckpt")) == 6);  // 3 weights, 3 biases
+    // An endless file is refused after what the graph's blobs could need.
+    CHECK_THROWS_WITH(
+        load_tensors_by_name(*imported, "/dev/zero"),
+        Catch::Contains("holds more than the") && Catch::Contains("this model could need"));
     imported->blob("images")->tensor().set_values(one.values());
     Runnable run(*imported, RunOptions{});
     run.run();
