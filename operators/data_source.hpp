@@ -28,6 +28,9 @@ class DataSource {
   // Makes the next batch served batch number `batch` of the source's order, as if `batch`
   // batches had been served already (to resume training). Only before the first compute().
   virtual void skip_to(int64_t batch) = 0;
+  // Serves batch 0 of the source's order next, as a fresh source would (a test split before
+  // each evaluation). Not while a compute() is in progress.
+  virtual void rewind() = 0;
 };
 
 }  // namespace purine

@@ -91,6 +91,7 @@ class IdxDataOp : public TypedOperator<IdxDataOp>, public DataSource {
   // Makes the first batch served batch number `batch` (of this order; for resuming training),
   // as if `batch` batches had been served already. Only before the first compute().
   void skip_to(int64_t batch) override;
+  void rewind() override;
   // Leading rows of the last served batch that belong to its epoch: `batch`, except in the last
   // batch of an epoch with drop_last=0, whose remaining rows are wrapped-around padding.
   int64_t last_batch_valid() const { return last_valid_; }

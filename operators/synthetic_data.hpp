@@ -45,6 +45,7 @@ class SyntheticDataOp : public TypedOperator<SyntheticDataOp>, public DataSource
   int64_t batches_per_epoch() const override { return samples_ / (batch_ * ranks_); }
   int64_t batches_served() const override { return served_; }
   void skip_to(int64_t batch) override;
+  void rewind() override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

@@ -247,6 +247,10 @@ void validate_options(const TrainOptions& o) {
   require(o.bucket_kb >= 0, "--bucket-kb must be non-negative, got ", o.bucket_kb);
   require(o.test_batch > 0, "test batch must be positive, got ", o.test_batch);
   require(o.test_samples >= 0, "--test-samples must be non-negative, got ", o.test_samples);
+  require(o.test_every >= kTestEveryEpoch,
+          "--test-every must be N >= 0 iterations (0: when training "
+          "ends) or -1 (every epoch), got ",
+          o.test_every);
   require(o.stall_timeout.count() > 0, "--stall-timeout must be positive, got ",
           o.stall_timeout.count() / 1000.0);
 

@@ -29,6 +29,9 @@ namespace purine {
 // its own locations, as a pipeline of `stages` or with the `split` layers split (kHybrid).
 enum class ParallelLayout { kNone, kData, kPipeline, kModel, kHybrid };
 
+// TrainOptions::test_every: evaluate at the end of every epoch.
+constexpr int64_t kTestEveryEpoch = -1;
+
 struct TrainOptions {
   std::string model = "convnet_bn";
   // IDX files, or "synthetic:CxHxW:CLASSES" (parse_synthetic_data below).
@@ -147,6 +150,10 @@ struct TrainOptions {
   int test_batch = 100;
   int64_t test_samples = 0;  // 0: the whole test split
   bool evaluate = true;
+  // With `evaluate`, also during training: every `test_every` iterations of the whole training
+  // (a resumed run keeps the schedule), or kTestEveryEpoch: at the end of every epoch; 0: only
+  // when training ends (which always evaluates, once).
+  int64_t test_every = kTestEveryEpoch;
   // When set, every task of the training runs is traced there as Chrome-trace JSON (open it in
   // ui.perfetto.dev), streamed after each iteration and completed when training ends or fails.
   std::string trace_path;

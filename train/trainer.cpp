@@ -221,6 +221,7 @@ class Trainer::Impl {
       if (leader) result.final_loss = run.loss;
       if (!progress) return;
       TrainProgress p;
+      p.test_accuracy = run.test_accuracy;
       p.iteration = run.iteration;
       p.total_iterations = total_iterations();
       p.epoch = static_cast<int>((run.iteration - 1) / iterations_per_epoch()) + 1;
@@ -258,8 +259,18 @@ class Trainer::Impl {
       const bool save_now = options_.checkpoint_every > 0 &&
                             iterations_done_ % options_.checkpoint_every == 0 &&
                             iterations_done_ < total_iterations();
-      check_runs(/*wait=*/save_now, report);
+      const bool test_now = test_due();
+      check_runs(/*wait=*/save_now || test_now, report);
       if (save_now) save_to_dir();
+      if (test_now) {
+        const auto before = Clock::now();
+        const double accuracy = evaluate();
+        // images/s counts training only.
+        if (result.iterations >= warmup) warm_start += Clock::now() - before;
+        result.evaluations.emplace_back(iterations_done_, accuracy);
+        report(CheckedRun{iterations_done_, result.final_loss, schedule_->at(iterations_done_ - 1),
+                          accuracy});
+      }
       const int stop = agreed_stop();
       if (stop != kNoStop) {
         result.stopped = true;
@@ -327,7 +338,16 @@ class Trainer::Impl {
     int64_t iteration;
     double loss;  // the leader's loss (NaN on other ranks)
     double learning_rate;
+    std::optional<double> test_accuracy = {};  // after an evaluation during training
   };
+  // Whether training evaluates now, after iterations_done_ (TrainOptions::test_every), on a rank
+  // that evaluates; the end of training evaluates anyway.
+  bool test_due() const {
+    if (!test_run_ || iterations_done_ >= total_iterations()) return false;
+    const int64_t every =
+        options_.test_every == kTestEveryEpoch ? iterations_per_epoch() : options_.test_every;
+    return every > 0 && iterations_done_ % every == 0;
+  }
 
   // Checks, oldest first, each run whose results are final and not yet checked, and passes it
   // to `report`: the run just synced; with run-ahead (twins_) the one before it, and the last one
@@ -526,7 +546,8 @@ class Trainer::Impl {
 
   double evaluate() {
     require(test_run_ != nullptr, "evaluation is disabled, or this rank does not evaluate");
-    train_run_->drain();  // the weights of the last run
+    train_run_->drain();   // the weights of the last run
+    test_data_->rewind();  // every evaluation the same images
     int64_t samples = test_data_->samples();
     if (options_.test_samples > 0) samples = std::min(samples, options_.test_samples);
     const int64_t batches = samples / options_.test_batch;

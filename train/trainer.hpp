@@ -38,6 +38,9 @@ struct TrainProgress {
   double learning_rate = 0;  // the rate this iteration trained with
   double images_per_sec = 0;
   double eta_seconds = 0;
+  // Set in the report that follows an evaluation during training (TrainOptions::test_every):
+  // the test accuracy after `iteration` iterations, on the ranks that evaluate.
+  std::optional<double> test_accuracy;
 };
 
 struct TrainResult {
@@ -45,6 +48,9 @@ struct TrainResult {
   double images_per_sec = 0;  // training throughput after the first 10 iterations
   double final_loss = 0;
   double test_accuracy = 0;
+  // The evaluations during training (TrainOptions::test_every), (iteration, test accuracy), in
+  // order; the one when training ends is test_accuracy.
+  std::vector<std::pair<int64_t, double>> evaluations;
   double wall_seconds = 0;
   // A pipeline's stages over the timed iterations, on rank 0: their work and span, whose
   // bubble() goes next to bubble_theory(). With --parallel=pipeline every rank's stage; with
@@ -95,7 +101,8 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // Trains, calling `progress` after every iteration (the caller throttles its output). A run
+  // Trains, calling `progress` after every iteration (the caller throttles its output), and once
+  // more after each evaluation during training, with test_accuracy set. A run
   // that starts from iteration 0 (no checkpoint loaded) refuses a `checkpoint_dir` that already
   // holds checkpoints, before its first iteration: it would overwrite and prune another run's.
   TrainResult train(const std::function<void(const TrainProgress&)>& progress = {});

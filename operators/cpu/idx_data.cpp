@@ -315,6 +315,11 @@ void IdxDataOp::skip_to(int64_t batch) {
   served_ = batch;
 }
 
+void IdxDataOp::rewind() {
+  prefetcher_.reset();  // stops its thread; the next compute() starts one at batch 0
+  served_ = 0;
+}
+
 int64_t IdxDataOp::epoch() const { return served_ == 0 ? -1 : (served_ - 1) / batches_per_epoch_; }
 
 void IdxDataOp::compute_cpu(const std::vector<const Tensor*>&, const std::vector<Tensor*>& outputs,

@@ -52,6 +52,8 @@ void SyntheticDataOp::skip_to(int64_t batch) {
   served_ = batch;
 }
 
+void SyntheticDataOp::rewind() { served_ = 0; }  // the pool stays: batch k is entry k's
+
 void SyntheticDataOp::draw_pool() {
   const int64_t image_floats = batch_ * channels_ * rows_ * cols_;
   const int64_t pool =
@@ -69,8 +71,8 @@ void SyntheticDataOp::draw_pool() {
 void SyntheticDataOp::compute_cpu(const std::vector<const Tensor*>&,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
   if (images_.empty()) draw_pool();
-  const size_t entry = static_cast<size_t>((served_ * ranks_ + rank_) %
-                                           static_cast<int64_t>(images_.size()));
+  const size_t entry =
+      static_cast<size_t>((served_ * ranks_ + rank_) % static_cast<int64_t>(images_.size()));
   std::memcpy(outputs[0]->mutable_data(), images_[entry].data(),
               images_[entry].size() * sizeof(float));
   std::memcpy(outputs[1]->mutable_data(), labels_[entry].data(),

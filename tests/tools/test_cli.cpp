@@ -395,6 +395,46 @@ TEST_CASE("predict and export use a trained checkpoint, bad input is one error l
                                                         "binary PGM (P5) and PNG"));
 }
 
+TEST_CASE("train --test-every evaluates during training, --metrics writes a JSON line each",
+          "[cli][metrics]") {
+  CHECK_THAT(run_purine("train --test-every=-2").output,
+             Contains("error: --test-every must be N >= 0 iterations (0: when training ends) or "
+                      "-1 (every epoch), got -2"));
+  if (!purine::testing::have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  purine::testing::TempDir dir;
+  const std::string common =
+      "train --model=mlp --batch=16 --threads=1 --test-samples=200 --lr-policy=fixed "
+      "--checkpoint=" +
+      dir.file("ckpt") + " --metrics=" + dir.file("m.jsonl") + " ";
+  Result r = run_purine(common + "--max-iters=25 --test-every=10");
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.output, Contains("iter 10  epoch 1  test accuracy 0.") &&
+                           Contains("iter 20  epoch 1  test accuracy 0."));
+  std::vector<std::string> metrics;
+  {
+    std::ifstream in(dir.file("m.jsonl"));
+    for (std::string line; std::getline(in, line);) metrics.push_back(line);
+  }
+  REQUIRE(metrics.size() == 25 + 3);  // the iterations, two evaluations and the one at the end
+  CHECK(std::regex_match(metrics[0], std::regex(R"(\{"iteration": 1, "epoch": 1, "loss": [0-9.]+, )"
+                                                R"("lr": 0.01, "images_per_sec": [0-9.e+]+\})")));
+  CHECK(std::regex_match(
+      metrics[10], std::regex(R"(\{"iteration": 10, "epoch": 1, "test_accuracy": 0\.\d+\})")));
+  CHECK_THAT(metrics.back(), Contains("{\"iteration\": 25, \"epoch\": 1, \"test_accuracy\": "));
+  // A resumed run appends; a full disk is a warning, and the run trains on.
+  REQUIRE(run_purine(common + "--max-iters=30 --test-every=0 --resume").status == 0);
+  CHECK(lines(read_file(dir.file("m.jsonl"))) == 28 + 5 + 1);
+  Result full = run_purine(
+      "train --model=mlp --batch=16 --threads=1 --max-iters=3 --noevaluate "
+      "--metrics=/dev/full");
+  CHECK(full.status == 0);
+  CHECK_THAT(full.output, Contains("warning: cannot write the metrics file '/dev/full'") &&
+                              Contains("(3 iterations"));
+}
+
 TEST_CASE("train --config reads a TrainConfig, flags override it, --print-config shows the result",
           "[cli][config]") {
   purine::testing::TempDir dir;
@@ -411,7 +451,7 @@ TEST_CASE("train --config reads a TrainConfig, flags override it, --print-config
                                  Contains("stages: 3\n") && Contains("optimizer: \"sgd\"\n"));
   // Every field of TrainConfig, each from its flag, after four lines naming the two flags that
   // are no fields (tests/tools/test_config.cpp checks each flag).
-  CHECK(lines(printed.output) == 4 + 58);
+  CHECK(lines(printed.output) == 4 + 60);
   Result unknown = run_purine("train --config=" + dir.file("unknown.pbtxt"));
   CHECK(unknown.status != 0);
   CHECK(unknown.output == "error: --config=" + dir.file("unknown.pbtxt") +

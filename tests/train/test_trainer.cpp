@@ -59,6 +59,48 @@ TEST_CASE("mlp trains well above chance on a Fashion-MNIST slice", "[trainer][e2
   REQUIRE(r.images_per_sec > 0);
 }
 
+TEST_CASE("training evaluates every epoch or every N iterations, the same images each time",
+          "[trainer][e2e]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  TrainOptions o = small_mlp_run(dispatch::Mode::kParallel);
+  o.batch = 2000;  // 30 iterations an epoch
+  o.max_iters = 65;
+  o.lr_policy = LrPolicy::kFixed;  // a rate that does not depend on the run's total
+  o.test_samples = 300;
+  REQUIRE(o.test_every == kTestEveryEpoch);  // the default
+  Trainer trainer(o);
+  std::vector<std::pair<int64_t, double>> reported;
+  const TrainResult r = trainer.train([&](const TrainProgress& p) {
+    if (p.test_accuracy) reported.emplace_back(p.iteration, *p.test_accuracy);
+  });
+  REQUIRE(r.evaluations.size() == 2);
+  CHECK(r.evaluations[0].first == 30);
+  CHECK(r.evaluations[1].first == 60);
+  CHECK(reported == r.evaluations);
+  CHECK(r.evaluations[0].second > 0.5);
+  // Every evaluation reads the same test images from the first.
+  CHECK(trainer.evaluate() == r.test_accuracy);
+  // A run that stops at the first evaluation gets its accuracy, evaluating only at its end; one
+  // that evaluates every 20 iterations trains to the same loss.
+  TrainOptions shorter = o;
+  shorter.max_iters = 30;
+  shorter.test_every = 0;
+  const TrainResult s = Trainer(shorter).train();
+  CHECK(s.evaluations.empty());
+  CHECK(s.test_accuracy == r.evaluations[0].second);
+  TrainOptions every20 = o;
+  every20.test_every = 20;
+  const TrainResult t = Trainer(every20).train();
+  REQUIRE(t.evaluations.size() == 3);
+  CHECK(t.evaluations[2].first == 60);
+  CHECK(t.evaluations[2].second == r.evaluations[1].second);
+  CHECK(t.final_loss == r.final_loss);
+  CHECK(t.test_accuracy == r.test_accuracy);
+}
+
 TEST_CASE("training is bit-identical across runs and dispatchers", "[trainer][e2e][determinism]") {
   if (!have_fashion_mnist()) {
     WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");

@@ -58,35 +58,18 @@ std::vector<FlagHelp> command_flags(const std::string& command) {
   gflags::GetAllFlags(&all);  // sorted by file, then by name
   std::vector<FlagHelp> flags;
   // Train flags about running, timing or saving a training, not about its graph.
-  static const std::set<std::string> not_graph = {"epochs",
-                                                  "max_iters",
-                                                  "lr",
-                                                  "lr_policy",
-                                                  "lr_gamma",
-                                                  "lr_step",
-                                                  "lr_power",
-                                                  "lr_milestones",
-                                                  "lr_warmup",
-                                                  "lr_warmup_start",
-                                                  "seed",
-                                                  "summary",
-                                                  "executor",
-                                                  "trace",
-                                                  "checkpoint_dir",
-                                                  "checkpoint_every",
-                                                  "keep",
-                                                  "checkpoint",
-                                                  "resume",
-                                                  "resume_from",
-                                                  "export_graph",
-                                                  "evaluate",
-                                                  "stall_timeout",
-                                                  "test_samples",
-                                                  "math",
-                                                  "deterministic",
-                                                  "cuda_graph",
-                                                  "run_ahead",
-                                                  "print_config"};
+  static const std::set<std::string> not_graph = {
+      "epochs",           "max_iters",     "lr",
+      "lr_policy",        "lr_gamma",      "lr_step",
+      "lr_power",         "lr_milestones", "lr_warmup",
+      "lr_warmup_start",  "seed",          "summary",
+      "executor",         "trace",         "checkpoint_dir",
+      "checkpoint_every", "keep",          "checkpoint",
+      "resume",           "resume_from",   "export_graph",
+      "evaluate",         "stall_timeout", "test_samples",
+      "test_every",       "metrics",       "math",
+      "deterministic",    "cuda_graph",    "run_ahead",
+      "print_config"};
   for (const gflags::CommandLineFlagInfo& f : all)
     // graph: its own flags (graph_command.cpp) and the train flags that build the graph.
     if ((f.filename.find("tools/cli/train_command.cpp") != std::string::npos &&

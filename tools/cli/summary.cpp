@@ -8,15 +8,12 @@
 
 namespace purine::cli {
 
-namespace {
-// JSON has no NaN or infinity: a non-finite value is written as null.
 std::string json_number(double value, int digits) {
   if (!std::isfinite(value)) return "null";
   std::ostringstream out;
   out << std::setprecision(digits) << value;
   return out.str();
 }
-}  // namespace
 
 void write_summary(const std::string& path, const TrainOptions& options,
                    const TrainResult& result) {
@@ -51,6 +48,13 @@ void write_summary(const std::string& path, const TrainOptions& options,
     out << "null";  // not measured (--noevaluate)
   }
   out << ",\n";
+  if (!result.evaluations.empty()) {  // during training: [iteration, test accuracy] pairs
+    out << "  \"evaluations\": [";
+    for (size_t i = 0; i < result.evaluations.size(); ++i)
+      out << (i ? ", " : "") << "[" << result.evaluations[i].first << ", "
+          << json_number(result.evaluations[i].second, 8) << "]";
+    out << "],\n";
+  }
   if (result.pipeline)  // the measured bubble of a pipeline's stages (train/pipeline_meter.hpp)
     out << "  \"micro_batches\": " << options.micro_batches << ",\n"
         << "  \"schedule\": \"" << name_of(options.schedule) << "\",\n"

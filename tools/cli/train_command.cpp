@@ -21,6 +21,7 @@
 #include "purine/mpi.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/config.hpp"
+#include "tools/cli/metrics_file.hpp"
 #include "tools/cli/startup_errors.hpp"
 #include "tools/cli/summary.hpp"
 #include "train/options.hpp"
@@ -176,6 +177,12 @@ DEFINE_bool(reuse_memory, true,
             "S micro-batches' activations per stage); --noreuse-memory gives every blob its own");
 DEFINE_int32(stall_timeout, 60, "seconds without progress before a run is declared stalled");
 DEFINE_int64(test_samples, 0, "evaluate on the first N test images (0: all)");
+DEFINE_int64(test_every, -1,
+             "also evaluate during training, every N iterations (-1: at the end of every epoch; "
+             "0: only when training ends)");
+DEFINE_string(metrics, "",
+              "write one JSON line per iteration (loss, lr, img/s) and per evaluation (test "
+              "accuracy) to this file as training goes; a resumed run appends");
 
 namespace purine::cli {
 
@@ -278,6 +285,7 @@ TrainOptions options_from_flags(int ranks) {
   o.test_samples = FLAGS_test_samples;
   o.trace_path = FLAGS_trace;
   o.evaluate = FLAGS_evaluate;
+  o.test_every = FLAGS_test_every;
   o.reduce = parse_reduction(FLAGS_reduce);
   o.bucket_kb = FLAGS_bucket_kb;
   o.ring_steps = parse_ring_steps(FLAGS_ring_steps);
@@ -369,6 +377,8 @@ int run_train() {
       check_writable(FLAGS_summary, "the summary file");
     if (options.rank == 0 && !FLAGS_export_graph.empty())
       check_writable(FLAGS_export_graph, "the graph export file");
+    if (options.rank == 0 && !FLAGS_metrics.empty())
+      check_writable(FLAGS_metrics, "the metrics file");
     built = std::make_unique<Trainer>(options);
     resumed = built->resume();
   } catch (const Error& e) {
@@ -414,10 +424,21 @@ int run_train() {
     std::fputs(stages_line(trainer.pipeline_stages()).c_str(), stdout);
     std::fflush(stdout);
   }
+  std::unique_ptr<MetricsFile> metrics;
+  if (leader && !FLAGS_metrics.empty())
+    metrics = std::make_unique<MetricsFile>(FLAGS_metrics, /*append=*/!resumed.empty());
   auto progress = [&](const TrainProgress& p) {
-    // Rank 0 only. On a terminal one line rewritten in place; otherwise one every 100 iterations.
+    if (!leader) return;
+    if (metrics) metrics->write(p);
+    if (p.test_accuracy) {  // an evaluation during training: a line of its own, kept
+      std::printf("%siter %lld  epoch %d  test accuracy %.4f\n", terminal ? "\n" : "",
+                  static_cast<long long>(p.iteration), p.epoch, *p.test_accuracy);
+      std::fflush(stdout);
+      return;
+    }
+    // On a terminal one line rewritten in place; otherwise one every 100 iterations.
     bool last = p.iteration == p.total_iterations;
-    if (!leader || (!terminal && p.iteration % 100 != 0 && !last)) return;
+    if (!terminal && p.iteration % 100 != 0 && !last) return;
     std::printf("%siter %lld/%lld  epoch %d  loss %.4f  lr %.3g  %.0f img/s  eta %s%s",
                 terminal ? "\r" : "", static_cast<long long>(p.iteration),
                 static_cast<long long>(p.total_iterations), p.epoch, p.loss, p.learning_rate,
@@ -445,6 +466,11 @@ int run_train() {
     return status;
   }
   if (!leader) return 0;
+  if (metrics && options.evaluate)
+    metrics->write_evaluation(
+        result.iteration,
+        static_cast<int>((result.iteration - 1) / trainer.iterations_per_epoch()) + 1,
+        result.test_accuracy);
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);
