@@ -106,6 +106,23 @@ TEST_CASE("running ahead at an emulated GPU trains as replays that wait for each
   check_ahead_like_in_step(decayed, false);
 }
 
+TEST_CASE("running ahead evaluates during training as training in step does",
+          "[trainer][device][graph]") {
+  dispatch::ScopedEmulatedDevices emulated(1);
+  TrainOptions o = small_run("mlp", Optimizer::kSgd, true);
+  o.evaluate = true;
+  o.test_every = 3;
+  o.test_samples = 200;
+  const Outcome ahead = train(o);
+  o.run_ahead = false;
+  const Outcome in_step = train(o);
+  REQUIRE(in_step.result.evaluations.size() == 2);  // after 3 and 6; 9 is the end's
+  CHECK(ahead.result.evaluations == in_step.result.evaluations);
+  CHECK(ahead.result.test_accuracy == in_step.result.test_accuracy);
+  CHECK(ahead.losses == in_step.losses);
+  CHECK((ahead.weights == in_step.weights));
+}
+
 TEST_CASE("running ahead on a real GPU trains as replays that wait for each other",
           "[trainer][gpu][graph]") {
   PURINE_REQUIRE_GPU();
