@@ -262,6 +262,8 @@ class Trainer::Impl {
       const bool test_now = test_due();
       check_runs(/*wait=*/save_now || test_now, report);
       if (save_now) save_to_dir();
+      // Ranks that do not evaluate wait for rank 0 in agreed_stop()'s collective below, outside
+      // any run, where no stall timer runs.
       if (test_now) {
         const auto before = Clock::now();
         const double accuracy = evaluate();
