@@ -127,7 +127,7 @@ Fd open_for_reading(const std::string& path, const std::string& what, struct sta
   return fd;
 }
 
-// Up to `limit` bytes from `fd` (fewer at its end), into `bytes` sized for `expected` first.
+// Up to `limit` bytes from `fd` (fewer at its end), in a buffer of `expected` bytes at first.
 std::string read_up_to(int fd, size_t expected, size_t limit, const std::string& path,
                        const std::string& what) {
   std::string bytes(std::min(expected, limit), '\0');

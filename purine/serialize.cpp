@@ -3,7 +3,6 @@
 #include <glog/logging.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/text_format.h>
-#include <google/protobuf/wire_format_lite.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -406,13 +405,12 @@ std::string checkpoint_model(const std::string& path) {
   google::protobuf::io::CodedInputStream payload(
       reinterpret_cast<const uint8_t*>(prefix.data()) + kHeaderBytes,
       static_cast<int>(prefix.size() - kHeaderBytes));
-  using google::protobuf::internal::WireFormatLite;
+  // A tag is the field number shifted left by 3 over the wire type (2: length-delimited).
   const uint32_t tag = payload.ReadTag();
-  if (WireFormatLite::GetTagFieldNumber(tag) != proto::Checkpoint::kModelFieldNumber) return "";
+  if (tag >> 3 != proto::Checkpoint::kModelFieldNumber) return "";
   uint32_t length = 0;
   std::string model;
-  require(WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
-              payload.ReadVarint32(&length) && length <= kMaxModelName &&
+  require((tag & 7) == 2 && payload.ReadVarint32(&length) && length <= kMaxModelName &&
               payload.ReadString(&model, static_cast<int>(length)),
           file, " is corrupt: its model's name does not parse");
   return model;
