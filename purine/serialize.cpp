@@ -423,6 +423,10 @@ CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path
   std::string bytes, error;
   if (ranks.rank == 0) {
     try {
+      // Another model's file is told by its name, before its size.
+      const std::string recorded = expected.model.empty() ? "" : checkpoint_model(path);
+      require(recorded.empty() || recorded == expected.model, "checkpoint '", path,
+              "' is of model '", recorded, "'; this run trains '", expected.model, "'");
       // A training checkpoint holds up to two optimizer states per weight besides it.
       const int64_t limit = checkpoint_size_limit(map) * (expected.map_only ? 4 : 1);
       bytes = read_file_bounded(path, limit, "checkpoint");

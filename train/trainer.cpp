@@ -512,9 +512,9 @@ class Trainer::Impl {
   // prune others and leave --resume to pick one of that run's: refused before it trains.
   void refuse_checkpoints_of_another_run() const {
     if (iterations_done_ != 0 || options_.checkpoint_dir.empty()) return;
-    const std::string newest = decided_on_rank0([&]() -> std::string {
-      const auto found = list_checkpoints(options_.checkpoint_dir);
-      return found.empty() ? "" : found.front().second;
+    // Damaged files alone (skipped with a warning, as --resume skips them) do not count.
+    const std::string newest = decided_on_rank0([&] {
+      return newest_checkpoint(options_.checkpoint_dir, checkpoint_size_limit(dp_.checkpoint));
     });
     require(newest.empty(), "--checkpoint-dir '", options_.checkpoint_dir,
             "' already holds the checkpoints of a run (the newest: ", newest,

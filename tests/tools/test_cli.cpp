@@ -549,7 +549,7 @@ TEST_CASE("write errors and unwritable outputs end the run with an error", "[cli
            Case{"--checkpoint=" + temp.file("a_file") + "/ckpt", "Not a directory"},
            Case{"--trace=" + temp.file("a_file") + "/trace.json", "the trace file"},
            Case{"--summary=" + temp.file("a_file") + "/summary.json", "the summary file"},
-           Case{"--resume-from=/dev/zero", "holds more than the"},
+           Case{"--resume-from=/dev/zero", "'/dev/zero' is not a Purine checkpoint"},
            Case{"--resume-from=" + temp.file("a_file"), "not a Purine checkpoint"},
            Case{"--checkpoint-every=5", "--checkpoint-every needs --checkpoint-dir"},
            Case{"--resume=" + temp.file("ckpt"),
@@ -565,6 +565,14 @@ TEST_CASE("write errors and unwritable outputs end the run with an error", "[cli
     CHECK(r.status != 0);
     CHECK_THAT(r.output, Contains("error: ") && Contains(c.message));
   }
+  // Another model's checkpoint, larger than mlp's could be, is told by its model.
+  REQUIRE(run_purine("train --model=convnet --batch=16 --threads=1 --noevaluate --max-iters=1 "
+                     "--checkpoint=" +
+                     temp.file("convnet.ckpt"))
+              .status == 0);
+  CHECK_THAT(run_purine(common + "--resume-from=" + temp.file("convnet.ckpt")).output,
+             Contains("error: checkpoint '" + temp.file("convnet.ckpt") +
+                      "' is of model 'convnet'; this run trains 'mlp'"));
   // The summary of a full disk fails after training: the checkpoint is there all the same.
   Result r = run_purine(common + "--summary=/dev/full --checkpoint=" + temp.file("ckpt"));
   CHECK(r.status != 0);

@@ -554,6 +554,13 @@ TEST_CASE("checkpoints during training: every N iterations into a directory, the
                                                      checkpoint_file(o.checkpoint_dir, 17)) &&
                                          Catch::Contains("continue that run with --resume"));
   CHECK(list_checkpoints(o.checkpoint_dir) == before);
+  // Damaged files alone do not stop a run from the start (--resume would skip them too).
+  TrainOptions beside_damaged = o;
+  beside_damaged.checkpoint_dir = dir.file("damaged");
+  beside_damaged.max_iters = 2;
+  std::filesystem::create_directory(beside_damaged.checkpoint_dir);
+  std::ofstream(checkpoint_file(beside_damaged.checkpoint_dir, 7)) << "half a checkpoint";
+  CHECK(Trainer(beside_damaged).train().iterations == 2);
   // A damaged newest file is skipped for the one before.
   std::ofstream(checkpoint_file(o.checkpoint_dir, 99)) << "half a checkpoint";
   TrainOptions again = o;
