@@ -4,7 +4,7 @@
 # cuDNN (and NCCL), found in the nvidia-* Python wheels of its python3 or under
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
-# Usage: run.sh [tests|bench|all|quick|scale|accuracy|exec COMMAND...]   (default all; quick fits
+# Usage: run.sh [tests|bench|all|quick|scale|accuracy...|exec COMMAND...]   (default all; quick fits
 # a short lease, about 4 minutes on an H200: the GPU tests with a time limit each, one round of
 # the GPU benchmark of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic
 # and --nofuse, mlp and convnet fused against --nofuse with their device operations per replay;
@@ -17,6 +17,17 @@
 # tests look for it.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# Several targets in one call (run.sh quick accuracy: one lease's start for both), one after
+# the other; the status is the first failure's.
+if [ $# -gt 1 ] && [ "$1" != exec ]; then
+  status=0
+  for target in "$@"; do
+    bash "$0" "$target"
+    rc=$?
+    [ $status = 0 ] && status=$rc
+  done
+  exit $status
+fi
 what=${1:-all}
 step() { printf '\n== %s\n' "$*"; }
 
