@@ -100,7 +100,9 @@ DEFINE_string(resume_from, "",
               "parallel layout): its weights, optimizer state, data position and iteration count");
 DEFINE_string(export_graph, "",
               "write the training graph here (.dot: GraphViz, .pbtxt: protobuf text, else binary)");
-DEFINE_bool(evaluate, true, "measure test accuracy after training (--noevaluate skips it)");
+DEFINE_bool(evaluate, true,
+            "measure test accuracy during training (--test-every) and after it (--noevaluate "
+            "skips both)");
 DEFINE_string(parallel, "none",
               "none: one process; data: data parallel over the MPI ranks (launch with mpirun) "
               "and the --locations of each; pipeline: the model's layers cut into --stages "
