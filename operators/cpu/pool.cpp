@@ -64,9 +64,11 @@ void pool_plane(const PoolGeometry& g, const float* x, float* y) {
       const float* r1 = r0 + g.w;
       float* out = y + oh * g.wo;
       for (int64_t ow = 0; ow < g.wo; ++ow) {
-        const float a = std::max(r0[2 * ow], r0[2 * ow + 1]);
-        const float b = std::max(r1[2 * ow], r1[2 * ow + 1]);
-        out[ow] = std::max(a, b);
+        // The window in row-major order, a later value kept only when greater (as argmax()).
+        float m = r0[2 * ow];
+        m = r0[2 * ow + 1] > m ? r0[2 * ow + 1] : m;
+        m = r1[2 * ow] > m ? r1[2 * ow] : m;
+        out[ow] = r1[2 * ow + 1] > m ? r1[2 * ow + 1] : m;
       }
     }
     return;
@@ -99,13 +101,17 @@ void pool_grad_plane(const PoolGeometry& g, const float* x, const float* dy, flo
       const float* grad = dy + oh * g.wo;
       for (int64_t ow = 0; ow < g.wo; ++ow) {
         const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
-        const float m = std::max(std::max(a, b), std::max(c, d));
-        // The first maximum in row-major order takes the gradient. Bit masks, not branches:
-        // on random data the branches mispredict and cost more than all the arithmetic.
-        const uint32_t take_a = a == m;
-        const uint32_t take_b = (b == m) & (take_a ^ 1u);
-        const uint32_t take_c = (c == m) & ((take_a | take_b) ^ 1u);
-        const uint32_t take_d = (take_a | take_b | take_c) ^ 1u;
+        // The first maximum in row-major order takes the gradient, found as argmax() does (a
+        // later value wins only when greater). Bit masks, not branches: on random data the
+        // branches mispredict and cost more than all the arithmetic.
+        const uint32_t more_b = b > a;
+        const float m_ab = more_b ? b : a;
+        const uint32_t more_c = c > m_ab;
+        const uint32_t more_d = d > (more_c ? c : m_ab);
+        const uint32_t take_d = more_d;
+        const uint32_t take_c = more_c & (more_d ^ 1u);
+        const uint32_t take_b = more_b & ((more_c | more_d) ^ 1u);
+        const uint32_t take_a = (more_b | more_c | more_d) ^ 1u;
         const float v = grad[ow];
         d0[2 * ow] = masked(v, take_a);
         d0[2 * ow + 1] = masked(v, take_b);
