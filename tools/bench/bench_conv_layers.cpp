@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -29,9 +28,8 @@
 #include "base/tensor.hpp"
 #include "operators/conv.hpp"
 #include "operators/registry.hpp"
-#include "purine/graph.hpp"
+#include "tools/bench/model_ops.hpp"
 #include "train/options.hpp"
-#include "train/trainer.hpp"
 
 DEFINE_string(model, "googlenet", "model whose convolutions are timed");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "IDX data directory (its image size)");
@@ -90,34 +88,13 @@ Tensor random_tensor(const Shape& shape, purine::Rng& rng) {
 // The graph's convolutions, one entry per distinct (type, attributes, shapes), in graph order.
 std::vector<Layer> conv_layers(const purine::Graph& graph) {
   std::vector<Layer> layers;
-  std::map<std::string, size_t> index;
-  for (const auto& op : graph.ops()) {
-    const std::string type = op->type();
-    if (!direction_of(type)) continue;
-    Layer layer;
-    layer.name = op->name();
-    layer.type = type;
-    layer.attrs = op->attrs();
-    std::string key = type + " " + layer.attrs.to_string();
-    for (const auto* blob : op->inputs()) {
-      layer.in.push_back(blob->shape());
-      key += purine::str(" ", blob->shape());
-    }
-    layer.out = op->outputs()[0]->shape();
-    layer.flops = op->kernel().cost(layer.in, {layer.out}).flops;
-    auto [it, fresh] = index.emplace(key, layers.size());
-    if (fresh) layers.push_back(layer);
-    ++layers[it->second].count;
+  for (const purine::bench::OpGeometry& g : purine::bench::op_geometries(
+           graph, [](const std::string& type) { return direction_of(type) != nullptr; })) {
+    const purine::Op& op = *g.op;
+    layers.push_back(Layer{op.name(), op.type(), op.attrs(), g.in, g.out,
+                           op.kernel().cost(g.in, {g.out}).flops, g.count});
   }
   return layers;
-}
-
-// The op's name without its replica and model scopes, cut to the column's width.
-std::string short_name(const std::string& name) {
-  std::string s = name;
-  for (const std::string& prefix : {std::string("replica0::"), FLAGS_model + "::"})
-    if (s.rfind(prefix, 0) == 0) s = s.substr(prefix.size());
-  return s.size() > 34 ? s.substr(0, 34) : s;
 }
 
 }  // namespace
@@ -126,14 +103,9 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("a model's convolutions timed alone, per direction and kernel choice");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   try {
-    purine::TrainOptions o;
-    o.model = FLAGS_model;
-    o.data_dir = FLAGS_data;
-    o.batch = FLAGS_batch;
-    o.threads = FLAGS_threads;
-    o.evaluate = false;
-    purine::Trainer trainer(o);
-    const std::vector<Layer> layers = conv_layers(trainer.training_graph());
+    const auto trainer =
+        purine::bench::model_trainer(FLAGS_model, FLAGS_data, FLAGS_batch, FLAGS_threads);
+    const std::vector<Layer> layers = conv_layers(trainer->training_graph());
     const std::vector<std::string> directions =
         purine::parse_name_list(FLAGS_directions, "--directions");
     for (const std::string& d : directions)
@@ -177,7 +149,8 @@ int main(int argc, char** argv) {
         }
         const Shape& x =
             direction == "forward" ? layer.in[0] : layer.in[layer.type == "conv_grad_data" ? 2 : 1];
-        std::printf("%-34s %4d %-20s", short_name(layer.name).c_str(), layer.count,
+        std::printf("%-34s %4d %-20s",
+                    purine::bench::short_op_name(layer.name, FLAGS_model, 34).c_str(), layer.count,
                     purine::str(x).c_str());
         for (size_t v = 0; v < ms.size(); ++v) {
           std::sort(ms[v].begin(), ms[v].end());

@@ -21,9 +21,7 @@
 #include "base/rng.hpp"
 #include "base/tensor.hpp"
 #include "operators/registry.hpp"
-#include "purine/graph.hpp"
-#include "train/options.hpp"
-#include "train/trainer.hpp"
+#include "tools/bench/model_ops.hpp"
 
 DEFINE_string(model, "googlenet", "model whose pooling ops are timed");
 DEFINE_string(data, "/usr/share/datasets/fashion-mnist", "IDX data directory (its image size)");
@@ -38,42 +36,6 @@ using purine::Shape;
 using purine::Tensor;
 using Clock = std::chrono::steady_clock;
 
-struct PoolLayer {
-  std::string name;  // the first op of the graph with this geometry
-  std::string type;  // pool or pool_grad
-  purine::Attrs attrs;
-  std::vector<Shape> in;
-  Shape out;
-  int count = 0;  // ops of the graph with this geometry
-};
-
-// The graph's pooling ops, one entry per distinct (type, attributes, shapes), in graph order.
-std::vector<PoolLayer> pool_layers(const purine::Graph& graph) {
-  std::vector<PoolLayer> layers;
-  std::map<std::string, size_t> index;
-  for (const auto& op : graph.ops()) {
-    if (op->type() != "pool" && op->type() != "pool_grad") continue;
-    PoolLayer layer{op->name(), op->type(), op->attrs(), {}, op->outputs()[0]->shape()};
-    std::string key = layer.type + " " + layer.attrs.to_string();
-    for (const auto* blob : op->inputs()) {
-      layer.in.push_back(blob->shape());
-      key += purine::str(" ", blob->shape());
-    }
-    auto [it, fresh] = index.emplace(key, layers.size());
-    if (fresh) layers.push_back(layer);
-    ++layers[it->second].count;
-  }
-  return layers;
-}
-
-// The op's name without its replica and model scopes.
-std::string short_name(const std::string& name) {
-  std::string s = name;
-  for (const std::string& prefix : {std::string("replica0::"), FLAGS_model + "::"})
-    if (s.rfind(prefix, 0) == 0) s = s.substr(prefix.size());
-  return s.size() > 40 ? s.substr(0, 40) : s;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,21 +43,18 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   try {
     purine::require(FLAGS_reps >= 1 && FLAGS_rounds >= 1, "--reps and --rounds must be positive");
-    purine::TrainOptions o;
-    o.model = FLAGS_model;
-    o.data_dir = FLAGS_data;
-    o.batch = FLAGS_batch;
-    o.threads = FLAGS_threads;
-    o.evaluate = false;
-    purine::Trainer trainer(o);
-    const std::vector<PoolLayer> layers = pool_layers(trainer.training_graph());
+    const auto trainer =
+        purine::bench::model_trainer(FLAGS_model, FLAGS_data, FLAGS_batch, FLAGS_threads);
+    const std::vector<purine::bench::OpGeometry> layers = purine::bench::op_geometries(
+        trainer->training_graph(),
+        [](const std::string& type) { return type == "pool" || type == "pool_grad"; });
     omp_set_num_threads(FLAGS_threads);
     std::printf("%s, batch %d, %d threads, median of %d rounds x %d calls\n", FLAGS_model.c_str(),
                 FLAGS_batch, FLAGS_threads, FLAGS_rounds, FLAGS_reps);
     std::printf("%-40s %-10s %4s %-20s %9s %9s %7s\n", "op", "type", "ops", "x shape", "ms",
                 "MB moved", "GB/s");
     std::map<std::string, double> totals;  // by type, ms per iteration
-    for (const PoolLayer& layer : layers) {
+    for (const purine::bench::OpGeometry& layer : layers) {
       purine::Rng rng(1);
       std::vector<Tensor> inputs;
       int64_t bytes = layer.out.count() * 4;
@@ -108,7 +67,7 @@ int main(int argc, char** argv) {
       std::vector<const Tensor*> in;
       for (const Tensor& t : inputs) in.push_back(&t);
       Tensor output(layer.out);
-      const auto op = purine::OperatorRegistry::create(layer.type, layer.attrs);
+      const auto op = purine::OperatorRegistry::create(layer.op->type(), layer.op->attrs());
       purine::OpContext context;
       std::vector<double> ms;
       for (int round = -1; round < FLAGS_rounds; ++round) {  // round -1 warms up
@@ -120,9 +79,10 @@ int main(int argc, char** argv) {
       }
       std::sort(ms.begin(), ms.end());
       const double median = ms[ms.size() / 2];
-      totals[layer.type] += median * layer.count;
-      std::printf("%-40s %-10s %4d %-20s %9.3f %9.2f %7.1f\n", short_name(layer.name).c_str(),
-                  layer.type.c_str(), layer.count, purine::str(layer.in[0]).c_str(), median,
+      totals[layer.op->type()] += median * layer.count;
+      std::printf("%-40s %-10s %4d %-20s %9.3f %9.2f %7.1f\n",
+                  purine::bench::short_op_name(layer.op->name(), FLAGS_model, 40).c_str(),
+                  layer.op->type().c_str(), layer.count, purine::str(layer.in[0]).c_str(), median,
                   bytes / 1e6, bytes / median / 1e6);
     }
     for (const auto& [type, ms] : totals)
