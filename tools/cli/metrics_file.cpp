@@ -28,11 +28,6 @@ void MetricsFile::write(const TrainProgress& p) {
   write_line(line);
 }
 
-void MetricsFile::write_evaluation(int64_t iteration, int epoch, double accuracy) {
-  write_line(str("{\"iteration\": ", iteration, ", \"epoch\": ", epoch,
-                 ", \"test_accuracy\": ", json_number(accuracy, 8), "}\n"));
-}
-
 void MetricsFile::write_line(const std::string& line) {
   if (!file_) return;
   if (std::fputs(line.c_str(), file_) >= 0 && std::fflush(file_) == 0) return;

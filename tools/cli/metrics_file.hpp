@@ -22,10 +22,8 @@ class MetricsFile {
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
 
-  // The iteration's line, or the evaluation's when the report follows one.
+  // The iteration's line, or the evaluation's when `progress` has a test accuracy.
   void write(const TrainProgress& progress);
-  // The evaluation when training ends.
-  void write_evaluation(int64_t iteration, int epoch, double accuracy);
 
  private:
   // A failed write (a full disk) is a warning on stderr, once, and ends the file's lines:

@@ -468,11 +468,13 @@ int run_train() {
     return status;
   }
   if (!leader) return 0;
-  if (metrics && options.evaluate)
-    metrics->write_evaluation(
-        result.iteration,
-        static_cast<int>((result.iteration - 1) / trainer.iterations_per_epoch()) + 1,
-        result.test_accuracy);
+  if (metrics && options.evaluate) {  // the evaluation when training ended
+    TrainProgress end;
+    end.iteration = result.iteration;
+    end.epoch = static_cast<int>((result.iteration - 1) / trainer.iterations_per_epoch()) + 1;
+    end.test_accuracy = result.test_accuracy;
+    metrics->write(end);
+  }
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
   std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
               result.images_per_sec, result.wall_seconds);
