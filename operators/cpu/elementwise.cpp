@@ -39,10 +39,11 @@ void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   if (terms == 2) {
     // The common case (gradient fan-in, ring reductions) in one pass: each y[j] is written after
     // both x[.][j] are read, so y may still be either input. `simd` vectorizes it even then (a
-    // compiler's own overlap check would fall back to scalar code for y == x1).
+    // compiler's own overlap check would fall back to scalar code for y == x1). The `if` names
+    // `parallel`: a bare one applies to `simd` too and runs small sums scalar (threading.hpp).
     const float* x0 = x[0];
     const float* x1 = x[1];
-#pragma omp parallel for simd if (n * terms > kParallelMinArithmetic)
+#pragma omp parallel for simd if (parallel : n * terms > kParallelMinArithmetic)
     for (int64_t j = 0; j < n; ++j) y[j] = x0[j] + x1[j];
     return;
   }

@@ -13,6 +13,9 @@ namespace purine {
 // microseconds, so a loop is split only when each thread gets more work than that. The values
 // differ because the time spent per element does: the dearer each element, the fewer elements
 // pay for a team. Choose by the kind of work in the loop, not by the operator.
+// On a combined `parallel for simd`, write `if (parallel : ...)`: a bare `if` applies to the
+// `simd` construct as well, and GCC then runs the loop unvectorized whenever it stays on the
+// calling thread (a sum of 16K floats took 8.7 instead of 2.3 us). tools/check_openmp.sh checks.
 
 // Copies (concat, split): a load and a store per element, bound by memory bandwidth, which
 // threads share more than they add to.
