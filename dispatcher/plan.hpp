@@ -76,6 +76,10 @@ struct Task {
   // device work nothing in the run reads on the host (a replay launched ahead of the device,
   // purine/internal/device_graphs.hpp).
   bool complete_at_launch = false;
+  // Run before the executor's other ready tasks, and before it polls its transfers in flight:
+  // for a task that others wait for and that takes little time itself (an MPI send, whose peer
+  // waits for the message while this thread would otherwise compute first).
+  bool run_first = false;
 };
 
 class Plan {

@@ -217,8 +217,11 @@ class Replay {
   void make_ready(long instance, double now) {
     const TaskId t = task_of(instance);
     ready_at_[instance] = now;
+    // Task::run_first tasks before the others, each group in topological order; a rank's
+    // iterations never overlap, so every key of an iteration sorts before the next one's.
+    const long group = plan_.tasks()[t].run_first ? 0 : n_;
     ready_[plan_.tasks()[t].executor].push(
-        {position_[t] + static_cast<long>(n_) * iteration_of(instance), instance});
+        {position_[t] + group + 2L * n_ * iteration_of(instance), instance});
   }
 
   // Idle executors take their first ready task, pools permitting.

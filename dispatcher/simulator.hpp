@@ -12,7 +12,7 @@
 // of the plan and the resource chains, exactly as Schedule builds them for an Engine); every
 // executor runs one task at a time; among its ready tasks it runs the first in the plan's
 // deterministic topological order (the serial engine's order: on one executor with every cost
-// equal the simulated order is the serial engine's). A task holds its executor for `busy`, then
+// equal the simulated order is the serial engine's), Task::run_first ones before the others. A task holds its executor for `busy`, then
 // optionally transfers for latency + transfer seconds over channels (links: each carries one
 // transfer at a time, first come first served, a transfer holding all its channels at once),
 // with its executor free (an MPI send polled in the background) or held (a copy on an in-order

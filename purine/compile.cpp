@@ -236,6 +236,7 @@ CompiledGraph compile(Graph& graph, const CompileOptions& options) {
                             : op->location();
     task.location = at.to_string();
     task.executor = executors.of_thread(at, op->thread());
+    task.run_first = link.side == PeerLink::kSend;  // the peer waits for it
     binding->context.queue = executors.queue(task.executor);
 
     op->kernel().prepare(binding->inputs, binding->outputs, binding->context);

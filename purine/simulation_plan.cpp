@@ -51,6 +51,7 @@ class Builder {
     task.name = std::move(name);
     task.location = at.to_string();
     task.executor = executor(at, op->thread());
+    task.run_first = role == SimulatedTask::kSend;  // as compile() marks sends
     const dispatch::TaskId id = out_.plan.add_task(std::move(task));
     SimulatedTask info;
     info.op = op;

@@ -110,6 +110,8 @@ Schedule Schedule::build(const Plan& plan) {
   s.device_successors_end_.assign(n, 0);
   s.queue_waits_.assign(n, {});
   s.in_degree_.assign(n, 0);
+  s.runs_first_.assign(n, 0);
+  for (TaskId t = 0; t < n; ++t) s.runs_first_[t] = plan.tasks()[t].run_first;
   for (TaskId t = 0; t < n; ++t) {
     sort_unique(&successors[t]);
     const auto device_end =

@@ -5,7 +5,8 @@
 // the previous one), the in-degree of every task, and per executor its task count and its source
 // tasks (those with no predecessor). For kDevice executors (plan.hpp) it also sorts each task's
 // successors so that those on kDevice executors come first, and lists, per device task, the
-// predecessors on other device queues that its queue must wait for. Building it throws
+// predecessors on other device queues that its queue must wait for, and which tasks run first
+// (Task::run_first) in a compact form. Building it throws
 // purine::Error when the plan has a cycle.
 // Read-only after build(), so any thread may read it without locking.
 #pragma once
@@ -34,6 +35,7 @@ class Schedule {
   // its queue waits for before its work); empty for other tasks.
   const std::vector<TaskId>& queue_waits(TaskId task) const { return queue_waits_[task]; }
   int in_degree(TaskId task) const { return in_degree_[task]; }
+  bool runs_first(TaskId task) const { return runs_first_[task] != 0; }  // Task::run_first
   const std::vector<int>& in_degrees() const { return in_degree_; }
   const std::vector<TaskId>& sources(ExecutorId executor) const { return sources_[executor]; }
   int tasks_on(ExecutorId executor) const { return tasks_per_executor_[executor]; }
@@ -47,6 +49,7 @@ class Schedule {
   std::vector<int> device_successors_end_;
   std::vector<std::vector<TaskId>> queue_waits_;
   std::vector<int> in_degree_;
+  std::vector<char> runs_first_;
   std::vector<std::vector<TaskId>> sources_;
   std::vector<int> tasks_per_executor_;
   int floating_tasks_ = 0;

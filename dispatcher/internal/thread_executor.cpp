@@ -19,6 +19,7 @@ ThreadExecutor::ThreadExecutor(EngineCore* core, ExecutorId id)
       cpu_thread_(core->plan.executors()[id].kind == ExecutorKind::kCpuThread),
       queue_(core->plan.executors()[id].queue.get()) {
   local_.reserve(64);
+  first_.reserve(16);
 }
 
 ThreadExecutor::~ThreadExecutor() {
@@ -116,11 +117,11 @@ bool ThreadExecutor::loop() {
   bool polls_idle = false;
   std::chrono::steady_clock::time_point idle_since;
   for (;;) {
-    while (!local_.empty()) {
-      const TaskId task = local_.back();
-      local_.pop_back();
-      if (!execute(task)) return false;
-      if (!in_flight_.empty() && !poll_in_flight()) return false;
+    while (has_ready()) {
+      if (!execute(take_ready())) return false;
+      // Not while sends wait to start: a poll may move a whole message (Open MPI copies a large
+      // one inside MPI_Test) while the peer waits for them.
+      if (first_.empty() && !in_flight_.empty() && !poll_in_flight()) return false;
     }
     if (in_flight_.empty()) {
       if (!fetch(/*block=*/true)) return true;
@@ -129,9 +130,9 @@ bool ThreadExecutor::loop() {
     // Only polled tasks are left: poll them, look at the inbox, let other threads run.
     const size_t before = in_flight_.size();
     if (!poll_in_flight()) return false;
-    if (!local_.empty()) continue;
+    if (has_ready()) continue;
     if (!fetch(/*block=*/false)) return true;
-    if (!local_.empty() || in_flight_.size() < before) {
+    if (has_ready() || in_flight_.size() < before) {
       polls_idle = false;
     } else if (!in_flight_.empty()) {
       // Yield between rounds: on a busy core that hands it over at once. Receives posted at the
@@ -297,10 +298,22 @@ bool ThreadExecutor::fetch(bool block) {
     idle_.store(false, std::memory_order_relaxed);
   }
   if (inbox_.empty()) return !stop_;
-  DCHECK(local_.empty());
-  local_.swap(inbox_);
+  DCHECK(!has_ready());
+  for (const TaskId task : inbox_) keep(task);
+  inbox_.clear();
   has_inbox_.store(false, std::memory_order_relaxed);
   return true;
+}
+
+void ThreadExecutor::keep(TaskId task) {
+  (core_->schedule.runs_first(task) ? first_ : local_).push_back(task);
+}
+
+TaskId ThreadExecutor::take_ready() {
+  std::vector<TaskId>& from = first_.empty() ? local_ : first_;
+  const TaskId task = from.back();
+  from.pop_back();
+  return task;
 }
 
 void ThreadExecutor::complete(TaskId task, bool issued_on_queue) {
@@ -333,12 +346,12 @@ void ThreadExecutor::release(const TaskId* const begin, const TaskId* const end)
     if (owner == kAnyExecutor) {
       // Run it here next, unless there is other work here (or this is no compute thread) and
       // another executor is idle.
-      ThreadExecutor* idle = local_.empty() && cpu_thread_ ? nullptr : core.idle_executor(id_);
+      ThreadExecutor* idle = !has_ready() && cpu_thread_ ? nullptr : core.idle_executor(id_);
       owner = idle ? idle->id_ : id_;
     }
     if (owner == id_) {
       tasks.prefetch_task(*next);
-      local_.push_back(*next);
+      keep(*next);
     } else {
       core.executors[owner]->push(*next);
     }

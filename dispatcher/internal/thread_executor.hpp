@@ -1,11 +1,14 @@
 // ThreadExecutor: one OS thread running the tasks of one ExecutorSpec (kCpuThread or kMpi) as
 // they become ready. Each thread keeps a private LIFO of ready tasks: a successor that becomes
 // ready on the thread that owns it is pushed there without locking or waking anyone, which is
-// what makes a chain of small tasks cheap. Floating tasks (kAnyExecutor) that become ready here
-// stay here too, unless this thread already has work and another is idle. Tasks made ready by
-// other threads arrive through the inbox (mutex + condition variable). A thread with nothing to do
-// spins for EngineOptions::idle_spin (yielding on every turn), then sleeps on the condition
-// variable.
+// what makes a chain of small tasks cheap. Ready tasks marked Task::run_first (MPI sends) go
+// before all others, and the thread polls nothing while one waits: a thread posts its messages
+// before it computes or moves received bytes, so that a peer waiting for them is not held up
+// (two ranks exchanging buffers otherwise took turns). Floating tasks (kAnyExecutor) that become
+// ready here stay here too, unless this thread already has work and another is idle. Tasks made
+// ready by other threads arrive through the inbox (mutex + condition variable). A thread with
+// nothing to do spins for EngineOptions::idle_spin (yielding on every turn), then sleeps on the
+// condition variable.
 //
 // Tasks with a poll() callback stay in flight after run() returns and are polled between other
 // tasks; while only polled tasks remain the thread polls and yields, pausing briefly between
@@ -96,6 +99,11 @@ class ThreadExecutor {
   bool fetch(bool block) EXCLUDES(mu_);
   // Releases the successors [first, last) of a task (TaskTable's successor pointers).
   void release(const TaskId* first, const TaskId* last);
+  // A ready task of this executor, to run on this thread; take_ready() returns the next one to
+  // run (Task::run_first ones before the others), has_ready() whether there is one.
+  void keep(TaskId task);
+  bool has_ready() const { return !first_.empty() || !local_.empty(); }
+  TaskId take_ready();
   // The task is complete: releases its successors not yet released (all of them, unless it is a
   // device task whose work was put on the queue) and does the run's bookkeeping.
   void complete(TaskId task, bool issued_on_queue = false);
@@ -113,7 +121,8 @@ class ThreadExecutor {
   std::thread thread_;
 
   // Owned by the executor thread.
-  std::vector<TaskId> local_;      // ready tasks, LIFO
+  std::vector<TaskId> first_;      // ready Task::run_first tasks, LIFO, before local_'s
+  std::vector<TaskId> local_;      // the other ready tasks, LIFO
   std::vector<TaskId> in_flight_;  // run() returned, poll() not yet true
   int completed_this_run_ = 0;
 

@@ -421,6 +421,43 @@ TEST_CASE("A polled task completes only when poll() returns true", "[engine]") {
   CHECK(other == 30);
 }
 
+TEST_CASE("Ready sends (Task::run_first) run first, and nothing is polled while one waits",
+          "[engine]") {
+  // The exchange of two ranks: a receive earlier in the plan than the sends, its sum after it.
+  // Unmarked, the LIFO would post the receive first; a poll may then move its whole message
+  // (and its sum run) before this rank's sends start, while the peer waits for them.
+  Log log;
+  pd::Plan plan;
+  const pd::ExecutorId comm = plan.add_executor({"comm"});
+  const auto polled = [&](const std::string& name, bool run_first) {
+    pd::Task task;
+    task.name = name;
+    task.executor = comm;
+    task.run = [&log, name] { log.add("run " + name); };
+    task.poll = [&log, name] {
+      log.add("poll " + name);
+      return true;
+    };
+    task.run_first = run_first;
+    return plan.add_task(std::move(task));
+  };
+  const auto receive = polled("receive", false);
+  const auto sum = add(plan, "sum", comm, [&] { log.add("run sum"); });
+  plan.add_dependency(receive, sum);
+  polled("send_a", true);
+  polled("send_b", true);
+  pd::Engine engine(std::move(plan));
+  for (int run = 0; run < 3; ++run) {
+    log.names.clear();
+    engine.run();
+    REQUIRE(log.names.size() == 7);
+    // Both sends started before anything else, no poll between them.
+    CHECK(std::set<std::string>(log.names.begin(), log.names.begin() + 2) ==
+          std::set<std::string>{"run send_a", "run send_b"});
+    CHECK(log.index_of("run sum") > log.index_of("poll receive"));
+  }
+}
+
 TEST_CASE("An exception from poll() fails the run, naming the task", "[engine]") {
   const pd::Mode mode = GENERATE(pd::Mode::kParallel, pd::Mode::kSerial);
   pd::Plan plan;

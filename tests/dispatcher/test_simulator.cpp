@@ -83,6 +83,28 @@ TEST_CASE("simulate: one executor runs its ready tasks in the plan's topological
   CHECK(sim.at(y).start == 2);
 }
 
+TEST_CASE("simulate: a ready send (Task::run_first) goes before earlier ready tasks",
+          "[simulator]") {
+  const bool run_first = GENERATE(false, true);
+  pd::Plan plan;
+  const auto e = plan.add_executor({"main"});
+  const auto src = add(plan, "src", e), x = add(plan, "x", e);
+  pd::Task send_task;
+  send_task.name = "send";
+  send_task.executor = e;
+  send_task.run_first = run_first;
+  const auto send = plan.add_task(send_task);
+  plan.add_dependency(src, x);
+  plan.add_dependency(src, send);
+  pd::SimulationSetup setup = busy_times(plan, {1, 1, 1});
+  setup.iterations = 2;
+  const pd::Simulation sim = pd::simulate(plan, setup);
+  for (int iteration = 0; iteration < 2; ++iteration) {
+    CHECK(sim.at(run_first ? send : x, iteration).start == 3 * iteration + 1);
+    CHECK(sim.at(run_first ? x : send, iteration).start == 3 * iteration + 2);
+  }
+}
+
 TEST_CASE("simulate: an order edge delays a task on another executor", "[simulator]") {
   pd::Plan plan;
   const auto e0 = plan.add_executor({"a"}), e1 = plan.add_executor({"b"});

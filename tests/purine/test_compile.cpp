@@ -49,6 +49,7 @@ TEST_CASE("each rank compiles its own ops and its half of a cross-rank copy", "[
   REQUIRE_THAT(task_of(rank0, t.copy).name, Contains("(send to rank 1)"));
   REQUIRE(task_of(rank0, t.copy).location == "rank0:cpu");  // at the blob it sends
   REQUIRE(task_of(rank0, t.copy).poll);                     // asynchronous
+  REQUIRE(task_of(rank0, t.copy).run_first);                // the peer waits for it
 
   REQUIRE(rank1.tasks.size() == 2);
   REQUIRE(rank1.links.at(t.copy).side == PeerLink::kReceive);
@@ -56,6 +57,7 @@ TEST_CASE("each rank compiles its own ops and its half of a cross-rank copy", "[
   REQUIRE(rank1.links.at(t.copy).tag == rank0.links.at(t.copy).tag);
   REQUIRE_THAT(task_of(rank1, t.copy).name, Contains("(receive from rank 0)"));
   REQUIRE(depends_on(rank1, t.copy, t.scale));
+  REQUIRE_FALSE(task_of(rank1, t.copy).run_first);
   REQUIRE_FALSE(task_of(rank1, t.scale).poll);  // synchronous
 }
 

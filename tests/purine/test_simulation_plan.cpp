@@ -47,6 +47,8 @@ TEST_CASE("simulation plan: a cross-rank copy is a send and a receive, on their 
   CHECK(sp.tasks[send].at == Location::cpu(0));  // at the blob it sends
   CHECK(sp.tasks[receive].role == SimulatedTask::kReceive);
   CHECK(sp.tasks[receive].at == Location::cpu(1));
+  CHECK(sp.plan.tasks()[send].run_first);  // as compile() marks it
+  CHECK_FALSE(sp.plan.tasks()[receive].run_first);
   CHECK(depends(sp, twice, send));
   CHECK(depends(sp, send, receive));
   CHECK(depends(sp, receive, scale));
