@@ -153,6 +153,34 @@ int fuse_forward(Graph& graph) {
          fuse_inner_product_bias(graph, /*gpus_only=*/true);
 }
 
+std::vector<Blob*> count_in_updates(Graph& graph, const std::vector<Blob*>& weights,
+                                    std::vector<Blob*>* uncounted) {
+  const Candidates c = candidates(graph);
+  std::vector<Blob*> counts;
+  for (Blob* weight : weights) {
+    Op* update = weight->writers().size() == 1 ? weight->writers()[0] : nullptr;
+    const UpdateForm* form = update ? update_form(update->type()) : nullptr;
+    // One weight's update (its outputs: the weight, then its states), at a CPU location.
+    if (!form || !update->location().is_cpu() || update->location() != weight->location() ||
+        update->inputs().size() != form->tensors + form->scalars ||
+        update->outputs().size() != form->tensors - 1 || update->outputs()[0] != weight ||
+        c.ordered.count(update)) {
+      uncounted->push_back(weight);
+      continue;
+    }
+    Graph::Placement at(graph, update->location(), update->thread());
+    Blob* count = graph.add_blob(update->name() + "::non_finite", Shape{});
+    std::vector<Blob*> outputs = update->outputs();
+    outputs.push_back(count);
+    Attrs attrs = update->kernel().attrs();
+    attrs.set("count_non_finite", 1);
+    graph.replace_ops({update}, {}, update->name(), update->type(), attrs, update->inputs(),
+                      outputs);
+    counts.push_back(count);
+  }
+  return counts;
+}
+
 int fuse_updates(Graph& graph, bool gpus_only) {
   const Candidates c = candidates(graph);
   // The updates that may be one op, by place, type, attributes and scalar inputs (the learning

@@ -50,6 +50,14 @@
 // them, one per weight or bias, become 2), on a CPU it would gain nothing, so training fuses the
 // updates at GPUs only.
 //
+// update -> update that counts (count_in_updates): at a CPU location, an sgd_update or
+// adam_update of one weight, in no order, that writes a new weight of a given list gets
+// count_non_finite=1 and one more output, the number of non-finite values among the new weights
+// it wrote, counted from the registers that hold them. The trainer's divergence check
+// (train/training_graph.cpp) sums these instead of reading every weight again after the
+// updates (convnet_bn: 0.93 ms of a 59 ms CPU step, mostly fc1's 12.8 MB, which its update
+// streams past the caches). The op keeps its name; the same floats.
+//
 // Run the forward fusions on a graph whose forward part is complete (it sets up pending composites,
 // as Graph::validate does) and before backward(); after it, an op that reads a removed blob cannot
 // be added (the blob is gone). Not thread-safe (it edits the graph).
@@ -75,5 +83,10 @@ int fuse_forward(Graph& graph);
 // Fuses the updates that qualify (at GPU locations only with `gpus_only`). Returns how many
 // updates became part of a fused one.
 int fuse_updates(Graph& graph, bool gpus_only);
+// For `weights` (blobs of one CPU location): rewrites the updates that write them and qualify
+// (above) to count. Returns their counts (scalar blobs named "<update>::non_finite" in the
+// current scope, at the location) and, in `uncounted`, the weights no update counts.
+std::vector<Blob*> count_in_updates(Graph& graph, const std::vector<Blob*>& weights,
+                                    std::vector<Blob*>* uncounted);
 
 }  // namespace purine

@@ -10,7 +10,8 @@
 // that the trainer writes between runs. Attributes: beta1 (default 0.9) and beta2 (0.999) in
 // [0, 1), eps (1e-8) > 0, weight_decay (0) >= 0, decoupled (int, 0 or 1). weight, grad, m and v
 // have one shape; outputs may share memory with the inputs of their role (an in-place update).
-// Not differentiable. All tensors must be contiguous.
+// Not differentiable. All tensors must be contiguous. Attribute count_non_finite (int, 0 or 1;
+// CPU only): one more output, the number of non-finite new weights, as sgd_update's.
 //
 // Several weights with the same attributes in one op (graphs/fusion.hpp's fuse_updates, at a
 // GPU): (w_1, g_1, m_1, v_1, ..., w_K, g_K, m_K, v_K, lr, step) -> (new_w_1, new_m_1, new_v_1,
@@ -28,9 +29,9 @@ class AdamUpdateOp : public TypedOperator<AdamUpdateOp> {
  public:
   static constexpr char kType[] = "adam_update";
   static constexpr char kSignature[] =
-      "(weight, grad, m, v, ..., lr {}, step {}) -> (new_weight, new_m, new_v, ...); attrs: beta1 "
-      "(float, 0.9), beta2 (float, 0.999), eps (float, 1e-8), weight_decay (float, 0), decoupled "
-      "(int, 0)";
+      "(weight, grad, m, v, ..., lr {}, step {}) -> (new_weight, new_m, new_v, ..., [non_finite "
+      "{}]); attrs: beta1 (float, 0.9), beta2 (float, 0.999), eps (float, 1e-8), weight_decay "
+      "(float, 0), decoupled (int, 0), count_non_finite (int, 0)";
   explicit AdamUpdateOp(Attrs attrs);
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return kVariadic; }
@@ -42,6 +43,7 @@ class AdamUpdateOp : public TypedOperator<AdamUpdateOp> {
     // float would be off by 1.3e-5.
     float one_minus_beta1, one_minus_beta2;
     bool decoupled;
+    bool count_non_finite;
   };
   const Hyper& hyper() const { return hyper_; }
 

@@ -6,6 +6,9 @@
 // rate schedule can change it between runs without rebuilding the op. Attributes `momentum` and
 // `weight_decay` (floats, default 0, both >= 0). Outputs may share memory with the inputs of the
 // same role (an in-place update). Not differentiable. All tensors must be contiguous.
+// Attribute count_non_finite (int, 0 or 1; CPU only): one more output, a scalar {} holding how
+// many of the new weights are NaN or infinite, counted as they are written (the trainer's
+// divergence check, train/training_graph.cpp, without another pass over the weights).
 //
 // Several weights with the same attributes in one op (graphs/fusion.hpp's fuse_updates, at a
 // GPU): (w_1, g_1, h_1, ..., w_K, g_K, h_K, lr) -> (new_w_1, new_h_1, ..., new_w_K, new_h_K),
@@ -24,8 +27,8 @@ class SgdUpdateOp : public TypedOperator<SgdUpdateOp> {
  public:
   static constexpr char kType[] = "sgd_update";
   static constexpr char kSignature[] =
-      "(weight, grad, history, ..., lr {}) -> (new_weight, new_history, ...); attrs: momentum "
-      "(float, 0), weight_decay (float, 0)";
+      "(weight, grad, history, ..., lr {}) -> (new_weight, new_history, ..., [non_finite {}]); "
+      "attrs: momentum (float, 0), weight_decay (float, 0), count_non_finite (int, 0)";
   explicit SgdUpdateOp(Attrs attrs);
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return kVariadic; }
@@ -38,6 +41,7 @@ class SgdUpdateOp : public TypedOperator<SgdUpdateOp> {
  private:
   const float momentum_;
   const float weight_decay_;
+  const bool count_non_finite_;
 };
 
 }  // namespace purine

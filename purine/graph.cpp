@@ -234,7 +234,7 @@ Op* Graph::replace_ops(const std::vector<Op*>& chain, const std::vector<Blob*>& 
     for (const Op* before : op->ordered_after_)
       require(!old.count(before) && !old.count(op.get()), what, "op '",
               old.count(before) ? before->name() : op->name(), "' is in an order (add_order)");
-  check_new_name(full_name, "op");
+  if (full_name != chain[0]->name()) check_new_name(full_name, "op");
   std::unique_ptr<Operator> kernel;
   std::vector<Shape> in_shapes;
   for (const Blob* b : inputs) in_shapes.push_back(b->shape());
@@ -278,8 +278,8 @@ Op* Graph::replace_ops(const std::vector<Op*>& chain, const std::vector<Blob*>& 
   for (auto it = ops_.begin(); it != ops_.end();) {
     if (it->get() == first) {
       op_by_name_.erase(first->name());
+      op_by_name_[full_name] = op;  // before `first` goes: full_name may be its name
       *it = std::move(made);
-      op_by_name_[full_name] = op;
       ++it;
     } else if (old.count(it->get())) {
       op_by_name_.erase((*it)->name());

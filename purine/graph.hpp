@@ -217,7 +217,8 @@ class Graph {
   // A rewrite (a fusion, graphs/fusion.hpp): the ops `chain` become one new op `full_name` of
   // `type` reading `inputs` and writing `outputs`, and the blobs `inner` (what only the chain
   // reads and writes) are removed. The new op takes chain[0]'s location, thread, role and place
-  // in the ops' order (topological ties stay as they were), and the chain's place among the
+  // in the ops' order (topological ties stay as they were; `full_name` may be chain[0]'s name,
+  // any other must be new), and the chain's place among the
   // readers of `inputs` and the writers of `outputs`. Throws purine::Error, changing nothing, if
   // an op outside the chain reads or writes a blob of `inner`, a blob of `inner` is
   // held_outside_ops, an op of the chain is in an order (add_order), the chain's ops touch a blob

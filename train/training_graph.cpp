@@ -177,10 +177,26 @@ DivergenceWatch watch_divergence(Graph& g, const DataParallelGraph& dp, int rank
       updated[weight->location()].push_back(next);
   for (const auto& [location, weights] : updated) {
     Graph::Scope root(g, "divergence", true);
+    // At a CPU the updates count as they write (graphs/fusion.hpp) and a sum adds their counts;
+    // a count_non_finite op reads the weights they do not count (at a GPU, all of them).
+    std::vector<Blob*> uncounted, parts;
+    if (location.is_cpu())
+      parts = count_in_updates(g, weights, &uncounted);
+    else
+      uncounted = weights;
     Graph::Placement at(g, location);
     Graph::RoleScope role(g, OpRole::kMonitor);
-    Blob* count = g.apply("non_finite_weights@" + location.to_string(), "count_non_finite", {},
-                          weights, {"count@" + location.to_string()})[0];
+    const std::string suffix = "@" + location.to_string();
+    Blob* count = nullptr;
+    if (parts.empty()) {
+      count = g.apply("non_finite_weights" + suffix, "count_non_finite", {}, uncounted,
+                      {"count" + suffix})[0];
+    } else {
+      if (!uncounted.empty())
+        parts.push_back(g.apply("uncounted" + suffix, "count_non_finite", {}, uncounted,
+                                {"uncounted_count" + suffix})[0]);
+      count = g.apply("non_finite_weights" + suffix, "sum", {}, parts, {"count" + suffix})[0];
+    }
     watch.non_finite_weights.emplace_back(location, host_readable(g, count));
   }
   return watch;

@@ -30,6 +30,7 @@ AdamUpdateOp::Hyper checked_hyper(const Attrs& attrs) {
   h.eps = static_cast<float>(eps);
   h.weight_decay = static_cast<float>(decay);
   h.decoupled = decoupled == 1;
+  h.count_non_finite = cpu::counts_non_finite(attrs, AdamUpdateOp::kType);
   return h;
 }
 
@@ -55,6 +56,7 @@ std::vector<Shape> AdamUpdateOp::output_shapes(const std::vector<Shape>& inputs)
   require(inputs[lr].ndim() == 0 && inputs[lr + 1].ndim() == 0, type(), ": inputs ", lr,
           " (lr) and ", lr + 1, " (step) must be scalars {}, got ", inputs[lr], " and ",
           inputs[lr + 1]);
+  if (hyper_.count_non_finite) outputs.push_back(Shape{});
   return outputs;
 }
 
@@ -69,6 +71,7 @@ void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t)));
   const float shrink = h.decoupled ? 1.0f - lr * h.weight_decay : 1.0f;
   const float l2 = h.decoupled ? 0.0f : h.weight_decay;
+  int64_t non_finite = 0;
   for (size_t k = 0; k + 2 < inputs.size(); k += 4) {
     const int64_t n = inputs[k]->count();
     const float *w = inputs[k]->data(), *g = inputs[k + 1]->data();
@@ -84,7 +87,7 @@ void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const float vi = h.beta2 * v[i] + h.one_minus_beta2 * gi * gi;
       new_m[i] = mi;
       new_v[i] = vi;
-      new_w[i] = wi * shrink - step_size * mi / (std::sqrt(vi) / correction2 + h.eps);
+      return new_w[i] = wi * shrink - step_size * mi / (std::sqrt(vi) / correction2 + h.eps);
     };
     const __m128 l2_4 = _mm_set1_ps(l2), beta1 = _mm_set1_ps(h.beta1), beta2 = _mm_set1_ps(h.beta2),
                  one_minus_beta1 = _mm_set1_ps(h.one_minus_beta1),
@@ -101,11 +104,14 @@ void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const __m128 denominator = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(vi), correction2_4), eps);
       store(new_m + i, mi);
       store(new_v + i, vi);
-      store(new_w + i, _mm_sub_ps(_mm_mul_ps(wi, shrink4),
-                                  _mm_div_ps(_mm_mul_ps(step_size4, mi), denominator)));
+      const __m128 next =
+          _mm_sub_ps(_mm_mul_ps(wi, shrink4), _mm_div_ps(_mm_mul_ps(step_size4, mi), denominator));
+      store(new_w + i, next);
+      return next;
     };
-    cpu::update_loop(n, {new_w, new_m, new_v}, kParallelMinArithmetic, one, four);
+    non_finite += cpu::update_loop(n, {new_w, new_m, new_v}, kParallelMinArithmetic, one, four);
   }
+  if (h.count_non_finite) *outputs.back()->mutable_data() = static_cast<float>(non_finite);
 }
 
 PURINE_REGISTER_OPERATOR(AdamUpdateOp);

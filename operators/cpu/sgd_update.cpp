@@ -21,7 +21,8 @@ float checked_nonnegative(const Attrs& attrs, const char* key) {
 SgdUpdateOp::SgdUpdateOp(Attrs attrs)
     : TypedOperator(std::move(attrs)),
       momentum_(checked_nonnegative(attrs_, "momentum")),
-      weight_decay_(checked_nonnegative(attrs_, "weight_decay")) {}
+      weight_decay_(checked_nonnegative(attrs_, "weight_decay")),
+      count_non_finite_(cpu::counts_non_finite(attrs_, kType)) {}
 
 std::vector<Shape> SgdUpdateOp::output_shapes(const std::vector<Shape>& inputs) const {
   require(inputs.size() >= 4 && inputs.size() % 3 == 1, type(), ": ", inputs.size(),
@@ -37,6 +38,7 @@ std::vector<Shape> SgdUpdateOp::output_shapes(const std::vector<Shape>& inputs) 
   }
   require(inputs.back().ndim() == 0, type(), ": input ", inputs.size() - 1, " (lr) has shape ",
           inputs.back(), "; expected a scalar {}");
+  if (count_non_finite_) outputs.push_back(Shape{});
   return outputs;
 }
 
@@ -46,6 +48,7 @@ void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float lr = *inputs.back()->data();
   const float momentum = momentum_;
   const float decay = weight_decay_;
+  int64_t non_finite = 0;
   for (size_t k = 0; k + 1 < inputs.size(); k += 3) {
     const int64_t n = inputs[k]->count();
     const float* w = inputs[k]->data();
@@ -58,7 +61,7 @@ void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const float wi = w[i];
       const float hi = momentum * h[i] + lr * (g[i] + decay * wi);
       new_h[i] = hi;
-      new_w[i] = wi - hi;
+      return new_w[i] = wi - hi;
     };
     const __m128 lr4 = _mm_set1_ps(lr), momentum4 = _mm_set1_ps(momentum),
                  decay4 = _mm_set1_ps(decay);
@@ -67,10 +70,13 @@ void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const __m128 step = _mm_mul_ps(lr4, _mm_add_ps(_mm_loadu_ps(g + i), _mm_mul_ps(decay4, wi)));
       const __m128 hi = _mm_add_ps(_mm_mul_ps(momentum4, _mm_loadu_ps(h + i)), step);
       store(new_h + i, hi);
-      store(new_w + i, _mm_sub_ps(wi, hi));
+      const __m128 next = _mm_sub_ps(wi, hi);
+      store(new_w + i, next);
+      return next;
     };
-    cpu::update_loop(n, {new_w, new_h}, kParallelMinArithmetic, one, four);
+    non_finite += cpu::update_loop(n, {new_w, new_h}, kParallelMinArithmetic, one, four);
   }
+  if (count_non_finite_) *outputs.back()->mutable_data() = static_cast<float>(non_finite);
 }
 
 PURINE_REGISTER_OPERATOR(SgdUpdateOp);

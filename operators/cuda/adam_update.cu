@@ -37,6 +37,8 @@ void adam_update(const Operator& op, const std::vector<const Tensor*>& inputs,
                  const std::vector<Tensor*>& outputs, OpContext& context) {
   require_contiguous_gpu("adam_update", inputs, outputs);
   const auto& hyper = static_cast<const AdamUpdateOp&>(op).hyper();
+  require(!hyper.count_non_finite,
+          "adam_update: count_non_finite has no GPU kernel (count with count_non_finite)");
   const float* lr = inputs[inputs.size() - 2]->data();
   const float* step = inputs.back()->data();
   const cudaStream_t stream = stream_of(context).stream();

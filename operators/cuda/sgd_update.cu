@@ -28,6 +28,8 @@ __global__ void sgd_steps(SgdWeights s, int64_t per_block, const float* lr, floa
 void sgd_update(const Operator& op, const std::vector<const Tensor*>& inputs,
                 const std::vector<Tensor*>& outputs, OpContext& context) {
   require_contiguous_gpu("sgd_update", inputs, outputs);
+  require(op.attrs().get_int("count_non_finite", 0) == 0,
+          "sgd_update: count_non_finite has no GPU kernel (count with count_non_finite)");
   const float momentum = static_cast<float>(op.attrs().get_float("momentum", 0.0));
   const float decay = static_cast<float>(op.attrs().get_float("weight_decay", 0.0));
   const float* lr = inputs.back()->data();

@@ -424,3 +424,41 @@ TEST_CASE("an update behind a gradient reduction is left alone", "[fusion]") {
   CHECK(fuse_updates(g, /*gpus_only=*/false) == 0);
   CHECK(count_type(g, "sgd_update") == updates);
 }
+
+TEST_CASE("updates at a CPU count the non-finite weights they write, keeping their names",
+          "[fusion]") {
+  Mlp net(true, false);
+  SgdGraph sgd = add_sgd(net.g, net.grads, SgdOptions{});
+  std::vector<Blob*> weights;  // the new weights, as the trainer's divergence check lists them
+  for (const Parameter& p : net.g.parameters())
+    weights.push_back(net.g.blob(p.blob->name() + "::updated"));
+  Blob* elsewhere = net.g.add_blob("written_elsewhere", {2});  // no update writes it
+  weights.push_back(elsewhere);
+  // Updates in an order stay as they are (replace_ops refuses them).
+  net.g.add_order(net.g.op("fc1::weight::update"), net.g.op("fc3::bias::update"));
+  std::vector<Blob*> uncounted, counts;
+  {
+    Graph::Scope scope(net.g, "divergence", true);
+    counts = count_in_updates(net.g, weights, &uncounted);
+  }
+  REQUIRE(counts.size() == 4);
+  CHECK(uncounted == std::vector<Blob*>{net.g.blob("fc1::weight::updated"),
+                                        net.g.blob("fc3::bias::updated"), elsewhere});
+  const Op* update = net.g.op("fc2::weight::update");  // the same name
+  CHECK(update->kernel().attrs().get_int("count_non_finite", 0) == 1);
+  REQUIRE(update->outputs().size() == 3);
+  CHECK(update->outputs()[0]->name() == "fc2::weight::updated");
+  CHECK(update->outputs()[2]->name() == "divergence::fc2::weight::update::non_finite");
+  CHECK(update->outputs()[2] == counts[1]);
+  CHECK(update->role() == OpRole::kOptimizer);
+  CHECK(net.g.op("fc1::weight::update")->outputs().size() == 2);
+
+  // A history that makes one new weight infinite: its update counts 1, the others 0.
+  initialize_parameters(net.g, 8);  // the states too
+  net.g.blob("fc2::weight::history")->tensor().mutable_data()[3] = INFINITY;
+  sgd.set_learning_rate(0.1, 0);
+  Runnable(net.g).run();
+  std::vector<float> counted;
+  for (Blob* count : counts) counted.push_back(count->tensor().values()[0]);
+  CHECK(counted == std::vector<float>{0, 1, 0, 0});  // fc1 bias, fc2 weight, fc2 bias, fc3 weight
+}

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
 
 #include "operators/compute_threads.hpp"
 #include "operators/registry.hpp"
@@ -159,5 +161,24 @@ TEST_CASE("adam_update gives each element the floats it gets alone", "[adam_upda
       INFO("element " << i << ", output " << r);
       REQUIRE(together[r].data()[i] == alone[r].data()[0]);
     }
+  }
+}
+
+TEST_CASE("adam_update with count_non_finite counts its non-finite new weights", "[adam_update]") {
+  Rng rng(12);
+  for (const int64_t n : {int64_t{11}, (int64_t{1} << 20) + 13}) {
+    INFO(n << " weights");
+    Tensor w = random_tensor({n}, rng), g = random_tensor({n}, rng);
+    Tensor m = random_tensor({n}, rng), v({n});
+    g.mutable_data()[0] = NAN;
+    g.mutable_data()[n - 1] = INFINITY;  // an infinite moment: the step is NaN
+    const Tensor lr = tensor_of({}, {0.01f}), step = tensor_of({}, {1.0f});
+    const std::vector<Tensor> counted =
+        run_forward("adam_update", Attrs().set("count_non_finite", 1), {w, g, m, v, lr, step});
+    const std::vector<Tensor> alone = run_forward("adam_update", {}, {w, g, m, v, lr, step});
+    REQUIRE(counted.size() == 4);
+    CHECK(counted[3].data()[0] == 2.0f);
+    for (int k = 0; k < 3; ++k)
+      CHECK(std::memcmp(counted[k].data(), alone[k].data(), sizeof(float) * n) == 0);
   }
 }

@@ -16,7 +16,7 @@ TEST_CASE("every operator of the library declares its inputs, outputs and attrib
   }
   CHECK(listed >= 45);
   CHECK(OperatorRegistry::signature("sgd_update") ==
-        "(weight, grad, history, ..., lr {}) -> (new_weight, new_history, ...); attrs: "
-        "momentum (float, 0), weight_decay (float, 0)");
+        "(weight, grad, history, ..., lr {}) -> (new_weight, new_history, ..., [non_finite {}]); "
+        "attrs: momentum (float, 0), weight_decay (float, 0), count_non_finite (int, 0)");
   CHECK_THROWS_WITH(OperatorRegistry::signature("warp"), "unknown operator type 'warp'");
 }

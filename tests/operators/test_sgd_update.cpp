@@ -1,6 +1,8 @@
 #include <omp.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
 
 #include "operators/compute_threads.hpp"
 #include "operators/registry.hpp"
@@ -119,4 +121,37 @@ TEST_CASE("sgd_update of a large weight writes the formula's floats on any threa
     CHECK((out[1].values() == expected_h));
   }
   set_compute_threads(saved);
+}
+
+// count_non_finite (the trainer's divergence check): the number of NaN and infinite new weights,
+// counted on every path of the loop (whole fours and the tail, threaded, streamed), with the
+// weights of the op without it, bit for bit.
+TEST_CASE("sgd_update with count_non_finite counts its non-finite new weights on every path",
+          "[sgd_update]") {
+  Rng rng(11);
+  const Attrs plain = Attrs().set("momentum", 0.9).set("weight_decay", 5e-4);
+  Attrs counting = plain;
+  counting.set("count_non_finite", 1);
+  const Tensor lr = tensor_of({}, {0.05f});
+  for (const int64_t n : {int64_t{11}, int64_t{300 * 300 + 3}, (int64_t{1} << 20) + 13}) {
+    INFO(n << " weights");
+    Tensor w = random_tensor({n}, rng), g = random_tensor({n}, rng), h = random_tensor({n}, rng);
+    g.mutable_data()[0] = NAN;    // in the first four
+    w.mutable_data()[2] = 3e38f;  // finite inputs whose step overflows
+    h.mutable_data()[2] = -3.4e38f;
+    g.mutable_data()[n / 2 + 1] = INFINITY;  // in the middle
+    h.mutable_data()[n - 1] = -INFINITY;     // in the tail
+    const std::vector<Tensor> counted = run_forward("sgd_update", counting, {w, g, h, lr});
+    const std::vector<Tensor> alone = run_forward("sgd_update", plain, {w, g, h, lr});
+    REQUIRE(counted.size() == 3);
+    CHECK(counted[2].shape() == Shape{});
+    CHECK(counted[2].data()[0] == 4.0f);
+    int64_t expected = 0;
+    for (int64_t i = 0; i < n; ++i) expected += !std::isfinite(alone[0].data()[i]);
+    CHECK(expected == 4);
+    for (int k = 0; k < 2; ++k)
+      CHECK(std::memcmp(counted[k].data(), alone[k].data(), sizeof(float) * n) == 0);
+  }
+  CHECK_THROWS_WITH(OperatorRegistry::create("sgd_update", Attrs().set("count_non_finite", 2)),
+                    Catch::Contains("count_non_finite must be 0 or 1, got 2"));
 }

@@ -221,7 +221,10 @@ TEST_CASE("simulated data parallelism: 2 ranks add communication, not compute pe
   const SimulationReport one = simulate_training(convnet(1));
   const SimulationReport two = simulate_training(convnet(2));
   CHECK(one.exposed_communication == 0);
-  CHECK(two.exposed_communication > 0);
+  CHECK(two.transfers > one.transfers);
+  // Overlapped by the backward pass (0.0 since the updates count the non-finite weights they
+  // write; 0.2% when the divergence check read every weight after the last transfers).
+  CHECK(two.exposed_communication < 0.05);
   CHECK(two.nodes == 2);
   // The same compute per rank, but that the ring's sharded update leaves each rank half of
   // the large weights' updates.
