@@ -12,15 +12,15 @@
 // of the plan and the resource chains, exactly as Schedule builds them for an Engine); every
 // executor runs one task at a time; among its ready tasks it runs the first in the plan's
 // deterministic topological order (the serial engine's order: on one executor with every cost
-// equal the simulated order is the serial engine's), Task::run_first ones before the others. A task holds its executor for `busy`, then
-// optionally transfers for latency + transfer seconds over channels (links: each carries one
-// transfer at a time, first come first served, a transfer holding all its channels at once),
-// with its executor free (an MPI send polled in the background) or held (a copy on an in-order
-// device queue). Tasks sharing a collective id complete together once the last of them has
-// finished its busy part, plus latency + transfer (MPI_Allreduce). Executors may share a pool
-// of cores (threads of one CPU): a task's busy part then also needs a free core; the executors
-// waiting for one are served by the ready time of their next task, then by executor id. With
-// time slicing, a pool's polled transfers take shares of its cores from its busy tasks.
+// equal the simulated order is the serial engine's), Task::run_first ones before the others. A task
+// holds its executor for `busy`, then optionally transfers for latency + transfer seconds over
+// channels (links: each carries one transfer at a time, first come first served, a transfer holding
+// all its channels at once), with its executor free (an MPI send polled in the background) or held
+// (a copy on an in-order device queue). Tasks sharing a collective id complete together once the
+// last of them has finished its busy part, plus latency + transfer (MPI_Allreduce). Executors may
+// share a pool of cores (threads of one CPU): a task's busy part then also needs a free core; the
+// executors waiting for one are served by the ready time of their next task, then by executor id.
+// With time slicing, a pool's polled transfers take shares of its cores from its busy tasks.
 //
 // Iterations: executor_group says which process (rank) each executor belongs to. Iteration k+1
 // of a group starts (its tasks may become ready) once every task of that group has completed
