@@ -14,6 +14,15 @@
 // engine does not hang: threads stuck inside a task are detached and exit, touching nothing but
 // the engine's own internal state, if that task ever returns (see dispatcher/engine.cpp).
 // Destroying an engine during a run that is not stalled waits for the run to finish.
+//
+// Usage:
+//   Plan plan;
+//   const ExecutorId cpu = plan.add_executor({"rank0:cpu/main"});
+//   const TaskId load = plan.add_task({"load", "rank0:cpu", cpu, [] { ... }});
+//   const TaskId use = plan.add_task({"use", "rank0:cpu", cpu, [] { ... }});
+//   plan.add_dependency(load, use);  // use starts once load has completed
+//   Engine engine(std::move(plan));
+//   engine.run();  // each task once; rethrows a task's exception, naming the task
 #pragma once
 
 #include <chrono>

@@ -28,7 +28,11 @@ class ConcatOp : public TypedOperator<ConcatOp> {
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
-  OperatorTraits traits() const override { return {{Aliasing::kConcat, axis_}}; }
+  OperatorTraits traits() const override {
+    OperatorTraits t{{Aliasing::kConcat, axis_}};
+    t.strided_on_cpu = true;
+    return t;
+  }
   // Throws: the gradient depends on the inputs' extents; use gradient_for().
   GradientSpec gradient() const override;
   GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;
@@ -51,7 +55,11 @@ class SplitOp : public TypedOperator<SplitOp> {
   int num_outputs() const override { return static_cast<int>(sizes_.size()); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
-  OperatorTraits traits() const override { return {{Aliasing::kSplit, axis_}}; }
+  OperatorTraits traits() const override {
+    OperatorTraits t{{Aliasing::kSplit, axis_}};
+    t.strided_on_cpu = true;
+    return t;
+  }
   GradientSpec gradient() const override;
 
  protected:

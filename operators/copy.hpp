@@ -21,11 +21,11 @@ class CopyOp : public TypedOperator<CopyOp, SameShapeOp> {
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override { return {{}, {{0, 0}}}; }
   // No arithmetic: the bytes moved (what a link carries between locations).
-  OpCost cost(const std::vector<Shape>& inputs,
-              const std::vector<Shape>& outputs) const override;
+  OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
   OperatorTraits traits() const override {
     OperatorTraits t;
     t.bridges_locations = t.communicates = true;
+    t.strided_on_cpu = true;  // between host locations
     return t;
   }
   // The send or receive half when context.link says this rank runs one; else nullptr.

@@ -29,8 +29,6 @@ class FillOp : public Operator {
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 
  protected:
-  // Requires the output to be contiguous (fill ops write it in element order).
-  void require_contiguous_output(const Tensor& output) const;
   const Shape shape_;
 };
 

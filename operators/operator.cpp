@@ -52,20 +52,34 @@ void Operator::compute(const std::vector<const Tensor*>& inputs,
     require(outputs[i]->location() == where, type(), ": output ", i, " is at ",
             outputs[i]->location(), ", output 0 at ", where);
   }
-  for (size_t i = 0; i < inputs.size() && !traits().bridges_locations; ++i) {
+  const OperatorTraits own_traits = traits();
+  const bool bridges = own_traits.bridges_locations;
+  for (size_t i = 0; i < inputs.size() && !bridges; ++i) {
     require(inputs[i]->location() == where, type(), ": input ", i, " is at ", inputs[i]->location(),
             " but the outputs are at ", where, "; insert a Copy to bring it there");
   }
   require(!uses_rng() || context.rng != nullptr, type(), ": needs a random generator");
   // A copy from a GPU to the host is the GPU's work too (its stream does the transfer).
   bool on_gpu = !where.is_cpu();
-  for (size_t i = 0; i < inputs.size() && traits().bridges_locations; ++i)
+  for (size_t i = 0; i < inputs.size() && bridges; ++i)
     on_gpu = on_gpu || !inputs[i]->location().is_cpu();
+  if (on_gpu || !own_traits.strided_on_cpu) require_contiguous(inputs, outputs, on_gpu);
   if (on_gpu) {
     compute_gpu(inputs, outputs, context);
   } else {
     compute_cpu(inputs, outputs, context);
   }
+}
+
+void Operator::require_contiguous(const std::vector<const Tensor*>& inputs,
+                                  const std::vector<Tensor*>& outputs, bool on_gpu) const {
+  const auto check = [&](const Tensor& t, const char* role, size_t i) {
+    if (t.is_contiguous()) return;  // the message only when it fails
+    throw Error(str(type(), ": ", role, " ", i, " is a strided view of shape ", t.shape(), "; ",
+                    on_gpu ? "a GPU kernel" : "its CPU kernel", " needs contiguous tensors"));
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) check(*inputs[i], "input", i);
+  for (size_t i = 0; i < outputs.size(); ++i) check(*outputs[i], "output", i);
 }
 
 void Operator::compute_gpu(const std::vector<const Tensor*>& inputs,

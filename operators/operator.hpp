@@ -79,6 +79,10 @@ struct OperatorTraits {
   // (it reads its key from a launch word, base/device_queue.hpp). Another op that uses_rng() at
   // a GPU keeps its graph from being recorded, since a replay would repeat its numbers.
   bool replays_random_draws = false;
+  // Its CPU kernel reads and writes strided views (concat, split, a copy between host
+  // locations). Every other kernel, and every kernel at a GPU, gets contiguous tensors only:
+  // compute() refuses a strided one, naming it, before the kernel runs.
+  bool strided_on_cpu = false;
 };
 
 // The work of one run of an operator, for performance models (purine simulate, train/
@@ -183,7 +187,8 @@ class Operator {
   virtual DataSource* data_source() { return nullptr; }
 
   // Validates, then runs the kernel for the outputs' device. Throws purine::Error on a count,
-  // shape or location mismatch (inputs may be elsewhere only if traits().bridges_locations).
+  // shape or location mismatch (inputs may be elsewhere only if traits().bridges_locations) and
+  // on a strided view its kernel cannot take (traits().strided_on_cpu): kernels need not check.
   void compute(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                OpContext& context);
   // Throws purine::Error unless the counts match num_inputs()/num_outputs().
@@ -202,6 +207,11 @@ class Operator {
                            const std::vector<Tensor*>& outputs, OpContext& context);
 
   const Attrs attrs_;
+
+ private:
+  // Throws purine::Error naming the first strided input or output.
+  void require_contiguous(const std::vector<const Tensor*>& inputs,
+                          const std::vector<Tensor*>& outputs, bool on_gpu) const;
 };
 
 // The usual base of an operator: it declares its type name once, as `kType`, and

@@ -8,6 +8,16 @@
 //
 // Building is single-threaded. Mistakes that can be seen at once (duplicate names, unknown
 // operator types) throw purine::Error when made; the rest are found by validate().
+//
+// Usage (purine/dsl.hpp and graphs/layers.hpp build the same with layers and >>):
+//   Graph g("net");
+//   Blob* x = g.add_blob("x", {8, 4});
+//   Blob* y = g.apply("relu", "relu", {}, {x})[0];  // op "net::relu" and its output blob
+//   {
+//     Graph::Placement side(g, Location::cpu(), "side");  // what is made here runs on "side"
+//     g.apply("scale", "scale", Attrs().set("alpha", 2.0), {y});
+//   }
+//   g.validate();  // throws purine::Error naming the first bad vertex
 #pragma once
 
 #include <map>

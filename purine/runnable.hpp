@@ -6,6 +6,15 @@
 // (for a training graph, one SGD step); after each successful run the graph's swaps exchange
 // new and old parameters. The Graph must outlive the Runnable and must not change after it is
 // built. Not thread-safe: drive it from one thread.
+//
+// Usage:
+//   Graph g("net");
+//   Blob* x = g.add_blob("x", {8, 4});
+//   Blob* y = g.apply("relu", "relu", {}, {x})[0];
+//   Runnable runnable(g);  // validated, compiled; every blob of this rank has its tensor
+//   x->tensor().fill(-1.0f);
+//   runnable.run();        // every op of this rank once; throws purine::Error naming a failed op
+//   y->tensor().values();  // eight zeros
 #pragma once
 
 #include <chrono>

@@ -7,6 +7,14 @@
 // the checkpoints the options ask for, and evaluates on the test split with a second graph that
 // shares the parameter tensors. The Trainer owns both graphs and their runnables. Not
 // thread-safe, except request_stop(), which any thread or a signal handler may call.
+//
+// Usage (what `purine train --model=mlp --max-iters=100` does):
+//   TrainOptions options;  // the defaults of `purine train`
+//   options.model = "mlp";
+//   options.max_iters = 100;
+//   Trainer trainer(options);  // both graphs built and validated; throws on bad options or data
+//   TrainResult result = trainer.train([](const TrainProgress& p) { print(p.iteration, p.loss); });
+//   result.test_accuracy;      // on the test split, after the last iteration
 #pragma once
 
 #include <cstdint>

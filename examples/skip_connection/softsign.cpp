@@ -2,24 +2,9 @@
 
 #include <cmath>
 
-#include "base/error.hpp"
 #include "operators/registry.hpp"
 
 namespace skip_connection {
-
-using purine::require;
-
-namespace {
-
-void require_contiguous(const std::string& type, const std::vector<const purine::Tensor*>& inputs,
-                        const std::vector<purine::Tensor*>& outputs) {
-  for (size_t i = 0; i < inputs.size(); ++i)
-    require(inputs[i]->is_contiguous(), type, ": input ", i, " is a strided view");
-  for (size_t i = 0; i < outputs.size(); ++i)
-    require(outputs[i]->is_contiguous(), type, ": output ", i, " is a strided view");
-}
-
-}  // namespace
 
 purine::GradientSpec SoftsignOp::gradient() const {
   purine::GradientSpec spec;
@@ -32,7 +17,6 @@ purine::GradientSpec SoftsignOp::gradient() const {
 
 void SoftsignOp::compute_cpu(const std::vector<const purine::Tensor*>& inputs,
                              const std::vector<purine::Tensor*>& outputs, purine::OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = inputs[0]->count();
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
@@ -41,7 +25,6 @@ void SoftsignOp::compute_cpu(const std::vector<const purine::Tensor*>& inputs,
 
 void SoftsignGradOp::compute_cpu(const std::vector<const purine::Tensor*>& inputs,
                                  const std::vector<purine::Tensor*>& outputs, purine::OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = inputs[0]->count();
   const float* y = inputs[0]->data();
   const float* dy = inputs[1]->data();

@@ -6,9 +6,9 @@
 //   softsign:      x -> y = x / (1 + |x|)        gradient: softsign_grad(y, dy) -> dx
 //   softsign_grad: (y, dy) -> dx = dy * (1 - |y|)^2, which is dy / (1 + |x|)^2 written with the
 //                  forward output, so the forward op's input need not be kept.
-// Any shape; outputs have the input's shape. No attributes. CPU only; contiguous tensors (a
-// strided view throws purine::Error). Immutable after construction: the dispatcher never calls
-// compute() on one instance from two threads at once.
+// Any shape; outputs have the input's shape. No attributes. CPU only; contiguous tensors (the base
+// class refuses a strided view with a purine::Error before the kernel runs). Immutable after
+// construction: the dispatcher never calls compute() on one instance from two threads at once.
 #pragma once
 
 #include <string>

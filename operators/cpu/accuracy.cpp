@@ -32,10 +32,6 @@ std::vector<Shape> AccuracyOp::output_shapes(const std::vector<Shape>& inputs) c
 
 void AccuracyOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), type(), ": input ", i, " is a strided view of shape ",
-            inputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
   const int64_t rows = inputs[0]->shape()[0];
   const int64_t classes = inputs[0]->shape()[1];
   const float* scores = inputs[0]->data();

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -13,9 +12,8 @@ namespace {
 
 // y[i] = f(x[i]) over input 0; `parallel_min` elements or more are split over the OpenMP team.
 template <typename F>
-void map_forward(const std::string& type, const std::vector<const Tensor*>& inputs,
-                 const std::vector<Tensor*>& outputs, int64_t parallel_min, F f) {
-  require_contiguous(type, inputs, outputs);
+void map_forward(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                 int64_t parallel_min, F f) {
   const int64_t n = inputs[0]->count();
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
@@ -27,9 +25,7 @@ void map_forward(const std::string& type, const std::vector<const Tensor*>& inpu
 // before f chooses between them, so a select like ReLU's stays a vectorized blend rather than
 // a branch on the sign of y (a coin flip to the branch predictor).
 template <typename F>
-void map_grad(const std::string& type, const std::vector<const Tensor*>& inputs,
-              const std::vector<Tensor*>& outputs, F f) {
-  require_contiguous(type, inputs, outputs);
+void map_grad(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, F f) {
   const int64_t n = inputs[0]->count();
   const float* y = inputs[0]->data();
   const float* dy = inputs[1]->data();
@@ -52,35 +48,33 @@ std::string TanhOp::grad_type() const { return TanhGradOp::kType; }
 
 void ReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(type(), inputs, outputs, kParallelMinArithmetic,
-              [](float x) { return x > 0.0f ? x : 0.0f; });
+  map_forward(inputs, outputs, kParallelMinArithmetic, [](float x) { return x > 0.0f ? x : 0.0f; });
 }
 
 void SigmoidOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(type(), inputs, outputs, kParallelMinTranscendental,
+  map_forward(inputs, outputs, kParallelMinTranscendental,
               [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
 }
 
 void TanhOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(type(), inputs, outputs, kParallelMinTranscendental,
-              [](float x) { return std::tanh(x); });
+  map_forward(inputs, outputs, kParallelMinTranscendental, [](float x) { return std::tanh(x); });
 }
 
 void ReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  map_grad(type(), inputs, outputs, [](float y, float dy) { return y > 0.0f ? dy : 0.0f; });
+  map_grad(inputs, outputs, [](float y, float dy) { return y > 0.0f ? dy : 0.0f; });
 }
 
 void SigmoidGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                 const std::vector<Tensor*>& outputs, OpContext&) {
-  map_grad(type(), inputs, outputs, [](float y, float dy) { return dy * y * (1.0f - y); });
+  map_grad(inputs, outputs, [](float y, float dy) { return dy * y * (1.0f - y); });
 }
 
 void TanhGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  map_grad(type(), inputs, outputs, [](float y, float dy) { return dy * (1.0f - y * y); });
+  map_grad(inputs, outputs, [](float y, float dy) { return dy * (1.0f - y * y); });
 }
 
 PURINE_REGISTER_OPERATOR(ReluOp);

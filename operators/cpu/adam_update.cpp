@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/cpu/update_loop.hpp"
 #include "operators/registry.hpp"
@@ -62,7 +61,6 @@ std::vector<Shape> AdamUpdateOp::output_shapes(const std::vector<Shape>& inputs)
 
 void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const float lr = *inputs[inputs.size() - 2]->data();
   const double t = *inputs.back()->data();
   require(t >= 1, type(), ": step must be at least 1 (the first update), got ", t);

@@ -5,7 +5,6 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/channel_sums.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -73,7 +72,6 @@ namespace {
 void batch_norm_forward(const std::string& type, const Attrs& attrs,
                         const std::vector<const Tensor*>& inputs,
                         const std::vector<Tensor*>& outputs, bool relu) {
-  require_contiguous(type, inputs, outputs);
   const bool train = training(type, attrs);
   const float eps = static_cast<float>(attrs.get_float("eps", 1e-5));
   const float momentum = static_cast<float>(attrs.get_float("momentum", 0.9));
@@ -216,7 +214,6 @@ std::vector<Shape> BatchNormGradOp::output_shapes(const std::vector<Shape>& inpu
 
 void BatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   batch_norm_backward(type(), attrs_, inputs, nullptr, inputs[4]->data(), outputs);
 }
 
@@ -252,7 +249,6 @@ std::vector<Shape> BatchNormReluGradOp::output_shapes(const std::vector<Shape>& 
 
 void BatchNormReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                       const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   batch_norm_backward(type(), attrs_, inputs, inputs[4]->data(), inputs[5]->data(), outputs);
 }
 

@@ -3,7 +3,6 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/fused_parts.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
@@ -114,7 +113,6 @@ GradientSpec BiasOp::gradient() const {
 
 void BiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   add_bias_cpu(*inputs[0], *inputs[1], *outputs[0], false);
 }
 
@@ -132,7 +130,6 @@ GradientSpec BiasReluOp::gradient() const {
 
 void BiasReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   add_bias_cpu(*inputs[0], *inputs[1], *outputs[0], true);
 }
 
@@ -145,7 +142,6 @@ std::vector<Shape> BiasGradOp::output_shapes(const std::vector<Shape>& inputs) c
 
 void BiasGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   sum_channels(inputs[0]->shape(), inputs[0]->data(), outputs[0]->mutable_data());
 }
 
@@ -160,7 +156,6 @@ std::vector<Shape> BiasReluGradOp::output_shapes(const std::vector<Shape>& input
 
 void BiasReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                  const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const float* y = inputs[0]->data();
   const float* dy = inputs[1]->data();
   float* dx = outputs[0]->mutable_data();

@@ -8,14 +8,6 @@
 
 namespace purine {
 
-namespace {
-void require_contiguous(const char* type, const std::vector<const Tensor*>& inputs) {
-  for (size_t i = 0; i < inputs.size(); ++i)
-    require(inputs[i]->is_contiguous(), type, ": input ", i,
-            " is a strided view; this kernel needs contiguous tensors");
-}
-}  // namespace
-
 std::vector<Shape> SumSquaresOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
   return {Shape{}};
@@ -23,7 +15,6 @@ std::vector<Shape> SumSquaresOp::output_shapes(const std::vector<Shape>& inputs)
 
 void SumSquaresOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(kType, inputs);
   const float* x = inputs[0]->data();
   double sum = 0;  // one order for any thread count
   for (int64_t i = 0; i < inputs[0]->count(); ++i) sum += double(x[i]) * x[i];
@@ -60,7 +51,6 @@ std::vector<Shape> ScaleByOp::output_shapes(const std::vector<Shape>& inputs) co
 
 void ScaleByOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(kType, inputs);
   const int64_t n = inputs[0]->count();
   const float c = *inputs[1]->data();
   const float* x = inputs[0]->data();

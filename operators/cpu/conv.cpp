@@ -10,7 +10,6 @@
 
 #include "base/error.hpp"
 #include "operators/bias.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/conv_kernel.hpp"
 #include "operators/cpu/dnnl_context.hpp"
 #include "operators/cpu/threading.hpp"
@@ -536,7 +535,6 @@ GradientSpec ConvOp::gradient() const {
 
 void ConvOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   ConvGeometry g = geometry(inputs[0]->shape(), 0, inputs[1]->shape(), 1);
   if (outputs[0]->count() == 0) return;
   kernel(ConvDirection::kForward, g)
@@ -567,7 +565,6 @@ GradientSpec ConvBiasReluOp::gradient() const {
 
 void ConvBiasReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                  const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   ConvGeometry g = geometry(inputs[0]->shape(), 0, inputs[1]->shape(), 1);
   if (outputs[0]->count() == 0) return;
   kernel(ConvDirection::kForward, g, /*bias_relu=*/true)
@@ -590,7 +587,6 @@ std::vector<Shape> ConvGradDataOp::output_shapes(const std::vector<Shape>& input
 
 void ConvGradDataOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                  const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   ConvGeometry g = geometry(inputs[2]->shape(), 2, inputs[1]->shape(), 1);
   if (outputs[0]->count() == 0) return;
   kernel(ConvDirection::kBackwardData, g)
@@ -606,7 +602,6 @@ std::vector<Shape> ConvGradWeightOp::output_shapes(const std::vector<Shape>& inp
 
 void ConvGradWeightOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                    const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   ConvGeometry g = geometry(inputs[1]->shape(), 1, inputs[2]->shape(), 2);
   if (outputs[0]->count() == 0) return;
   kernel(ConvDirection::kBackwardWeights, g)

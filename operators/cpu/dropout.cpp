@@ -1,7 +1,6 @@
 #include "operators/dropout.hpp"
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -38,7 +37,6 @@ GradientSpec DropoutOp::gradient() const {
 
 void DropoutOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = inputs[0]->count();
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
@@ -62,7 +60,6 @@ void DropoutOp::compute_cpu(const std::vector<const Tensor*>& inputs,
 
 void DropoutGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                 const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = inputs[0]->count();
   const float* mask = inputs[0]->data();
   const float* dy = inputs[1]->data();

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -30,7 +29,6 @@ GradientSpec SumOp::gradient_for(const std::vector<Shape>& input_shapes) const {
 
 void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                         const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = outputs[0]->count();
   const int64_t terms = static_cast<int64_t>(inputs.size());
   std::vector<const float*> x;
@@ -72,7 +70,6 @@ GradientSpec MulOp::gradient() const {
 
 void MulOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                         const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = outputs[0]->count();
   const float* a = inputs[0]->data();
   const float* b = inputs[1]->data();
@@ -93,7 +90,6 @@ GradientSpec ScaleOp::gradient() const {
 
 void ScaleOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                           const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = outputs[0]->count();
   const float alpha = static_cast<float>(alpha_);
   const float* x = inputs[0]->data();

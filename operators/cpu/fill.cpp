@@ -40,18 +40,12 @@ std::vector<Shape> FillOp::output_shapes(const std::vector<Shape>& inputs) const
   return {shape_};
 }
 
-void FillOp::require_contiguous_output(const Tensor& output) const {
-  require(output.is_contiguous(), type(), ": output 0 is a strided view of shape ", output.shape(),
-          "; this kernel needs a contiguous tensor");
-}
-
 FillConstantOp::FillConstantOp(Attrs attrs)
     : TypedOperator(std::move(attrs), kType),
       value_(static_cast<float>(attrs_.get_float("value", 0.0))) {}
 
 void FillConstantOp::compute_cpu(const std::vector<const Tensor*>&,
                                  const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous_output(*outputs[0]);
   outputs[0]->fill(value_);
 }
 
@@ -65,7 +59,6 @@ FillUniformOp::FillUniformOp(Attrs attrs)
 
 void FillUniformOp::compute_cpu(const std::vector<const Tensor*>&,
                                 const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_output(*outputs[0]);
   float* y = outputs[0]->mutable_data();
   const int64_t n = outputs[0]->count();
   for (int64_t i = 0; i < n; ++i) y[i] = context.rng->uniform(low_, high_);
@@ -80,7 +73,6 @@ FillGaussianOp::FillGaussianOp(Attrs attrs)
 
 void FillGaussianOp::compute_cpu(const std::vector<const Tensor*>&,
                                  const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_output(*outputs[0]);
   float* y = outputs[0]->mutable_data();
   const int64_t n = outputs[0]->count();
   for (int64_t i = 0; i < n; ++i) y[i] = context.rng->gaussian(mean_, std_);
@@ -90,7 +82,6 @@ FillXavierOp::FillXavierOp(Attrs attrs) : TypedOperator(std::move(attrs), kType)
 
 void FillXavierOp::compute_cpu(const std::vector<const Tensor*>&,
                                const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_output(*outputs[0]);
   const int64_t n = outputs[0]->count();
   if (n == 0) return;
   const Fans fans = fans_of(shape_);
@@ -103,7 +94,6 @@ FillKaimingOp::FillKaimingOp(Attrs attrs) : TypedOperator(std::move(attrs), kTyp
 
 void FillKaimingOp::compute_cpu(const std::vector<const Tensor*>&,
                                 const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_output(*outputs[0]);
   const int64_t n = outputs[0]->count();
   if (n == 0) return;
   const float stddev = static_cast<float>(std::sqrt(2.0 / fans_of(shape_).in));

@@ -73,11 +73,8 @@ int64_t count_non_finite_parallel(const float* x, int64_t n) {
 void CountNonFiniteOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                    const std::vector<Tensor*>& outputs, OpContext&) {
   int64_t count = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    require(inputs[i]->is_contiguous(), kType, ": input ", i,
-            " is a strided view; this kernel needs contiguous tensors");
-    count += count_non_finite_parallel(inputs[i]->data(), inputs[i]->count());
-  }
+  for (const Tensor* input : inputs)
+    count += count_non_finite_parallel(input->data(), input->count());
   *outputs[0]->mutable_data() = static_cast<float>(count);
 }
 

@@ -324,10 +324,6 @@ int64_t IdxDataOp::epoch() const { return served_ == 0 ? -1 : (served_ - 1) / ba
 
 void IdxDataOp::compute_cpu(const std::vector<const Tensor*>&, const std::vector<Tensor*>& outputs,
                             OpContext&) {
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    require(outputs[i]->is_contiguous(), type(), ": output ", i, " is a strided view of shape ",
-            outputs[i]->shape(), "; this kernel needs contiguous tensors");
-  }
   if (!prefetcher_) {
     BatchPlan plan;
     plan.count = samples_;

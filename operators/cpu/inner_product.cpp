@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/fused_parts.hpp"
 #include "operators/registry.hpp"
 
@@ -109,7 +108,6 @@ void inner_product_cpu(const Tensor& x, const Tensor& w, Tensor& y) {
 
 void InnerProductOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                  const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   inner_product_cpu(*inputs[0], *inputs[1], *outputs[0]);
 }
 
@@ -128,7 +126,6 @@ std::vector<Shape> InnerProductGradDataOp::output_shapes(const std::vector<Shape
 
 void InnerProductGradDataOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                          const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = inputs[0]->shape()[0];
   const int64_t o = inputs[0]->shape()[1];
   const int64_t k = inputs[1]->shape()[1];
@@ -149,7 +146,6 @@ std::vector<Shape> InnerProductGradWeightOp::output_shapes(const std::vector<Sha
 
 void InnerProductGradWeightOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                            const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t n = inputs[0]->shape()[0];
   const int64_t o = inputs[0]->shape()[1];
   const int64_t k = inputs[1]->shape().count_from(1);

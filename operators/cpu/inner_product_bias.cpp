@@ -2,7 +2,6 @@
 
 #include "base/error.hpp"
 #include "operators/bias.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/fused_parts.hpp"
 #include "operators/inner_product.hpp"
 #include "operators/registry.hpp"
@@ -52,7 +51,6 @@ GradientSpec InnerProductBiasOp::gradient() const {
 
 void InnerProductBiasOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                      const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   inner_product_cpu(*inputs[0], *inputs[1], *outputs[0]);
   add_bias_cpu(*outputs[0], *inputs[2], *outputs[0], relu_);
 }

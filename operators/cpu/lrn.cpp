@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -90,7 +89,6 @@ GradientSpec LrnOp::gradient() const {
 
 void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                         const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const LrnParams p = params();
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
@@ -124,7 +122,6 @@ std::vector<Shape> LrnGradOp::output_shapes(const std::vector<Shape>& inputs) co
 
 void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const LrnParams p = params();
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -368,7 +367,6 @@ GradientSpec PoolOp::gradient() const {
 
 void PoolOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const PoolGeometry g = geometry(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
@@ -400,7 +398,6 @@ std::vector<Shape> PoolGradOp::output_shapes(const std::vector<Shape>& inputs) c
 
 void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const PoolGeometry g = geometry(inputs[0]->shape());
   const float* x = inputs[0]->data();
   const float* dy = inputs[2]->data();

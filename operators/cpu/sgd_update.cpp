@@ -1,7 +1,6 @@
 #include "operators/sgd_update.hpp"
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/cpu/update_loop.hpp"
 #include "operators/registry.hpp"
@@ -44,7 +43,6 @@ std::vector<Shape> SgdUpdateOp::output_shapes(const std::vector<Shape>& inputs) 
 
 void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                               const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const float lr = *inputs.back()->data();
   const float momentum = momentum_;
   const float decay = weight_decay_;

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -103,7 +102,6 @@ GradientSpec SoftmaxOp::gradient() const {
 
 void SoftmaxOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const Shape& shape = inputs[0]->shape();
   const int axis = resolve_axis(type(), axis_, shape);
   const int64_t outer = shape.count_to(axis);
@@ -139,7 +137,6 @@ std::vector<Shape> SoftmaxGradOp::output_shapes(const std::vector<Shape>& inputs
 
 void SoftmaxGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                 const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const Shape& shape = inputs[0]->shape();
   const int axis = resolve_axis(type(), axis_, shape);
   const int64_t outer = shape.count_to(axis);

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -51,7 +50,6 @@ GradientSpec SoftmaxCrossEntropyOp::gradient() const {
 
 void SoftmaxCrossEntropyOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                         const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t rows = inputs[0]->shape()[0];
   const int64_t classes = inputs[0]->shape()[1];
   const float* logits = inputs[0]->data();
@@ -93,7 +91,6 @@ std::vector<Shape> SoftmaxCrossEntropyGradOp::output_shapes(
 
 void SoftmaxCrossEntropyGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                             const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const int64_t rows = inputs[0]->shape()[0];
   const int64_t classes = inputs[0]->shape()[1];
   const float* probs = inputs[0]->data();

@@ -4,7 +4,6 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/channel_sums.hpp"
-#include "operators/cpu/contiguity.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -49,7 +48,6 @@ std::vector<Shape> BatchNormSumsOp::output_shapes(const std::vector<Shape>& inpu
 
 void BatchNormSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* sums = outputs[0]->mutable_data();
@@ -73,7 +71,6 @@ std::vector<Shape> BatchNormSquareSumsOp::output_shapes(const std::vector<Shape>
 
 void BatchNormSquareSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                         const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   const float* totals = inputs[1]->data();
@@ -115,7 +112,6 @@ GradientSpec SyncBatchNormOp::gradient() const {
 
 void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const float eps = static_cast<float>(attrs_.get_float("eps", 1e-5));
   const float momentum = static_cast<float>(attrs_.get_float("momentum", 0.9));
   const Layout l(inputs[0]->shape());
@@ -166,7 +162,6 @@ std::vector<Shape> BatchNormGradSumsOp::output_shapes(const std::vector<Shape>& 
 
 void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                       const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   const float* mean = inputs[1]->data();
@@ -201,7 +196,6 @@ std::vector<Shape> SyncBatchNormGradOp::output_shapes(const std::vector<Shape>& 
 
 void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                       const std::vector<Tensor*>& outputs, OpContext&) {
-  require_contiguous(type(), inputs, outputs);
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   const float* gamma = inputs[1]->data();

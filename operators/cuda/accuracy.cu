@@ -40,7 +40,6 @@ __global__ void rows_right(int64_t rows, int64_t classes, int64_t top_k, const f
 
 void accuracy(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(AccuracyOp::kType, inputs, outputs);
   CudaStream& stream = stream_of(context);
   const int64_t rows = inputs[0]->shape()[0], classes = inputs[0]->shape()[1];
   const int64_t top_k = op.attrs().get_int("top_k", 1);

@@ -32,7 +32,6 @@ template <typename F>
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
   const std::string type = op.type();
-  require_contiguous_gpu(type.c_str(), inputs, outputs);
   launch_map1(type.c_str(), stream_of(context).stream(), *inputs[0], *outputs[0], F());
 }
 
@@ -40,9 +39,7 @@ template <typename F>
 void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
   const std::string type = op.type();
-  require_contiguous_gpu(type.c_str(), inputs, outputs);
-  launch_map2(type.c_str(), stream_of(context).stream(), *inputs[0], *inputs[1], *outputs[0],
-              F());
+  launch_map2(type.c_str(), stream_of(context).stream(), *inputs[0], *inputs[1], *outputs[0], F());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // GPU kernel of operators/adam_update.hpp: the CPU kernel's formula per element; the learning
 // rate and step are read on the device (scalar tensors the trainer writes between runs). The
 // op's weights are updated by one launch per kMaxWeights of them (weight_list.cuh).
+#include "base/error.hpp"
 #include "operators/adam_update.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
@@ -35,7 +36,6 @@ __global__ void adam_steps(AdamWeights s, int64_t per_block, const float* lr, co
 
 void adam_update(const Operator& op, const std::vector<const Tensor*>& inputs,
                  const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu("adam_update", inputs, outputs);
   const auto& hyper = static_cast<const AdamUpdateOp&>(op).hyper();
   require(!hyper.count_non_finite,
           "adam_update: count_non_finite has no GPU kernel (count with count_non_finite)");

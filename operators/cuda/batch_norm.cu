@@ -14,7 +14,6 @@
 #include "base/error.hpp"
 #include "operators/batch_norm.hpp"
 #include "operators/cuda/channel_kernels.cuh"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/gpu_kernel.hpp"
 
@@ -150,7 +149,6 @@ template <bool Relu>
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
   const char* type = Relu ? BatchNormReluOp::kType : BatchNormOp::kType;
-  require_contiguous_gpu(type, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
@@ -185,7 +183,6 @@ template <bool Relu>
 void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
   const char* type = Relu ? BatchNormReluGradOp::kType : BatchNormGradOp::kType;
-  require_contiguous_gpu(type, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);

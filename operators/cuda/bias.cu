@@ -10,7 +10,6 @@
 // bit-identical run to run (in double, then rounded to float).
 #include "operators/bias.hpp"
 #include "operators/cuda/channel_kernels.cuh"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/gpu_kernel.hpp"
 
@@ -60,14 +59,12 @@ struct StoreSum {
 
 void bias(const Operator&, const std::vector<const Tensor*>& inputs,
           const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BiasOp::kType, inputs, outputs);
   for_each_in_channels(BiasOp::kType, stream_of(context).stream(), layout_of(inputs[0]->shape()),
                        AddBias{inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data()});
 }
 
 void bias_relu(const Operator&, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BiasReluOp::kType, inputs, outputs);
   for_each_in_channels(
       BiasReluOp::kType, stream_of(context).stream(), layout_of(inputs[0]->shape()),
       AddBiasRelu{inputs[0]->data(), inputs[1]->data(), outputs[0]->mutable_data()});
@@ -75,7 +72,6 @@ void bias_relu(const Operator&, const std::vector<const Tensor*>& inputs,
 
 void bias_grad(const Operator&, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BiasGradOp::kType, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
@@ -86,7 +82,6 @@ void bias_grad(const Operator&, const std::vector<const Tensor*>& inputs,
 
 void bias_relu_grad(const Operator&, const std::vector<const Tensor*>& inputs,
                     const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BiasReluGradOp::kType, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);

@@ -29,7 +29,6 @@ struct StoreTotal {
 
 void sum_squares(const Operator&, const std::vector<const Tensor*>& inputs,
                  const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu("sum_squares", inputs, outputs);
   CudaStream& stream = stream_of(context);
   const ChannelLayout l{1, 1, inputs[0]->count()};
   double* partials = static_cast<double*>(stream.workspace(reduce_channels_bytes(1, l)));
@@ -56,7 +55,6 @@ __global__ void scale_from_total(float* total, double max_norm) {
 
 void clip_scale(const Operator& op, const std::vector<const Tensor*>& inputs,
                 const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu("clip_scale", inputs, outputs);
   cudaStream_t stream = stream_of(context).stream();
   float* total = outputs[0]->mutable_data();
   for (size_t start = 0; start < inputs.size(); start += kChunk) {
@@ -79,7 +77,6 @@ __global__ void scale_by_kernel(int64_t n, const float* x, const float* c, float
 
 void scale_by(const Operator&, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu("scale_by", inputs, outputs);
   const int64_t n = inputs[0]->count();
   if (n == 0) return;
   scale_by_kernel<<<blocks_for(n), kThreads, 0, stream_of(context).stream()>>>(

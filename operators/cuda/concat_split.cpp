@@ -1,13 +1,13 @@
 // GPU kernels of operators/concat_split.hpp, and of reshape when the compile step could not
 // make it a view: 2-D block copies on the op's stream. Cut along `axis`, a contiguous tensor is
 // `outer` rows; each part holds extent * inner consecutive floats of every row.
+#include "operators/concat_split.hpp"
+
 #include <cuda_runtime.h>
 
 #include "base/error.hpp"
-#include "operators/concat_split.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/gpu_kernel.hpp"
 #include "operators/reshape.hpp"
 
@@ -24,17 +24,16 @@ int axis_of(const Operator& op, const Shape& whole) {
 
 // Copies part <-> whole: each of `outer` rows moves `part_row` floats between the part (rows of
 // part_row floats) and the whole (rows of whole_row floats, the part at `offset`).
-void copy_rows(const char* what, cudaStream_t stream, float* dst, int64_t dst_row,
-               const float* src, int64_t src_row, int64_t part_row, int64_t outer) {
+void copy_rows(const char* what, cudaStream_t stream, float* dst, int64_t dst_row, const float* src,
+               int64_t src_row, int64_t part_row, int64_t outer) {
   if (part_row == 0 || outer == 0) return;
-  PURINE_CUDA_CALL(what, cudaMemcpy2DAsync(dst, dst_row * sizeof(float), src,
-                                           src_row * sizeof(float), part_row * sizeof(float),
-                                           outer, cudaMemcpyDeviceToDevice, stream));
+  PURINE_CUDA_CALL(
+      what, cudaMemcpy2DAsync(dst, dst_row * sizeof(float), src, src_row * sizeof(float),
+                              part_row * sizeof(float), outer, cudaMemcpyDeviceToDevice, stream));
 }
 
 void concat(const Operator& op, const std::vector<const Tensor*>& inputs,
             const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(ConcatOp::kType, inputs, outputs);
   const Shape& whole = outputs[0]->shape();
   const int axis = axis_of(op, whole);
   const int64_t outer = whole.count_to(axis), inner = whole.count_from(axis + 1);
@@ -50,7 +49,6 @@ void concat(const Operator& op, const std::vector<const Tensor*>& inputs,
 
 void split(const Operator& op, const std::vector<const Tensor*>& inputs,
            const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(SplitOp::kType, inputs, outputs);
   const Shape& whole = inputs[0]->shape();
   const int axis = axis_of(op, whole);
   const int64_t outer = whole.count_to(axis), inner = whole.count_from(axis + 1);
@@ -66,7 +64,6 @@ void split(const Operator& op, const std::vector<const Tensor*>& inputs,
 
 void reshape(const Operator&, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(ReshapeOp::kType, inputs, outputs);
   if (inputs[0]->data() == outputs[0]->data() || inputs[0]->count() == 0) return;
   PURINE_CUDA_CALL(ReshapeOp::kType,
                    cudaMemcpyAsync(outputs[0]->mutable_data(), inputs[0]->data(),

@@ -16,7 +16,6 @@
 #include <map>
 #include <memory>
 
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/conv_algorithms.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
@@ -137,7 +136,6 @@ void convolve(const Operator& op, ConvDirection direction, int x_input, int w_in
               OpContext& context, bool bias_relu = false) {
   const std::string type = op.type();
   const char* what = type.c_str();
-  require_contiguous_gpu(what, inputs, outputs);
   const auto& base = static_cast<const ConvOpBase&>(op);
   const ConvGeometry g =
       base.geometry(inputs[x_input]->shape(), x_input, inputs[w_input]->shape(), w_input);

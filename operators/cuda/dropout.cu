@@ -45,7 +45,6 @@ struct Multiply {
 
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(DropoutOp::kType, inputs, outputs);
   const int64_t n = inputs[0]->count();
   const bool train = op.attrs().get_string("mode", "train") == "train";
   CudaStream& queue = stream_of(context);
@@ -78,7 +77,6 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
 // (mask, dy) -> dx
 void backward(const Operator&, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(DropoutGradOp::kType, inputs, outputs);
   launch_map2(DropoutGradOp::kType, stream_of(context).stream(), *inputs[0], *inputs[1],
               *outputs[0], Multiply());
 }

@@ -22,14 +22,13 @@ struct Scale {
 
 void sum(const Operator& op, const std::vector<const Tensor*>& inputs,
          const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu("sum", inputs, outputs);
   const cudaStream_t stream = stream_of(context).stream();
   Tensor& y = *outputs[0];
   if (inputs.size() == 1) {
     if (inputs[0]->data() != y.data())
-      PURINE_CUDA_CALL("sum", cudaMemcpyAsync(y.mutable_data(), inputs[0]->data(),
-                                              y.count() * sizeof(float),
-                                              cudaMemcpyDeviceToDevice, stream));
+      PURINE_CUDA_CALL(
+          "sum", cudaMemcpyAsync(y.mutable_data(), inputs[0]->data(), y.count() * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, stream));
     return;
   }
   // ((x0 + x1) + x2) + ...: y may be any input, as each pass reads before it writes.
@@ -39,14 +38,11 @@ void sum(const Operator& op, const std::vector<const Tensor*>& inputs,
 
 void mul(const Operator& op, const std::vector<const Tensor*>& inputs,
          const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu("mul", inputs, outputs);
-  launch_map2("mul", stream_of(context).stream(), *inputs[0], *inputs[1], *outputs[0],
-              Multiply());
+  launch_map2("mul", stream_of(context).stream(), *inputs[0], *inputs[1], *outputs[0], Multiply());
 }
 
 void scale(const Operator& op, const std::vector<const Tensor*>& inputs,
            const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu("scale", inputs, outputs);
   const float alpha = static_cast<float>(op.attrs().get_float("alpha", 1.0));
   launch_map1("scale", stream_of(context).stream(), *inputs[0], *outputs[0], Scale{alpha});
 }

@@ -1,6 +1,6 @@
 // The element-wise kernel template of the GPU backend: out[i] = f(in0[i], in1[i], ...) over n
 // elements with a grid-stride loop (launch.hpp), launched on the op's stream. Shapes and
-// contiguity (contiguity.hpp) are checked by the caller.
+// contiguity are checked by Operator::compute().
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "base/tensor.hpp"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/launch.hpp"
 
@@ -39,8 +38,8 @@ void launch_map1(const char* type, cudaStream_t stream, const Tensor& x, Tensor&
 }
 
 template <typename F>
-void launch_map2(const char* type, cudaStream_t stream, const Tensor& a, const Tensor& b,
-                 Tensor& y, F f) {
+void launch_map2(const char* type, cudaStream_t stream, const Tensor& a, const Tensor& b, Tensor& y,
+                 F f) {
   const int64_t n = a.count();
   if (n == 0) return;
   map2<<<blocks_for(n), kThreads, 0, stream>>>(n, a.data(), b.data(), y.mutable_data(), f);

@@ -3,12 +3,13 @@
 // So a GPU tensor gets exactly the values the CPU one gets for the same seed, and the random
 // number code exists once. They run when graphs are initialized, not in the training step;
 // fill_constant, which does, has a kernel of its own (fill_constant.cu).
+#include "operators/fill.hpp"
+
 #include <cuda_runtime.h>
 
 #include "base/error.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
-#include "operators/fill.hpp"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
@@ -23,7 +24,6 @@ void fill_on_host_then_copy(const Operator& op, const std::vector<const Tensor*>
   // Operators are immutable while they compute (operator.hpp); compute() is not const only
   // because subclasses may keep scratch buffers, which fillers do not.
   const_cast<Operator&>(op).compute(inputs, host_outputs, context);
-  require(out.is_contiguous(), op.type(), ": the GPU fill needs a contiguous output");
   // From pageable memory the call returns once `host` is staged, so it may go out of scope.
   PURINE_CUDA_CALL(op.type().c_str(),
                    cudaMemcpyAsync(out.mutable_data(), host.data(), host.count() * sizeof(float),

@@ -4,7 +4,6 @@
 // = op(B)^T op(A)^T, which reads the same memory.
 #include "operators/inner_product.hpp"
 
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/gpu_kernel.hpp"
@@ -42,7 +41,6 @@ void gemm(const char* what, CudaStream& stream, bool trans_a, bool trans_b, int6
 
 void forward(const Operator&, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(InnerProductOp::kType, inputs, outputs);
   const int64_t n = inputs[0]->shape()[0], o = inputs[1]->shape()[0], k = inputs[1]->shape()[1];
   // y [N, O] = x [N, K] w^T
   gemm(InnerProductOp::kType, stream_of(context), false, true, n, o, k, inputs[0]->data(), k,
@@ -51,7 +49,6 @@ void forward(const Operator&, const std::vector<const Tensor*>& inputs,
 
 void grad_data(const Operator&, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(InnerProductGradDataOp::kType, inputs, outputs);
   const int64_t n = inputs[0]->shape()[0], o = inputs[1]->shape()[0], k = inputs[1]->shape()[1];
   // dx [N, K] = dy [N, O] w [O, K]
   gemm(InnerProductGradDataOp::kType, stream_of(context), false, false, n, k, o, inputs[0]->data(),
@@ -60,7 +57,6 @@ void grad_data(const Operator&, const std::vector<const Tensor*>& inputs,
 
 void grad_weight(const Operator&, const std::vector<const Tensor*>& inputs,
                  const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(InnerProductGradWeightOp::kType, inputs, outputs);
   const int64_t n = inputs[0]->shape()[0], o = inputs[0]->shape()[1];
   const int64_t k = outputs[0]->shape()[1];
   // dw [O, K] = dy^T [O, N] x [N, K]

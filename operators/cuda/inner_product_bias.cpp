@@ -15,7 +15,6 @@
 #include <memory>
 #include <tuple>
 
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/gpu_kernel.hpp"
@@ -150,7 +149,6 @@ void unfused(const Operator& op, bool relu, const std::vector<const Tensor*>& in
 
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(InnerProductBiasOp::kType, inputs, outputs);
   const bool relu = static_cast<const InnerProductBiasOp&>(op).relu();
   const int64_t n = inputs[0]->shape()[0], o = inputs[1]->shape()[0], k = inputs[1]->shape()[1];
   if (n == 0 || o == 0) return;

@@ -11,7 +11,6 @@
 #include <tuple>
 
 #include "base/error.hpp"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/cudnn_descriptors.hpp"
@@ -64,7 +63,6 @@ const LrnDescriptors& descriptors_for(const Operator& op, const Shape& s) {
 
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(LrnOp::kType, inputs, outputs);
   if (inputs[0]->count() == 0) return;
   const LrnDescriptors& d = descriptors_for(op, inputs[0]->shape());
   const float one = 1.0f, zero = 0.0f;
@@ -78,7 +76,6 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
 // (x, y, dy) -> dx
 void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(LrnGradOp::kType, inputs, outputs);
   if (inputs[0]->count() == 0) return;
   const LrnDescriptors& d = descriptors_for(op, inputs[0]->shape());
   const TensorDesc& x = d.x;

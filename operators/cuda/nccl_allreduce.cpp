@@ -13,7 +13,6 @@
 #include <utility>
 
 #include "base/error.hpp"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/device_guard.hpp"
 #include "operators/gpu_kernel.hpp"
@@ -66,7 +65,6 @@ void prepare(const Operator&, const std::vector<const Tensor*>&,
 
 void allreduce(const Operator&, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(NcclAllreduceOp::kType, inputs, outputs);
   const ncclComm_t nccl = communicator(comm_of(context.comm), outputs[0]->location().device);
   require(nccl != nullptr, "nccl_allreduce: no NCCL communicator (the op was not prepared)");
   PURINE_NCCL_CALL(ncclAllReduce(inputs[0]->data(), outputs[0]->mutable_data(),

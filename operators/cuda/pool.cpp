@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_check.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/cudnn_descriptors.hpp"
@@ -50,7 +49,6 @@ const PoolDescriptors& descriptors_for(const PoolGeometry& g, const Shape& x) {
 
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(PoolOp::kType, inputs, outputs);
   const Shape& shape = inputs[0]->shape();
   const PoolGeometry g = static_cast<const PoolOpBase&>(op).geometry(shape);
   if (g.planes == 0) return;
@@ -69,7 +67,6 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
 // (x, y, dy) -> dx
 void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(PoolGradOp::kType, inputs, outputs);
   const Shape& shape = inputs[0]->shape();
   const PoolGeometry g = static_cast<const PoolOpBase&>(op).geometry(shape);
   if (g.planes == 0) return;

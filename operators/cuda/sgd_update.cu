@@ -1,6 +1,7 @@
 // GPU kernel of operators/sgd_update.hpp: the CPU kernel's formula per element; the learning
 // rate is read on the device (a scalar tensor the trainer writes between runs). The op's
 // weights are updated by one launch per kMaxWeights of them (weight_list.cuh).
+#include "base/error.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
 #include "operators/cuda/weight_list.cuh"
@@ -27,7 +28,6 @@ __global__ void sgd_steps(SgdWeights s, int64_t per_block, const float* lr, floa
 
 void sgd_update(const Operator& op, const std::vector<const Tensor*>& inputs,
                 const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu("sgd_update", inputs, outputs);
   require(op.attrs().get_int("count_non_finite", 0) == 0,
           "sgd_update: count_non_finite has no GPU kernel (count with count_non_finite)");
   const float momentum = static_cast<float>(op.attrs().get_float("momentum", 0.0));

@@ -51,7 +51,6 @@ __global__ void loss_grad(int64_t rows, int64_t classes, const float* probs, con
 
 void forward(const Operator&, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(SoftmaxCrossEntropyOp::kType, inputs, outputs);
   CudaStream& stream = stream_of(context);
   const int64_t rows = inputs[0]->shape()[0], classes = inputs[0]->shape()[1];
   double* row_loss = static_cast<double*>(stream.workspace(std::max<int64_t>(rows, 1) * 8));
@@ -66,7 +65,6 @@ void forward(const Operator&, const std::vector<const Tensor*>& inputs,
 
 void backward(const Operator&, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(SoftmaxCrossEntropyGradOp::kType, inputs, outputs);
   const int64_t rows = inputs[0]->shape()[0], classes = inputs[0]->shape()[1];
   if (rows * classes == 0) return;
   loss_grad<<<blocks_for_rows(rows), kThreads, 0, stream_of(context).stream()>>>(

@@ -5,7 +5,6 @@
 // thread per channel (no sums: a handful of flops each); y and dx are element-wise passes.
 #include "base/error.hpp"
 #include "operators/cuda/channel_kernels.cuh"
-#include "operators/cuda/contiguity.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/gpu_kernel.hpp"
 #include "operators/sync_batch_norm.hpp"
@@ -49,7 +48,6 @@ struct StoreSumAndCount {
 
 void sums(const Operator&, const std::vector<const Tensor*>& inputs,
           const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BatchNormSumsOp::kType, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
@@ -61,7 +59,6 @@ void sums(const Operator&, const std::vector<const Tensor*>& inputs,
 
 void square_sums(const Operator&, const std::vector<const Tensor*>& inputs,
                  const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BatchNormSquareSumsOp::kType, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
@@ -103,7 +100,6 @@ struct Normalize {
 
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(SyncBatchNormOp::kType, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
@@ -144,7 +140,6 @@ struct StoreGradSums {
 
 void grad_sums(const Operator&, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(BatchNormGradSumsOp::kType, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
@@ -187,7 +182,6 @@ struct InputGradient {
 
 void backward(const Operator&, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  require_contiguous_gpu(SyncBatchNormGradOp::kType, inputs, outputs);
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
