@@ -22,6 +22,7 @@ class AccuracyOp : public TypedOperator<AccuracyOp> {
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  int64_t top_k() const { return top_k_; }
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

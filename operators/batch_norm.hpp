@@ -24,20 +24,42 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "operators/operator.hpp"
 
 namespace purine {
 
-class BatchNormOp : public TypedOperator<BatchNormOp> {
+// The attributes of the batch-norm ops (the four below and sync_batch_norm's,
+// operators/sync_batch_norm.hpp), read and checked once when an op is made; both kernels read
+// them.
+struct BatchNormParams {
+  // Throws purine::Error naming `type` when the mode is neither "train" nor "test".
+  BatchNormParams(const Attrs& attrs, const char* type);
+  bool training;   // mode "train" (the default); "test" uses the running statistics
+  float eps;       // 1e-5
+  float momentum;  // 0.9
+};
+
+// What the batch-norm ops share: their parsed attributes.
+class BatchNormFamily : public Operator {
+ public:
+  BatchNormFamily(Attrs attrs, const char* type);
+  const BatchNormParams& params() const { return params_; }
+
+ private:
+  const BatchNormParams params_;
+};
+
+class BatchNormOp : public TypedOperator<BatchNormOp, BatchNormFamily> {
  public:
   static constexpr char kType[] = "batch_norm";
   static constexpr char kSignature[] =
       "(x [N, C, ...], gamma [C], beta [C], running_mean [C], running_var [C]) -> (y, saved_mean, "
       "saved_inv_std, new_running_mean, new_running_var); attrs: eps (float, 1e-5), momentum "
       "(float, 0.9), mode (string, train|test)";
-  using TypedOperator::TypedOperator;
+  explicit BatchNormOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 5; }
   int num_outputs() const override { return 5; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -49,12 +71,12 @@ class BatchNormOp : public TypedOperator<BatchNormOp> {
                    OpContext& context) override;
 };
 
-class BatchNormGradOp : public TypedOperator<BatchNormGradOp> {
+class BatchNormGradOp : public TypedOperator<BatchNormGradOp, BatchNormFamily> {
  public:
   static constexpr char kType[] = "batch_norm_grad";
   static constexpr char kSignature[] =
       "(x, gamma, saved_mean, saved_inv_std, dy) -> (dx, dgamma, dbeta); attrs: as batch_norm";
-  using TypedOperator::TypedOperator;
+  explicit BatchNormGradOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 5; }
   int num_outputs() const override { return 3; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -64,14 +86,14 @@ class BatchNormGradOp : public TypedOperator<BatchNormGradOp> {
                    OpContext& context) override;
 };
 
-class BatchNormReluOp : public TypedOperator<BatchNormReluOp> {
+class BatchNormReluOp : public TypedOperator<BatchNormReluOp, BatchNormFamily> {
  public:
   static constexpr char kType[] = "batch_norm_relu";
   static constexpr char kSignature[] =
       "(x [N, C, ...], gamma [C], beta [C], running_mean [C], running_var [C]) -> (y = "
       "max(batch_norm(x), 0), saved_mean, saved_inv_std, new_running_mean, new_running_var); "
       "attrs: as batch_norm";
-  using TypedOperator::TypedOperator;
+  explicit BatchNormReluOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 5; }
   int num_outputs() const override { return 5; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -83,13 +105,13 @@ class BatchNormReluOp : public TypedOperator<BatchNormReluOp> {
                    OpContext& context) override;
 };
 
-class BatchNormReluGradOp : public TypedOperator<BatchNormReluGradOp> {
+class BatchNormReluGradOp : public TypedOperator<BatchNormReluGradOp, BatchNormFamily> {
  public:
   static constexpr char kType[] = "batch_norm_relu_grad";
   static constexpr char kSignature[] =
       "(x, gamma, saved_mean, saved_inv_std, y, dy) -> (dx, dgamma, dbeta): batch_norm_grad of "
       "relu_grad(y, dy); attrs: as batch_norm";
-  using TypedOperator::TypedOperator;
+  explicit BatchNormReluGradOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 6; }
   int num_outputs() const override { return 3; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -38,6 +38,7 @@ class ClipScaleOp : public TypedOperator<ClipScaleOp> {
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  double max_norm() const { return max_norm_; }
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

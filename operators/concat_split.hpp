@@ -27,6 +27,7 @@ class ConcatOp : public TypedOperator<ConcatOp> {
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  int64_t axis() const { return axis_; }  // as given: negative counts from the end
   bool differentiable() const override { return true; }
   OperatorTraits traits() const override {
     OperatorTraits t{{Aliasing::kConcat, axis_}};
@@ -54,6 +55,7 @@ class SplitOp : public TypedOperator<SplitOp> {
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return static_cast<int>(sizes_.size()); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  int64_t axis() const { return axis_; }  // as given: negative counts from the end
   bool differentiable() const override { return true; }
   OperatorTraits traits() const override {
     OperatorTraits t{{Aliasing::kSplit, axis_}};

@@ -46,6 +46,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "operators/operator.hpp"
@@ -65,11 +66,25 @@ enum class ConvDirection { kForward, kBackwardData, kBackwardWeights };
 
 class ConvKernel;  // cpu/conv.cpp: the cached primitives or buffers of one direction
 
-// What the three convolution ops share: the attributes and the kernel cache.
+// The attributes of the convolution ops (above), read and checked once when an op is made; the
+// CPU and GPU kernels read them.
+struct ConvParams {
+  // Throws purine::Error naming `type` and the attribute on a bad stride, pad or engine.
+  ConvParams(const Attrs& attrs, const char* type);
+  // `deterministic` as the kernel made now takes it: the attribute, else deterministic_kernels().
+  bool deterministic_now() const;
+  int64_t stride_h, stride_w, pad_h, pad_w;
+  std::string engine;  // "auto", "onednn" or "im2col"
+  int deterministic;   // 1, 0, or -1 when not given
+  int gpu_algorithm;   // -1: the timed choice
+};
+
+// What the convolution ops share: the attributes and the kernel cache.
 class ConvOpBase : public Operator {
  public:
-  explicit ConvOpBase(Attrs attrs);
+  ConvOpBase(Attrs attrs, const char* type);
   ~ConvOpBase() override;
+  const ConvParams& params() const { return params_; }
 
   // The kernel that ran last ("onednn:<implementation>" or "im2col"); empty before the first
   // run. For tests and traces.
@@ -86,6 +101,7 @@ class ConvOpBase : public Operator {
   ConvKernel& kernel(ConvDirection direction, const ConvGeometry& g, bool bias_relu = false);
 
  private:
+  const ConvParams params_;
   std::unique_ptr<ConvKernel> kernel_;
 };
 
@@ -96,7 +112,7 @@ class ConvOp : public TypedOperator<ConvOp, ConvOpBase> {
       "(x [N, C, H, W], w [O, C, kh, kw]) -> y [N, O, Ho, Wo]; attrs: stride (int, 1) or "
       "stride_h/stride_w, pad (int, 0) or pad_h/pad_w, engine (string, auto|onednn|im2col), "
       "gpu_algorithm (int, -1)";
-  using TypedOperator::TypedOperator;
+  explicit ConvOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -114,7 +130,7 @@ class ConvBiasReluOp : public TypedOperator<ConvBiasReluOp, ConvOpBase> {
   static constexpr char kType[] = "conv_bias_relu";
   static constexpr char kSignature[] =
       "(x [N, C, H, W], w [O, C, kh, kw], b [O]) -> y = max(conv(x, w) + b, 0); attrs: as conv";
-  using TypedOperator::TypedOperator;
+  explicit ConvBiasReluOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -131,7 +147,7 @@ class ConvGradDataOp : public TypedOperator<ConvGradDataOp, ConvOpBase> {
  public:
   static constexpr char kType[] = "conv_grad_data";
   static constexpr char kSignature[] = "(dy, w, x) -> dx; attrs: as conv";
-  using TypedOperator::TypedOperator;
+  explicit ConvGradDataOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -146,7 +162,7 @@ class ConvGradWeightOp : public TypedOperator<ConvGradWeightOp, ConvOpBase> {
  public:
   static constexpr char kType[] = "conv_grad_weight";
   static constexpr char kSignature[] = "(dy, x, w) -> dw; attrs: as conv, deterministic (int, 1)";
-  using TypedOperator::TypedOperator;
+  explicit ConvGradWeightOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -27,6 +27,8 @@ class DropoutOp : public TypedOperator<DropoutOp, SameShapeOp> {
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 2; }
   bool uses_rng() const override { return train_; }
+  double ratio() const { return ratio_; }
+  bool training() const { return train_; }
   OperatorTraits traits() const override {
     OperatorTraits traits;
     traits.replays_random_draws = true;

@@ -51,6 +51,7 @@ class ScaleOp : public TypedOperator<ScaleOp, SameShapeOp> {
   static constexpr char kSignature[] = "x -> y = alpha * x; attrs: alpha (float, 1)";
   explicit ScaleOp(Attrs attrs);
   int num_inputs() const override { return 1; }
+  float alpha() const { return static_cast<float>(alpha_); }  // what the kernels multiply by
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 

@@ -37,6 +37,7 @@ class FillConstantOp : public TypedOperator<FillConstantOp, FillOp> {
   static constexpr char kType[] = "fill_constant";
   static constexpr char kSignature[] = "() -> y; attrs: shape (ints, required), value (float, 0)";
   explicit FillConstantOp(Attrs attrs);
+  float value() const { return value_; }  // the attribute rounded to float
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

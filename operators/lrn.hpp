@@ -11,14 +11,17 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "operators/operator.hpp"
 
 namespace purine {
 
-// The attributes of lrn and lrn_grad, validated.
+// The attributes of lrn and lrn_grad, read and checked once when an op is made.
 struct LrnParams {
+  // Throws purine::Error naming `type` on an even size, k <= 0 or alpha < 0.
+  LrnParams(const Attrs& attrs, const char* type);
   int64_t size;
   float alpha, beta, k;
 };
@@ -27,13 +30,15 @@ struct LrnParams {
 // has it).
 class LrnOpBase : public SameShapeOp {
  public:
-  using SameShapeOp::SameShapeOp;
-  // Reads and validates the attributes; throws purine::Error. (Public for the GPU kernels.)
-  LrnParams params() const;
+  LrnOpBase(Attrs attrs, const char* type) : SameShapeOp(std::move(attrs)), params_(attrs_, type) {}
+  const LrnParams& params() const { return params_; }
 
  protected:
   // Checks that x has rank 2 or more; throws purine::Error.
   void check_input(const Shape& x) const;
+
+ private:
+  const LrnParams params_;
 };
 
 class LrnOp : public TypedOperator<LrnOp, LrnOpBase> {
@@ -42,7 +47,7 @@ class LrnOp : public TypedOperator<LrnOp, LrnOpBase> {
   static constexpr char kSignature[] =
       "x [N, C, ...] -> y; attrs: size (int, 5), alpha (float, 1e-4), beta (float, 0.75), k "
       "(float, 1)";
-  using TypedOperator::TypedOperator;
+  explicit LrnOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   bool differentiable() const override { return true; }
@@ -57,7 +62,7 @@ class LrnGradOp : public TypedOperator<LrnGradOp, LrnOpBase> {
  public:
   static constexpr char kType[] = "lrn_grad";
   static constexpr char kSignature[] = "(x, y, dy) -> dx; attrs: as lrn";
-  using TypedOperator::TypedOperator;
+  explicit LrnGradOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 3; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
 

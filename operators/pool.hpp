@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "operators/operator.hpp"
@@ -27,13 +28,25 @@ struct PoolGeometry {
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 };
 
+// The attributes of pool and pool_grad, read and checked once when an op is made.
+struct PoolParams {
+  // Throws purine::Error naming `type` and the attribute on a bad mode, kernel, stride or pad.
+  PoolParams(const Attrs& attrs, const char* type);
+  bool max;  // mode "max" (the default); false: "avg"
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+};
+
 // What pool and pool_grad share: the attributes and the geometry.
 class PoolOpBase : public Operator {
  public:
-  using Operator::Operator;
+  PoolOpBase(Attrs attrs, const char* type);
+  const PoolParams& params() const { return params_; }
   // Validates x [N, C, H, W] (input 0) against the attributes; throws purine::Error. (Public for
   // the GPU kernels.)
   PoolGeometry geometry(const Shape& x) const;
+
+ private:
+  const PoolParams params_;
 };
 
 class PoolOp : public TypedOperator<PoolOp, PoolOpBase> {
@@ -43,7 +56,7 @@ class PoolOp : public TypedOperator<PoolOp, PoolOpBase> {
       "x [N, C, H, W] -> y [N, C, Ho, Wo]; attrs: mode (string, max|avg), kernel (int, required) "
       "or kernel_h/kernel_w, stride (int, kernel) or stride_h/stride_w, pad (int, 0) or "
       "pad_h/pad_w";
-  using TypedOperator::TypedOperator;
+  explicit PoolOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
@@ -59,7 +72,7 @@ class PoolGradOp : public TypedOperator<PoolGradOp, PoolOpBase> {
  public:
   static constexpr char kType[] = "pool_grad";
   static constexpr char kSignature[] = "(x, y, dy) -> dx; attrs: as pool";
-  using TypedOperator::TypedOperator;
+  explicit PoolGradOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

@@ -30,6 +30,9 @@ class SgdUpdateOp : public TypedOperator<SgdUpdateOp> {
       "(weight, grad, history, ..., lr {}) -> (new_weight, new_history, ..., [non_finite {}]); "
       "attrs: momentum (float, 0), weight_decay (float, 0), count_non_finite (int, 0)";
   explicit SgdUpdateOp(Attrs attrs);
+  float momentum() const { return momentum_; }
+  float weight_decay() const { return weight_decay_; }
+  bool counts_non_finite() const { return count_non_finite_; }
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return kVariadic; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

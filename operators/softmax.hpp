@@ -20,6 +20,7 @@ class SoftmaxOp : public TypedOperator<SoftmaxOp, SameShapeOp> {
   explicit SoftmaxOp(Attrs attrs);
   int num_inputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  int64_t axis() const { return axis_; }  // as given: negative counts from the end
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 
@@ -38,6 +39,7 @@ class SoftmaxGradOp : public TypedOperator<SoftmaxGradOp, SameShapeOp> {
   explicit SoftmaxGradOp(Attrs attrs);
   int num_inputs() const override { return 2; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  int64_t axis() const { return axis_; }  // as given: negative counts from the end
 
  protected:
   std::vector<std::string> input_names() const override { return {"y", "dy"}; }

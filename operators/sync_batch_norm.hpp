@@ -23,8 +23,10 @@
 // one replica (every total its partial) the results equal batch_norm's to float rounding.
 #pragma once
 
+#include <utility>
 #include <vector>
 
+#include "operators/batch_norm.hpp"
 #include "operators/operator.hpp"
 
 namespace purine {
@@ -58,14 +60,14 @@ class BatchNormSquareSumsOp : public TypedOperator<BatchNormSquareSumsOp> {
                    OpContext& context) override;
 };
 
-class SyncBatchNormOp : public TypedOperator<SyncBatchNormOp> {
+class SyncBatchNormOp : public TypedOperator<SyncBatchNormOp, BatchNormFamily> {
  public:
   static constexpr char kType[] = "sync_batch_norm";
   static constexpr char kSignature[] =
       "(x [N, C, ...], gamma [C], beta [C], running_mean [C], running_var [C], total_sums [C + 1], "
       "total_squares [C + 1]) -> (y, saved_mean, saved_inv_std, new_running_mean, "
       "new_running_var); attrs: eps (float, 1e-5), momentum (float, 0.9)";
-  using TypedOperator::TypedOperator;
+  explicit SyncBatchNormOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
   int num_inputs() const override { return 7; }
   int num_outputs() const override { return 5; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

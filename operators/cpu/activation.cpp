@@ -1,9 +1,8 @@
 #include "operators/activation.hpp"
 
-#include <cmath>
-
 #include "base/error.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -48,33 +47,32 @@ std::string TanhOp::grad_type() const { return TanhGradOp::kType; }
 
 void ReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(inputs, outputs, kParallelMinArithmetic, [](float x) { return x > 0.0f ? x : 0.0f; });
+  map_forward(inputs, outputs, kParallelMinArithmetic, formula::Relu());
 }
 
 void SigmoidOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(inputs, outputs, kParallelMinTranscendental,
-              [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+  map_forward(inputs, outputs, kParallelMinTranscendental, formula::Sigmoid());
 }
 
 void TanhOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
-  map_forward(inputs, outputs, kParallelMinTranscendental, [](float x) { return std::tanh(x); });
+  map_forward(inputs, outputs, kParallelMinTranscendental, formula::Tanh());
 }
 
 void ReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  map_grad(inputs, outputs, [](float y, float dy) { return y > 0.0f ? dy : 0.0f; });
+  map_grad(inputs, outputs, formula::ReluGrad());
 }
 
 void SigmoidGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                 const std::vector<Tensor*>& outputs, OpContext&) {
-  map_grad(inputs, outputs, [](float y, float dy) { return dy * y * (1.0f - y); });
+  map_grad(inputs, outputs, formula::SigmoidGrad());
 }
 
 void TanhGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  map_grad(inputs, outputs, [](float y, float dy) { return dy * (1.0f - y * y); });
+  map_grad(inputs, outputs, formula::TanhGrad());
 }
 
 PURINE_REGISTER_OPERATOR(ReluOp);

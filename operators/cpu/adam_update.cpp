@@ -1,10 +1,9 @@
 #include "operators/adam_update.hpp"
 
-#include <cmath>
-
 #include "base/error.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/cpu/update_loop.hpp"
+#include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -65,10 +64,8 @@ void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const double t = *inputs.back()->data();
   require(t >= 1, type(), ": step must be at least 1 (the first update), got ", t);
   const Hyper h = hyper_;
-  const float step_size = static_cast<float>(lr / (1.0 - std::pow(h.beta1, t)));
-  const float correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t)));
-  const float shrink = h.decoupled ? 1.0f - lr * h.weight_decay : 1.0f;
-  const float l2 = h.decoupled ? 0.0f : h.weight_decay;
+  const formula::AdamStep step(h.beta1, h.beta2, h.one_minus_beta1, h.one_minus_beta2, h.eps,
+                               h.weight_decay, h.decoupled, lr, t);
   int64_t non_finite = 0;
   for (size_t k = 0; k + 2 < inputs.size(); k += 4) {
     const int64_t n = inputs[k]->count();
@@ -80,18 +77,19 @@ void AdamUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     // Each element is read before it is written, so in-place updates are safe.
     const auto one = [=](int64_t i) {
       const float wi = w[i];
-      const float gi = g[i] + l2 * wi;
-      const float mi = h.beta1 * m[i] + h.one_minus_beta1 * gi;
-      const float vi = h.beta2 * v[i] + h.one_minus_beta2 * gi * gi;
+      const float gi = step.gradient(wi, g[i]);
+      const float mi = step.first_moment(m[i], gi);
+      const float vi = step.second_moment(v[i], gi);
       new_m[i] = mi;
       new_v[i] = vi;
-      return new_w[i] = wi * shrink - step_size * mi / (std::sqrt(vi) / correction2 + h.eps);
+      return new_w[i] = step.weight(wi, mi, vi);
     };
-    const __m128 l2_4 = _mm_set1_ps(l2), beta1 = _mm_set1_ps(h.beta1), beta2 = _mm_set1_ps(h.beta2),
-                 one_minus_beta1 = _mm_set1_ps(h.one_minus_beta1),
-                 one_minus_beta2 = _mm_set1_ps(h.one_minus_beta2), eps = _mm_set1_ps(h.eps),
-                 shrink4 = _mm_set1_ps(shrink), step_size4 = _mm_set1_ps(step_size),
-                 correction2_4 = _mm_set1_ps(correction2);
+    const __m128 l2_4 = _mm_set1_ps(step.l2), beta1 = _mm_set1_ps(step.beta1),
+                 beta2 = _mm_set1_ps(step.beta2),
+                 one_minus_beta1 = _mm_set1_ps(step.one_minus_beta1),
+                 one_minus_beta2 = _mm_set1_ps(step.one_minus_beta2), eps = _mm_set1_ps(step.eps),
+                 shrink4 = _mm_set1_ps(step.shrink), step_size4 = _mm_set1_ps(step.step_size),
+                 correction2_4 = _mm_set1_ps(step.correction2);
     const auto four = [=](int64_t i, auto store) {  // one's operations, in its order
       const __m128 wi = _mm_loadu_ps(w + i);
       const __m128 gi = _mm_add_ps(_mm_loadu_ps(g + i), _mm_mul_ps(l2_4, wi));

@@ -6,6 +6,7 @@
 #include "base/error.hpp"
 #include "operators/cpu/channel_sums.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -14,15 +15,19 @@ using cpu::row_dot_centered;
 using cpu::row_square_sum;
 using cpu::row_sum;
 
-namespace {
-
-// "train" -> true, "test" -> false; anything else throws.
-bool training(const std::string& type, const Attrs& attrs) {
+BatchNormParams::BatchNormParams(const Attrs& attrs, const char* type)
+    : eps(static_cast<float>(attrs.get_float("eps", 1e-5))),
+      momentum(static_cast<float>(attrs.get_float("momentum", 0.9))) {
   const std::string mode = attrs.get_string("mode", "train");
   require(mode == "train" || mode == "test", type, ": mode is '", mode,
           "', expected 'train' or 'test'");
-  return mode == "train";
+  training = mode == "train";
 }
+
+BatchNormFamily::BatchNormFamily(Attrs attrs, const char* type)
+    : Operator(std::move(attrs)), params_(attrs_, type) {}
+
+namespace {
 
 // Checks x [N, C, ...] and the per-channel inputs named in `names` (at input positions 1, 2,
 // ...); returns C.
@@ -39,8 +44,8 @@ int64_t check_channels(const std::string& type, const std::vector<Shape>& inputs
 }
 
 // batch_norm's and batch_norm_relu's output shapes.
-std::vector<Shape> batch_norm_shapes(const Operator& op, const std::vector<Shape>& inputs) {
-  const bool train = training(op.type(), op.attrs());
+std::vector<Shape> batch_norm_shapes(const BatchNormFamily& op, const std::vector<Shape>& inputs) {
+  const bool train = op.params().training;
   const int64_t c =
       check_channels(op.type(), inputs, {"gamma", "beta", "running_mean", "running_var"});
   const int64_t m = inputs[0].count() / std::max<int64_t>(c, 1);
@@ -69,12 +74,10 @@ GradientSpec BatchNormOp::gradient() const {
 namespace {
 
 // batch_norm's kernel, or batch_norm_relu's with `relu`.
-void batch_norm_forward(const std::string& type, const Attrs& attrs,
-                        const std::vector<const Tensor*>& inputs,
+void batch_norm_forward(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
                         const std::vector<Tensor*>& outputs, bool relu) {
-  const bool train = training(type, attrs);
-  const float eps = static_cast<float>(attrs.get_float("eps", 1e-5));
-  const float momentum = static_cast<float>(attrs.get_float("momentum", 0.9));
+  const bool train = p.training;
+  const float eps = p.eps, momentum = p.momentum;
   const Shape& shape = inputs[0]->shape();
   const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
   const int64_t m = n * inner;
@@ -119,11 +122,8 @@ void batch_norm_forward(const std::string& type, const Attrs& attrs,
     for (int64_t i = 0; i < n; ++i) {
       const float* in = x + (i * channels + c) * inner;
       float* out = y + (i * channels + c) * inner;
-      if (relu) {  // relu's expression (cpu/activation.cpp): the unfused chain's bits
-        for (int64_t s = 0; s < inner; ++s) {
-          const float v = in[s] * scale + shift;
-          out[s] = v > 0.0f ? v : 0.0f;
-        }
+      if (relu) {  // relu's formula: the unfused chain's bits
+        for (int64_t s = 0; s < inner; ++s) out[s] = formula::Relu()(in[s] * scale + shift);
       } else {
         for (int64_t s = 0; s < inner; ++s) out[s] = in[s] * scale + shift;
       }
@@ -133,10 +133,9 @@ void batch_norm_forward(const std::string& type, const Attrs& attrs,
 
 // batch_norm_grad's kernel of (x, gamma, saved_mean, saved_inv_std, dy), or with `y`
 // batch_norm_relu_grad's: dy masked where y is not positive first.
-void batch_norm_backward(const std::string& type, const Attrs& attrs,
-                         const std::vector<const Tensor*>& inputs, const float* y, const float* dy,
-                         const std::vector<Tensor*>& outputs) {
-  const bool train = training(type, attrs);
+void batch_norm_backward(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
+                         const float* y, const float* dy, const std::vector<Tensor*>& outputs) {
+  const bool train = p.training;
   const Shape& shape = inputs[0]->shape();
   const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
   const double m = static_cast<double>(n * inner);
@@ -158,8 +157,8 @@ void batch_norm_backward(const std::string& type, const Attrs& attrs,
       for (int64_t i = 0; i < n; ++i) {
         const int64_t offset = (i * channels + c) * inner;
         for (int64_t s = 0; s < inner; ++s) {
-          const float d = dy[offset + s];  // loaded before the select: a blend, not a branch
-          dx[offset + s] = y[offset + s] > 0.0f ? d : 0.0f;
+          // dy loaded before the select: a blend, not a branch
+          dx[offset + s] = formula::ReluGrad()(y[offset + s], dy[offset + s]);
         }
       }
       g = dx;
@@ -200,12 +199,11 @@ void batch_norm_backward(const std::string& type, const Attrs& attrs,
 
 void BatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                               const std::vector<Tensor*>& outputs, OpContext&) {
-  batch_norm_forward(type(), attrs_, inputs, outputs, false);
+  batch_norm_forward(params(), inputs, outputs, false);
 }
 
 std::vector<Shape> BatchNormGradOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 3);
-  training(type(), attrs_);
   const int64_t c = check_channels(type(), inputs, {"gamma", "saved_mean", "saved_inv_std"});
   require(inputs[4] == inputs[0], type(), ": input 4 (dy) has shape ", inputs[4],
           ", expected input 0's (x) shape ", inputs[0]);
@@ -214,7 +212,7 @@ std::vector<Shape> BatchNormGradOp::output_shapes(const std::vector<Shape>& inpu
 
 void BatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
-  batch_norm_backward(type(), attrs_, inputs, nullptr, inputs[4]->data(), outputs);
+  batch_norm_backward(params(), inputs, nullptr, inputs[4]->data(), outputs);
 }
 
 std::vector<Shape> BatchNormReluOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -233,12 +231,11 @@ GradientSpec BatchNormReluOp::gradient() const {
 
 void BatchNormReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
-  batch_norm_forward(type(), attrs_, inputs, outputs, true);
+  batch_norm_forward(params(), inputs, outputs, true);
 }
 
 std::vector<Shape> BatchNormReluGradOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 3);
-  training(type(), attrs_);
   const int64_t c = check_channels(type(), inputs, {"gamma", "saved_mean", "saved_inv_std"});
   for (int i : {4, 5}) {
     require(inputs[i] == inputs[0], type(), ": input ", i, i == 4 ? " (y)" : " (dy)", " has shape ",
@@ -249,7 +246,7 @@ std::vector<Shape> BatchNormReluGradOp::output_shapes(const std::vector<Shape>& 
 
 void BatchNormReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                       const std::vector<Tensor*>& outputs, OpContext&) {
-  batch_norm_backward(type(), attrs_, inputs, inputs[4]->data(), inputs[5]->data(), outputs);
+  batch_norm_backward(params(), inputs, inputs[4]->data(), inputs[5]->data(), outputs);
 }
 
 PURINE_REGISTER_OPERATOR(BatchNormOp);

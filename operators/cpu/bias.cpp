@@ -5,6 +5,7 @@
 #include "base/error.hpp"
 #include "operators/cpu/fused_parts.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -92,8 +93,7 @@ void sum_channels(const Shape& shape, const float* d, float* db) {
 
 void add_bias_cpu(const Tensor& x, const Tensor& b, Tensor& y, bool relu) {
   if (relu) {
-    // relu's expression (cpu/activation.cpp), so the bits are the unfused chain's.
-    add_bias(x, b, y, [](float v) { return v > 0.0f ? v : 0.0f; });
+    add_bias(x, b, y, formula::Relu());  // relu's formula: the unfused chain's bits
   } else {
     add_bias(x, b, y, [](float v) { return v; });
   }
@@ -164,8 +164,7 @@ void BiasReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const int64_t n = inputs[0]->count();
 #pragma omp parallel for if (n > kParallelMinArithmetic)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = dy[i];  // loaded before the select: a vectorized blend, not a branch
-    dx[i] = y[i] > 0.0f ? g : 0.0f;
+    dx[i] = formula::ReluGrad()(y[i], dy[i]);  // dy loaded first: a vectorized blend
   }
   sum_channels(inputs[0]->shape(), dx, outputs[1]->mutable_data());
 }

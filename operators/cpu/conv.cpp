@@ -461,26 +461,39 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
 
 // ---------------------------------------------------------------------------------------------
 
-ConvOpBase::ConvOpBase(Attrs attrs) : Operator(std::move(attrs)) {}
+ConvParams::ConvParams(const Attrs& attrs, const char* type)
+    : stride_h(attrs.get_int("stride_h", attrs.get_int("stride", 1))),
+      stride_w(attrs.get_int("stride_w", attrs.get_int("stride", 1))),
+      pad_h(attrs.get_int("pad_h", attrs.get_int("pad", 0))),
+      pad_w(attrs.get_int("pad_w", attrs.get_int("pad", 0))),
+      engine(attrs.get_string("engine", "auto")),
+      deterministic(static_cast<int>(attrs.get_int("deterministic", -1))),
+      gpu_algorithm(static_cast<int>(attrs.get_int("gpu_algorithm", -1))) {
+  require(stride_h >= 1 && stride_w >= 1, type, ": stride is ", stride_h, "x", stride_w,
+          ", expected 1 or more");
+  require(pad_h >= 0 && pad_w >= 0, type, ": pad is ", pad_h, "x", pad_w, ", expected 0 or more");
+  require(engine == "auto" || engine == "onednn" || engine == "im2col", type, ": engine is '",
+          engine, "', expected 'auto', 'onednn' or 'im2col'");
+  require(deterministic >= -1 && deterministic <= 1, type, ": deterministic is ", deterministic,
+          ", expected 0 or 1");
+}
+
+bool ConvParams::deterministic_now() const {
+  return deterministic < 0 ? deterministic_kernels() : deterministic == 1;
+}
+
+ConvOpBase::ConvOpBase(Attrs attrs, const char* type)
+    : Operator(std::move(attrs)), params_(attrs_, type) {}
 ConvOpBase::~ConvOpBase() = default;
 
 std::string ConvOpBase::kernel_name() const { return kernel_ ? kernel_->name() : ""; }
 
 ConvGeometry ConvOpBase::geometry(const Shape& x, int x_input, const Shape& w, int w_input) const {
-  const int64_t stride = attrs_.get_int("stride", 1);
-  const int64_t pad = attrs_.get_int("pad", 0);
   ConvGeometry g;
-  g.stride_h = attrs_.get_int("stride_h", stride);
-  g.stride_w = attrs_.get_int("stride_w", stride);
-  g.pad_h = attrs_.get_int("pad_h", pad);
-  g.pad_w = attrs_.get_int("pad_w", pad);
-  require(g.stride_h >= 1 && g.stride_w >= 1, type(), ": stride is ", g.stride_h, "x", g.stride_w,
-          ", expected 1 or more");
-  require(g.pad_h >= 0 && g.pad_w >= 0, type(), ": pad is ", g.pad_h, "x", g.pad_w,
-          ", expected 0 or more");
-  const std::string engine = attrs_.get_string("engine", "auto");
-  require(engine == "auto" || engine == "onednn" || engine == "im2col", type(), ": engine is '",
-          engine, "', expected 'auto', 'onednn' or 'im2col'");
+  g.stride_h = params_.stride_h;
+  g.stride_w = params_.stride_w;
+  g.pad_h = params_.pad_h;
+  g.pad_w = params_.pad_w;
   require(x.ndim() == 4, type(), ": input ", x_input, " (x) has shape ", x,
           ", expected [N, C, H, W]");
   require(w.ndim() == 4, type(), ": input ", w_input, " (weight) has shape ", w,
@@ -508,9 +521,8 @@ ConvKernel& ConvOpBase::kernel(ConvDirection direction, const ConvGeometry& g, b
   const int threads = omp_get_max_threads();
   if (!kernel_ || !kernel_->matches(g, threads)) {
     try {
-      kernel_ = make_kernel(attrs_.get_string("engine", "auto"),
-                            attrs_.get_int("deterministic", deterministic_kernels() ? 1 : 0) != 0,
-                            direction, g, threads, bias_relu);
+      kernel_ = make_kernel(params_.engine, params_.deterministic_now(), direction, g, threads,
+                            bias_relu);
     } catch (const Error& e) {
       throw Error(str(type(), ": ", e.what()));
     }

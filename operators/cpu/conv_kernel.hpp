@@ -9,6 +9,7 @@
 #include <string>
 
 #include "operators/conv.hpp"
+#include "operators/formulas.hpp"
 
 namespace purine {
 
@@ -73,10 +74,7 @@ void im2col(const ConvGeometry& g, const float* x, float* columns, int64_t ld);
 // out[q] = max(in[q] + b, 0) for q < n: the bias op's and the relu op's arithmetic on a finished
 // convolution sum (in may be out).
 inline void add_bias_relu(const float* in, float b, int64_t n, float* out) {
-  for (int64_t q = 0; q < n; ++q) {
-    const float v = in[q] + b;
-    out[q] = v > 0.0f ? v : 0.0f;
-  }
+  for (int64_t q = 0; q < n; ++q) out[q] = formula::Relu()(in[q] + b);
 }
 
 // The forward (kForward) or weight gradient (kBackwardWeights) of small output planes as GEMMs

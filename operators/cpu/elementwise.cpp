@@ -91,7 +91,7 @@ GradientSpec ScaleOp::gradient() const {
 void ScaleOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                           const std::vector<Tensor*>& outputs, OpContext&) {
   const int64_t n = outputs[0]->count();
-  const float alpha = static_cast<float>(alpha_);
+  const float alpha = this->alpha();
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
 #pragma omp parallel for if (n > kParallelMinArithmetic)

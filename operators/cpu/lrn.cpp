@@ -55,17 +55,15 @@ void compute_scale(const LrnParams& p, const Layout& l, const float* x, int64_t 
 
 }  // namespace
 
-LrnParams LrnOpBase::params() const {
-  LrnParams p;
-  p.size = attrs_.get_int("size", 5);
-  p.alpha = static_cast<float>(attrs_.get_float("alpha", 1e-4));
-  p.beta = static_cast<float>(attrs_.get_float("beta", 0.75));
-  p.k = static_cast<float>(attrs_.get_float("k", 1.0));
-  require(p.size >= 1 && p.size % 2 == 1, type(), ": size is ", p.size,
+LrnParams::LrnParams(const Attrs& attrs, const char* type)
+    : size(attrs.get_int("size", 5)),
+      alpha(static_cast<float>(attrs.get_float("alpha", 1e-4))),
+      beta(static_cast<float>(attrs.get_float("beta", 0.75))),
+      k(static_cast<float>(attrs.get_float("k", 1.0))) {
+  require(size >= 1 && size % 2 == 1, type, ": size is ", size,
           ", expected an odd number of channels, 1 or more");
-  require(p.k > 0 && p.alpha >= 0, type(), ": k is ", p.k, " and alpha ", p.alpha,
+  require(k > 0 && alpha >= 0, type, ": k is ", k, " and alpha ", alpha,
           ", expected k > 0 and alpha >= 0 (the scale must stay positive)");
-  return p;
 }
 
 void LrnOpBase::check_input(const Shape& x) const {
@@ -75,7 +73,6 @@ void LrnOpBase::check_input(const Shape& x) const {
 
 std::vector<Shape> LrnOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
-  params();
   check_input(inputs[0]);
   return SameShapeOp::output_shapes(inputs);
 }
@@ -89,7 +86,7 @@ GradientSpec LrnOp::gradient() const {
 
 void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                         const std::vector<Tensor*>& outputs, OpContext&) {
-  const LrnParams p = params();
+  const LrnParams& p = params();
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
@@ -115,14 +112,13 @@ void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
 
 std::vector<Shape> LrnGradOp::output_shapes(const std::vector<Shape>& inputs) const {
   check_counts(inputs.size(), 1);
-  params();
   check_input(inputs[0]);
   return SameShapeOp::output_shapes(inputs);
 }
 
 void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  const LrnParams p = params();
+  const LrnParams& p = params();
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   const float* y = inputs[1]->data();

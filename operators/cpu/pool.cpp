@@ -314,32 +314,43 @@ constexpr int64_t kLanePlanesPerTask = 64 * kLanes;
 
 }  // namespace
 
+PoolParams::PoolParams(const Attrs& attrs, const char* type) {
+  const std::string mode = attrs.get_string("mode", "max");
+  require(mode == "max" || mode == "avg", type, ": mode is '", mode, "', expected 'max' or 'avg'");
+  max = mode == "max";
+  const bool has_kernel = attrs.has("kernel") || (attrs.has("kernel_h") && attrs.has("kernel_w"));
+  require(has_kernel, type, ": missing attribute 'kernel' (or 'kernel_h' and 'kernel_w')");
+  const int64_t kernel = attrs.get_int("kernel", 0);
+  kernel_h = attrs.get_int("kernel_h", kernel);
+  kernel_w = attrs.get_int("kernel_w", kernel);
+  require(kernel_h >= 1 && kernel_w >= 1, type, ": kernel is ", kernel_h, "x", kernel_w,
+          ", expected 1 or more");
+  const bool has_stride = attrs.has("stride");
+  const int64_t stride = attrs.get_int("stride", 0);
+  stride_h = attrs.get_int("stride_h", has_stride ? stride : kernel_h);
+  stride_w = attrs.get_int("stride_w", has_stride ? stride : kernel_w);
+  require(stride_h >= 1 && stride_w >= 1, type, ": stride is ", stride_h, "x", stride_w,
+          ", expected 1 or more");
+  const int64_t pad = attrs.get_int("pad", 0);
+  pad_h = attrs.get_int("pad_h", pad);
+  pad_w = attrs.get_int("pad_w", pad);
+  require(pad_h >= 0 && pad_w >= 0 && pad_h < kernel_h && pad_w < kernel_w, type, ": pad is ",
+          pad_h, "x", pad_w, ", expected 0 or more and less than the kernel ", kernel_h, "x",
+          kernel_w);
+}
+
+PoolOpBase::PoolOpBase(Attrs attrs, const char* type)
+    : Operator(std::move(attrs)), params_(attrs_, type) {}
+
 PoolGeometry PoolOpBase::geometry(const Shape& x) const {
   PoolGeometry g;
-  const std::string mode = attrs_.get_string("mode", "max");
-  require(mode == "max" || mode == "avg", type(), ": mode is '", mode,
-          "', expected 'max' or 'avg'");
-  g.max = mode == "max";
-  const bool has_kernel =
-      attrs_.has("kernel") || (attrs_.has("kernel_h") && attrs_.has("kernel_w"));
-  require(has_kernel, type(), ": missing attribute 'kernel' (or 'kernel_h' and 'kernel_w')");
-  const int64_t kernel = attrs_.get_int("kernel", 0);
-  g.kernel_h = attrs_.get_int("kernel_h", kernel);
-  g.kernel_w = attrs_.get_int("kernel_w", kernel);
-  require(g.kernel_h >= 1 && g.kernel_w >= 1, type(), ": kernel is ", g.kernel_h, "x", g.kernel_w,
-          ", expected 1 or more");
-  const bool has_stride = attrs_.has("stride");
-  const int64_t stride = attrs_.get_int("stride", 0);
-  g.stride_h = attrs_.get_int("stride_h", has_stride ? stride : g.kernel_h);
-  g.stride_w = attrs_.get_int("stride_w", has_stride ? stride : g.kernel_w);
-  require(g.stride_h >= 1 && g.stride_w >= 1, type(), ": stride is ", g.stride_h, "x", g.stride_w,
-          ", expected 1 or more");
-  const int64_t pad = attrs_.get_int("pad", 0);
-  g.pad_h = attrs_.get_int("pad_h", pad);
-  g.pad_w = attrs_.get_int("pad_w", pad);
-  require(g.pad_h >= 0 && g.pad_w >= 0 && g.pad_h < g.kernel_h && g.pad_w < g.kernel_w, type(),
-          ": pad is ", g.pad_h, "x", g.pad_w, ", expected 0 or more and less than the kernel ",
-          g.kernel_h, "x", g.kernel_w);
+  g.max = params_.max;
+  g.kernel_h = params_.kernel_h;
+  g.kernel_w = params_.kernel_w;
+  g.stride_h = params_.stride_h;
+  g.stride_w = params_.stride_w;
+  g.pad_h = params_.pad_h;
+  g.pad_w = params_.pad_w;
   require(x.ndim() == 4, type(), ": input 0 (x) has shape ", x, ", expected [N, C, H, W]");
   g.planes = x[0] * x[1];
   g.h = x[2];

@@ -3,6 +3,7 @@
 #include "base/error.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/cpu/update_loop.hpp"
+#include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -55,11 +56,12 @@ void SgdUpdateOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     float* new_w = outputs[2 * k / 3]->mutable_data();
     float* new_h = outputs[2 * k / 3 + 1]->mutable_data();
     // Each element is read before it is written, so in-place updates are safe.
+    const formula::SgdStep step{lr, momentum, decay};
     const auto one = [=](int64_t i) {
       const float wi = w[i];
-      const float hi = momentum * h[i] + lr * (g[i] + decay * wi);
+      const float hi = step.history(wi, g[i], h[i]);
       new_h[i] = hi;
-      return new_w[i] = wi - hi;
+      return new_w[i] = step.weight(wi, hi);
     };
     const __m128 lr4 = _mm_set1_ps(lr), momentum4 = _mm_set1_ps(momentum),
                  decay4 = _mm_set1_ps(decay);

@@ -112,8 +112,7 @@ GradientSpec SyncBatchNormOp::gradient() const {
 
 void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
-  const float eps = static_cast<float>(attrs_.get_float("eps", 1e-5));
-  const float momentum = static_cast<float>(attrs_.get_float("momentum", 0.9));
+  const float eps = params().eps, momentum = params().momentum;
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   const float* gamma = inputs[1]->data();

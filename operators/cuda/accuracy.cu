@@ -42,7 +42,7 @@ void accuracy(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
   CudaStream& stream = stream_of(context);
   const int64_t rows = inputs[0]->shape()[0], classes = inputs[0]->shape()[1];
-  const int64_t top_k = op.attrs().get_int("top_k", 1);
+  const int64_t top_k = static_cast<const AccuracyOp&>(op).top_k();
   double* right =
       static_cast<double*>(stream.workspace(std::max<int64_t>(rows, 1) * sizeof(double)));
   if (rows > 0) {

@@ -1,11 +1,13 @@
-// GPU kernel of operators/adam_update.hpp: the CPU kernel's formula per element; the learning
-// rate and step are read on the device (scalar tensors the trainer writes between runs). The
-// op's weights are updated by one launch per kMaxWeights of them (weight_list.cuh).
+// GPU kernel of operators/adam_update.hpp: the CPU kernel's formula per element
+// (operators/formulas.hpp); the learning rate and step are read on the device (scalar tensors the
+// trainer writes between runs). The op's weights are updated by one launch per kMaxWeights of
+// them (weight_list.cuh).
 #include "base/error.hpp"
 #include "operators/adam_update.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
 #include "operators/cuda/weight_list.cuh"
+#include "operators/formulas.hpp"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
@@ -17,20 +19,16 @@ using AdamWeights = WeightList<4, 3>;
 
 __global__ void adam_steps(AdamWeights s, int64_t per_block, const float* lr, const float* step,
                            AdamUpdateOp::Hyper h) {
-  const float rate = *lr;
-  const double t = *step;
-  const float step_size = static_cast<float>(rate / (1.0 - pow(double(h.beta1), t)));
-  const float correction2 = static_cast<float>(sqrt(1.0 - pow(double(h.beta2), t)));
-  const float shrink = h.decoupled ? 1.0f - rate * h.weight_decay : 1.0f;
-  const float l2 = h.decoupled ? 0.0f : h.weight_decay;
+  const formula::AdamStep a(h.beta1, h.beta2, h.one_minus_beta1, h.one_minus_beta2, h.eps,
+                            h.weight_decay, h.decoupled, *lr, *step);
   for_each_weight_element(s, per_block, [&](int k, int64_t j) {
     const float wj = s.in[0][k][j];
-    const float gj = s.in[1][k][j] + l2 * wj;
-    const float mj = h.beta1 * s.in[2][k][j] + h.one_minus_beta1 * gj;
-    const float vj = h.beta2 * s.in[3][k][j] + h.one_minus_beta2 * gj * gj;
+    const float gj = a.gradient(wj, s.in[1][k][j]);
+    const float mj = a.first_moment(s.in[2][k][j], gj);
+    const float vj = a.second_moment(s.in[3][k][j], gj);
     s.out[1][k][j] = mj;
     s.out[2][k][j] = vj;
-    s.out[0][k][j] = wj * shrink - step_size * mj / (sqrtf(vj) / correction2 + h.eps);
+    s.out[0][k][j] = a.weight(wj, mj, vj);
   });
 }
 

@@ -15,6 +15,7 @@
 #include "operators/batch_norm.hpp"
 #include "operators/cuda/channel_kernels.cuh"
 #include "operators/cuda/cuda_stream.hpp"
+#include "operators/formulas.hpp"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
@@ -81,7 +82,7 @@ struct Normalize {
   __device__ void operator()(int64_t i, int64_t c) const {
     const float scale = gamma[c] * inv_std[c], shift = beta[c] - mean[c] * scale;
     const float v = x[i] * scale + shift;
-    y[i] = Relu ? (v > 0.0f ? v : 0.0f) : v;
+    y[i] = Relu ? formula::Relu()(v) : v;
   }
 };
 
@@ -137,7 +138,9 @@ struct InputGradient {
 
 // ---- kernels ----
 
-bool training(const Operator& op) { return op.attrs().get_string("mode", "train") == "train"; }
+const BatchNormParams& params_of(const Operator& op) {
+  return static_cast<const BatchNormFamily&>(op).params();
+}
 
 ChannelLayout layout_of(const Shape& shape) { return {shape[0], shape[1], shape.count_from(2)}; }
 
@@ -152,20 +155,20 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
-  const float eps = float(op.attrs().get_float("eps", 1e-5));
+  const BatchNormParams& p = params_of(op);
+  const float eps = p.eps;
   const float* x = inputs[0]->data();
   float* saved_mean = outputs[1]->mutable_data();
   float* saved_inv_std = outputs[2]->mutable_data();
-  if (training(op)) {
+  if (p.training) {
     // Both passes reuse the same partials: stream order keeps them apart.
     double* partials = static_cast<double*>(stream.workspace(reduce_channels_bytes(1, l)));
     const double m = values_per_channel(l);
     reduce_channels<1>(type, stream.stream(), l, partials, SumOf{x}, StoreMean{m, saved_mean});
     reduce_channels<1>(
         type, stream.stream(), l, partials, SquaresAboutMean{x, saved_mean},
-        StoreVariance{m, eps, float(op.attrs().get_float("momentum", 0.9)), inputs[3]->data(),
-                      inputs[4]->data(), saved_mean, saved_inv_std, outputs[3]->mutable_data(),
-                      outputs[4]->mutable_data()});
+        StoreVariance{m, eps, p.momentum, inputs[3]->data(), inputs[4]->data(), saved_mean,
+                      saved_inv_std, outputs[3]->mutable_data(), outputs[4]->mutable_data()});
   } else {
     test_statistics<<<blocks_for(l.channels), kThreads, 0, stream.stream()>>>(
         l.channels, eps, inputs[3]->data(), inputs[4]->data(), saved_mean, saved_inv_std,
@@ -198,8 +201,8 @@ void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
   const float* dy = inputs[Relu ? 5 : 4]->data();
   reduce_channels<2>(
       type, stream.stream(), l, partials, GradSums{x, y, dy, mean},
-      StoreGradients{values_per_channel(l), training(op), inv_std, outputs[1]->mutable_data(),
-                     outputs[2]->mutable_data(), coefficients});
+      StoreGradients{values_per_channel(l), params_of(op).training, inv_std,
+                     outputs[1]->mutable_data(), outputs[2]->mutable_data(), coefficients});
   for_each_in_channels(
       type, stream.stream(), l,
       InputGradient{x, y, dy, gamma, mean, inv_std, coefficients, outputs[0]->mutable_data()});

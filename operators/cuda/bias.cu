@@ -11,6 +11,7 @@
 #include "operators/bias.hpp"
 #include "operators/cuda/channel_kernels.cuh"
 #include "operators/cuda/cuda_stream.hpp"
+#include "operators/formulas.hpp"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
@@ -30,10 +31,7 @@ struct AddBiasRelu {
   const float* x;
   const float* b;
   float* y;
-  __device__ void operator()(int64_t i, int64_t c) const {
-    const float v = x[i] + b[c];
-    y[i] = v > 0.0f ? v : 0.0f;
-  }
+  __device__ void operator()(int64_t i, int64_t c) const { y[i] = formula::Relu()(x[i] + b[c]); }
 };
 
 struct SumOf {
@@ -46,7 +44,7 @@ struct ReluGradSumOf {
   const float* dy;
   float* dx;
   __device__ void operator()(int64_t, int64_t i, double (&acc)[1]) const {
-    const float v = y[i] > 0.0f ? dy[i] : 0.0f;
+    const float v = formula::ReluGrad()(y[i], dy[i]);
     dx[i] = v;
     acc[0] += v;
   }

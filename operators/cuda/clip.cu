@@ -64,7 +64,7 @@ void clip_scale(const Operator& op, const std::vector<const Tensor*>& inputs,
     add_partials<<<1, 1, 0, stream>>>(partials, start == 0, total);
     PURINE_CUDA_LAUNCHED("clip_scale");
   }
-  scale_from_total<<<1, 1, 0, stream>>>(total, op.attrs().get_float("max_norm"));
+  scale_from_total<<<1, 1, 0, stream>>>(total, static_cast<const ClipScaleOp&>(op).max_norm());
   PURINE_CUDA_LAUNCHED("clip_scale");
 }
 

@@ -15,11 +15,9 @@ namespace purine::cuda {
 
 namespace {
 
-int axis_of(const Operator& op, const Shape& whole) {
-  int64_t axis = op.attrs().get_int("axis", 1);
-  if (axis < 0) axis += whole.ndim();
-  require(axis >= 0 && axis < whole.ndim(), op.type(), ": axis out of range for ", whole);
-  return static_cast<int>(axis);
+// The op's axis counted from the front (compute() has checked its range).
+int axis_of(int64_t axis, const Shape& whole) {
+  return static_cast<int>(axis < 0 ? axis + whole.ndim() : axis);
 }
 
 // Copies part <-> whole: each of `outer` rows moves `part_row` floats between the part (rows of
@@ -35,7 +33,7 @@ void copy_rows(const char* what, cudaStream_t stream, float* dst, int64_t dst_ro
 void concat(const Operator& op, const std::vector<const Tensor*>& inputs,
             const std::vector<Tensor*>& outputs, OpContext& context) {
   const Shape& whole = outputs[0]->shape();
-  const int axis = axis_of(op, whole);
+  const int axis = axis_of(static_cast<const ConcatOp&>(op).axis(), whole);
   const int64_t outer = whole.count_to(axis), inner = whole.count_from(axis + 1);
   const int64_t row = whole[axis] * inner;
   int64_t offset = 0;
@@ -50,7 +48,7 @@ void concat(const Operator& op, const std::vector<const Tensor*>& inputs,
 void split(const Operator& op, const std::vector<const Tensor*>& inputs,
            const std::vector<Tensor*>& outputs, OpContext& context) {
   const Shape& whole = inputs[0]->shape();
-  const int axis = axis_of(op, whole);
+  const int axis = axis_of(static_cast<const SplitOp&>(op).axis(), whole);
   const int64_t outer = whole.count_to(axis), inner = whole.count_from(axis + 1);
   const int64_t row = whole[axis] * inner;
   int64_t offset = 0;

@@ -21,7 +21,6 @@
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/cudnn_descriptors.hpp"
 #include "operators/gpu_kernel.hpp"
-#include "operators/kernel_determinism.hpp"
 
 namespace purine::cuda {
 
@@ -141,10 +140,8 @@ void convolve(const Operator& op, ConvDirection direction, int x_input, int w_in
       base.geometry(inputs[x_input]->shape(), x_input, inputs[w_input]->shape(), w_input);
   if (g.n == 0) return;
   CudaStream& stream = stream_of(context);
-  const bool deterministic =
-      op.attrs().get_int("deterministic", deterministic_kernels() ? 1 : 0) != 0;
-  const int forced = static_cast<int>(op.attrs().get_int("gpu_algorithm", -1));
-  Plan& plan = plan_for(g, stream, direction, deterministic, forced);
+  Plan& plan = plan_for(g, stream, direction, base.params().deterministic_now(),
+                        base.params().gpu_algorithm);
   const Descriptors& d = plan.d;
   const ConvAlgorithm& algo = plan.algo;
   void* workspace = stream.workspace(algo.workspace);

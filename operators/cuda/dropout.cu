@@ -45,8 +45,9 @@ struct Multiply {
 
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
+  const auto& dropout = static_cast<const DropoutOp&>(op);
   const int64_t n = inputs[0]->count();
-  const bool train = op.attrs().get_string("mode", "train") == "train";
+  const bool train = dropout.training();
   CudaStream& queue = stream_of(context);
   uint64_t key = 0;
   const uint64_t* key_word = nullptr;
@@ -63,7 +64,7 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
   if (n == 0) return;
   const cudaStream_t stream = queue.stream();
   if (train) {
-    const double ratio = op.attrs().get_float("ratio", 0.5);
+    const double ratio = dropout.ratio();
     drop<<<blocks_for(n), kThreads, 0, stream>>>(
         n, key_word, key, float(ratio), float(1.0 / (1.0 - ratio)), inputs[0]->data(),
         outputs[0]->mutable_data(), outputs[1]->mutable_data());

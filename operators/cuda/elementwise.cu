@@ -43,7 +43,7 @@ void mul(const Operator& op, const std::vector<const Tensor*>& inputs,
 
 void scale(const Operator& op, const std::vector<const Tensor*>& inputs,
            const std::vector<Tensor*>& outputs, OpContext& context) {
-  const float alpha = static_cast<float>(op.attrs().get_float("alpha", 1.0));
+  const float alpha = static_cast<const ScaleOp&>(op).alpha();
   launch_map1("scale", stream_of(context).stream(), *inputs[0], *outputs[0], Scale{alpha});
 }
 

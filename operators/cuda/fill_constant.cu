@@ -23,8 +23,7 @@ void fill_constant(const Operator& op, const std::vector<const Tensor*>&,
   Tensor& out = *outputs[0];
   const int64_t n = out.count();
   if (n == 0) return;
-  // The CPU kernel's value: the attribute rounded to float.
-  const float value = static_cast<float>(op.attrs().get_float("value", 0.0));
+  const float value = static_cast<const FillConstantOp&>(op).value();
   set_all<<<blocks_for(n), kThreads, 0, stream_of(context).stream()>>>(n, value,
                                                                        out.mutable_data());
   PURINE_CUDA_LAUNCHED(FillConstantOp::kType);

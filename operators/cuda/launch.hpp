@@ -6,11 +6,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define PURINE_HOST_DEVICE __host__ __device__
-#else
-#define PURINE_HOST_DEVICE
-#endif
+#include "base/host_device.hpp"
 
 namespace purine::cuda {
 

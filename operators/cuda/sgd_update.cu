@@ -1,10 +1,12 @@
-// GPU kernel of operators/sgd_update.hpp: the CPU kernel's formula per element; the learning
+// GPU kernel of operators/sgd_update.hpp: the CPU kernel's formula per element
+// (operators/formulas.hpp); the learning
 // rate is read on the device (a scalar tensor the trainer writes between runs). The op's
 // weights are updated by one launch per kMaxWeights of them (weight_list.cuh).
 #include "base/error.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
 #include "operators/cuda/weight_list.cuh"
+#include "operators/formulas.hpp"
 #include "operators/gpu_kernel.hpp"
 #include "operators/sgd_update.hpp"
 
@@ -17,21 +19,21 @@ using SgdWeights = WeightList<3, 2>;
 
 __global__ void sgd_steps(SgdWeights s, int64_t per_block, const float* lr, float momentum,
                           float decay) {
-  const float rate = *lr;
+  const formula::SgdStep step{*lr, momentum, decay};
   for_each_weight_element(s, per_block, [&](int k, int64_t j) {
     const float wj = s.in[0][k][j];
-    const float hj = momentum * s.in[2][k][j] + rate * (s.in[1][k][j] + decay * wj);
+    const float hj = step.history(wj, s.in[1][k][j], s.in[2][k][j]);
     s.out[1][k][j] = hj;
-    s.out[0][k][j] = wj - hj;
+    s.out[0][k][j] = step.weight(wj, hj);
   });
 }
 
 void sgd_update(const Operator& op, const std::vector<const Tensor*>& inputs,
                 const std::vector<Tensor*>& outputs, OpContext& context) {
-  require(op.attrs().get_int("count_non_finite", 0) == 0,
+  const auto& sgd = static_cast<const SgdUpdateOp&>(op);
+  require(!sgd.counts_non_finite(),
           "sgd_update: count_non_finite has no GPU kernel (count with count_non_finite)");
-  const float momentum = static_cast<float>(op.attrs().get_float("momentum", 0.0));
-  const float decay = static_cast<float>(op.attrs().get_float("weight_decay", 0.0));
+  const float momentum = sgd.momentum(), decay = sgd.weight_decay();
   const float* lr = inputs.back()->data();
   const cudaStream_t stream = stream_of(context).stream();
   launch_weight_lists<3, 2>(

@@ -19,11 +19,9 @@ struct Layout {
   int64_t outer, classes, inner;
 };
 
-// The [outer, C, inner] view of `shape` around the op's `axis` (checked by output_shapes()).
-Layout layout_of(const Operator& op, const Shape& shape) {
-  int64_t axis = op.attrs().get_int("axis", 1);
+// The [outer, C, inner] view of `shape` around `axis` (its range checked by output_shapes()).
+Layout layout_of(int64_t axis, const Shape& shape) {
   if (axis < 0) axis += shape.ndim();
-  require(axis >= 0 && axis < shape.ndim(), op.type(), ": axis out of range for ", shape);
   Layout l{1, shape[static_cast<int>(axis)], 1};
   for (int d = 0; d < axis; ++d) l.outer *= shape[d];
   for (int d = static_cast<int>(axis) + 1; d < shape.ndim(); ++d) l.inner *= shape[d];
@@ -83,7 +81,7 @@ __global__ void softmax_backward(Layout l, const float* y, const float* dy, floa
 
 void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
              const std::vector<Tensor*>& outputs, OpContext& context) {
-  const Layout l = layout_of(op, inputs[0]->shape());
+  const Layout l = layout_of(static_cast<const SoftmaxOp&>(op).axis(), inputs[0]->shape());
   if (l.outer * l.inner * l.classes == 0) return;
   if (l.inner == 1) {
     softmax_rows<<<blocks_for_rows(l.outer), kThreads, 0, stream_of(context).stream()>>>(
@@ -98,7 +96,7 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
 
 void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
               const std::vector<Tensor*>& outputs, OpContext& context) {
-  const Layout l = layout_of(op, inputs[0]->shape());
+  const Layout l = layout_of(static_cast<const SoftmaxGradOp&>(op).axis(), inputs[0]->shape());
   if (l.outer * l.inner * l.classes == 0) return;
   if (l.inner == 1) {
     softmax_grad_rows<<<blocks_for_rows(l.outer), kThreads, 0, stream_of(context).stream()>>>(

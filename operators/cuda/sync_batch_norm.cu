@@ -103,11 +103,11 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
   const ChannelLayout l = layout_of(inputs[0]->shape());
   if (l.channels == 0) return;
   CudaStream& stream = stream_of(context);
+  const BatchNormParams& params = static_cast<const SyncBatchNormOp&>(op).params();
   float* saved_mean = outputs[1]->mutable_data();
   float* saved_inv_std = outputs[2]->mutable_data();
   statistics<<<blocks_for(l.channels), kThreads, 0, stream.stream()>>>(
-      l.channels, float(op.attrs().get_float("eps", 1e-5)),
-      float(op.attrs().get_float("momentum", 0.9)), inputs[5]->data(), inputs[6]->data(),
+      l.channels, params.eps, params.momentum, inputs[5]->data(), inputs[6]->data(),
       inputs[3]->data(), inputs[4]->data(), saved_mean, saved_inv_std, outputs[3]->mutable_data(),
       outputs[4]->mutable_data());
   PURINE_CUDA_LAUNCHED(SyncBatchNormOp::kType);

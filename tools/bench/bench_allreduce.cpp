@@ -472,6 +472,8 @@ double bus_gbps(int64_t bytes, int ranks, double seconds) {
 
 int run(int argc, char** argv) {
   purine::MpiContext mpi(&argc, &argv);
+  gflags::SetUsageMessage(
+      "the graph-composed ring allreduce against MPI_Allreduce, per size (mpirun -np 2 or more)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   const int rank = mpi.rank(), ranks = mpi.size();
   const bool leader = rank == 0;
