@@ -1,9 +1,10 @@
 // Inverted dropout.
 //   dropout: x -> (y, mask), both of x's shape. In "train" mode every element is kept with
 //     probability 1 - ratio: mask = keep / (1 - ratio) and y = x * mask, so y's expectation is x.
-//     The keep decisions are drawn from the context's Rng, one uniform draw per element in
-//     element order (bit-identical for a seed). In "test" mode y = x and mask = 1, and no
-//     random numbers are used.
+//     Element i is kept when the i-th uniform of a counter-based stream keyed by two draws of the
+//     context's Rng is at least ratio (operators/counter_rng.hpp): bit-identical for a seed, for
+//     any thread count, and the same masks on the CPU and on a GPU. In "test" mode y = x and
+//     mask = 1, and no random numbers are used.
 //   dropout_grad: (mask, dy) -> dx = mask * dy.
 // Attributes: `ratio` (float, drop probability, default 0.5, 0 <= ratio < 1) and `mode`
 // ("train" or "test", default "train"); invalid values throw purine::Error at construction.

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "base/host_device.hpp"
+#include "operators/counter_rng.hpp"
 
 namespace purine::formula {
 
@@ -73,6 +74,16 @@ struct AdamStep {
   PURINE_HOST_DEVICE float weight(float w, float m, float v) const {
     return w * shrink - step_size * m / (sqrtf(v) / correction2 + eps);
   }
+};
+
+// Dropout's mask for element i of a run keyed by `key` (operators/counter_rng.hpp): `scale` where
+// the element is kept (the stream's i-th uniform at least `ratio`), else 0.
+struct DropoutMask {
+  float ratio, scale;
+  PURINE_HOST_DEVICE float operator()(uint64_t key, uint64_t i) const {
+    return of_uniform(counter_uniform01(key, i));
+  }
+  PURINE_HOST_DEVICE float of_uniform(float u) const { return u >= ratio ? scale : 0.0f; }
 };
 
 }  // namespace purine::formula

@@ -1,7 +1,10 @@
 #include "operators/dropout.hpp"
 
+#include <algorithm>
+
 #include "base/error.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -42,13 +45,21 @@ void DropoutOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* y = outputs[0]->mutable_data();
   float* mask = outputs[1]->mutable_data();
   if (train_) {
-    // The draws are sequential (one generator), the multiply is not.
-    const float scale = static_cast<float>(1.0 / (1.0 - ratio_));
-    const float drop = static_cast<float>(ratio_);
-    Rng& rng = *context.rng;
-    for (int64_t i = 0; i < n; ++i) mask[i] = rng.uniform01() >= drop ? scale : 0.0f;
+    const formula::DropoutMask keep{static_cast<float>(ratio_),
+                                    static_cast<float>(1.0 / (1.0 - ratio_))};
+    const uint64_t key = draw_key(*context.rng);  // drawn even for an empty tensor, as on a GPU
+    // keep(key, i) in two steps per block: the uniforms, then the selects. In one loop GCC
+    // branches on every random comparison (9 ns per element against 2 on this machine).
+    constexpr int64_t kBlock = 1024;
 #pragma omp parallel for if (n > kParallelMinArithmetic)
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
+    for (int64_t begin = 0; begin < n; begin += kBlock) {
+      const int64_t end = std::min(n, begin + kBlock);
+      for (int64_t i = begin; i < end; ++i) mask[i] = counter_uniform01(key, uint64_t(i));
+      for (int64_t i = begin; i < end; ++i) {
+        mask[i] = keep.of_uniform(mask[i]);
+        y[i] = x[i] * mask[i];
+      }
+    }
   } else {
 #pragma omp parallel for if (n > kParallelMinArithmetic)
     for (int64_t i = 0; i < n; ++i) {

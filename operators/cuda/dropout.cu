@@ -1,13 +1,12 @@
-// GPU kernels of operators/dropout.hpp. The keep decisions come from a counter-based stream
-// (counter_rng.hpp) keyed by two draws of the op's generator, so the masks differ from the CPU
-// kernel's (which draws element by element) but are the same for a seed, run after run, and
-// follow the generator's checkpointed state. In a recording (a CUDA graph) the key is a launch
-// word (base/device_queue.hpp): each replay draws it from the generator as a launch op by op
-// would, so replayed training follows training launched op by op bit for bit.
-#include "operators/cuda/counter_rng.hpp"
+// GPU kernels of operators/dropout.hpp. The keep decisions come from the counter-based stream
+// (operators/counter_rng.hpp) keyed by two draws of the op's generator, as on the CPU: the same
+// masks as the CPU kernel's for the same generator, run after run. In a recording (a CUDA graph)
+// the key is a launch word (base/device_queue.hpp): each replay draws it from the generator as a
+// launch op by op would, so replayed training follows training launched op by op bit for bit.
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
 #include "operators/dropout.hpp"
+#include "operators/formulas.hpp"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
@@ -15,12 +14,12 @@ namespace purine::cuda {
 namespace {
 
 // The key is `*key_word` where that is set (a recording), else `key`.
-__global__ void drop(int64_t n, const uint64_t* key_word, uint64_t key, float ratio, float scale,
+__global__ void drop(int64_t n, const uint64_t* key_word, uint64_t key, formula::DropoutMask keep,
                      const float* x, float* y, float* mask) {
   if (key_word) key = *key_word;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const float m = counter_uniform01(key, uint64_t(i)) >= ratio ? scale : 0.0f;
+    const float m = keep(key, uint64_t(i));
     mask[i] = m;
     y[i] = x[i] * m;
   }
@@ -32,11 +31,6 @@ __global__ void keep_all(int64_t n, const float* x, float* y, float* mask) {
     y[i] = x[i];
     mask[i] = 1.0f;
   }
-}
-
-uint64_t draw_key(Rng& rng) {
-  const uint64_t high = rng.next_u32();
-  return high << 32 | rng.next_u32();
 }
 
 struct Multiply {
@@ -66,8 +60,8 @@ void forward(const Operator& op, const std::vector<const Tensor*>& inputs,
   if (train) {
     const double ratio = dropout.ratio();
     drop<<<blocks_for(n), kThreads, 0, stream>>>(
-        n, key_word, key, float(ratio), float(1.0 / (1.0 - ratio)), inputs[0]->data(),
-        outputs[0]->mutable_data(), outputs[1]->mutable_data());
+        n, key_word, key, formula::DropoutMask{float(ratio), float(1.0 / (1.0 - ratio))},
+        inputs[0]->data(), outputs[0]->mutable_data(), outputs[1]->mutable_data());
   } else {
     keep_all<<<blocks_for(n), kThreads, 0, stream>>>(
         n, inputs[0]->data(), outputs[0]->mutable_data(), outputs[1]->mutable_data());

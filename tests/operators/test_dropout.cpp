@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "operators/counter_rng.hpp"
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
 
@@ -33,11 +34,12 @@ TEST_CASE("dropout repeats bit-identically for a seed", "[dropout]") {
     differs |= a[1].data()[i] != c[1].data()[i];
   }
   CHECK(differs);
-  // Masks come from one uniform draw per element in element order.
+  // Masks come from the counter-based stream keyed by two draws of the generator, the stream the
+  // GPU kernel draws from (so both give the same masks).
   Rng draws(5);
-  for (int64_t i = 0; i < x.count(); ++i) {
-    CHECK((a[1].data()[i] != 0.0f) == (draws.uniform01() >= 0.5f));
-  }
+  const uint64_t key = draw_key(draws);
+  for (int64_t i = 0; i < x.count(); ++i)
+    CHECK((a[1].data()[i] != 0.0f) == (counter_uniform01(key, static_cast<uint64_t>(i)) >= 0.5f));
 }
 
 TEST_CASE("dropout in test mode passes x through without random numbers", "[dropout]") {

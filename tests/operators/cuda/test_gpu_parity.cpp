@@ -356,7 +356,7 @@ TEST_CASE("concat, split and reshape GPU kernels move every value", "[cuda][gpu]
   CHECK(parity_error("reshape", Attrs().set("shape", std::vector<int64_t>{12, -1}), {b}) == 0);
 }
 
-TEST_CASE("GPU dropout keeps 1 - ratio of the elements, the same ones for the same generator",
+TEST_CASE("GPU dropout keeps 1 - ratio of the elements, the CPU's ones for the same generator",
           "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();
   std::unique_ptr<Operator> op = OperatorRegistry::create("dropout", Attrs().set("ratio", 0.25));
@@ -380,6 +380,12 @@ TEST_CASE("GPU dropout keeps 1 - ratio of the elements, the same ones for the sa
     else
       CHECK(values == first);
   }
+  // The CPU kernel draws from the same counter-based stream: the same masks, bit for bit.
+  Tensor y({100, 100}), mask({100, 100});
+  Rng rng(11);
+  OpContext context(&rng);
+  op->compute({&x}, {&y, &mask}, context);
+  CHECK(y.values() == first);
 }
 
 // Regression: pool described N x C planes to cuDNN as N * C images of one channel, and cuDNN

@@ -1,13 +1,13 @@
-// The GPU dropout's counter-based stream (operators/cuda/counter_rng.hpp), on the host: a pure
+// Dropout's counter-based stream (operators/counter_rng.hpp): a pure
 // function of (key, index), uniform enough for masks, and different keys give different streams.
 #include <catch2/catch.hpp>
 #include <cstdint>
 
-#include "operators/cuda/counter_rng.hpp"
+#include "operators/counter_rng.hpp"
 
-using namespace purine::cuda;
+using namespace purine;
 
-TEST_CASE("the counter-based stream is a uniform function of key and index", "[cuda][rng]") {
+TEST_CASE("the counter-based stream is a uniform function of key and index", "[dropout][rng]") {
   constexpr int kDraws = 200000;
   double sum = 0;
   int below_half = 0, same_as_other_key = 0;
