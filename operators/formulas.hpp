@@ -34,6 +34,15 @@ struct TanhGrad {
   PURINE_HOST_DEVICE float operator()(float y, float dy) const { return dy * (1.0f - y * y); }
 };
 
+// Batch normalization's output from a channel's statistics: y = x scale + shift with
+// scale = gamma inv_std and shift = beta - mean scale (batch_norm and sync_batch_norm).
+struct BatchNormAffine {
+  float scale, shift;
+  PURINE_HOST_DEVICE BatchNormAffine(float gamma, float beta, float mean, float inv_std)
+      : scale(gamma * inv_std), shift(beta - mean * (gamma * inv_std)) {}
+  PURINE_HOST_DEVICE float operator()(float x) const { return x * scale + shift; }
+};
+
 // SGD with momentum and L2 weight decay (operators/sgd_update.hpp), one element: the new history
 // h' = momentum h + lr (g + decay w), then the new weight w - h'.
 struct SgdStep {

@@ -117,15 +117,14 @@ void batch_norm_forward(const BatchNormParams& p, const std::vector<const Tensor
     const float inv_std = 1.0f / std::sqrt(var + eps);
     saved_mean[c] = mean;
     saved_inv_std[c] = inv_std;
-    const float scale = gamma[c] * inv_std;
-    const float shift = beta[c] - mean * scale;
+    const formula::BatchNormAffine affine(gamma[c], beta[c], mean, inv_std);
     for (int64_t i = 0; i < n; ++i) {
       const float* in = x + (i * channels + c) * inner;
       float* out = y + (i * channels + c) * inner;
       if (relu) {  // relu's formula: the unfused chain's bits
-        for (int64_t s = 0; s < inner; ++s) out[s] = formula::Relu()(in[s] * scale + shift);
+        for (int64_t s = 0; s < inner; ++s) out[s] = formula::Relu()(affine(in[s]));
       } else {
-        for (int64_t s = 0; s < inner; ++s) out[s] = in[s] * scale + shift;
+        for (int64_t s = 0; s < inner; ++s) out[s] = affine(in[s]);
       }
     }
   }

@@ -5,6 +5,7 @@
 #include "base/error.hpp"
 #include "operators/cpu/channel_sums.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -139,12 +140,11 @@ void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     const float inv_std = 1.0f / std::sqrt(var + eps);
     saved_mean[c] = mean;
     saved_inv_std[c] = inv_std;
-    const float scale = gamma[c] * inv_std;
-    const float shift = beta[c] - mean * scale;
+    const formula::BatchNormAffine affine(gamma[c], beta[c], mean, inv_std);
     for (int64_t i = 0; i < l.n; ++i) {
       const float* in = x + l.offset(i, c);
       float* out = y + l.offset(i, c);
-      for (int64_t s = 0; s < l.inner; ++s) out[s] = in[s] * scale + shift;
+      for (int64_t s = 0; s < l.inner; ++s) out[s] = affine(in[s]);
     }
   }
 }

@@ -80,8 +80,7 @@ struct Normalize {
   const float *x, *gamma, *beta, *mean, *inv_std;
   float* y;
   __device__ void operator()(int64_t i, int64_t c) const {
-    const float scale = gamma[c] * inv_std[c], shift = beta[c] - mean[c] * scale;
-    const float v = x[i] * scale + shift;
+    const float v = formula::BatchNormAffine(gamma[c], beta[c], mean[c], inv_std[c])(x[i]);
     y[i] = Relu ? formula::Relu()(v) : v;
   }
 };

@@ -6,6 +6,7 @@
 #include "base/error.hpp"
 #include "operators/cuda/channel_kernels.cuh"
 #include "operators/cuda/cuda_stream.hpp"
+#include "operators/formulas.hpp"
 #include "operators/gpu_kernel.hpp"
 #include "operators/sync_batch_norm.hpp"
 
@@ -93,8 +94,7 @@ struct Normalize {
   const float *x, *gamma, *beta, *mean, *inv_std;
   float* y;
   __device__ void operator()(int64_t i, int64_t c) const {
-    const float scale = gamma[c] * inv_std[c], shift = beta[c] - mean[c] * scale;
-    y[i] = x[i] * scale + shift;
+    y[i] = formula::BatchNormAffine(gamma[c], beta[c], mean[c], inv_std[c])(x[i]);
   }
 };
 
