@@ -1,3 +1,5 @@
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 
 #include "operators/counter_rng.hpp"
@@ -40,6 +42,22 @@ TEST_CASE("dropout repeats bit-identically for a seed", "[dropout]") {
   const uint64_t key = draw_key(draws);
   for (int64_t i = 0; i < x.count(); ++i)
     CHECK((a[1].data()[i] != 0.0f) == (counter_uniform01(key, static_cast<uint64_t>(i)) >= 0.5f));
+}
+
+TEST_CASE("dropout's masks do not depend on the thread count", "[dropout]") {
+  Rng rng(3);
+  Tensor x = random_tensor({300, 301}, rng);  // above the threading threshold, uneven blocks
+  const int saved = omp_get_max_threads();
+  std::vector<std::vector<Tensor>> runs;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    runs.push_back(run_forward("dropout", Attrs().set("ratio", 0.3), {x}, 9));
+  }
+  omp_set_num_threads(saved);
+  for (size_t r = 1; r < runs.size(); ++r) {
+    CHECK(runs[r][0].values() == runs[0][0].values());
+    CHECK(runs[r][1].values() == runs[0][1].values());
+  }
 }
 
 TEST_CASE("dropout in test mode passes x through without random numbers", "[dropout]") {
