@@ -18,9 +18,10 @@
 //                           grad_sums (data parallelism sums them over replicas with the other
 //                           gradients); dx = gamma inv_std (dy - S1 / M - (x - mean) inv_std S2 /
 //                           M) from the totals over all replicas (S1, S2, M = total_grad_sums).
-// Attributes: eps (1e-5) and momentum (0.9), as batch_norm. All tensors must be contiguous. Sums
-// run in a fixed order (in double, stored as float), so any thread count gives equal bits; with
-// one replica (every total its partial) the results equal batch_norm's to float rounding.
+// Attributes: eps (1e-5) and momentum (0.9), as batch_norm (mode "train" only). All tensors must be
+// contiguous. Sums run in a fixed order (in double, stored as float), so any thread count gives
+// equal bits; with one replica (every total its partial) the results equal batch_norm's to float
+// rounding.
 #pragma once
 
 #include <utility>
@@ -67,7 +68,8 @@ class SyncBatchNormOp : public TypedOperator<SyncBatchNormOp, BatchNormFamily> {
       "(x [N, C, ...], gamma [C], beta [C], running_mean [C], running_var [C], total_sums [C + 1], "
       "total_squares [C + 1]) -> (y, saved_mean, saved_inv_std, new_running_mean, "
       "new_running_var); attrs: eps (float, 1e-5), momentum (float, 0.9)";
-  explicit SyncBatchNormOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {}
+  // Throws purine::Error on mode "test": it always normalizes by the batches' statistics.
+  explicit SyncBatchNormOp(Attrs attrs);
   int num_inputs() const override { return 7; }
   int num_outputs() const override { return 5; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;

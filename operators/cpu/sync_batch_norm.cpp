@@ -99,6 +99,12 @@ std::vector<Shape> SyncBatchNormOp::output_shapes(const std::vector<Shape>& inpu
   return {inputs[0], Shape{c}, Shape{c}, Shape{c}, Shape{c}};
 }
 
+SyncBatchNormOp::SyncBatchNormOp(Attrs attrs) : TypedOperator(std::move(attrs), kType) {
+  require(params().training, type(),
+          ": mode 'test' normalizes by the running statistics, which batch_norm does; "
+          "sync_batch_norm always uses the batches' own");
+}
+
 GradientSpec SyncBatchNormOp::gradient() const {
   GradientSpec spec;
   spec.ops.push_back(

@@ -37,4 +37,6 @@ TEST_CASE("a bad attribute is refused when the op is made, naming the op type", 
                     Contains("batch_norm_relu_grad: mode is 'eval', expected 'train' or 'test'"));
   CHECK_THROWS_WITH(OperatorRegistry::create("sync_batch_norm", Attrs().set("mode", "eval")),
                     Contains("sync_batch_norm: mode is 'eval'"));
+  CHECK_THROWS_WITH(OperatorRegistry::create("sync_batch_norm", Attrs().set("mode", "test")),
+                    Contains("sync_batch_norm: mode 'test' normalizes by the running statistics"));
 }
