@@ -85,6 +85,15 @@ struct AdamStep {
   }
 };
 
+// Gradient clipping's factor (operators/clip.hpp, clip_grad_norm_'s): min(1, max_norm / (norm +
+// 1e-6)) for the gradients' total sum of squares, added in double on both backends.
+struct ClipFactor {
+  double max_norm;
+  PURINE_HOST_DEVICE float operator()(double sum_of_squares) const {
+    return static_cast<float>(fmin(1.0, max_norm / (sqrt(sum_of_squares) + 1e-6)));
+  }
+};
+
 // Dropout's mask for element i of a run keyed by `key` (operators/counter_rng.hpp): `scale` where
 // the element is kept (the stream's i-th uniform at least `ratio`), else 0.
 struct DropoutMask {

@@ -1,9 +1,8 @@
 #include "operators/clip.hpp"
 
-#include <cmath>
-
 #include "base/error.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -38,8 +37,7 @@ void ClipScaleOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                               const std::vector<Tensor*>& outputs, OpContext&) {
   double sum = 0;
   for (const Tensor* s : inputs) sum += *s->data();
-  *outputs[0]->mutable_data() =
-      static_cast<float>(std::min(1.0, max_norm_ / (std::sqrt(sum) + 1e-6)));
+  *outputs[0]->mutable_data() = formula::ClipFactor{max_norm_}(sum);
 }
 
 std::vector<Shape> ScaleByOp::output_shapes(const std::vector<Shape>& inputs) const {

@@ -1,12 +1,14 @@
 // GPU kernels of operators/clip.hpp, with the CPU kernels' formulas: sum_squares adds x^2 in
 // double with reduce_channels over x as one channel [1, 1, n] (fixed slices in a grid of blocks,
 // partials in the stream's workspace, then the slices in order: bit-identical run to run);
-// clip_scale adds the partial sums in input order; scale_by is element-wise. The results match
-// the CPU's up to the rounding of the sums.
+// clip_scale adds the partial sums in input order in double and applies formula::ClipFactor, as
+// the CPU kernel does; scale_by is element-wise. sum_squares matches the CPU's up to the order of
+// its additions; clip_scale's factor is the CPU's bit for bit from the same sums.
 #include "operators/clip.hpp"
 #include "operators/cuda/channel_kernels.cuh"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
+#include "operators/formulas.hpp"
 #include "operators/gpu_kernel.hpp"
 
 namespace purine::cuda {
@@ -36,35 +38,38 @@ void sum_squares(const Operator&, const std::vector<const Tensor*>& inputs,
                      StoreTotal{outputs[0]->mutable_data()});
 }
 
-// Up to kChunk partial sums per launch, added to `*total` (set, for the first chunk).
+// Up to kChunk partial sums per launch, added in input order to a double running total in the
+// stream's workspace (set by the first chunk), so that the total is the CPU kernel's to the bit.
 constexpr int kChunk = 128;
 struct Partials {
   const float* at[kChunk];
   int count;
 };
 
-__global__ void add_partials(Partials partials, bool first, float* total) {
-  double sum = first ? 0.0 : *total;
+__global__ void add_partials(Partials partials, bool first, double* running) {
+  double sum = first ? 0.0 : *running;
   for (int i = 0; i < partials.count; ++i) sum += *partials.at[i];
-  *total = static_cast<float>(sum);
+  *running = sum;
 }
 
-__global__ void scale_from_total(float* total, double max_norm) {
-  *total = static_cast<float>(fmin(1.0, max_norm / (sqrt(double(*total)) + 1e-6)));
+__global__ void store_factor(const double* running, formula::ClipFactor factor, float* out) {
+  *out = factor(*running);
 }
 
 void clip_scale(const Operator& op, const std::vector<const Tensor*>& inputs,
                 const std::vector<Tensor*>& outputs, OpContext& context) {
-  cudaStream_t stream = stream_of(context).stream();
-  float* total = outputs[0]->mutable_data();
+  CudaStream& stream = stream_of(context);
+  double* running = static_cast<double*>(stream.workspace(sizeof(double)));
   for (size_t start = 0; start < inputs.size(); start += kChunk) {
     Partials partials{};
     partials.count = static_cast<int>(std::min<size_t>(kChunk, inputs.size() - start));
     for (int i = 0; i < partials.count; ++i) partials.at[i] = inputs[start + i]->data();
-    add_partials<<<1, 1, 0, stream>>>(partials, start == 0, total);
+    add_partials<<<1, 1, 0, stream.stream()>>>(partials, start == 0, running);
     PURINE_CUDA_LAUNCHED("clip_scale");
   }
-  scale_from_total<<<1, 1, 0, stream>>>(total, static_cast<const ClipScaleOp&>(op).max_norm());
+  store_factor<<<1, 1, 0, stream.stream()>>>(
+      running, formula::ClipFactor{static_cast<const ClipScaleOp&>(op).max_norm()},
+      outputs[0]->mutable_data());
   PURINE_CUDA_LAUNCHED("clip_scale");
 }
 

@@ -563,6 +563,28 @@ TEST_CASE("GPU sum_squares over many blocks matches the CPU, bit-identically", "
   }
 }
 
+TEST_CASE("GPU clip_scale gives the CPU's factor to the bit, past one chunk of inputs",
+          "[cuda][gpu]") {
+  // The GPU adds its inputs 128 at a time; a running total rounded to float between chunks, or
+  // before the square root, changed the factor's last bits against the CPU's double sum.
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(13);
+  std::uniform_real_distribution<float> sum_of(0.1f, 1000.0f);
+  std::vector<Tensor> sums;
+  for (int i = 0; i < 300; ++i) {
+    sums.emplace_back(Shape{});
+    sums.back().fill(sum_of(gen));
+  }
+  // Rounding the total to float changed the factor for 9 of these 96 cases (checked on the host).
+  for (const int count : {3, 128, 129, 300}) {
+    const std::vector<Tensor> inputs(sums.begin(), sums.begin() + count);
+    for (int k = 1; k <= 24; ++k) {
+      INFO(count << " inputs, max_norm " << 0.37 * k);
+      CHECK(parity_error("clip_scale", Attrs().set("max_norm", 0.37 * k), inputs) == 0);
+    }
+  }
+}
+
 TEST_CASE("the CUDA backend registers a GPU kernel for the operators it covers",
           "[cuda][registry]") {
   // Runs without a GPU too: the kernels are registered whenever the backend is built.
