@@ -7,9 +7,11 @@
 # op (--nocuda-graph), as it is, its iterations replayed from CUDA graphs, and with --run-ahead
 # (each replay launched while the one before still runs). Each run is made twice, alternating,
 # keeping the best; the ratios are Purine's best way over each PyTorch setting, then
-# --cuda-graph over op by op and --run-ahead over --cuda-graph. Then, from a
-# trace of Purine's FP32 runs, where an iteration's time goes (tools/bench/trace_gaps.py: the
-# host's gap between iterations and each stream's busy share), and mlp on this machine's CPU.
+# --cuda-graph over op by op and --run-ahead over --cuda-graph. Then, from a trace of Purine's
+# runs op by op (FP32 and TF32; GoogLeNet FP32 only), where an iteration's time goes
+# (tools/bench/trace_gaps.py: the host's gap between iterations, each stream's busy share, the
+# longest ops), beside PyTorch's kernels per step in its CUDA graph for mlp and convnet
+# (pytorch_gpu_peer.py --kernels), and mlp on this machine's CPU.
 # Usage: tools/bench/gpu_vs_pytorch.sh [iters=60] [googlenet batch=128]
 # Environment: PURINE_BIN (default build/tools/purine), PYTHON (default python3, with a CUDA
 # PyTorch); to fit a short lease: ROUNDS (default 2), MATHS (default "fp32 tf32"), TORCH_MODES
@@ -75,15 +77,29 @@ for math in $maths; do
   done
 done
 
+torch_kernels() {  # MODEL BATCH MATH: PyTorch's GPU work per step in its CUDA graph
+  local flags=(--model "$1" --batch "$2" --iters 30 --mode graph --kernels 20)
+  [ "$3" = tf32 ] && flags+=(--tf32)
+  echo "  PyTorch, its step in a CUDA graph:"
+  timeout "$limit" "$python" tools/bench/pytorch_gpu_peer.py "${flags[@]}" 2>&1 | grep -v '^{' |
+    sed 's/^/    /' || true
+}
+
 echo
-echo "Where Purine's FP32 iteration goes, op by op (--nocuda-graph; trace of $iters iterations):"
-for spec in "${specs[@]}"; do
-  read -r model batch data <<<"$spec"
-  purine_run "$model" "$batch" "$data" fp32 --nocuda-graph --trace="$work/trace.json" >/dev/null ||
-    continue
-  echo "$model, batch $batch:"
-  "$python" tools/bench/trace_gaps.py "$work/trace.json" --skip=10 --top=8 | sed 's/^/  /'
-  [ -z "${KEEP:-}" ] || cp "$work/trace.json" "$KEEP/trace-$model.json"
+echo "Where Purine's iteration goes, op by op (--nocuda-graph; trace of $iters iterations), and"
+echo "for the small models PyTorch's kernels (torch.profiler): kernel time or launch gaps?"
+for math in $maths; do
+  for spec in "${specs[@]}"; do
+    read -r model batch data <<<"$spec"
+    # GoogLeNet's kernels are long: FP32 only, whose trace the README's table quotes.
+    [ "$model" = googlenet ] && [ "$math" != fp32 ] && continue
+    purine_run "$model" "$batch" "$data" "$math" --nocuda-graph --trace="$work/trace.json" \
+      >/dev/null || continue
+    echo "$model, batch $batch, $math:"
+    "$python" tools/bench/trace_gaps.py "$work/trace.json" --skip=10 --top=8 | sed 's/^/  /'
+    [ -z "${KEEP:-}" ] || cp "$work/trace.json" "$KEEP/trace-$model-$math.json"
+    [ "$model" = googlenet ] || torch_kernels "$model" "$batch" "$math"
+  done
 done
 
 echo

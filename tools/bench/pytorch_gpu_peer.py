@@ -7,9 +7,12 @@ with TF32 off unless --tf32. Three ways to run it (--mode): `eager` as it is; `b
 torch.backends.cudnn.benchmark = True (what a PyTorch user sets for fixed shapes); `graph`
 with that, and forward, backward and update captured once in a CUDA graph and replayed after
 each batch's copy (the strongest static-shape setting). Times images/s after the first 10
-iterations, synchronizing the GPU at both ends. Prints one JSON line.
+iterations, synchronizing the GPU at both ends. Prints one JSON line; with --kernels N, then
+the GPU work of N more steps recorded by torch.profiler: kernels and copies per step, their
+device time per step against the measured step, and the longest kernels (to set beside a Purine
+trace's stream busy time and longest ops, tools/bench/trace_gaps.py).
 Usage: python3 tools/bench/pytorch_gpu_peer.py --model googlenet --batch 128 --iters 60
-[--mode eager|benchmark|graph] [--tf32]"""
+[--mode eager|benchmark|graph] [--tf32] [--kernels N]"""
 import argparse
 import json
 import time
@@ -78,6 +81,8 @@ def main():
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--mode", choices=["eager", "benchmark", "graph"], default="eager")
     p.add_argument("--tf32", action="store_true")
+    p.add_argument("--kernels", type=int, default=0, metavar="N",
+                   help="then profile N more steps and print their GPU work per step")
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("error: PyTorch sees no GPU")
@@ -121,24 +126,58 @@ def main():
             loss = loss_fn(net(x), y)
             loss.backward()
             opt.step()
+    def iteration(it):
+        if graph is None:
+            return step(it)
+        x.copy_(images[it % pool], non_blocking=True)
+        y.copy_(labels[it % pool], non_blocking=True)
+        graph.replay()
+        return loss
+
     start = None
     for it in range(args.iters):
         if it == warmup:
             torch.cuda.synchronize()
             start = time.perf_counter()
-        if graph is None:
-            loss = step(it)
-        else:
-            x.copy_(images[it % pool], non_blocking=True)
-            y.copy_(labels[it % pool], non_blocking=True)
-            graph.replay()
+        loss = iteration(it)
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
+    images_per_sec = (args.iters - warmup) * args.batch / elapsed
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
                       "batch": args.batch, "mode": args.mode, "tf32": args.tf32,
                       "device": torch.cuda.get_device_name(0),
-                      "images_per_sec": (args.iters - warmup) * args.batch / elapsed,
-                      "final_loss": float(loss)}))
+                      "images_per_sec": images_per_sec, "final_loss": float(loss)}), flush=True)
+    if args.kernels > 0:
+        print_kernels(lambda it: iteration(args.iters + it), args.kernels,
+                      1e3 * args.batch / images_per_sec)
+
+
+def print_kernels(iteration, steps, step_ms):
+    """The GPU work of `steps` calls of iteration(i), recorded by torch.profiler: per step, the
+    kernels and copies and their summed device time, then the longest kernels."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for it in range(steps):
+            iteration(it)
+        torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        # device_time_total from PyTorch 2.4 on, cuda_time_total before (microseconds)
+        us = getattr(e, "device_time_total", None)
+        us = e.cuda_time_total if us is None else us
+        if us > 0:
+            rows.append((us / steps / 1e3, e.count / steps, e.key))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    count = sum(r[1] for r in rows)
+    if not rows:
+        print("torch.profiler recorded no GPU work (a CUDA graph's kernels need CUPTI's graph "
+              "tracing); try --mode benchmark")
+        return
+    print(f"GPU work per step: {count:.0f} kernels and copies, {total:.3f} ms of device time, "
+          f"{100 * total / step_ms:.1f}% of the measured {step_ms:.3f} ms step")
+    for ms, calls, name in rows[:8]:
+        print(f"  {ms:8.3f} ms  {calls:4.0f}x  {name[:100]}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
 # Usage: run.sh [tests|bench|all|quick|scale|accuracy...|exec COMMAND...]   (default all; quick fits
-# a short lease, about 4 minutes on an H200: the GPU tests with a time limit each, one round of
+# a short lease, about 5 minutes on an H200: the GPU tests with a time limit each, one round of
 # the GPU benchmark of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic
 # and --nofuse, mlp and convnet fused against --nofuse with their device operations per replay;
 # KEEP=folder keeps its traces and log. accuracy: googlenet_small's test accuracy after 400 iterations
