@@ -1,6 +1,6 @@
-// purine export --onnx (train/onnx_export.hpp): the ONNX model of a trained mlp and convnet_bn
-// passes onnx's checker and shape inference (tools/onnx_check.py, under a python3 with onnx), and
-// computes what purine predict computes; a failed export leaves no file.
+// purine export --onnx (train/onnx_export.hpp): the ONNX model of a trained mlp, convnet_bn and
+// resnet20 (residual sums) passes onnx's checker and shape inference (tools/onnx_check.py, under a
+// python3 with onnx), and computes what purine predict computes; a failed export leaves no file.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
@@ -67,8 +67,10 @@ std::vector<std::vector<double>> rows_of(const std::string& output) {
 
 using Catch::Contains;
 
-TEST_CASE("export --onnx of mlp and convnet_bn: checked by onnx, equal to predict's probabilities",
-          "[cli][onnx]") {
+TEST_CASE(
+    "export --onnx of mlp, convnet_bn and resnet20: checked by onnx, equal to predict's "
+    "probabilities",
+    "[cli][onnx]") {
   const std::string python = python_with_onnx();
   const std::string skip = skip_reason(python);
   if (!skip.empty()) {
@@ -92,7 +94,7 @@ TEST_CASE("export --onnx of mlp and convnet_bn: checked by onnx, equal to predic
       .write(reinterpret_cast<const char*>(pixels.data()),
              static_cast<std::streamsize>(pixels.size() * sizeof(float)));
 
-  for (const std::string model : {"mlp", "convnet_bn"}) {
+  for (const std::string model : {"mlp", "convnet_bn", "resnet20"}) {
     SECTION(model) {
       const std::string ckpt = dir.file(model + ".ckpt"), onnx = dir.file(model + ".onnx");
       REQUIRE(run_purine("train --model=" + model +

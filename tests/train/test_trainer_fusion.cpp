@@ -79,6 +79,10 @@ TEST_CASE("fused training follows unfused training bit for bit", "[trainer][fusi
   SECTION("convnet_bn: bn1 and bn2 with their relus, and fc1's bias and relu3") {
     check_fused_like_unfused(small_run("convnet_bn", 2), 3);
   }
+  SECTION("resnet20: the stem's and every block's first batch norm with their relus") {
+    // A block's second batch norm feeds the residual sum, whose relu stays an op of its own.
+    check_fused_like_unfused(small_run("resnet20", 2), 1 + 9);
+  }
   SECTION("convnet data parallel over 2 locations, every replica fused") {
     TrainOptions o = small_run("convnet", 3);
     o.parallel = ParallelLayout::kData;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # CPU training throughput, Purine against PyTorch (Debian python3-torch with OpenBLAS) in the
 # same run: same networks, data, batch, optimizer and thread count. Prints images/s and the
-# ratio per model (mlp, convnet, convnet_bn (purine train's default), and GoogLeNet at 28x28 for
-# GOOGLENET_ITERS iterations, default 40), then the machine's FMA peak and the models' share of
-# it. Usage: [OPTIMIZER=sgd|adam] [MODELS="mlp convnet"] tools/bench/cpu_vs_pytorch.sh
+# ratio per model (mlp, convnet, convnet_bn (purine train's default), resnet20 for RESNET_ITERS
+# iterations, default 60, and GoogLeNet at 28x28 for GOOGLENET_ITERS iterations, default 40),
+# then the machine's FMA peak and the models' share of it. Usage: [OPTIMIZER=sgd|adam] [MODELS="mlp convnet"] tools/bench/cpu_vs_pytorch.sh
 # [iterations] [threads] [batch]
 # Needs a build (tools/build.sh) and PURINE_SETUP_BENCH=1 bash tools/setup.sh for the peer.
 set -euo pipefail
@@ -12,7 +12,7 @@ iters=${1:-300}
 threads=${2:-2}
 batch=${3:-64}
 optimizer=${OPTIMIZER:-sgd}
-models=${MODELS:-mlp convnet convnet_bn googlenet}
+models=${MODELS:-mlp convnet convnet_bn resnet20 googlenet}
 purine=build/tools/purine
 [ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
 /usr/bin/python3 -c "import torch" 2>/dev/null ||
@@ -25,6 +25,7 @@ printf "%-10s %-9s %6s %7s %14s %14s %7s\n" model optimizer batch threads purine
 for model in $models; do
   n=$iters
   [ "$model" = googlenet ] && n=${GOOGLENET_ITERS:-40}
+  [ "$model" = resnet20 ] && n=${RESNET_ITERS:-60}
   # Alternate the two twice and keep each one's best, so neither gets the quieter moment.
   best_purine=0 best_torch=0
   for round in 1 2; do
@@ -41,7 +42,7 @@ for model in $models; do
     "$best_purine" "$best_torch" "${ratio}x"
 done
 
-# The same machine's measured FMA peak, and convnet's and GoogLeNet's training FLOP/s as a share
-# of it (tools/bench/bench_peak_share.cpp).
+# The same machine's measured FMA peak, and convnet's, resnet20's and GoogLeNet's training FLOP/s
+# as a share of it (tools/bench/bench_peak_share.cpp).
 echo
-build/tools/bench_peak_share --models=convnet,googlenet --batch="$batch" --threads="$threads"
+build/tools/bench_peak_share --models=convnet,resnet20,googlenet --batch="$batch" --threads="$threads"

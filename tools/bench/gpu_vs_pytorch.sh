@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU training throughput, Purine against PyTorch on the same GPU in the same run: mlp and
-# convnet (batch 64, synthetic 1x28x28 data) and GoogLeNet (inception v1, batch 128, synthetic
-# 3x224x224 data) on one GPU, in FP32 and then with TF32 on both sides (`--math=tf32`, PyTorch's
+# convnet (batch 64, synthetic 1x28x28 data), GoogLeNet (inception v1) and ResNet-50 (batch 128,
+# synthetic 3x224x224 data) on one GPU, in FP32 and then with TF32 on both sides (`--math=tf32`, PyTorch's
 # allow_tf32). PyTorch runs three ways: eager as it is, with cudnn.benchmark, and with its step
 # captured in a CUDA graph (tools/bench/pytorch_gpu_peer.py); Purine three ways: launching op by
 # op (--nocuda-graph), as it is, its iterations replayed from CUDA graphs, and with --run-ahead
@@ -12,7 +12,8 @@
 # (tools/bench/trace_gaps.py: the host's gap between iterations, each stream's busy share, the
 # longest ops), beside PyTorch's kernels per step in its CUDA graph for mlp and convnet
 # (pytorch_gpu_peer.py --kernels), and mlp on this machine's CPU.
-# Usage: tools/bench/gpu_vs_pytorch.sh [iters=60] [googlenet batch=128]
+# Usage: [MODELS="mlp convnet googlenet resnet50"] tools/bench/gpu_vs_pytorch.sh [iters=60]
+#   [batch of googlenet and resnet50=128]
 # Environment: PURINE_BIN (default build/tools/purine), PYTHON (default python3, with a CUDA
 # PyTorch); to fit a short lease: ROUNDS (default 2), MATHS (default "fp32 tf32"), TORCH_MODES
 # (default "eager benchmark graph"), RUN_TIMEOUT (seconds per run, default 600; a run past it
@@ -33,7 +34,17 @@ trap 'rm -rf "$work"' EXIT
 field() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | head -1; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
-specs=("mlp 64 1x28x28:10" "convnet 64 1x28x28:10" "googlenet $gbatch 3x224x224:1000")
+specs=()
+for model in ${MODELS:-mlp convnet googlenet resnet50}; do
+  case $model in
+    mlp | convnet) specs+=("$model 64 1x28x28:10") ;;
+    googlenet | resnet50) specs+=("$model $gbatch 3x224x224:1000") ;;
+    *)
+      echo "error: no GPU benchmark of model '$model' (mlp, convnet, googlenet, resnet50)" >&2
+      exit 1
+      ;;
+  esac
+done
 
 purine_run() {  # MODEL BATCH DATA MATH [FLAGS...]: images/s
   local model=$1 batch=$2 data=$3 math=$4
@@ -91,14 +102,14 @@ echo "for the small models PyTorch's kernels (torch.profiler): kernel time or la
 for math in $maths; do
   for spec in "${specs[@]}"; do
     read -r model batch data <<<"$spec"
-    # GoogLeNet's kernels are long: FP32 only, whose trace the README's table quotes.
-    [ "$model" = googlenet ] && [ "$math" != fp32 ] && continue
+    # The large models' kernels are long: FP32 only.
+    case $model in googlenet | resnet50) [ "$math" != fp32 ] && continue ;; esac
     purine_run "$model" "$batch" "$data" "$math" --nocuda-graph --trace="$work/trace.json" \
       >/dev/null || continue
     echo "$model, batch $batch, $math:"
     "$python" tools/bench/trace_gaps.py "$work/trace.json" --skip=10 --top=8 | sed 's/^/  /'
     [ -z "${KEEP:-}" ] || cp "$work/trace.json" "$KEEP/trace-$model-$math.json"
-    [ "$model" = googlenet ] || torch_kernels "$model" "$batch" "$math"
+    case $model in mlp | convnet) torch_kernels "$model" "$batch" "$math" ;; esac
   done
 done
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The PyTorch peer of `purine train --device=0` on one GPU: the same networks (mlp, convnet,
-and GoogLeNet as models/googlenet.cpp builds it: inception v1 with LRN, no batch norm, no
-auxiliary heads), synthetic data of the same shape drawn once on the host and copied to the GPU
-every iteration (as purine's data source is), SGD with momentum 0.9 and weight decay 5e-4, FP32
-with TF32 off unless --tf32. Three ways to run it (--mode): `eager` as it is; `benchmark` with
+GoogLeNet as models/googlenet.cpp builds it: inception v1 with LRN, no batch norm, no
+auxiliary heads; resnet18 and resnet50 as models/resnet.cpp builds them), synthetic data of
+the same shape drawn once on the host and copied to the GPU every iteration (as purine's data
+source is), SGD with momentum 0.9 and weight decay 5e-4, FP32 with TF32 off unless --tf32.
+Three ways to run it (--mode): `eager` as it is; `benchmark` with
 torch.backends.cudnn.benchmark = True (what a PyTorch user sets for fixed shapes); `graph`
 with that, and forward, backward and update captured once in a CUDA graph and replayed after
 each batch's copy (the strongest static-shape setting). Times images/s after the first 10
@@ -59,6 +60,51 @@ def googlenet(classes, in_channels=3):
     return nn.Sequential(*layers)
 
 
+def conv_bn(cin, cout, k, stride=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn.BatchNorm2d(cout))
+
+
+class Residual(nn.Module):
+    """models/resnet.cpp's blocks: relu(branch(x) + x, or x's 1x1 projection where the maps or
+    channels change); basic (two 3x3) or bottleneck (1x1, 3x3 with the stride, 1x1 up to 4x)."""
+
+    def __init__(self, cin, width, stride, bottleneck):
+        super().__init__()
+        self.out = 4 * width if bottleneck else width
+        if bottleneck:
+            layers = [conv_bn(cin, width, 1), nn.ReLU(inplace=True),
+                      conv_bn(width, width, 3, stride), nn.ReLU(inplace=True),
+                      conv_bn(width, self.out, 1)]
+        else:
+            layers = [conv_bn(cin, width, 3, stride), nn.ReLU(inplace=True),
+                      conv_bn(width, width, 3)]
+        self.branch = nn.Sequential(*layers)
+        project = stride != 1 or cin != self.out
+        self.shortcut = conv_bn(cin, self.out, 1, stride) if project else nn.Identity()
+
+    def forward(self, x):
+        return torch.relu(self.branch(x) + self.shortcut(x))
+
+
+def resnet(name, classes, in_channels=3):
+    """resnet18 and resnet50 (ImageNet stem) or resnet20 (CIFAR), as models/resnet.cpp."""
+    if name == "resnet20":
+        layers = [conv_bn(in_channels, 16, 3), nn.ReLU(inplace=True)]
+        stages, bottleneck, cin = [(3, 16, 1), (3, 32, 2), (3, 64, 2)], False, 16
+    else:
+        layers = [conv_bn(in_channels, 64, 7, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+        bottleneck, cin = name == "resnet50", 64
+        counts = [3, 4, 6, 3] if bottleneck else [2, 2, 2, 2]
+        stages = list(zip(counts, [64, 128, 256, 512], [1, 2, 2, 2]))
+    for blocks, width, stride in stages:
+        for b in range(blocks):
+            block = Residual(cin, width, stride if b == 0 else 1, bottleneck)
+            layers.append(block)
+            cin = block.out
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
 def build(name):
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(inplace=True),
@@ -70,7 +116,10 @@ def build(name):
                              nn.ReLU(inplace=True), nn.Linear(1024, 10)), (1, 28, 28), 10
     if name == "googlenet":
         return googlenet(1000), (3, 224, 224), 1000
-    raise SystemExit(f"error: unknown model '{name}' (mlp, convnet, googlenet)")
+    if name in ("resnet18", "resnet50"):
+        return resnet(name, 1000), (3, 224, 224), 1000
+    raise SystemExit(f"error: unknown model '{name}' (mlp, convnet, googlenet, resnet18, "
+                     "resnet50)")
 
 
 def main():

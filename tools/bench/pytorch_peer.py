@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from pytorch_gpu_peer import googlenet
+from pytorch_gpu_peer import googlenet, resnet
 
 
 def load_images(path):
@@ -47,6 +47,8 @@ def build(name):
                              nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Linear(1024, 10))
     if name == "googlenet":  # as on the GPU, at 28x28: inceptions on 4x4, 2x2 and 1x1 maps
         return googlenet(10, in_channels=1)
+    if name in ("resnet18", "resnet20", "resnet50"):  # at 28x28, as purine builds them
+        return resnet(name, 10, in_channels=1)
     if name == "lenet":
         return nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),

@@ -4,15 +4,19 @@
 # cuDNN (and NCCL), found in the nvidia-* Python wheels of its python3 or under
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
-# Usage: run.sh [tests|bench|all|quick|scale|accuracy...|exec COMMAND...]   (default all; quick fits
-# a short lease, about 5 minutes on an H200: the GPU tests with a time limit each, one round of
-# the GPU benchmark of 30 iterations, GoogLeNet's cuDNN choices, --math=exact, --nodeterministic
-# and --nofuse, mlp and convnet fused against --nofuse with their device operations per replay;
-# KEEP=folder keeps its traces and log. accuracy: googlenet_small's test accuracy after 400 iterations
-# on the GPU and on the CPU, two seeds each (tools/bench/gpu_accuracy.sh), at most 5 minutes. scale, about 3.5 minutes on 16 cores: the CPU-rank
-# benchmarks of bench, shortened: allreduce on 2, 4 and 8 ranks, weak scaling over 1 to 8 ranks
-# against the machine's ceiling with traces of each layout, and purine simulate against 4 and 8
-# real ranks).
+# Usage: run.sh [TARGET...|exec COMMAND...]; the targets (default all):
+#   quick     fits a short lease, about 5 minutes on an H200: the GPU tests with a time limit
+#             each, one round of the GPU benchmark of 30 iterations (mlp, convnet, GoogLeNet),
+#             GoogLeNet's cuDNN choices, --math=exact, --nodeterministic and --nofuse, mlp and
+#             convnet fused against --nofuse with their device operations per replay; KEEP=folder
+#             keeps its traces and log
+#   accuracy  googlenet_small's test accuracy after 400 iterations on the GPU and on the CPU, two
+#             seeds each (tools/bench/gpu_accuracy.sh), at most 5 minutes
+#   resnet    ResNet-50 at batch 128 against PyTorch, FP32 and TF32, one round (about 2 minutes)
+#   scale     about 3.5 minutes on 16 cores: the CPU-rank benchmarks of bench, shortened:
+#             allreduce on 2, 4 and 8 ranks, weak scaling over 1 to 8 ranks against the machine's
+#             ceiling with traces of each layout, and purine simulate against 4 and 8 real ranks
+#   tests, bench, all
 # Needs root only to make the data set visible at /usr/share/datasets/fashion-mnist, where the
 # tests look for it.
 set -uo pipefail
@@ -29,6 +33,11 @@ if [ $# -gt 1 ] && [ "$1" != exec ]; then
   exit $status
 fi
 what=${1:-all}
+case $what in
+  tests | bench | all | quick | scale | accuracy | resnet | exec) ;;
+  *) echo "error: unknown target '$what' (tests, bench, all, quick, scale, accuracy, resnet, exec)" >&2
+     exit 2 ;;
+esac
 step() { printf '\n== %s\n' "$*"; }
 
 cuda_libs=${PURINE_CUDA_LIBS:-}
@@ -95,8 +104,8 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = quick ]; then
 fi
 if [ "$what" = quick ]; then
   step "GPU training: Purine against PyTorch on this GPU (one round, 30 iterations)"
-  ROUNDS=1 TORCH_MODES="eager benchmark graph" RUN_TIMEOUT=60 PURINE_BIN="$here/bin/purine" \
-    bash "$here/tools/bench/gpu_vs_pytorch.sh" 30 || status=1
+  MODELS="mlp convnet googlenet" ROUNDS=1 TORCH_MODES="eager benchmark graph" RUN_TIMEOUT=60 \
+    PURINE_BIN="$here/bin/purine" bash "$here/tools/bench/gpu_vs_pytorch.sh" 30 || status=1
   step "cuDNN's algorithms for GoogLeNet's convolutions (FP32, batch 128): what the rules cost"
   log=${KEEP:-/tmp}/conv-algorithms.log
   GLOG_v=1 GLOG_logtostderr=1 timeout 90 purine train --model=googlenet --device=0 \
@@ -124,6 +133,13 @@ if [ "$what" = quick ]; then
       done
     done
   done
+fi
+if [ "$what" = resnet ]; then
+  # ResNet-50 at batch 128, FP32 and TF32, one round of 30 iterations against PyTorch (the full
+  # bench runs it with the other models).
+  step "ResNet-50 training: Purine against PyTorch on this GPU (one round, 30 iterations)"
+  MODELS=resnet50 ROUNDS=1 RUN_TIMEOUT=90 PURINE_BIN="$here/bin/purine" \
+    bash "$here/tools/bench/gpu_vs_pytorch.sh" 30 || status=1
 fi
 if [ "$what" = accuracy ] || [ "$what" = all ]; then
   # Issue 22: googlenet_small on Fashion-MNIST reaches the CPU's accuracy band on the GPU.
