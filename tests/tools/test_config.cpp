@@ -170,7 +170,8 @@ TEST_CASE("a config value error names the file and line and field", "[cli][confi
            Case{model, "",
                 "error: --config=" + model +
                     ":2:1: field 'model': unknown model 'mlp2'; known models: alexnet, convnet, "
-                    "convnet_bn, googlenet, googlenet_small, lenet, mlp, nin\n"},
+                    "convnet_bn, googlenet, googlenet_small, lenet, mlp, nin, resnet18, resnet20, "
+                    "resnet50\n"},
            Case{batch, "",
                 "error: --config=" + batch +
                     ":2:8: field 'batch': Expected integer, got: \"many\"\n"},
