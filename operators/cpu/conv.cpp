@@ -27,24 +27,6 @@ bool ConvGeometry::operator==(const ConvGeometry& other) const {
 
 namespace {
 
-// The weight gradient is a sum over the batch. Both engines cut the batch into this many fixed
-// chunks at most (whatever the thread count), sum each chunk on one thread and add the chunks'
-// partial sums in chunk order, so its bits do not depend on the thread count.
-constexpr int64_t kMaxChunks = 8;
-
-// The first image of chunk `chunk` of `chunks` over a batch of n.
-int64_t chunk_begin(int64_t n, int64_t chunk, int64_t chunks) { return n * chunk / chunks; }
-
-// dw[j] = partials[0][j] + partials[1][j] + ... in chunk order.
-void sum_chunks(const float* partials, int64_t chunks, int64_t size, int team, float* dw) {
-#pragma omp parallel for if (size * chunks > kParallelMinArithmetic) num_threads(team)
-  for (int64_t j = 0; j < size; ++j) {
-    float total = partials[j];
-    for (int64_t chunk = 1; chunk < chunks; ++chunk) total += partials[chunk * size + j];
-    dw[j] = total;
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // oneDNN: the primitive works in the layouts it prefers (format_tag::any, blocked channels);
 // our plain NCHW / OIHW tensors are reordered in and out around it.
@@ -404,6 +386,8 @@ class Im2colConvKernel : public ConvKernel {
 
 // Output planes of at most this many pixels count as small (see make_kernel).
 constexpr int64_t kSmallPlane = 49;
+// Weight gradients of at most this many output channels go to shifted rows (see make_kernel).
+constexpr int64_t kShiftedRowsMaxOutputs = 32;
 
 // Whether oneDNN runs AVX-512 kernels here (its effective ISA: ONEDNN_MAX_CPU_ISA=AVX2 caps it).
 bool onednn_has_avx512() {
@@ -430,7 +414,13 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // larger planes too (googlenet_small, 14x14 and 28x28, 2 AVX2 EPYC cores, 2026-11-27: conv2
   // 73 against 89 ms, the 3x3s 37 / 20 against 46 / 23, the 1x1s 10-25%; 378 against 408 ms
   // for all its weight gradients), its 5x5 ones win (14 against 15, 2.8 against 5.9 ms); not
-  // measured with AVX-512, which keeps oneDNN.
+  // measured with AVX-512, which keeps oneDNN. Of what im2col gets, the stride-1 weight gradients
+  // of up to 32 output channels go to dot products of shifted rows (conv_shifted_rows.cpp), which
+  // write no columns (same machine, 2026-11-27, two alternating rounds: resnet20's 16 -> 16 at
+  // 28x28 2.3-3.0 against 4.8-4.9 ms, 32 -> 32 at 14x14 2.5-3.2 against 4.3-4.7, its 1 -> 16
+  // stem 0.22-0.28 against 0.61-0.63, convnet_bn's 1 -> 32 5x5 1.1-1.2 against 1.7); with more
+  // output channels im2col's GEMM wins (googlenet_small's 96 -> 128 3x3 at 14x14: 32 against 28
+  // ms, 128 -> 192: 80 against 51) and small planes stay with image groups (level at 7x7).
   const int64_t plane = g.ho * g.wo;
   const bool small = (direction == ConvDirection::kBackwardWeights && plane <= kSmallPlane) ||
                      (direction == ConvDirection::kForward && plane <= 4);
@@ -454,6 +444,9 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   }
   if (plane <= kSmallPlane && direction != ConvDirection::kBackwardData)
     return make_image_group_kernel(direction, g, threads, bias_relu);
+  if (direction == ConvDirection::kBackwardWeights && g.o <= kShiftedRowsMaxOutputs &&
+      shifted_rows_fit(g))
+    return make_shifted_rows_kernel(g, threads);
   return std::make_unique<Im2colConvKernel>(direction, g, threads, bias_relu);
 }
 

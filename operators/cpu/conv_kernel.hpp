@@ -9,6 +9,7 @@
 #include <string>
 
 #include "operators/conv.hpp"
+#include "operators/cpu/threading.hpp"
 #include "operators/formulas.hpp"
 
 namespace purine {
@@ -62,6 +63,24 @@ class OmpThreads {
   const int saved_;
 };
 
+// The weight gradient is a sum over the batch. Its kernels cut the batch into this many fixed
+// chunks at most (whatever the thread count), sum each chunk on one thread and add the chunks'
+// partial sums in chunk order, so its bits do not depend on the thread count.
+constexpr int64_t kMaxChunks = 8;
+
+// The first image of chunk `chunk` of `chunks` over a batch of n.
+inline int64_t chunk_begin(int64_t n, int64_t chunk, int64_t chunks) { return n * chunk / chunks; }
+
+// dw[j] = partials[0][j] + partials[1][j] + ... in chunk order.
+inline void sum_chunks(const float* partials, int64_t chunks, int64_t size, int team, float* dw) {
+#pragma omp parallel for if (size * chunks > kParallelMinArithmetic) num_threads(team)
+  for (int64_t j = 0; j < size; ++j) {
+    float total = partials[j];
+    for (int64_t chunk = 1; chunk < chunks; ++chunk) total += partials[chunk * size + j];
+    dw[j] = total;
+  }
+}
+
 // Row-major C[M, N] = op(A) op(B) (+ C when accumulate), on the calling thread when called
 // inside an OpenMP parallel region.
 void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -76,6 +95,11 @@ void im2col(const ConvGeometry& g, const float* x, float* columns, int64_t ld);
 inline void add_bias_relu(const float* in, float b, int64_t n, float* out) {
   for (int64_t q = 0; q < n; ++q) out[q] = formula::Relu()(in[q] + b);
 }
+
+// The weight gradient of a stride-1 convolution as dot products of shifted rows of the padded
+// input (conv_shifted_rows.cpp); it fits where the CPU has AVX2 and FMA.
+bool shifted_rows_fit(const ConvGeometry& g);
+std::unique_ptr<ConvKernel> make_shifted_rows_kernel(const ConvGeometry& g, int threads);
 
 // The forward (kForward) or weight gradient (kBackwardWeights) of small output planes as GEMMs
 // over groups of images (conv_image_groups.cpp).
