@@ -1,13 +1,12 @@
-// What the model tests share: a model learns when it memorizes a fixed batch. 8 fixed random
-// images with fixed labels are fed again and again, the model in its evaluation form (dropout
-// off: this checks that gradients reach every layer); with Adam at 3e-4 the mean loss of the
-// last 5 of 30 iterations must fall below 1.6, well under chance (ln 10 = 2.30). Measured: nin
-// 1.01-1.05, googlenet_small 0.013 (both ISAs), resnet20 0.42, resnet18 0.001 (AVX2); mlp, lenet
-// and convnet reach 1e-4. A model whose
-// gradients stop somewhere, or whose units all die, stays at chance. (The check this replaced, a
-// loss falling by 0.3 within 40 iterations on Fashion-MNIST at SGD 0.02, passed when these two
-// deep ReLU nets without batch norm fell from an exploded start to exactly chance, their units
-// dead; at Adam 1e-3 they die as well.)
+// What the model tests share: counting parameters, and a model learns when it memorizes a fixed
+// batch. 8 fixed random images with fixed labels are fed again and again, the model in its
+// evaluation form (dropout off: this checks that gradients reach every layer); with Adam at 3e-4
+// the mean loss of the last 5 of 30 iterations must fall below 1.6, well under chance (ln 10 =
+// 2.30). Measured: nin 1.01-1.05, googlenet_small 0.013 (both ISAs), resnet20 0.42, resnet18
+// 0.001 (AVX2); mlp, lenet and convnet reach 1e-4. A model whose gradients stop somewhere, or
+// whose units all die, stays at chance. (The check this replaced, a loss falling by 0.3 within 40
+// iterations on Fashion-MNIST at SGD 0.02, passed when these two deep ReLU nets without batch norm
+// fell from an exploded start to exactly chance, their units dead; at Adam 1e-3 they die as well.)
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -25,6 +24,13 @@
 #include "purine/runnable.hpp"
 
 namespace purine::testing {
+
+// The number of trainable values (weights, biases, batch norm's gamma and beta) of a graph.
+inline int64_t parameter_count(const Graph& g) {
+  int64_t total = 0;
+  for (const Parameter& p : g.parameters()) total += p.blob->shape().count();
+  return total;
+}
 
 inline void check_memorizes_a_batch(const std::string& model) {
   constexpr int64_t kBatch = 8, kIterations = 30;

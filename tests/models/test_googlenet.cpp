@@ -11,14 +11,9 @@
 #include "tests/models/short_training.hpp"
 
 using namespace purine;
+using testing::parameter_count;
 
 namespace {
-
-int64_t parameter_count(const Graph& g) {
-  int64_t total = 0;
-  for (const Parameter& p : const_cast<Graph&>(g).parameters()) total += p.blob->shape().count();
-  return total;
-}
 
 // Table 1: (#1x1, #3x3 reduce, #3x3, #5x5 reduce, #5x5, pool proj) of 3a .. 5b.
 const std::vector<std::vector<int64_t>> kInceptions = {

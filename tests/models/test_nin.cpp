@@ -6,14 +6,9 @@
 #include "tests/models/short_training.hpp"
 
 using namespace purine;
+using testing::parameter_count;
 
 namespace {
-int64_t parameter_count(Graph& g) {
-  int64_t total = 0;
-  for (const Parameter& p : g.parameters()) total += p.blob->shape().count();
-  return total;
-}
-
 // Weights and biases of a k x k convolution from `in` to `out` maps.
 int64_t conv(int64_t in, int64_t out, int64_t k) { return out * in * k * k + out; }
 

@@ -7,14 +7,9 @@
 #include "tests/models/short_training.hpp"
 
 using namespace purine;
+using testing::parameter_count;
 
 namespace {
-
-int64_t parameter_count(Graph& g) {
-  int64_t total = 0;
-  for (const Parameter& p : g.parameters()) total += p.blob->shape().count();
-  return total;
-}
 
 // A k x k convolution without bias from `in` to `out` maps, and its batch norm's gamma and beta.
 int64_t conv_bn(int64_t in, int64_t out, int64_t k) { return out * in * k * k + 2 * out; }
