@@ -11,7 +11,9 @@
 // images of a group sized to stay in L2, and each tile adds each image's sums into dw. The batch is
 // cut into the fixed chunks of the other weight kernels, each summed on one thread, and the chunks'
 // sums are added in order: the bits follow from the geometry alone, not the thread count. The
-// zeros at j >= Wo cost (Wp - Wo) / Wo more multiply-adds (7% at 28x28 with 3x3 kernels).
+// zeros at j >= Wo cost (Wp - Wo) / Wo more multiply-adds (7% at 28x28 with 3x3 kernels); they
+// meet x values of other taps, so an infinite x can make more of dw NaN than im2col would (dw is
+// not finite then either way).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -155,13 +157,13 @@ class ShiftedRowsKernel : public ConvKernel {
     }
   }
 
-  const int64_t wp_;             // padded row width, W + 2 pad_w
-  const int64_t x_image_;        // floats of an image's padded x rows of one channel, Hp Wp
-  const int64_t dy_image_;       // floats of an image's dy rows of one channel, Ho Wp up to 8k
-  const int64_t x_tail_;         // zeros after a group's x rows that its last image's taps may read
-  const int64_t chunks_;         // fixed chunks of the batch
-  const int64_t group_;          // images packed and summed at once
-  const int64_t taps_;           // C kh kw
+  const int64_t wp_;        // padded row width, W + 2 pad_w
+  const int64_t x_image_;   // an image's padded x rows of one channel: Hp Wp floats
+  const int64_t dy_image_;  // an image's dy rows of one channel: Ho Wp floats, to a multiple of 8
+  const int64_t x_tail_;    // zeros after a group's x rows that its last image's taps may read
+  const int64_t chunks_;    // fixed chunks of the batch
+  const int64_t group_;     // images packed and summed at once
+  const int64_t taps_;      // C kh kw
   std::vector<float> dy_rows_;   // per thread: [O, group dy images]
   std::vector<float> x_rows_;    // per thread: [C, group x images + tail]
   std::vector<float> partials_;  // one [O, C kh kw] sum per chunk
