@@ -11,7 +11,7 @@
 # runs op by op (FP32 and TF32; GoogLeNet FP32 only), where an iteration's time goes
 # (tools/bench/trace_gaps.py: the host's gap between iterations, each stream's busy share, the
 # longest ops), beside PyTorch's kernels per step in its CUDA graph for mlp and convnet
-# (pytorch_gpu_peer.py --kernels), and mlp on this machine's CPU.
+# (pytorch_gpu_peer.py --kernels), and mlp on this machine's CPU (when mlp is among MODELS).
 # Usage: [MODELS="mlp convnet googlenet resnet50"] tools/bench/gpu_vs_pytorch.sh [iters=60]
 #   [batch of googlenet and resnet50=128]
 # Environment: PURINE_BIN (default build/tools/purine), PYTHON (default python3, with a CUDA
@@ -113,6 +113,7 @@ for math in $maths; do
   done
 done
 
+[[ " ${specs[*]} " == *" mlp "* ]] || exit 0
 echo
 cpu=$("$purine" train --model=mlp --batch=64 --data=synthetic:1x28x28:10 \
   --max-iters=$((iters * 20)) --noevaluate --threads="$(nproc)" --summary="$work/summary.json" \
