@@ -175,6 +175,7 @@ def main():
             loss = loss_fn(net(x), y)
             loss.backward()
             opt.step()
+
     def iteration(it):
         if graph is None:
             return step(it)
@@ -211,9 +212,10 @@ def print_kernels(iteration, steps, step_ms):
         torch.cuda.synchronize()
     rows = []
     for e in prof.key_averages():
-        # device_time_total from PyTorch 2.4 on, cuda_time_total before (microseconds)
-        us = getattr(e, "device_time_total", None)
-        us = e.cuda_time_total if us is None else us
+        # A row's own device time (not its children's, so nothing counts twice):
+        # self_device_time_total from PyTorch 2.4 on, self_cuda_time_total before (microseconds)
+        us = getattr(e, "self_device_time_total", None)
+        us = e.self_cuda_time_total if us is None else us
         if us > 0:
             rows.append((us / steps / 1e3, e.count / steps, e.key))
     rows.sort(reverse=True)
