@@ -12,6 +12,7 @@
 #include "operators/bias.hpp"
 #include "operators/cpu/conv_kernel.hpp"
 #include "operators/cpu/dnnl_context.hpp"
+#include "operators/cpu/thread_workspace.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/kernel_determinism.hpp"
 #include "operators/registry.hpp"
@@ -29,7 +30,8 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // oneDNN: the primitive works in the layouts it prefers (format_tag::any, blocked channels);
-// our plain NCHW / OIHW tensors are reordered in and out around it.
+// our plain NCHW / OIHW tensors are reordered in and out around it, through the calling
+// thread's workspace.
 class DnnlConvKernel : public ConvKernel {
  public:
   // Throws dnnl::error when oneDNN has no implementation for the geometry.
@@ -111,7 +113,9 @@ class DnnlConvKernel : public ConvKernel {
       }
     }
     if (scratchpad.get_size() > 0) {
-      exec_args_[DNNL_ARG_SCRATCHPAD] = memory(scratchpad, engine);
+      scratchpad_ = memory(scratchpad, engine, DNNL_MEMORY_NONE);
+      scratchpad_offset_ = workspace_.add(scratchpad.get_size());
+      exec_args_[DNNL_ARG_SCRATCHPAD] = scratchpad_;
     }
   }
 
@@ -124,6 +128,11 @@ class DnnlConvKernel : public ConvKernel {
     args_[1].user.set_data_handle(const_cast<float*>(b));
     args_[2].user.set_data_handle(out);
     if (num_args_ > 3) args_[3].user.set_data_handle(const_cast<float*>(bias));
+    char* workspace = thread_workspace(workspace_.bytes());
+    for (int i = 0; i < num_args_; ++i) {
+      if (args_[i].reordered) args_[i].inner.set_data_handle(workspace + args_[i].offset);
+    }
+    if (scratchpad_) scratchpad_.set_data_handle(workspace + scratchpad_offset_);
     for (int i = 0; i < 2; ++i) {
       if (args_[i].reordered) args_[i].reorder.execute(stream, args_[i].user, args_[i].inner);
     }
@@ -138,6 +147,7 @@ class DnnlConvKernel : public ConvKernel {
     dnnl::memory inner;  // what the primitive reads or writes (user itself if layouts agree)
     dnnl::reorder reorder;
     bool reordered = false;
+    size_t offset = 0;  // of `inner` in the thread's workspace, when reordered
   };
 
   void add_arg(int id, const dnnl::memory::desc& plain, const dnnl::memory::desc& wanted,
@@ -148,7 +158,8 @@ class DnnlConvKernel : public ConvKernel {
     if (wanted == plain) {
       arg.inner = arg.user;
     } else {
-      arg.inner = dnnl::memory(wanted, engine);
+      arg.inner = dnnl::memory(wanted, engine, DNNL_MEMORY_NONE);
+      arg.offset = workspace_.add(wanted.get_size());
       arg.reordered = true;
       arg.reorder =
           output ? dnnl::reorder(arg.inner, arg.user) : dnnl::reorder(arg.user, arg.inner);
@@ -161,6 +172,9 @@ class DnnlConvKernel : public ConvKernel {
   std::string impl_;
   Arg args_[4];  // the two inputs, the output, then the bias of a forward with bias_relu
   int num_args_ = 0;
+  dnnl::memory scratchpad_;
+  size_t scratchpad_offset_ = 0;
+  WorkspaceLayout workspace_;  // the reordered copies and the scratchpad
   std::unordered_map<int, dnnl::memory> exec_args_;
 };
 
@@ -292,8 +306,8 @@ class Im2colConvKernel : public ConvKernel {
       : ConvKernel(direction, g, threads, bias_relu),
         rows_(g.c * g.kh * g.kw),
         plane_(g.ho * g.wo),
-        chunks_(std::min(g.n, kMaxChunks)) {
-    columns_.resize(static_cast<size_t>(team_) * rows_ * plane_);
+        chunks_(std::min(g.n, kMaxChunks)),
+        columns_at_(workspace_.add(sizeof(float) * team_ * rows_ * plane_)) {
     if (direction == ConvDirection::kBackwardWeights) {
       partials_.resize(static_cast<size_t>(chunks_) * g.o * rows_);
     }
@@ -305,6 +319,7 @@ class Im2colConvKernel : public ConvKernel {
     // On one thread the GEMMs see no active parallel region and would fork on their own; a
     // thread count of 1 keeps them sequential, so the results stay the same.
     OmpThreads scope(team_);
+    columns_ = workspace_floats(thread_workspace(workspace_.bytes()), columns_at_);
     switch (direction_) {
       case ConvDirection::kForward:
         forward(a, b, bias_relu_ ? bias : nullptr, out);
@@ -322,7 +337,7 @@ class Im2colConvKernel : public ConvKernel {
   float* thread_columns() {
     const int t = omp_get_thread_num();
     CHECK_LT(t, team_);
-    return columns_.data() + static_cast<size_t>(t) * rows_ * plane_;
+    return columns_ + static_cast<size_t>(t) * rows_ * plane_;
   }
 
   // With a bias: then y_i = max(y_i + bias, 0), while y_i is in cache (the bias op's and the relu
@@ -377,10 +392,12 @@ class Im2colConvKernel : public ConvKernel {
     sum_chunks(partials_.data(), chunks_, size, team_, dw);
   }
 
-  const int64_t rows_;           // C kh kw
-  const int64_t plane_;          // Ho Wo
-  const int64_t chunks_;         // weight gradient: fixed chunks of the batch
-  std::vector<float> columns_;   // one [rows, plane] buffer per thread of the team
+  const int64_t rows_;    // C kh kw
+  const int64_t plane_;   // Ho Wo
+  const int64_t chunks_;  // weight gradient: fixed chunks of the batch
+  WorkspaceLayout workspace_;
+  const size_t columns_at_;      // one [rows, plane] buffer per thread of the team
+  float* columns_ = nullptr;     // in the workspace of the thread that runs the kernel
   std::vector<float> partials_;  // weight gradient: one [O, rows] sum per chunk
 };
 

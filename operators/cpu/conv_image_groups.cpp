@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "operators/cpu/conv_kernel.hpp"
+#include "operators/cpu/thread_workspace.hpp"
 
 namespace purine {
 
@@ -82,8 +83,8 @@ class ImageGroupKernel : public ConvKernel {
                                                            : tile_columns(g.o, rows_)),
         pointwise_(g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
                    g.pad_w == 0),
-        columns_(static_cast<size_t>(group_) * rows_ * plane_),
-        by_channel_(static_cast<size_t>(group_) * g.o * plane_) {
+        columns_at_(workspace_.add(sizeof(float) * group_ * rows_ * plane_)),
+        by_channel_at_(workspace_.add(sizeof(float) * group_ * g.o * plane_)) {
     CHECK(direction != ConvDirection::kBackwardData);
   }
 
@@ -93,6 +94,9 @@ class ImageGroupKernel : public ConvKernel {
     // On one thread the GEMMs see no active parallel region and would fork on their own; a
     // thread count of 1 keeps them sequential, so the results stay the same.
     OmpThreads scope(team_);
+    char* workspace = thread_workspace(workspace_.bytes());
+    columns_ = workspace_floats(workspace, columns_at_);
+    by_channel_ = workspace_floats(workspace, by_channel_at_);
     if (direction_ == ConvDirection::kForward) {
       forward(a, b, bias_relu_ ? bias : nullptr, out);
     } else {
@@ -109,16 +113,15 @@ class ImageGroupKernel : public ConvKernel {
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < g.c; ++c)
         for (int64_t i = 0; i < images; ++i)
-          std::memcpy(columns_.data() + c * ld + i * plane_, xg + (i * g.c + c) * plane_,
+          std::memcpy(columns_ + c * ld + i * plane_, xg + (i * g.c + c) * plane_,
                       sizeof(float) * plane_);
     } else if (g.wo < kWideRow) {
 #pragma omp for schedule(static)
-      for (int64_t r = 0; r < rows_; ++r)
-        im2col_row_of_images(g, xg, images, r, columns_.data() + r * ld);
+      for (int64_t r = 0; r < rows_; ++r) im2col_row_of_images(g, xg, images, r, columns_ + r * ld);
     } else {
 #pragma omp for schedule(static)
       for (int64_t i = 0; i < images; ++i)
-        im2col(g, xg + i * g.c * g.h * g.w, columns_.data() + i * plane_, ld);
+        im2col(g, xg + i * g.c * g.h * g.w, columns_ + i * plane_, ld);
     }
   }
 
@@ -140,13 +143,12 @@ class ImageGroupKernel : public ConvKernel {
         for (int64_t tile = 0; tile < tiles; ++tile) {
           const int64_t o = tile % tiles_o * tile_o_, p = tile / tiles_o * tile_columns_;
           sgemm('N', 'N', std::min(tile_o_, g.o - o), std::min(tile_columns_, width - p), rows_,
-                w + o * rows_, rows_, columns_.data() + p, ld, false,
-                by_channel_.data() + o * ld + p, ld);
+                w + o * rows_, rows_, columns_ + p, ld, false, by_channel_ + o * ld + p, ld);
         }
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < images; ++i) {
           for (int64_t o = 0; o < g.o; ++o) {
-            const float* in = by_channel_.data() + o * ld + i * plane_;
+            const float* in = by_channel_ + o * ld + i * plane_;
             float* row = y + ((first + i) * g.o + o) * plane_;
             if (bias) {
               add_bias_relu(in, bias[o], plane_, row);
@@ -178,7 +180,7 @@ class ImageGroupKernel : public ConvKernel {
         build_columns(x + first * g.c * g.h * g.w, images);
 #pragma omp for schedule(static)
         for (int64_t o = 0; o < g.o; ++o) {
-          float* row = by_channel_.data() + o * ld;
+          float* row = by_channel_ + o * ld;
           for (int64_t i = 0; i < images; ++i)
             std::copy_n(dyg + (i * g.o + o) * plane_, plane_, row + i * plane_);
         }
@@ -186,8 +188,8 @@ class ImageGroupKernel : public ConvKernel {
         for (int64_t tile = 0; tile < tiles; ++tile) {
           const int64_t o = tile % tiles_o * tile_o_, r = tile / tiles_o * tile_columns_;
           sgemm('N', 'T', std::min(tile_o_, g.o - o), std::min(tile_columns_, rows_ - r),
-                images * plane_, by_channel_.data() + o * ld, ld, columns_.data() + r * ld, ld,
-                first > 0, dw + o * rows_ + r, rows_);
+                images * plane_, by_channel_ + o * ld, ld, columns_ + r * ld, ld, first > 0,
+                dw + o * rows_ + r, rows_);
         }
       }
     }
@@ -199,9 +201,12 @@ class ImageGroupKernel : public ConvKernel {
   // The tiles of one GEMM's output: kTileO channels by tile_columns_ columns (of the group's
   // output plane in the forward, of dw in the weight gradient).
   const int64_t tile_o_, tile_columns_;
-  const bool pointwise_;           // 1x1, stride 1, no padding: the columns are x itself
-  std::vector<float> columns_;     // one group's [C kh kw, group Ho Wo]
-  std::vector<float> by_channel_;  // one group's y or dy as [O, group Ho Wo]
+  const bool pointwise_;  // 1x1, stride 1, no padding: the columns are x itself
+  WorkspaceLayout workspace_;
+  const size_t columns_at_;     // one group's [C kh kw, group Ho Wo]
+  const size_t by_channel_at_;  // one group's y or dy as [O, group Ho Wo]
+  float* columns_ = nullptr;    // the two in the workspace of the thread that runs the kernel
+  float* by_channel_ = nullptr;
 };
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "operators/cpu/conv_kernel.hpp"
+#include "operators/cpu/thread_workspace.hpp"
 
 namespace purine {
 
@@ -90,9 +91,9 @@ class ShiftedRowsKernel : public ConvKernel {
         group_(std::clamp<int64_t>(
             kGroupBytes / (4 * (g.o * dy_image_ + g.c * x_image_)), 1,
             std::max<int64_t>(1, (g.n + chunks_ - 1) / std::max<int64_t>(1, chunks_)))),
-        taps_(g.c * g.kh * g.kw) {
-    dy_rows_.resize(static_cast<size_t>(team_) * g.o * group_ * dy_image_);
-    x_rows_.resize(static_cast<size_t>(team_) * g.c * (group_ * x_image_ + x_tail_));
+        taps_(g.c * g.kh * g.kw),
+        dy_rows_at_(workspace_.add(sizeof(float) * team_ * g.o * group_ * dy_image_)),
+        x_rows_at_(workspace_.add(sizeof(float) * team_ * g.c * (group_ * x_image_ + x_tail_))) {
     partials_.resize(static_cast<size_t>(chunks_) * g.o * taps_);
   }
 
@@ -106,6 +107,9 @@ class ShiftedRowsKernel : public ConvKernel {
       return;
     }
     OmpThreads scope(team_);
+    char* workspace = thread_workspace(workspace_.bytes());
+    dy_rows_ = workspace_floats(workspace, dy_rows_at_);
+    x_rows_ = workspace_floats(workspace, x_rows_at_);
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
       float* partial = partials_.data() + chunk * size;
@@ -123,8 +127,8 @@ class ShiftedRowsKernel : public ConvKernel {
     const ConvGeometry& g = g_;
     const int t = omp_get_thread_num();
     const int64_t dy_ld = group_ * dy_image_, x_ld = group_ * x_image_ + x_tail_;
-    float* dy_rows = dy_rows_.data() + static_cast<size_t>(t) * g.o * dy_ld;
-    float* x_rows = x_rows_.data() + static_cast<size_t>(t) * g.c * x_ld;
+    float* dy_rows = dy_rows_ + static_cast<size_t>(t) * g.o * dy_ld;
+    float* x_rows = x_rows_ + static_cast<size_t>(t) * g.c * x_ld;
     std::fill(dy_rows, dy_rows + g.o * dy_ld, 0.0f);
     std::fill(x_rows, x_rows + g.c * x_ld, 0.0f);
     for (int64_t n = 0; n < images; ++n) {
@@ -164,8 +168,11 @@ class ShiftedRowsKernel : public ConvKernel {
   const int64_t chunks_;    // fixed chunks of the batch
   const int64_t group_;     // images packed and summed at once
   const int64_t taps_;      // C kh kw
-  std::vector<float> dy_rows_;   // per thread: [O, group dy images]
-  std::vector<float> x_rows_;    // per thread: [C, group x images + tail]
+  WorkspaceLayout workspace_;
+  const size_t dy_rows_at_;   // per thread: [O, group dy images]
+  const size_t x_rows_at_;    // per thread: [C, group x images + tail]
+  float* dy_rows_ = nullptr;  // the two in the workspace of the thread that runs the kernel
+  float* x_rows_ = nullptr;
   std::vector<float> partials_;  // one [O, C kh kw] sum per chunk
 };
 

@@ -1,9 +1,11 @@
+#include <malloc.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <memory>
 
 #include "operators/conv.hpp"
 #include "operators/kernel_determinism.hpp"
@@ -363,6 +365,61 @@ TEST_CASE("conv caches its kernel and rebuilds it for a new shape", "[conv]") {
     Tensor expected = run_forward("conv", Attrs().set("pad", 1), {x, w})[0];
     for (int64_t i = 0; i < y.count(); ++i) CHECK(y.data()[i] == expected.data()[i]);
   }
+}
+
+// Bytes the heap holds for the process (glibc: its arenas' blocks and its mmap'ed ones).
+int64_t heap_bytes() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+}
+
+TEST_CASE("conv ops on one thread share its workspace instead of holding activations each",
+          "[conv]") {
+  const Geometry g{16, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1};
+  Rng rng(46);
+  const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+  const Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+  const Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+  struct Kind {
+    const char* type;
+    const char* engine;
+    std::vector<const Tensor*> inputs;
+    Shape output;
+  };
+  // Every kernel that copies activations: oneDNN's reorders in and out (and its weight
+  // gradient's one-thread chunks), im2col's columns, the shifted rows' packed rows.
+  const std::vector<Kind> kinds{{"conv", "onednn", {&x, &w}, dy.shape()},
+                                {"conv_grad_data", "onednn", {&dy, &w, &x}, x.shape()},
+                                {"conv_grad_weight", "onednn", {&dy, &x, &w}, w.shape()},
+                                {"conv", "im2col", {&x, &w}, dy.shape()},
+                                {"conv_grad_data", "im2col", {&dy, &w, &x}, x.shape()},
+                                {"conv_grad_weight", "im2col", {&dy, &x, &w}, w.shape()}};
+  std::vector<Tensor> first;  // each kind's result from its first op
+  const int64_t before = heap_bytes();
+  std::vector<std::unique_ptr<Operator>> ops;  // alive to the end, as a graph's are
+  for (int copy = 0; copy < 6; ++copy) {
+    // Interleaved: each op finds the workspace as another kernel left it.
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      INFO(kinds[k].type << " with engine " << kinds[k].engine << ", op " << copy);
+      ops.push_back(OperatorRegistry::create(kinds[k].type, g.attrs(kinds[k].engine)));
+      Tensor out(kinds[k].output);
+      OpContext context;
+      ops.back()->compute(kinds[k].inputs, {&out}, context);
+      if (copy == 0) {
+        first.push_back(std::move(out));
+      } else {
+        CHECK(same_bits(out, first[k]));
+      }
+    }
+  }
+  int64_t results = 0;
+  for (const Tensor& t : first) results += static_cast<int64_t>(sizeof(float)) * t.count();
+  const int64_t activation = sizeof(float) * x.count();  // 0.8 MB, as are y, dx and dy
+  // 36 ops each holding an input and an output would take at least 72 activations (58 MB).
+  // (Earlier tests may have grown this thread's workspace already, or leave memory freed here.)
+  const int64_t held = heap_bytes() - before - results;
+  INFO("the ops hold " << held << " bytes; an activation is " << activation);
+  CHECK(held < 12 * activation);
 }
 
 TEST_CASE("conv gradient passes the numeric check", "[conv]") {
