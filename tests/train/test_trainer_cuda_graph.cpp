@@ -112,6 +112,7 @@ TEST_CASE("replayed iterations at an emulated GPU train as iterations launched o
   dispatch::ScopedEmulatedDevices emulated(2);
   check_replays_like_op_by_op("mlp", Optimizer::kSgd);
   check_replays_like_op_by_op("convnet_bn", Optimizer::kAdam);
+  check_replays_like_op_by_op("resnet20", Optimizer::kSgd);  // residual sums and their gradients
   check_replays_like_op_by_op("mlp", Optimizer::kSgd, false);
   check_replays_like_op_by_op("test_mlp_dropout", Optimizer::kSgd);
 }
@@ -143,5 +144,6 @@ TEST_CASE("replayed iterations on a real GPU train as iterations launched op by 
   PURINE_REQUIRE_GPU();
   check_replays_like_op_by_op("mlp", Optimizer::kSgd);
   check_replays_like_op_by_op("convnet_bn", Optimizer::kAdam);
+  check_replays_like_op_by_op("resnet20", Optimizer::kSgd);
   check_replays_like_op_by_op("test_mlp_dropout", Optimizer::kSgd);
 }

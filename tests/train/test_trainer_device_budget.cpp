@@ -66,7 +66,8 @@ TEST_CASE("steady training iterations at a GPU location never wait for the devic
           "[trainer][device][determinism]") {
   dispatch::ScopedEmulatedDevices emulated(1);
   for (const auto& [model, optimizer] : {std::pair<std::string, Optimizer>{"mlp", Optimizer::kSgd},
-                                         {"convnet_bn", Optimizer::kAdam}}) {
+                                         {"convnet_bn", Optimizer::kAdam},
+                                         {"resnet20", Optimizer::kSgd}}) {
     INFO(model);
     const Budget gpu = train_on_gpu(small_run(model, optimizer), emulated.devices());
     // Setting up did use the runtime (the counters count)...
@@ -109,8 +110,7 @@ TEST_CASE("GPU replicas with their parameter server on the CPU follow CPU replic
   // The checkpoints hold the same tensors: the weights, and the momentum the server kept.
   std::map<std::string, std::string> cpu_tensors;
   const proto::Checkpoint from_cpus = read_checkpoint(dir.file("cpus"), 1 << 30);
-  for (const auto& t : from_cpus.tensors())
-    cpu_tensors[t.name()] = t.tensor().SerializeAsString();
+  for (const auto& t : from_cpus.tensors()) cpu_tensors[t.name()] = t.tensor().SerializeAsString();
   const proto::Checkpoint from_gpus = read_checkpoint(dir.file("gpus"), 1 << 30);
   CHECK(from_gpus.tensors_size() == static_cast<int>(cpu_tensors.size()));
   int histories = 0;
@@ -140,7 +140,8 @@ TEST_CASE("a trainer sets the GPU math and the kernel determinism of its options
 TEST_CASE("steady training iterations on a real GPU never wait for it", "[trainer][gpu]") {
   PURINE_REQUIRE_GPU();
   for (const auto& [model, optimizer] : {std::pair<std::string, Optimizer>{"mlp", Optimizer::kSgd},
-                                         {"convnet_bn", Optimizer::kAdam}}) {
+                                         {"convnet_bn", Optimizer::kAdam},
+                                         {"resnet20", Optimizer::kSgd}}) {
     INFO(model);
     const Budget gpu = train_on_gpu(small_run(model, optimizer), *device_runtime());
     check_steady(gpu);
