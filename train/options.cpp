@@ -9,7 +9,10 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "base/error.hpp"
 
@@ -179,25 +182,77 @@ const char* name_of(GpuMath math) { return name_in(kMaths, math); }
 const char* name_of(RingSteps steps) { return name_in(kRingSteps, steps); }
 const char* name_of(Optimizer optimizer) { return name_in(kOptimizers, optimizer); }
 
-std::string threads_warning(const TrainOptions& o) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return "";
-  const int cpus = CPU_COUNT(&allowed);
+namespace {
+
+// The CPUs this process may run on and the Open MPI ranks it shares this machine with.
+struct CpuShare {
+  int cpus = 0;           // logical CPUs in its affinity (0: unknown)
+  int cores = 0;          // physical cores among them, SMT siblings counted once
+  bool launched = false;  // by mpirun: OMPI_COMM_WORLD_LOCAL_SIZE is set
+  int local_ranks = 1;    // the job's ranks on this machine
+  bool unbound = false;   // the affinity holds every online CPU (mpirun bound it to none)
+};
+
+// The number in /sys/devices/system/cpu/cpuN/topology/FIELD, or -1.
+long cpu_topology(int cpu, const char* field) {
+  const std::string path = str("/sys/devices/system/cpu/cpu", cpu, "/topology/", field);
+  std::FILE* file = std::fopen(path.c_str(), "r");
+  if (!file) return -1;
+  long value = -1;
+  if (std::fscanf(file, "%ld", &value) != 1) value = -1;
+  std::fclose(file);
+  return value;
+}
+
+CpuShare cpu_share() {
+  CpuShare share;
   const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const bool launched = local_size != nullptr;
-  const int local = launched ? std::max(1, std::atoi(local_size)) : 1;
-  const std::string who = launched || o.ranks > 1 ? str("rank ", o.rank) : "this process";
+  share.launched = local_size != nullptr;
+  share.local_ranks = share.launched ? std::max(1, std::atoi(local_size)) : 1;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return share;
+  share.cpus = CPU_COUNT(&allowed);
+  share.unbound = share.cpus >= sysconf(_SC_NPROCESSORS_ONLN);
+  std::set<std::pair<long, long>> cores;  // (package, core)
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    const long package = cpu_topology(cpu, "physical_package_id"),
+               core = cpu_topology(cpu, "core_id");
+    if (package < 0 || core < 0) {  // no topology to read: count every CPU
+      cores.clear();
+      break;
+    }
+    cores.insert({package, core});
+  }
+  share.cores = cores.empty() ? share.cpus : static_cast<int>(cores.size());
+  return share;
+}
+
+}  // namespace
+
+int automatic_threads() {
+  const CpuShare share = cpu_share();
+  if (share.cores == 0) return 1;
+  int threads = share.cores;
+  if (share.local_ranks > 1 && share.unbound) threads /= share.local_ranks;
+  return std::clamp(threads, 1, kMaxThreads);
+}
+
+std::string threads_warning(const TrainOptions& o) {
+  const CpuShare share = cpu_share();
+  if (share.cpus == 0) return "";
+  const int cpus = share.cpus, local = share.local_ranks;
+  const std::string who = share.launched || o.ranks > 1 ? str("rank ", o.rank) : "this process";
   if (o.threads > cpus)
     return str(who, " may run on ", cpus, " core", cpus == 1 ? "" : "s",
                " (its CPU affinity) but --threads=", o.threads,
                "; the threads will take turns, many times slower: give --threads=", cpus,
-               launched ? str(", or let mpirun give each rank more cores (--bind-to none, or "
-                              "--map-by slot:PE=",
-                              o.threads, ")")
-                        : std::string(" or run it on more cores"));
+               share.launched ? str(", or let mpirun give each rank more cores (--bind-to none, or "
+                                    "--map-by slot:PE=",
+                                    o.threads, ")")
+                              : std::string(" or run it on more cores"));
   // Unbound ranks of one machine each see every core: their threads together must fit.
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  if (local > 1 && cpus >= online && static_cast<int64_t>(local) * o.threads > cpus)
+  if (local > 1 && share.unbound && static_cast<int64_t>(local) * o.threads > cpus)
     return str(local, " ranks on this machine with --threads=", o.threads, " run ",
                local * o.threads, " threads on ", cpus, " core", cpus == 1 ? "" : "s",
                "; they will take turns, many times slower: give --threads=",

@@ -176,6 +176,12 @@ struct TrainOptions {
 // the process's threads).
 constexpr int kMaxThreads = 1024;
 
+// The compute threads when none are given (--threads=0): one per physical core this process may
+// run on (its CPU affinity, as mpirun's binding or taskset set it), those cores shared evenly
+// among the ranks of an unbound job on this machine (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE); at
+// least 1, at most kMaxThreads. Results do not depend on it (any thread count, the same bits).
+int automatic_threads();
+
 // What to say when the compute threads outnumber the CPUs this process may run on (its
 // affinity, as mpirun's binding or taskset set it), or, with several ranks of an unbound job on
 // this machine (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE), when all their threads together do:

@@ -16,6 +16,7 @@
 #include "spawned_process.hpp"
 #include "temp_dir.hpp"
 #include "train/checkpoint_dir.hpp"
+#include "train/options.hpp"
 
 namespace {
 
@@ -101,7 +102,7 @@ TEST_CASE("unknown model lists the known ones", "[cli]") {
 
 TEST_CASE("bad flag values", "[cli]") {
   for (const char* args :
-       {"train --batch=0", "train --threads=0", "train --lr=-1", "train --executor=magic",
+       {"train --batch=0", "train --threads=-1", "train --lr=-1", "train --executor=magic",
         "train --batch=abc", "train --no-such-flag=1", "train --lr-policy=cosine2 --max-iters=1",
         "train --bucket-kb=-1", "train --locations=2", "train --parallel=data --locations=0",
         "train --parallel=data --locations=3 --batch=64",
@@ -480,6 +481,26 @@ TEST_CASE("more threads than the cores the process may use gives a warning", "[c
                                   "give --threads=1 or run it on more cores\n"));
   r = run_purine("train --threads=1 --data=/nonexistent/dir", "taskset -c 0");
   REQUIRE_THAT(r.output, !Contains("warning"));
+}
+
+TEST_CASE("without --threads, training takes a thread per core it may run on", "[cli]") {
+  const std::string run =
+      "train --model=mlp --data=synthetic:1x28x28:10 --max-iters=1 --noevaluate";
+  Result bound = run_purine(run, "taskset -c 0");
+  INFO(bound.output);
+  REQUIRE(bound.status == 0);
+  CHECK_THAT(bound.output, Contains("training mlp: batch 64 x 1 rank, 1 thread, "));
+  CHECK_THAT(bound.output, !Contains("warning"));
+  const int all = purine::automatic_threads();
+  Result free = run_purine(run);
+  INFO(free.output);
+  REQUIRE(free.status == 0);
+  CHECK_THAT(free.output, Contains("x 1 rank, " + std::to_string(all) + " thread" +
+                                   (all == 1 ? "" : "s") + ", "));
+  Result negative = run_purine(run + " --threads=-1");
+  CHECK(negative.status != 0);
+  CHECK_THAT(negative.output, Contains("error: --threads must be in [0, 1024] (0: one per core), "
+                                       "got -1\n"));
 }
 
 TEST_CASE("a run killed with SIGKILL resumes from its newest checkpoint to the unbroken loss",

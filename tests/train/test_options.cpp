@@ -1,9 +1,16 @@
 // TrainOptions: the closed choices by name (one parser for the CLI and config files) and
 // validate_options(), the one place that checks options, in the flags' wording.
 
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.hpp"
@@ -290,4 +297,60 @@ TEST_CASE("synthetic data is parsed from --data", "[options][synthetic]") {
   CHECK(rejection([](TrainOptions& o) { o.data_dir = "synthetic:1x1"; }) ==
         "--data=synthetic:1x1: synthetic data is written synthetic:CxHxW:CLASSES with positive "
         "numbers, e.g. synthetic:3x224x224:1000");
+}
+
+namespace {
+
+// Runs f on a new thread whose CPU affinity is `cpus` (all this process's CPUs when empty),
+// with OMPI_COMM_WORLD_LOCAL_SIZE set to `local_ranks` (unset when 0); returns f's result, or -1
+// if the affinity could not be set.
+int with_cpus_and_ranks(const std::vector<int>& cpus, int local_ranks, int (*f)()) {
+  int result = -1;
+  std::thread([&] {
+    if (!cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int cpu : cpus) CPU_SET(cpu, &set);
+      if (sched_setaffinity(0, sizeof(set), &set) != 0)
+        return;  // -1: no assertion off the main thread
+    }
+    const char* before = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const std::string saved = before ? before : "";
+    if (local_ranks > 0) {
+      setenv("OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(local_ranks).c_str(), 1);
+    } else {
+      unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    }
+    result = f();
+    if (before) {
+      setenv("OMPI_COMM_WORLD_LOCAL_SIZE", saved.c_str(), 1);
+    } else {
+      unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    }
+  }).join();
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("automatic threads take the cores of the affinity, shared among unbound ranks",
+          "[options]") {
+  cpu_set_t mine;
+  REQUIRE(sched_getaffinity(0, sizeof(mine), &mine) == 0);
+  const int cpus = CPU_COUNT(&mine);
+  int first = 0;
+  while (!CPU_ISSET(first, &mine)) ++first;
+  // Bound to one CPU, as mpirun binds a rank to a core: one thread, however many ranks share the
+  // machine.
+  CHECK(with_cpus_and_ranks({first}, 0, automatic_threads) == 1);
+  CHECK(with_cpus_and_ranks({first}, 4, automatic_threads) == 1);
+  // All of them: a thread per physical core (SMT siblings once), at least 1.
+  const int all = with_cpus_and_ranks({}, 0, automatic_threads);
+  CHECK(all >= 1);
+  CHECK(all <= cpus);
+  if (cpus == static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) {
+    // Unbound ranks of one machine share its cores evenly, each keeping at least one.
+    CHECK(with_cpus_and_ranks({}, 2, automatic_threads) == std::max(1, all / 2));
+    CHECK(with_cpus_and_ranks({}, 4 * cpus, automatic_threads) == 1);
+  }
 }

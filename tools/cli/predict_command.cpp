@@ -11,6 +11,7 @@
 #include "base/error.hpp"
 #include "purine/serialize.hpp"
 #include "tools/cli/image_file.hpp"
+#include "tools/cli/train_command.hpp"
 #include "train/onnx_export.hpp"
 #include "train/predictor.hpp"
 
@@ -124,7 +125,7 @@ PredictorOptions predictor_options(const std::string& model, const Shape& image)
   o.model = model;
   o.weights = FLAGS_checkpoint;
   o.classes = FLAGS_classes;
-  o.threads = FLAGS_threads;
+  o.threads = threads_from_flag();
   o.images = image;
   return o;
 }
@@ -168,7 +169,9 @@ std::vector<FlagHelp> predict_flags() {
        "images are standardized as in training, (pixel / 255 - mean) / std: give "
        "the values the model was trained with (default: Fashion-MNIST's)"},
       {"input_std", "the standard deviation of --input-mean's standardization"},
-      {"threads", "compute threads of the forward passes (bounds BLAS and oneDNN too), 1 to 1024"},
+      {"threads",
+       "compute threads of the forward passes (bounds BLAS and oneDNN too), 1 to 1024; "
+       "0 (the default): one per physical core this process may run on"},
   };
 }
 std::vector<FlagHelp> export_flags() {

@@ -173,7 +173,9 @@ std::vector<FlagHelp> simulate_flags() {
       {"reduce", ""},
       {"bucket_kb", ""},
       {"ring_steps", ""},
-      {"threads", "compute threads per rank (the calibration trace's run should use the same)"},
+      {"threads",
+       "compute threads per rank (the calibration trace's run should use the same); 0 "
+       "(the default): one per physical core of this machine, as purine train takes"},
       {"locations", ""},
       {"devices", ""},
       {"device", ""},

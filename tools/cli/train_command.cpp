@@ -66,7 +66,10 @@ DEFINE_double(clip_norm, 0,
               "clip the gradients to this global norm before each update, as PyTorch's "
               "clip_grad_norm_ (0: no clipping)");
 DEFINE_double(weight_decay, 5e-4, "L2 weight decay");
-DEFINE_int32(threads, 2, "compute threads (bounds BLAS and oneDNN too), 1 to 1024");
+DEFINE_int32(threads, 0,
+             "compute threads (bounds BLAS and oneDNN too), 1 to 1024; 0: one per physical core "
+             "this process may run on (its CPU affinity), shared among the unbound MPI ranks of "
+             "its machine");
 DEFINE_int32(classes, 10,
              "classes of the model's output; a label outside [0, classes) is an error");
 DEFINE_double(input_mean, 0.2860,
@@ -254,6 +257,12 @@ void warn_if_threads_exceed_cores(const TrainOptions& o) {
 
 }  // namespace
 
+int threads_from_flag() {
+  require(FLAGS_threads >= 0 && FLAGS_threads <= kMaxThreads, "--threads must be in [0, ",
+          kMaxThreads, "] (0: one per core), got ", FLAGS_threads);
+  return FLAGS_threads == 0 ? automatic_threads() : FLAGS_threads;
+}
+
 TrainOptions options_from_flags(int ranks) {
   TrainOptions o;
   if (ranks > 0) o.ranks = ranks;
@@ -277,7 +286,7 @@ TrainOptions options_from_flags(int ranks) {
   o.eps = FLAGS_eps;
   o.clip_norm = FLAGS_clip_norm;
   o.weight_decay = FLAGS_weight_decay;
-  o.threads = FLAGS_threads;
+  o.threads = threads_from_flag();
   o.classes = FLAGS_classes;
   o.input_mean = FLAGS_input_mean;
   o.input_std = FLAGS_input_std;

@@ -10,6 +10,10 @@ namespace purine::cli {
 // that many ranks instead of the MPI world's (purine simulate).
 TrainOptions options_from_flags(int ranks = 0);
 
+// --threads, shared by train, predict, graph and simulate: its value, or automatic_threads()
+// for 0 (the default). Throws purine::Error on a negative value.
+int threads_from_flag();
+
 // Returns the process exit code. Throws purine::Error on bad flags or data.
 int run_train();
 
