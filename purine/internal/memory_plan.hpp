@@ -42,8 +42,9 @@ MemoryPlanResult plan_memory(Graph& graph, int rank, bool reuse,
 
 class HappensBefore;
 
-// plan_memory() for several ranks of one graph: the order of its ops (ops² bits) is made once,
-// at the first plan with reuse, for all. The graph must outlive it and keep its ops and edges.
+// plan_memory() for several ranks of one graph: the order of a rank's ops (ops x rank ops bits)
+// is made at its first plan with reuse and kept while the next plan is of the same rank. The graph
+// must outlive it and keep its ops and edges.
 class MemoryPlanner {
  public:
   explicit MemoryPlanner(Graph& graph);
