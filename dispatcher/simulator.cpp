@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <queue>
 #include <set>
@@ -81,6 +82,8 @@ class Replay {
     executor_free_.assign(plan_.executors().size(), true);
     awaiting_.assign(plan_.executors().size(), {});
     channel_free_.assign(setup_.channels, true);
+    waiting_on_.assign(setup_.channels, {});
+    arrival_.assign(instances, 0);
     for (long i = 0; i < instances; ++i) {
       const TaskId t = static_cast<TaskId>(i % n_);
       waiting_[i] = schedule_.in_degree(t) + (i >= n_ ? 1 : 0);  // + the iteration's gate
@@ -323,7 +326,7 @@ class Replay {
         }
         return;
       }
-      transfers_.push_back(instance);  // started by start_transfers(), in order
+      wait_for_channels(instance);  // started by start_transfers()
       return;
     }
     if (e.kind == EventKind::kPollDue) {
@@ -335,33 +338,55 @@ class Replay {
       return;
     }
     // kTransferEnd
-    for (int ch : c.channels) channel_free_[ch] = true;
+    for (int ch : c.channels) {
+      channel_free_[ch] = true;
+      changed_channels_.insert(ch);
+    }
     if (c.hold_executor) executor_free_[executor] = true;
     complete(instance, now);
   }
 
   // Waiting transfers start in the order they came, each once all its channels are free and no
-  // earlier waiting transfer wants one of them.
+  // earlier waiting transfer wants one of them: once it is free on every channel and first in
+  // each channel's queue. Only a freed channel or a new arrival can make a transfer so, and the
+  // ones that are share no channel, so each call looks at the heads of the channels that changed
+  // alone (a scan of every waiting transfer took 2.8 G steps for GoogLeNet on 12 ranks).
+  void wait_for_channels(long instance) {
+    arrival_[instance] = transfers_arrived_++;
+    const std::vector<int>& channels = setup_.costs[task_of(instance)].channels;
+    for (size_t i = 0; i < channels.size(); ++i) {
+      const int ch = channels[i];
+      if (std::find(channels.begin(), channels.begin() + i, ch) != channels.begin() + i) continue;
+      waiting_on_[ch].push_back(instance);
+      changed_channels_.insert(ch);
+    }
+  }
+
   void start_transfers(double now) {
-    std::set<int> claimed;
-    std::vector<long> still;
-    for (long instance : transfers_) {
+    std::vector<std::pair<long, long>> startable;  // (arrival, instance)
+    for (int ch : changed_channels_) {
+      if (!channel_free_[ch] || waiting_on_[ch].empty()) continue;
+      const long instance = waiting_on_[ch].front();
+      const std::vector<int>& channels = setup_.costs[task_of(instance)].channels;
+      if (std::all_of(channels.begin(), channels.end(), [&](int c) {
+            return channel_free_[c] && waiting_on_[c].front() == instance;
+          }))
+        startable.emplace_back(arrival_[instance], instance);
+    }
+    changed_channels_.clear();
+    std::sort(startable.begin(), startable.end());
+    startable.erase(std::unique(startable.begin(), startable.end()), startable.end());
+    for (const auto& [arrival, instance] : startable) {
       const SimulatedCost& c = setup_.costs[task_of(instance)];
-      const bool can = std::all_of(c.channels.begin(), c.channels.end(),
-                                   [&](int ch) { return channel_free_[ch] && !claimed.count(ch); });
-      if (!can) {
-        claimed.insert(c.channels.begin(), c.channels.end());
-        still.push_back(instance);
-        continue;
-      }
       for (int ch : c.channels) {
+        if (!waiting_on_[ch].empty() && waiting_on_[ch].front() == instance)
+          waiting_on_[ch].pop_front();
         channel_free_[ch] = false;
         sim_.channel_busy[ch] += c.latency + c.transfer;
       }
       sim_.intervals[instance].transfer_start = now;
       push(now + c.latency + c.transfer, EventKind::kTransferEnd, instance);
     }
-    transfers_.swap(still);
   }
 
   // A polled transfer of `rounds` rounds waits for its executor's first poll.
@@ -414,7 +439,10 @@ class Replay {
   using Ready = std::pair<long, long>;  // (order key, instance)
   std::vector<std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>>> ready_;
   std::vector<bool> executor_free_, channel_free_;
-  std::vector<long> transfers_;
+  std::vector<std::deque<long>> waiting_on_;  // per channel: the transfers waiting, in order
+  std::vector<long> arrival_;                 // per instance: its transfer's place in that order
+  long transfers_arrived_ = 0;
+  std::set<int> changed_channels_;  // freed, or given a waiting transfer, since the last start
   std::vector<std::vector<long>> awaiting_;  // per executor: polled tasks waiting for a poll
   std::map<long, int> rounds_left_;
   std::set<long> poll_waiting_, poll_due_;  // polls put off by a busy pool, and those now due
