@@ -151,6 +151,31 @@ TEST_CASE("simulate: two transfers sharing one channel go one after the other", 
   CHECK(sim.channel_busy[0] == 5);
 }
 
+TEST_CASE("simulate: a waiting transfer holds back later ones on its channels, not on others",
+          "[simulator]") {
+  // Arrivals at 1, 2, 3, 4: send0 takes channel 0; send1 wants channels 0 and 1 and waits for
+  // 0; send2 finds channel 1 free but wanted by send1, which came first, so it waits too;
+  // send3's channel 2 is nobody's, so it starts at once.
+  pd::Plan plan;
+  std::vector<pd::TaskId> sends;
+  for (int i = 0; i < 4; ++i)
+    sends.push_back(add(plan, "send" + std::to_string(i), plan.add_executor({"e"})));
+  pd::SimulationSetup setup = busy_times(plan, {1, 2, 3, 4});
+  setup.channels = 3;
+  const std::vector<std::vector<int>> channels{{0}, {0, 1}, {1}, {2}};
+  for (int i = 0; i < 4; ++i) {
+    setup.costs[sends[i]].transfer = 10;
+    setup.costs[sends[i]].channels = channels[i];
+  }
+  const pd::Simulation sim = pd::simulate(plan, setup);
+  CHECK(sim.at(sends[0]).transfer_start == 1);
+  CHECK(sim.at(sends[1]).transfer_start == 11);  // once send0 frees channel 0
+  CHECK(sim.at(sends[2]).transfer_start == 21);  // after send1, though channel 1 was free at 3
+  CHECK(sim.at(sends[3]).transfer_start == 4);
+  CHECK(sim.at(sends[2]).end == 31);
+  CHECK(sim.channel_busy[1] == 20);
+}
+
 TEST_CASE("simulate: a 2-stage 1F1B pipeline of 2 micro-batches has the bubble of theory",
           "[simulator]") {
   pd::Plan plan;
