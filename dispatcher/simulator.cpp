@@ -18,7 +18,7 @@
 namespace purine::dispatch {
 namespace {
 
-enum class EventKind { kBusyEnd, kTransferEnd, kGateOpen, kRoundEnd, kPollDue };
+enum class EventKind { kBusyEnd, kTransferEnd, kGateOpen, kRoundEnd, kPollDue, kChannelFree };
 
 struct Event {
   double time;
@@ -26,6 +26,7 @@ struct Event {
   EventKind kind;
   long payload;  // an instance (iteration * n + task), or group * iterations + iteration
   long stamp;    // >= 0: the instance's time-sliced end, stale once the instance's stamp moved
+  int channel;   // kChannelFree: the channel
   bool operator>(const Event& other) const {
     return std::tie(time, seq) > std::tie(other.time, other.seq);
   }
@@ -83,7 +84,11 @@ class Replay {
     awaiting_.assign(plan_.executors().size(), {});
     channel_free_.assign(setup_.channels, true);
     waiting_on_.assign(setup_.channels, {});
-    arrival_.assign(instances, 0);
+    hop_.assign(instances, 0);
+    sim_.hop_base.assign(n_ + 1, 0);
+    for (TaskId t = 0; t < n_; ++t)
+      sim_.hop_base[t + 1] = sim_.hop_base[t] + static_cast<int>(setup_.costs[t].channels.size());
+    sim_.hop_start.assign(static_cast<size_t>(iterations_) * sim_.hop_base[n_], 0);
     for (long i = 0; i < instances; ++i) {
       const TaskId t = static_cast<TaskId>(i % n_);
       waiting_[i] = schedule_.in_degree(t) + (i >= n_ ? 1 : 0);  // + the iteration's gate
@@ -145,9 +150,13 @@ class Replay {
       check_duration(c.busy, "busy time", task.name);
       check_duration(c.latency, "latency", task.name);
       check_duration(c.transfer, "transfer time", task.name);
-      for (int ch : c.channels)
+      for (size_t i = 0; i < c.channels.size(); ++i) {
+        const int ch = c.channels[i];
         require(ch >= 0 && ch < setup_.channels, "simulate: task ", task.name, " uses channel ", ch,
                 ", not one of the ", setup_.channels, " channels");
+        require(std::find(c.channels.begin(), c.channels.begin() + i, ch) == c.channels.begin() + i,
+                "simulate: task ", task.name, "'s route passes channel ", ch, " twice");
+      }
       require(c.collective < 0 || c.channels.empty(), "simulate: task ", task.name,
               " is collective and uses channels; a collective's time is latency + transfer");
       require(c.poll_rounds >= 0 && (c.poll_rounds == 0 || c.channels.empty()), "simulate: task ",
@@ -159,8 +168,8 @@ class Replay {
   int iteration_of(long instance) const { return static_cast<int>(instance / n_); }
   int group_of_task(TaskId t) const { return group_of_[plan_.tasks()[t].executor]; }
 
-  void push(double time, EventKind kind, long payload, long stamp = -1) {
-    events_.push({time, seq_++, kind, payload, stamp});
+  void push(double time, EventKind kind, long payload, long stamp = -1, int channel = -1) {
+    events_.push({time, seq_++, kind, payload, stamp, channel});
   }
 
   // Time slicing (SimulationSetup::pool_time_slicing): the busy parts and polled rounds running
@@ -326,7 +335,8 @@ class Replay {
         }
         return;
       }
-      wait_for_channels(instance);  // started by start_transfers()
+      in.transfer_start = now;  // moved to its start on the first channel
+      enter(instance, 0);       // started by start_transfers()
       return;
     }
     if (e.kind == EventKind::kPollDue) {
@@ -337,55 +347,52 @@ class Replay {
       awaiting_[executor].push_back(instance);
       return;
     }
-    // kTransferEnd
-    for (int ch : c.channels) {
-      channel_free_[ch] = true;
-      changed_channels_.insert(ch);
+    if (e.kind == EventKind::kChannelFree) {
+      channel_free_[e.channel] = true;
+      changed_channels_.insert(e.channel);
+      return;
     }
+    // kTransferEnd
     if (c.hold_executor) executor_free_[executor] = true;
     complete(instance, now);
   }
 
-  // Waiting transfers start in the order they came, each once all its channels are free and no
-  // earlier waiting transfer wants one of them: once it is free on every channel and first in
-  // each channel's queue. Only a freed channel or a new arrival can make a transfer so, and the
-  // ones that are share no channel, so each call looks at the heads of the channels that changed
-  // alone (a scan of every waiting transfer took 2.8 G steps for GoogLeNet on 12 ranks).
-  void wait_for_channels(long instance) {
-    arrival_[instance] = transfers_arrived_++;
-    const std::vector<int>& channels = setup_.costs[task_of(instance)].channels;
-    for (size_t i = 0; i < channels.size(); ++i) {
-      const int ch = channels[i];
-      if (std::find(channels.begin(), channels.begin() + i, ch) != channels.begin() + i) continue;
-      waiting_on_[ch].push_back(instance);
-      changed_channels_.insert(ch);
-    }
+  // A transfer passes the channels of its route in order (SimulatedCost::channels), each a FIFO
+  // queue that carries one transfer at a time for its transfer seconds. It joins the next
+  // channel's queue when it starts on one (its bytes stream on: cut-through), so a busy channel
+  // further on never holds a channel before it, and no transfer waits for a channel it does not
+  // use. It completes latency after its last channel is done: latency is the route's delay, not
+  // time a channel is taken.
+  void enter(long instance, int hop) {
+    hop_[instance] = hop;
+    const int ch = setup_.costs[task_of(instance)].channels[hop];
+    waiting_on_[ch].push_back(instance);
+    changed_channels_.insert(ch);
   }
 
+  // Starts the head of every free channel that changed (freed, or reached by a transfer) since
+  // the last call, the lowest channel first, until none is left: a start can reach a free channel.
   void start_transfers(double now) {
-    std::vector<std::pair<long, long>> startable;  // (arrival, instance)
-    for (int ch : changed_channels_) {
+    while (!changed_channels_.empty()) {
+      const int ch = *changed_channels_.begin();
+      changed_channels_.erase(changed_channels_.begin());
       if (!channel_free_[ch] || waiting_on_[ch].empty()) continue;
       const long instance = waiting_on_[ch].front();
-      const std::vector<int>& channels = setup_.costs[task_of(instance)].channels;
-      if (std::all_of(channels.begin(), channels.end(), [&](int c) {
-            return channel_free_[c] && waiting_on_[c].front() == instance;
-          }))
-        startable.emplace_back(arrival_[instance], instance);
-    }
-    changed_channels_.clear();
-    std::sort(startable.begin(), startable.end());
-    startable.erase(std::unique(startable.begin(), startable.end()), startable.end());
-    for (const auto& [arrival, instance] : startable) {
-      const SimulatedCost& c = setup_.costs[task_of(instance)];
-      for (int ch : c.channels) {
-        if (!waiting_on_[ch].empty() && waiting_on_[ch].front() == instance)
-          waiting_on_[ch].pop_front();
-        channel_free_[ch] = false;
-        sim_.channel_busy[ch] += c.latency + c.transfer;
+      waiting_on_[ch].pop_front();
+      const TaskId t = task_of(instance);
+      const SimulatedCost& c = setup_.costs[t];
+      const int hop = hop_[instance];
+      channel_free_[ch] = false;
+      sim_.channel_busy[ch] += c.transfer;
+      sim_.hop_start[static_cast<size_t>(iteration_of(instance)) * sim_.hop_base[n_] +
+                     sim_.hop_base[t] + hop] = now;
+      if (hop == 0) sim_.intervals[instance].transfer_start = now;
+      push(now + c.transfer, EventKind::kChannelFree, instance, -1, ch);
+      if (hop + 1 < static_cast<int>(c.channels.size())) {
+        enter(instance, hop + 1);
+      } else {
+        push(now + c.transfer + c.latency, EventKind::kTransferEnd, instance);
       }
-      sim_.intervals[instance].transfer_start = now;
-      push(now + c.latency + c.transfer, EventKind::kTransferEnd, instance);
     }
   }
 
@@ -440,8 +447,7 @@ class Replay {
   std::vector<std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>>> ready_;
   std::vector<bool> executor_free_, channel_free_;
   std::vector<std::deque<long>> waiting_on_;  // per channel: the transfers waiting, in order
-  std::vector<long> arrival_;                 // per instance: its transfer's place in that order
-  long transfers_arrived_ = 0;
+  std::vector<int> hop_;                      // per instance: the channel of its route it is at
   std::set<int> changed_channels_;  // freed, or given a waiting transfer, since the last start
   std::vector<std::vector<long>> awaiting_;  // per executor: polled tasks waiting for a poll
   std::map<long, int> rounds_left_;
@@ -478,11 +484,13 @@ void write_simulation_trace(const Plan& plan, const SimulationSetup& setup, cons
       tracer.on_task_start(event);
       event.time = at(c.hold_executor ? in.end : in.busy_end);
       tracer.on_task_end(event);
-      for (int ch : c.channels) {
+      for (int hop = 0; hop < static_cast<int>(c.channels.size()); ++hop) {
+        const int ch = c.channels[hop];
+        const double start = sim.channel_start(t, k, hop);
         TaskEvent transfer{&task.name, &task.location, &channel_names.at(ch), executors + ch,
-                           at(in.transfer_start)};
+                           at(start)};
         tracer.on_task_start(transfer);
-        transfer.time = at(in.end);
+        transfer.time = at(start + c.transfer);
         tracer.on_task_end(transfer);
       }
     }

@@ -13,10 +13,11 @@
 // executor runs one task at a time; among its ready tasks it runs the first in the plan's
 // deterministic topological order (the serial engine's order: on one executor with every cost
 // equal the simulated order is the serial engine's), Task::run_first ones before the others. A task
-// holds its executor for `busy`, then optionally transfers for latency + transfer seconds over
-// channels (links: each carries one transfer at a time, first come first served, a transfer holding
-// all its channels at once), with its executor free (an MPI send polled in the background) or held
-// (a copy on an in-order device queue). Tasks sharing a collective id complete together once the
+// holds its executor for `busy`, then optionally transfers over a route of channels (links: each
+// carries one transfer at a time for its transfer seconds, first come first served; a transfer
+// reaches the next channel of its route when it starts on one, and completes latency after its
+// last), with its executor free (an MPI send polled in the background) or held (a copy on an
+// in-order device queue). Tasks sharing a collective id complete together once the
 // last of them has finished its busy part, plus latency + transfer (MPI_Allreduce). Executors may
 // share a pool of cores (threads of one CPU): a task's busy part then also needs a free core; the
 // executors waiting for one are served by the ready time of their next task, then by executor id.
@@ -40,7 +41,11 @@ namespace purine::dispatch {
 
 struct SimulatedCost {
   double busy = 0;  // seconds on its executor (and a core of its pool)
-  // After busy: latency + transfer seconds, holding every channel listed (none: latency only).
+  // After busy: a transfer through `channels` in order (its route, each channel at most once),
+  // taking each for `transfer` seconds in turn with the transfers queued there, cut-through
+  // (it joins the next channel's queue as it starts on one); it completes `latency` after its
+  // last channel is done, the route's delay, which takes no channel. Without channels: latency +
+  // transfer after busy, nothing shared.
   double latency = 0;
   double transfer = 0;
   std::vector<int> channels;
@@ -74,7 +79,7 @@ struct SimulationSetup {
 struct TaskInterval {
   double start = 0;           // its executor took it
   double busy_end = 0;        // its busy part ended
-  double transfer_start = 0;  // its channels were free (== busy_end without a wait)
+  double transfer_start = 0;  // it took its first channel (== busy_end without a wait)
   double end = 0;             // completed: its successors may start
 };
 
@@ -86,9 +91,16 @@ struct Simulation {
   double makespan = 0;
   // Per executor and channel: seconds busy over all iterations.
   std::vector<double> executor_busy, channel_busy;
+  // When each transfer took each channel of its route: task t's hops of iteration k are
+  // hop_start[k * hop_base.back() + hop_base[t] + hop].
+  std::vector<int> hop_base;
+  std::vector<double> hop_start;
 
   const TaskInterval& at(TaskId task, int iteration = 0) const {
     return intervals[static_cast<size_t>(iteration) * num_tasks + task];
+  }
+  double channel_start(TaskId task, int iteration, int hop) const {
+    return hop_start[static_cast<size_t>(iteration) * hop_base.back() + hop_base[task] + hop];
   }
 };
 

@@ -721,6 +721,13 @@ SimulationReport simulate_training(const SimulateOptions& options) {
       report.busiest_executor = sp.plan.executors()[e].name;
     }
   }
+  for (size_t ch = 0; ch < sim.channel_busy.size(); ++ch) {
+    const double share = sim.channel_busy[ch] / std::max(1e-12, span);
+    if (share > report.busiest_link_share) {
+      report.busiest_link_share = share;
+      report.busiest_link = placement.channel_names[ch];
+    }
+  }
   if (o.stages > 1) {
     // Rank 0's runs (stage 0 starts first and ends last), and the busiest main thread.
     const int runs = static_cast<int>(sim.iteration_start[0].size());

@@ -92,6 +92,9 @@ struct SimulationReport {
   // Busy share of rank 0's busiest executor over the step.
   double busiest_executor_share = 0;
   std::string busiest_executor;
+  // Busy share of the busiest link (channel) over the step, whichever rank's; none: empty.
+  double busiest_link_share = 0;
+  std::string busiest_link;
   // A pipeline (stages > 1): 1 - the busiest main thread's work per run / the run's span, as
   // purine train's PipelineMeter measures it (train/pipeline_meter.hpp); else 0.
   double pipeline_bubble = 0;

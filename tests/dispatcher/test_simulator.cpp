@@ -145,35 +145,44 @@ TEST_CASE("simulate: two transfers sharing one channel go one after the other", 
   CHECK(sim.at(s0).busy_end == 1);
   CHECK(sim.at(s0).transfer_start == 1);
   CHECK(sim.at(s0).end == 3.5);
-  CHECK(sim.at(s1).transfer_start == 3.5);  // the channel was taken
-  CHECK(sim.at(s1).end == 6);
+  CHECK(sim.at(s1).transfer_start ==
+        3);  // the channel was taken for send0's bytes, not its latency
+  CHECK(sim.at(s1).end == 5.5);
   CHECK(sim.at(after0).start == 1);  // the executor did not wait for the transfer
-  CHECK(sim.channel_busy[0] == 5);
+  CHECK(sim.channel_busy[0] == 4);
 }
 
-TEST_CASE("simulate: a waiting transfer holds back later ones on its channels, not on others",
-          "[simulator]") {
-  // Arrivals at 1, 2, 3, 4: send0 takes channel 0; send1 wants channels 0 and 1 and waits for
-  // 0; send2 finds channel 1 free but wanted by send1, which came first, so it waits too;
-  // send3's channel 2 is nobody's, so it starts at once.
+TEST_CASE(
+    "simulate: a transfer takes its route's channels in turn, so a busy one holds back none before "
+    "it",
+    "[simulator]") {
+  // Channel 0 is a sender's NIC, 1 and 2 two receivers' NICs. Arrivals at 1, 2, 3, 4: send0
+  // takes receiver 1 until 11. send1 (0 then 1) streams out at 2 and waits at 1 until 11;
+  // send2 (0 then 2) waits behind send1's bytes on 0 until 12, not for channel 1, which it does
+  // not use; send3 takes receiver 2 at 4 until 14, so send2 reaches it at 12 and waits until 14.
   pd::Plan plan;
   std::vector<pd::TaskId> sends;
   for (int i = 0; i < 4; ++i)
     sends.push_back(add(plan, "send" + std::to_string(i), plan.add_executor({"e"})));
   pd::SimulationSetup setup = busy_times(plan, {1, 2, 3, 4});
   setup.channels = 3;
-  const std::vector<std::vector<int>> channels{{0}, {0, 1}, {1}, {2}};
+  const std::vector<std::vector<int>> routes{{1}, {0, 1}, {0, 2}, {2}};
   for (int i = 0; i < 4; ++i) {
+    setup.costs[sends[i]].latency = 1;
     setup.costs[sends[i]].transfer = 10;
-    setup.costs[sends[i]].channels = channels[i];
+    setup.costs[sends[i]].channels = routes[i];
   }
   const pd::Simulation sim = pd::simulate(plan, setup);
-  CHECK(sim.at(sends[0]).transfer_start == 1);
-  CHECK(sim.at(sends[1]).transfer_start == 11);  // once send0 frees channel 0
-  CHECK(sim.at(sends[2]).transfer_start == 21);  // after send1, though channel 1 was free at 3
+  CHECK(sim.at(sends[0]).end == 12);
+  CHECK(sim.at(sends[1]).transfer_start == 2);
+  CHECK(sim.channel_start(sends[1], 0, 1) == 11);  // channel 1 freed at 11: latency takes none
+  CHECK(sim.at(sends[1]).end == 22);
+  CHECK(sim.at(sends[2]).transfer_start == 12);
+  CHECK(sim.channel_start(sends[2], 0, 1) == 14);
+  CHECK(sim.at(sends[2]).end == 25);
   CHECK(sim.at(sends[3]).transfer_start == 4);
-  CHECK(sim.at(sends[2]).end == 31);
-  CHECK(sim.channel_busy[1] == 20);
+  CHECK(sim.at(sends[3]).end == 15);
+  CHECK(sim.channel_busy == std::vector<double>{20, 20, 20});
 }
 
 TEST_CASE("simulate: a 2-stage 1F1B pipeline of 2 micro-batches has the bubble of theory",
@@ -391,7 +400,8 @@ TEST_CASE("simulate: with equal costs on one executor the order is the serial en
   }
 }
 
-TEST_CASE("simulate: refuses floating tasks, wrong cost counts and negative times", "[simulator]") {
+TEST_CASE("simulate: refuses floating tasks, wrong cost counts, negative times and looping routes",
+          "[simulator]") {
   pd::Plan plan;
   const auto e = plan.add_executor({"main"});
   add(plan, "a", e);
@@ -403,6 +413,9 @@ TEST_CASE("simulate: refuses floating tasks, wrong cost counts and negative time
   setup.costs[0].busy = 1;
   setup.costs[0].channels = {3};
   CHECK_THROWS_WITH(pd::simulate(plan, setup), Catch::Contains("uses channel 3"));
+  setup.channels = 2;
+  setup.costs[0].channels = {1, 0, 1};
+  CHECK_THROWS_WITH(pd::simulate(plan, setup), Catch::Contains("route passes channel 1 twice"));
   pd::Plan floating;
   floating.add_executor({"main"});
   add(floating, "f", pd::kAnyExecutor);
@@ -424,6 +437,7 @@ TEST_CASE("simulate: the timeline is written in the tracer's Chrome-trace format
   pd::SimulationSetup setup = busy_times(plan, {0.001});
   setup.channels = 1;
   setup.costs[send].transfer = 0.002;
+  setup.costs[send].latency = 0.0005;
   setup.costs[send].channels = {0};
   const pd::Simulation sim = pd::simulate(plan, setup);
   const std::string path = "simulated_trace_test.json";
@@ -434,6 +448,7 @@ TEST_CASE("simulate: the timeline is written in the tracer's Chrome-trace format
   CHECK(text.str().find("\"traceEvents\"") != std::string::npos);
   CHECK(text.str().find("\"name\":\"send\",\"ts\":0.000,\"dur\":1000.000") != std::string::npos);
   CHECK(text.str().find("node0:nic") != std::string::npos);
+  // The link is busy for the bytes; the latency after them takes none of it.
   CHECK(text.str().find("\"ts\":1000.000,\"dur\":2000.000") != std::string::npos);
   std::remove(path.c_str());
 }

@@ -243,6 +243,11 @@ TEST_CASE("simulated data parallelism: 2 ranks add communication, not compute pe
   const SimulationReport crawling = simulate_training(slow);
   CHECK(crawling.step_seconds > 2 * two.step_seconds);
   CHECK(crawling.exposed_communication > two.exposed_communication);
+  // ... and says where: the NICs carry the bytes most of the step; one rank uses no link.
+  CHECK(crawling.busiest_link.find(":nic ") != std::string::npos);
+  CHECK(crawling.busiest_link_share > 0.5);
+  CHECK(crawling.busiest_link_share <= 1);
+  CHECK(one.busiest_link.empty());
 }
 
 TEST_CASE("simulated ranks bound to a core each: their comm threads wait for that core",

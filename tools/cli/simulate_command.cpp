@@ -127,6 +127,9 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
                 o.micro_batches, name_of(o.schedule), r.pipeline_bubble);
   std::printf("  busiest executor of rank 0: %s, %.0f%% busy\n", r.busiest_executor.c_str(),
               100 * r.busiest_executor_share);
+  if (!r.busiest_link.empty())
+    std::printf("  busiest link: %s, %.0f%% busy\n", r.busiest_link.c_str(),
+                100 * r.busiest_link_share);
   if (s.calibration) {
     std::printf("  calibration %s: %d runs, step %.3f ms\n", s.calibration->path.c_str(),
                 s.calibration->iterations, ms(r.calibration_step_seconds));
