@@ -77,6 +77,24 @@ int mpi_count_ranks(bool yes) {
   return count;
 }
 
+std::vector<int> mpi_machine_of_ranks() {
+  if (!mpi_initialized()) return {0};
+  MPI_Comm machine;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &machine);
+  const int mine = mpi_world_rank();
+  int lowest = mine;
+  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, machine);
+  MPI_Comm_free(&machine);
+  std::vector<int> lowest_of(mpi_world_size());
+  MPI_Allgather(&lowest, 1, MPI_INT, lowest_of.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  // Lowest ranks appear in increasing order, each first at its own rank.
+  std::vector<int> machine_of(lowest_of.size());
+  int machines = 0;
+  for (size_t r = 0; r < lowest_of.size(); ++r)
+    machine_of[r] = lowest_of[r] == static_cast<int>(r) ? machines++ : machine_of[lowest_of[r]];
+  return machine_of;
+}
+
 LaunchedWorld mpi_launched_world() {
   auto number = [](const char* name, int* value) {
     const char* text = std::getenv(name);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace purine {
 
@@ -39,6 +40,11 @@ int mpi_world_size();
 // How many ranks pass `yes`: a collective over MPI_COMM_WORLD (MPI_Allreduce) that every rank
 // must call at the same point; `yes` ? 1 : 0 when MPI is not initialized.
 int mpi_count_ranks(bool yes);
+// The machine (shared-memory node, MPI_COMM_TYPE_SHARED) of every world rank, numbered by
+// their lowest rank: {0, 0, 1, 1} for ranks 0-1 on one machine and 2-3 on another. A collective
+// over MPI_COMM_WORLD that every rank must call at the same point; {0} when MPI is not
+// initialized.
+std::vector<int> mpi_machine_of_ranks();
 
 // The world a launcher announced to this process in its environment, whether or not MPI was
 // initialized: Open MPI's OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_RANK, MPICH's PMI_SIZE and

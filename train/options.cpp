@@ -96,8 +96,12 @@ PipelineSchedule parse_schedule(const std::string& name) {
   return parse(kSchedules, name, "pipeline schedule", "--schedule");
 }
 GpuMath parse_math(const std::string& name) { return parse(kMaths, name, "GPU math", "--math"); }
-RingSteps parse_ring_steps(const std::string& name) {
-  return parse(kRingSteps, name, "way of moving the ring's chunks", "--ring-steps");
+std::optional<RingSteps> parse_ring_steps(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  for (const Choice<RingSteps>& c : kRingSteps)
+    if (name == c.name) return c.value;
+  throw Error(str("unknown way of moving the ring's chunks '", name,
+                  "' for --ring-steps; choose auto, ", listed(kRingSteps)));
 }
 Optimizer parse_optimizer(const std::string& name) {
   return parse(kOptimizers, name, "optimizer", "--optimizer");

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -203,7 +204,9 @@ dispatch::Mode parse_executor(const std::string& name);         // --executor: p
 PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b, zbh1
 Optimizer parse_optimizer(const std::string& name);             // --optimizer: sgd, adam, adamw
 GpuMath parse_math(const std::string& name);                    // --math: fp32, tf32, exact
-RingSteps parse_ring_steps(const std::string& name);            // --ring-steps: direct, ring
+// --ring-steps: direct, ring, or auto (std::nullopt: chosen by the ranks' machines,
+// train/ring_steps.hpp).
+std::optional<RingSteps> parse_ring_steps(const std::string& name);
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);

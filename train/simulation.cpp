@@ -19,6 +19,7 @@
 #include "purine/runnable.hpp"
 #include "purine/simulation_plan.hpp"
 #include "purine/text_format_error.hpp"
+#include "train/ring_steps.hpp"
 #include "train/trainer.hpp"
 
 namespace purine {
@@ -680,6 +681,12 @@ SimulationReport simulate_training(const SimulateOptions& options) {
   o.evaluate = false;
   require(o.ranks >= 1, "--ranks must be at least 1, got ", o.ranks);
   const Placement placement = place(options.cluster, o);
+  std::string ring_steps_reason;
+  if (options.automatic_ring_steps) {
+    const RingStepsChoice choice = choose_ring_steps(placement.node_of_rank);
+    o.ring_steps = choice.steps;
+    ring_steps_reason = choice.reason();
+  }
   std::set<const Blob*> observed;
   std::unique_ptr<Graph> graph = build_training_graph(o, &observed);
   // compile()'s memory-plan orders on every rank, as purine train --reuse-memory makes them.
@@ -693,6 +700,8 @@ SimulationReport simulate_training(const SimulateOptions& options) {
       if (device_graphs_refusal(*graph, r, o.mode, /*compiled=*/false).empty()) recording.insert(r);
   CostModel model = model_costs(sp, options, placement, device_graph_tasks(sp, recording));
   SimulationReport report = std::move(model.report);
+  report.ring_steps = o.ring_steps;
+  report.ring_steps_reason = ring_steps_reason;
   report.ranks = o.ranks;
   std::set<int> nodes(placement.node_of_rank.begin(), placement.node_of_rank.end());
   report.nodes = static_cast<int>(nodes.size());

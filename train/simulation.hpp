@@ -71,6 +71,9 @@ struct SimulateOptions {
   // A non-blocking collective's transfer (--reduce=mpi) is work of its polling thread, sharing
   // the node's cores with the busy threads (dispatch::SimulationSetup::pool_time_slicing).
   bool time_slicing = true;
+  // --ring-steps=auto: train.ring_steps chosen for the ranks' placement on the cluster, as
+  // purine train chooses them for the machines of its MPI world (train/ring_steps.hpp).
+  bool automatic_ring_steps = false;
 };
 
 // A calibrated op: its measured time and what the roofline said.
@@ -92,6 +95,8 @@ struct SimulationReport {
   // Busy share of rank 0's busiest executor over the step.
   double busiest_executor_share = 0;
   std::string busiest_executor;
+  RingSteps ring_steps = RingSteps::kDirect;  // what the ring reduction used
+  std::string ring_steps_reason;              // with automatic_ring_steps: why
   // Busy share of the busiest link (channel) over the step, whichever rank's; none: empty.
   double busiest_link_share = 0;
   std::string busiest_link;

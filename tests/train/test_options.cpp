@@ -33,6 +33,7 @@ TEST_CASE("every choice parses from its name and back", "[options]") {
     CHECK(parse_math(name_of(m)) == m);
   for (RingSteps s : {RingSteps::kDirect, RingSteps::kRing})
     CHECK(parse_ring_steps(name_of(s)) == s);
+  CHECK(parse_ring_steps("auto") == std::nullopt);
   CHECK(parse_reduction("ps") == Reduction::kParameterServer);
   CHECK(std::string(name_of(LrPolicy::kPoly)) == "poly");
 }
@@ -53,7 +54,7 @@ TEST_CASE("an unknown name is refused, naming the flag and listing the valid nam
                       "unknown GPU math 'bf16' for --math; choose fp32, tf32 or exact");
   REQUIRE_THROWS_WITH(parse_ring_steps("tree"),
                       "unknown way of moving the ring's chunks 'tree' "
-                      "for --ring-steps; choose direct or ring");
+                      "for --ring-steps; choose auto, direct or ring");
   // Names are matched exactly.
   REQUIRE_THROWS_AS(parse_reduction("Ring"), Error);
   REQUIRE_THROWS_AS(parse_reduction(""), Error);

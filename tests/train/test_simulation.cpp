@@ -250,6 +250,34 @@ TEST_CASE("simulated data parallelism: 2 ranks add communication, not compute pe
   CHECK(one.busiest_link.empty());
 }
 
+TEST_CASE("simulated --ring-steps=auto: the ring's steps for ranks placed node by node",
+          "[simulation]") {
+  // 2 nodes of 2 ranks on a slow network: direct steps send 2 bytes per gradient byte off a
+  // node, the ring's 1.5 (train/ring_steps.hpp), and the step follows the bytes.
+  SimulateOptions s = convnet(4);
+  s.cluster = parse_cluster(
+      "name: \"2x2\"\n"
+      "nodes { count: 2 cores: 8 ranks_per_node: 2\n"
+      "  cpu { peak_gflops: 50 memory_gigabytes_per_second: 10 op_overhead_us: 5 }\n"
+      "  host_memory { latency_us: 1 gigabytes_per_second: 5 } }\n"
+      "network { latency_us: 20 gigabytes_per_second: 0.02 }\n",
+      "2x2.pbtxt");
+  const SimulationReport direct = simulate_training(s);
+  CHECK(direct.ring_steps == RingSteps::kDirect);  // TrainOptions' default
+  CHECK(direct.ring_steps_reason.empty());
+  s.automatic_ring_steps = true;
+  const SimulationReport automatic = simulate_training(s);
+  CHECK(automatic.ring_steps == RingSteps::kRing);
+  CHECK_THAT(automatic.ring_steps_reason,
+             Contains("ring steps send 1.5 bytes") && Contains("of 2 machines, direct steps 2"));
+  CHECK(automatic.busiest_link.find(":nic ") != std::string::npos);
+  CHECK(automatic.step_seconds < 0.9 * direct.step_seconds);
+  // One node: direct steps.
+  s.cluster = two_nodes(0.02, 1);
+  s.cluster.mutable_nodes(0)->set_ranks_per_node(4);
+  CHECK(simulate_training(s).ring_steps == RingSteps::kDirect);
+}
+
 TEST_CASE("simulated ranks bound to a core each: their comm threads wait for that core",
           "[simulation]") {
   // 4 ranks on one node of 8 cores, the cores shared by all (0) or one per rank (1): bound, a

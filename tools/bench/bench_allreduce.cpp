@@ -5,7 +5,7 @@
 //   mpirun --oversubscribe -np 2 build/tools/bench_allreduce [--min_bytes=1024]
 //       [--max_bytes=67108864] [--factor=4] [--reps=15] [--burst=4] [--stat=median|min]
 //       [--warmup=3] [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N
-//       [--timeline_pipe]] [--exchange_max_bytes=65536] [--ring_steps=direct|ring] [--ways]
+//       [--timeline_pipe]] [--exchange_max_bytes=65536] [--ring_steps=auto|direct|ring] [--ways]
 //
 // For every size (float32 buffers, --min_bytes to --max_bytes by --factor) rank 0 prints the
 // median (or --stat=min: the fastest) of --reps runs (after --warmup untimed calls) of the slowest
@@ -41,8 +41,9 @@
 // run of N bytes, per rank, in microseconds from a common barrier: where a transfer waited.
 // --exchange_max_bytes sets ring_allreduce's switch to the one-step exchange for small buffers
 // (graphs/allreduce.hpp): 0 never takes it, 1099511627776 always; --ring_steps how it moves
-// larger ones. --ways adds two columns that compare the ways in one run: ring-alone (the ring's
-// steps at every size, never the exchange) and direct (direct steps at every size).
+// larger ones (auto: as purine train chooses for the ranks' machines, direct on one machine).
+// --ways adds two columns that compare the ways in one run: ring-alone (the ring's steps at every
+// size, never the exchange) and direct (direct steps at every size).
 #include <gflags/gflags.h>
 #include <mpi.h>
 
@@ -52,6 +53,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -64,6 +66,7 @@
 #include "purine/mpi.hpp"
 #include "purine/runnable.hpp"
 #include "train/options.hpp"
+#include "train/ring_steps.hpp"
 
 DEFINE_int64(min_bytes, 1024, "smallest buffer in bytes");
 DEFINE_int64(max_bytes, 64 << 20, "largest buffer in bytes");
@@ -82,9 +85,9 @@ DEFINE_bool(timeline_pipe, false, "--timeline_bytes: trace ring-pipe instead of 
 DEFINE_int64(exchange_max_bytes, purine::kExchangeMaxBytes,
              "ring: reduce by the one-step exchange when each rank would receive at most this many "
              "bytes that way (0: always the ring; graphs/allreduce.hpp)");
-DEFINE_string(ring_steps, "direct",
-              "ring: how chunks move above the exchange's range: direct or ring "
-              "(graphs/allreduce.hpp)");
+DEFINE_string(ring_steps, "auto",
+              "ring: how chunks move above the exchange's range: direct, ring, or auto as "
+              "purine train chooses (graphs/allreduce.hpp, train/ring_steps.hpp)");
 DEFINE_bool(ways, false, "also time ring-alone and direct (see the header)");
 DEFINE_bool(pattern_split, false,
             "with --variants, also time mpi-ring-g with receives posted at their step (g-late) "
@@ -179,9 +182,12 @@ class GraphMethod : public Method {
   std::unique_ptr<purine::Runnable> runnable_;
 };
 
-// The ring's choices as the flags set them (--ring_steps parsed as purine train's).
+// --ring_steps, auto resolved for the ranks' machines at start-up (run()).
+purine::RingSteps ring_steps_of_flag = purine::RingSteps::kDirect;
+
+// The ring's choices as the flags set them.
 purine::RingOptions flag_ring_options() {
-  return {FLAGS_exchange_max_bytes, purine::parse_ring_steps(FLAGS_ring_steps), -1};
+  return {FLAGS_exchange_max_bytes, ring_steps_of_flag, -1};
 }
 
 // The product: ring_allreduce over one blob of `count` floats per rank.
@@ -485,6 +491,9 @@ int run(int argc, char** argv) {
                   "need --reps >= 1, --warmup >= 0 and --burst >= 1");
   purine::require(FLAGS_stat == "median" || FLAGS_stat == "min",
                   "--stat must be median or min, got '", FLAGS_stat, "'");
+  const std::optional<purine::RingSteps> steps = purine::parse_ring_steps(FLAGS_ring_steps);
+  ring_steps_of_flag =
+      steps ? *steps : purine::choose_ring_steps(purine::mpi_machine_of_ranks()).steps;
   if (leader) {
     double load[3] = {0, 0, 0};
     if (FILE* f = std::fopen("/proc/loadavg", "r")) {
@@ -493,9 +502,9 @@ int run(int argc, char** argv) {
     }
     std::printf(
         "allreduce of float32 buffers on %d ranks; %s of %d runs (slowest rank, mean of %d "
-        "back-to-back calls each) after %d warm-up calls; load average %.2f\n",
+        "back-to-back calls each) after %d warm-up calls; ring by %s steps; load average %.2f\n",
         ranks, FLAGS_stat == "min" ? "fastest" : "median", FLAGS_reps, FLAGS_burst, FLAGS_warmup,
-        load[0]);
+        purine::name_of(ring_steps_of_flag), load[0]);
     std::printf(
         "bus bandwidth = 2(N-1)/N * bytes / time; ring/MPI = ring bandwidth / MPI "
         "bandwidth\n\n");

@@ -104,6 +104,13 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
       r.nodes == 1 ? "" : "s", s.cluster.name().c_str(), name_of(o.reduce), o.batch,
       o.parallel == ParallelLayout::kData || o.parallel == ParallelLayout::kHybrid ? " per rank"
                                                                                    : "");
+  const bool ring = r.ranks > 1 && o.reduce == Reduction::kRing &&
+                    (o.parallel == ParallelLayout::kData || o.parallel == ParallelLayout::kHybrid);
+  if (ring && !r.ring_steps_reason.empty())
+    std::printf("  ring reduction by %s steps (--ring-steps=auto: %s)\n", name_of(r.ring_steps),
+                r.ring_steps_reason.c_str());
+  else if (ring)
+    std::printf("  ring reduction by %s steps\n", name_of(r.ring_steps));
   std::printf("  step %.3f ms, %.1f img/s, exposed communication %.1f%% of the step\n",
               ms(r.step_seconds), r.images_per_second, 100 * r.exposed_communication);
   std::printf(
@@ -212,6 +219,7 @@ int run_simulate() {
           FLAGS_sim_iterations);
   s.iterations = FLAGS_sim_iterations;
   s.time_slicing = FLAGS_time_slicing;
+  s.automatic_ring_steps = ring_steps_automatic();
   const std::vector<int> counts = parse_counts(FLAGS_scaling);
   require(FLAGS_plot.empty() || !counts.empty(), "--plot draws the --scaling table: give both");
   if (!counts.empty())

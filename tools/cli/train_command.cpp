@@ -25,6 +25,7 @@
 #include "tools/cli/startup_errors.hpp"
 #include "tools/cli/summary.hpp"
 #include "train/options.hpp"
+#include "train/ring_steps.hpp"
 #include "train/trainer.hpp"
 
 DEFINE_string(config, "",
@@ -169,10 +170,12 @@ DEFINE_string(reduce, "ring",
 DEFINE_int64(bucket_kb, 256,
              "data parallel: fuse gradients smaller than this many KiB into buckets of up to "
              "this size, each reduced at once (0: reduce every gradient alone)");
-DEFINE_string(ring_steps, "direct",
+DEFINE_string(ring_steps, "auto",
               "ring reduction above the one-step exchange's range: direct (each chunk sent "
               "straight to the rank that sums it, each sum straight to every rank: 2 message "
-              "latencies) or ring (N-1 steps around the ring each way); the same bits either way");
+              "latencies), ring (N-1 steps around the ring each way), or auto: ring where it puts "
+              "fewer bytes on the busiest machine's network link (ranks on several machines, "
+              "several on a machine), else direct; the same bits either way");
 DEFINE_bool(sync_bn, true,
             "data parallel and hybrid: batch norm normalizes by the statistics of every "
             "replica's batch together (synchronized batch norm), so N replicas at batch b follow "
@@ -299,7 +302,7 @@ TrainOptions options_from_flags(int ranks) {
   o.test_every = FLAGS_test_every;
   o.reduce = parse_reduction(FLAGS_reduce);
   o.bucket_kb = FLAGS_bucket_kb;
-  o.ring_steps = parse_ring_steps(FLAGS_ring_steps);
+  o.ring_steps = parse_ring_steps(FLAGS_ring_steps).value_or(o.ring_steps);
   o.sync_bn = FLAGS_sync_bn;
   o.locations = FLAGS_locations;
   o.stages = FLAGS_stages;
@@ -361,6 +364,8 @@ std::string stages_line(const std::vector<PipelineStage>& stages) {
 
 }  // namespace
 
+bool ring_steps_automatic() { return !parse_ring_steps(FLAGS_ring_steps); }
+
 int run_train() {
   // The config file and the options follow from the command line alone: every rank meets their
   // errors alike, before any communication (startup_errors.hpp), unless the file differs
@@ -378,6 +383,14 @@ int run_train() {
   if (FLAGS_print_config) {
     if (mpi_world_rank() == 0) std::fputs(effective_config().c_str(), stdout);
     return 0;
+  }
+  // Every rank is here, none failed: the collective that finds the ranks' machines is safe.
+  if (ring_steps_automatic() && options.ranks > 1) {
+    const RingStepsChoice choice = choose_ring_steps(mpi_machine_of_ranks());
+    options.ring_steps = choice.steps;
+    if (options.rank == 0 && choice.machines > 1 && options.reduce == Reduction::kRing)
+      std::printf("ring reduction by %s steps (--ring-steps=auto: %s)\n", name_of(choice.steps),
+                  choice.reason().c_str());
   }
   std::unique_ptr<Trainer> built;
   std::string resumed;

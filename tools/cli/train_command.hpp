@@ -14,6 +14,11 @@ TrainOptions options_from_flags(int ranks = 0);
 // for 0 (the default). Throws purine::Error on a negative value.
 int threads_from_flag();
 
+// Whether --ring-steps is auto (the default): the ring's steps are then chosen from the machines
+// the ranks run on (train/ring_steps.hpp), which options_from_flags() cannot know; until then
+// its options have TrainOptions' default.
+bool ring_steps_automatic();
+
 // Returns the process exit code. Throws purine::Error on bad flags or data.
 int run_train();
 
