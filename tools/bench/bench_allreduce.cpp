@@ -6,6 +6,7 @@
 //       [--max_bytes=67108864] [--factor=4] [--reps=15] [--burst=4] [--stat=median|min]
 //       [--warmup=3] [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N
 //       [--timeline_pipe]] [--exchange_max_bytes=65536] [--ring_steps=auto|direct|ring] [--ways]
+//       [--in_run=K]
 //
 // For every size (float32 buffers, --min_bytes to --max_bytes by --factor) rank 0 prints the
 // median (or --stat=min: the fastest) of --reps runs (after --warmup untimed calls) of the slowest
@@ -44,6 +45,9 @@
 // larger ones (auto: as purine train chooses for the ranks' machines, direct on one machine).
 // --ways adds two columns that compare the ways in one run: ring-alone (the ring's steps at every
 // size, never the exchange) and direct (direct steps at every size).
+// --in_run=K adds in-run: K independent ring allreduces of the size in one graph run, per
+// allreduce (the run's time / K). A training step reduces its buckets so, inside one run, while
+// the ring column pays a whole run (waking and handing over between threads) per allreduce.
 #include <gflags/gflags.h>
 #include <mpi.h>
 
@@ -89,6 +93,9 @@ DEFINE_string(ring_steps, "auto",
               "ring: how chunks move above the exchange's range: direct, ring, or auto as "
               "purine train chooses (graphs/allreduce.hpp, train/ring_steps.hpp)");
 DEFINE_bool(ways, false, "also time ring-alone and direct (see the header)");
+DEFINE_int32(in_run, 0,
+             "K > 0: also time K ring allreduces of each size in one graph run, per allreduce "
+             "(see the header)");
 DEFINE_bool(pattern_split, false,
             "with --variants, also time mpi-ring-g with receives posted at their step (g-late) "
             "and with sums in place (g-inplace): which part of the graph's pattern costs");
@@ -190,21 +197,25 @@ purine::RingOptions flag_ring_options() {
   return {FLAGS_exchange_max_bytes, ring_steps_of_flag, -1};
 }
 
-// The product: ring_allreduce over one blob of `count` floats per rank.
+// The product: ring_allreduce over one blob of `count` floats per rank; with `copies` > 1, that
+// many independent ones in one graph (a training step's buckets, reduced in one run).
 std::unique_ptr<GraphMethod> make_ring(int64_t count, int ranks, int rank,
                                        const purine::RingOptions& options = flag_ring_options(),
-                                       const char* name = "ring") {
+                                       const char* name = "ring", int copies = 1) {
   auto g = std::make_unique<Graph>("bench");
-  std::vector<Blob*> parts;
-  for (int r = 0; r < ranks; ++r) {
-    Graph::Placement placement(*g, Location::cpu(r), Graph::kCommThread);
-    parts.push_back(g->add_blob("grad" + std::to_string(r), {count}));
+  std::vector<Blob*> ins, outs;
+  for (int k = 0; k < copies; ++k) {
+    const std::string suffix = copies == 1 ? "" : "_" + std::to_string(k);
+    std::vector<Blob*> parts;
+    for (int r = 0; r < ranks; ++r) {
+      Graph::Placement placement(*g, Location::cpu(r), Graph::kCommThread);
+      parts.push_back(g->add_blob("grad" + std::to_string(r) + suffix, {count}));
+    }
+    std::vector<Blob*> sums = purine::ring_allreduce(*g, name + suffix, parts, options);
+    ins.push_back(parts[rank]);
+    outs.push_back(sums[rank]);
   }
-  std::vector<Blob*> sums = purine::ring_allreduce(*g, name, parts, options);
-  Blob* in = parts[rank];
-  Blob* out = sums[rank];
-  return std::make_unique<GraphMethod>(std::move(g), std::vector<Blob*>{in},
-                                       std::vector<Blob*>{out}, name, count);
+  return std::make_unique<GraphMethod>(std::move(g), ins, outs, name, count * copies);
 }
 
 // One "mpi_allreduce" op per rank, run as a graph.
@@ -516,6 +527,7 @@ int run(int argc, char** argv) {
     if (FLAGS_variants && FLAGS_pattern_split)
       std::printf(" %13s %13s", "g-late ms", "g-inplace ms");
     if (FLAGS_ways) std::printf(" %13s %13s", "ring-alone ms", "direct ms");
+    if (FLAGS_in_run > 0) std::printf(" %13s", "in-run ms");
     std::printf("\n");
     std::fflush(stdout);
   }
@@ -530,7 +542,7 @@ int run(int argc, char** argv) {
     DirectMpi direct(ring->inputs()[0]->tensor().data(),
                      ring->results()[0]->tensor().mutable_data(), count);
     std::vector<std::pair<const char*, Method*>> methods = {{"ring", ring.get()}, {"mpi", &direct}};
-    std::unique_ptr<GraphMethod> graph_mpi, pipe, alone, direct_steps;
+    std::unique_ptr<GraphMethod> graph_mpi, pipe, alone, direct_steps, in_run;
     std::unique_ptr<HandRing> hand;
     std::unique_ptr<GraphLikeRing> graph_like, late, in_place;
     if (FLAGS_variants) {
@@ -555,6 +567,10 @@ int run(int argc, char** argv) {
       direct_steps = make_ring(count, ranks, rank, {0, purine::RingSteps::kDirect, -1}, "direct");
       methods.push_back({"ring-alone", alone.get()});
       methods.push_back({"direct", direct_steps.get()});
+    }
+    if (FLAGS_in_run > 0) {
+      in_run = make_ring(count, ranks, rank, flag_ring_options(), "ring-in-run", FLAGS_in_run);
+      methods.push_back({"ring-in-run", in_run.get()});
     }
     for (auto& [name, method] : methods) {
       for (int w = 0; w < FLAGS_warmup; ++w) method->run();
@@ -612,7 +628,9 @@ int run(int argc, char** argv) {
       std::printf("%8s %10.3f %9.3f %10.3f %9.3f %7.2fx", human_bytes(bytes).c_str(), ring_s * 1e3,
                   bus_gbps(bytes, ranks, ring_s), mpi_s * 1e3, bus_gbps(bytes, ranks, mpi_s),
                   mpi_s / ring_s);
-      for (size_t m = 2; m < methods.size(); ++m) std::printf(" %13.3f", statistic(times[m]) * 1e3);
+      for (size_t m = 2; m < methods.size(); ++m)
+        std::printf(" %13.3f", statistic(times[m]) * 1e3 /
+                                   (methods[m].second == in_run.get() ? FLAGS_in_run : 1));
       std::printf("\n");
       std::fflush(stdout);
     }
