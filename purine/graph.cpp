@@ -428,50 +428,58 @@ std::string describe(const Op* op) {
 
 std::vector<Op*> Graph::topological_order() const {
   // Kahn's algorithm on op -> op edges (writer of an input -> reader, and orders), smallest
-  // index first.
-  std::map<const Op*, std::set<const Op*>> preds;
-  std::map<const Op*, std::set<Op*>> succs;
-  for (const auto& op : ops_) {
-    std::set<const Op*>& mine = preds[op.get()];
-    for (const Blob* in : op->inputs())
-      for (const Op* w : in->writers()) mine.insert(w);
-    for (const Op* before : op->ordered_after()) mine.insert(before);
-    for (const Op* p : mine) succs[p].insert(op.get());
+  // index first. Ops are numbered by their place in ops_, in vectors: compile() sorts the whole
+  // graph of a layout several times on every rank (std::maps of sets took half of simulating 48
+  // ranks).
+  const int n = static_cast<int>(ops_.size());
+  std::vector<int> place(next_op_index_, -1);
+  for (int i = 0; i < n; ++i) place[ops_[i]->index()] = i;
+  std::vector<std::vector<int>> preds(n), succs(n);
+  for (int i = 0; i < n; ++i) {
+    std::vector<int>& mine = preds[i];
+    for (const Blob* in : ops_[i]->inputs())
+      for (const Op* w : in->writers()) mine.push_back(place[w->index()]);
+    for (const Op* before : ops_[i]->ordered_after()) mine.push_back(place[before->index()]);
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    for (int p : mine) succs[p].push_back(i);
   }
-  std::map<const Op*, int> pending;
-  auto later = [](const Op* a, const Op* b) { return a->index() > b->index(); };
-  std::priority_queue<Op*, std::vector<Op*>, decltype(later)> ready(later);
-  for (const auto& op : ops_) {
-    pending[op.get()] = static_cast<int>(preds[op.get()].size());
-    if (pending[op.get()] == 0) ready.push(op.get());
+  std::vector<int> pending(n);
+  auto later = [this](int a, int b) { return ops_[a]->index() > ops_[b]->index(); };
+  std::priority_queue<int, std::vector<int>, decltype(later)> ready(later);
+  for (int i = 0; i < n; ++i) {
+    pending[i] = static_cast<int>(preds[i].size());
+    if (pending[i] == 0) ready.push(i);
   }
   std::vector<Op*> order;
+  order.reserve(n);
   while (!ready.empty()) {
-    Op* op = ready.top();
+    const int i = ready.top();
     ready.pop();
-    order.push_back(op);
-    for (Op* s : succs[op])
+    order.push_back(ops_[i].get());
+    for (int s : succs[i])
       if (--pending[s] == 0) ready.push(s);
   }
   if (order.size() == ops_.size()) return order;
   // Walk back through ops still waiting until one repeats: that is a cycle.
-  const Op* at = nullptr;
-  for (const auto& op : ops_)
-    if (pending[op.get()] > 0) at = op.get();
-  std::vector<const Op*> walk;
-  std::map<const Op*, size_t> seen;
-  while (!seen.count(at)) {
-    seen[at] = walk.size();
+  int at = -1;
+  for (int i = 0; i < n; ++i)
+    if (pending[i] > 0) at = i;
+  std::vector<int> walk;
+  std::vector<long> seen(n, -1);  // an op's place in the walk
+  while (seen[at] < 0) {
+    seen[at] = static_cast<long>(walk.size());
     walk.push_back(at);
-    for (const Op* p : preds[at])
+    for (int p : preds[at])
       if (pending[p] > 0) {
         at = p;
         break;
       }
   }
   // The walk went from each op to one it waits for, and `at` waits for the walk's last op.
-  std::string cycle = describe(at);
-  for (size_t i = walk.size(); i-- > seen[at];) cycle += " -> " + describe(walk[i]);
+  std::string cycle = describe(ops_[at].get());
+  for (size_t i = walk.size(); i-- > static_cast<size_t>(seen[at]);)
+    cycle += " -> " + describe(ops_[walk[i]].get());
   throw Error(str("graph '", name_, "' has a cycle: ", cycle,
                   "; each waits for the one before (an output feeding back into its inputs "
                   "within one run, or an order of ops that waits in a circle, which would hang "

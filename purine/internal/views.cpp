@@ -36,8 +36,10 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
            in->deferred_tensor().covers_storage();
   };
   std::set<const Op*> aliased;
+  const std::vector<Op*> order =
+      graph.topological_order();  // aliasing leaves the edges as they are
   // Concat first: its inputs become views of its output, before anything allocates them.
-  for (Op* op : graph.topological_order()) {
+  for (Op* op : order) {
     if (aliasing_of(*op) != Aliasing::kConcat || op->location().rank != rank) continue;
     Blob* out = op->outputs()[0];
     const int64_t axis = normalized_axis(*op, out->shape());
@@ -63,7 +65,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
   // sum kernel allows its output to be either input. A ring reduction then works in as many
   // buffers as it receives, not twice as many. Before split and reshape, so that views of the
   // sum's result see the shared memory.
-  for (Op* op : graph.topological_order()) {
+  for (Op* op : order) {
     if (aliasing_of(*op) != Aliasing::kInPlace || op->location().rank != rank) continue;
     Blob* out = op->outputs()[0];
     if (!free_blob(out) || out->has_tensor()) continue;
@@ -81,7 +83,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
     }
   }
   // Split and reshape: outputs become views of the input.
-  for (Op* op : graph.topological_order()) {
+  for (Op* op : order) {
     if (op->location().rank != rank) continue;
     const bool split = aliasing_of(*op) == Aliasing::kSplit,
                reshape = aliasing_of(*op) == Aliasing::kReshape;
