@@ -170,8 +170,9 @@ std::map<int, std::vector<std::pair<const Op*, const Op*>>> memory_plan_orders(
     Graph& graph, const std::set<const Blob*>& observed) {
   std::map<int, std::vector<std::pair<const Op*, const Op*>>> orders;
   MemoryPlanner planner(graph);  // one order of the ops for every rank
+  const std::vector<Op*> order = graph.topological_order();
   for (int rank = 0; rank < graph_ranks(graph); ++rank) {
-    alias_views(graph, rank);
+    alias_views(graph, rank, order);
     // pin_host_ends_of_gpu_copies() would give the host ends without memory a buffer of their
     // own (the swapped blobs it pins too share none anyway): here they keep it by being read.
     std::set<const Blob*> kept = observed;

@@ -18,6 +18,10 @@ int64_t normalized_axis(const Op& op, const Shape& shape) {
 }  // namespace
 
 std::set<const Op*> alias_views(Graph& graph, int rank) {
+  return alias_views(graph, rank, graph.topological_order());
+}
+
+std::set<const Op*> alias_views(Graph& graph, int rank, const std::vector<Op*>& order) {
   std::set<const Blob*> pinned;   // blobs that must keep memory of their own
   std::set<const Blob*> swapped;  // may still be views, but only of a whole storage
   for (auto& [a, b] : graph.swaps()) swapped.insert({a, b});
@@ -36,8 +40,6 @@ std::set<const Op*> alias_views(Graph& graph, int rank) {
            in->deferred_tensor().covers_storage();
   };
   std::set<const Op*> aliased;
-  const std::vector<Op*> order =
-      graph.topological_order();  // aliasing leaves the edges as they are
   // Concat first: its inputs become views of its output, before anything allocates them.
   for (Op* op : order) {
     if (aliasing_of(*op) != Aliasing::kConcat || op->location().rank != rank) continue;

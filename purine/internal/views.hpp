@@ -9,6 +9,7 @@
 #pragma once
 
 #include <set>
+#include <vector>
 
 #include "purine/graph.hpp"
 
@@ -17,5 +18,8 @@ namespace purine {
 // Applies the views for the ops located at `rank`; returns the ops that no longer compute (the
 // in-place sums still do).
 std::set<const Op*> alias_views(Graph& graph, int rank);
+// The same, given graph.topological_order() (views change no edge, so one order serves every
+// rank: memory_plan_orders() applies the views of each rank of a layout in turn).
+std::set<const Op*> alias_views(Graph& graph, int rank, const std::vector<Op*>& order);
 
 }  // namespace purine
