@@ -25,8 +25,11 @@ std::set<const Op*> alias_views(Graph& graph, int rank, const std::vector<Op*>& 
   std::set<const Blob*> pinned;   // blobs that must keep memory of their own
   std::set<const Blob*> swapped;  // may still be views, but only of a whole storage
   for (auto& [a, b] : graph.swaps()) swapped.insert({a, b});
+  // Only blobs at `rank` are ever asked about.
   for (const auto& b : graph.blobs())
-    if (b->has_tensor() || b->writers().empty() || b->accumulating()) pinned.insert(b.get());
+    if (b->location().rank == rank &&
+        (b->has_tensor() || b->writers().empty() || b->accumulating()))
+      pinned.insert(b.get());
   pinned.insert(swapped.begin(), swapped.end());
   auto free_blob = [&](const Blob* b) {
     return !pinned.count(b) && b->writers().size() == 1 && b->location().rank == rank;
@@ -42,7 +45,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank, const std::vector<Op*>& 
   std::set<const Op*> aliased;
   // Concat first: its inputs become views of its output, before anything allocates them.
   for (Op* op : order) {
-    if (aliasing_of(*op) != Aliasing::kConcat || op->location().rank != rank) continue;
+    if (op->location().rank != rank || aliasing_of(*op) != Aliasing::kConcat) continue;
     Blob* out = op->outputs()[0];
     const int64_t axis = normalized_axis(*op, out->shape());
     bool ok = !pinned.count(out) && slices_are_contiguous(out->shape(), axis);
@@ -68,7 +71,7 @@ std::set<const Op*> alias_views(Graph& graph, int rank, const std::vector<Op*>& 
   // buffers as it receives, not twice as many. Before split and reshape, so that views of the
   // sum's result see the shared memory.
   for (Op* op : order) {
-    if (aliasing_of(*op) != Aliasing::kInPlace || op->location().rank != rank) continue;
+    if (op->location().rank != rank || aliasing_of(*op) != Aliasing::kInPlace) continue;
     Blob* out = op->outputs()[0];
     if (!free_blob(out) || out->has_tensor()) continue;
     for (Blob* in : op->inputs()) {
