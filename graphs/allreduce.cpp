@@ -1,6 +1,7 @@
 #include "graphs/allreduce.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "base/error.hpp"
@@ -76,72 +77,147 @@ Blob* sum_in_ring_order(Graph& g, const std::string& name, int c, int n, Chunk c
   return g.apply(name, "sum", {}, terms)[0];
 }
 
-// The direct reduce-scatter: every rank sends chunk c straight to its owner, which sums the N
-// chunks in the ring's order. Returns, per rank, its sum as one segment (none where its chunk
-// is empty).
-std::vector<std::vector<Blob*>> direct_reduce_scatter(Graph& g, const std::vector<Blob*>& parts,
-                                                      const RingShards& shards) {
-  const int n = static_cast<int>(parts.size());
-  std::vector<std::vector<Blob*>> chunks;
-  for (int q = 0; q < n; ++q) {
-    Graph::Placement placement(g, shards.locations[q], Graph::kCommThread);
-    chunks.push_back(flat_chunks(g, "r" + std::to_string(q), parts[q], shards));
+// The parts whose chunks one op sums (see RingSteps): all (kDirect), each alone (kRing), or
+// those of a machine (kMachines).
+std::vector<int> step_groups(RingSteps steps, const std::vector<int>& machine_of_part) {
+  const int n = static_cast<int>(machine_of_part.size());
+  std::vector<int> groups(n);
+  for (int q = 0; q < n; ++q)
+    groups[q] = steps == RingSteps::kDirect ? 0
+                : steps == RingSteps::kRing ? q
+                                            : machine_of_part[q];
+  return groups;
+}
+
+// A run of chunk c's reduce-scatter: parts consecutive in the ring's order from c, all of one
+// group, whose chunks `summer` adds, in that order, to the running sum of the runs before.
+struct Run {
+  std::vector<int> parts;
+  int summer = 0;
+};
+
+std::vector<Run> runs_of_chunk(int c, const std::vector<int>& groups) {
+  const int n = static_cast<int>(groups.size());
+  std::vector<Run> runs;
+  for (int k = 0; k < n; ++k) {
+    const int q = (c + k) % n;
+    if (runs.empty() || groups[runs.back().parts.back()] != groups[q]) runs.emplace_back();
+    runs.back().parts.push_back(q);
   }
-  std::vector<std::vector<Blob*>> owned(n);
-  for (int r = 0; r < n; ++r) {
-    const int c = shards.chunk_of(r);
-    if (!chunks[r][c]) continue;
-    const Location here = shards.locations[r];
-    Graph::Placement placement(g, here, Graph::kCommThread);
-    owned[r] = {sum_in_ring_order(g, "ds_c" + std::to_string(c), c, n, [&](int q) {
-      return q == r ? chunks[r][c] : g.copy_to(chunks[q][c], here, Graph::kCommThread);
-    })};
+  // The last run ends at the chunk's owner, c - 1, which keeps the sum. The others turn the
+  // work over their parts with c, so each rank of a machine sums its share of the chunks.
+  for (Run& run : runs) run.summer = run.parts[c % run.parts.size()];
+  runs.back().summer = runs.back().parts.back();
+  return runs;
+}
+
+// Chunk c's all-gather from its owner, as (from, to) copies in order: around the ring (kRing);
+// else straight to the owner's group and to one part of every other group, which passes it on.
+std::vector<std::pair<int, int>> gather_routes(int c, int owner, RingSteps steps,
+                                               const std::vector<int>& groups) {
+  const int n = static_cast<int>(groups.size());
+  std::vector<std::pair<int, int>> routes;
+  if (steps == RingSteps::kRing) {
+    for (int hop = 1; hop < n; ++hop) routes.emplace_back((owner + hop - 1) % n, (owner + hop) % n);
+    return routes;
   }
-  return owned;
+  std::map<int, std::vector<int>> members;  // of each group other than the owner's
+  for (int hop = 1; hop < n; ++hop) {
+    const int q = (owner + hop) % n;
+    if (groups[q] == groups[owner])
+      routes.emplace_back(owner, q);
+    else
+      members[groups[q]].push_back(q);
+  }
+  std::vector<std::pair<int, int>> passed_on;
+  for (const auto& [group, parts] : members) {
+    const int gateway = parts[c % parts.size()];
+    routes.emplace_back(owner, gateway);
+    for (int q : parts)
+      if (q != gateway) passed_on.emplace_back(gateway, q);
+  }
+  routes.insert(routes.end(), passed_on.begin(), passed_on.end());
+  return routes;
+}
+
+int distinct(const std::vector<int>& groups) {
+  return static_cast<int>(std::set<int>(groups.begin(), groups.end()).size());
+}
+
+// Part q's machine under options.machine_of_rank (kMachines only).
+std::vector<int> machines_of_parts(const std::string& name, const std::vector<Location>& locations,
+                                   const RingOptions& options) {
+  std::vector<int> machines(locations.size(), 0);
+  if (options.steps != RingSteps::kMachines) return machines;
+  const std::vector<int>& of = options.machine_of_rank;
+  for (size_t q = 0; q < locations.size(); ++q) {
+    const int rank = locations[q].rank;
+    require(rank < static_cast<int>(of.size()), name,
+            ": machine steps need the machine of every rank, but none is given for rank ", rank,
+            " (", of.size(), " given)");
+    machines[q] = of[rank];
+  }
+  return machines;
 }
 
 // The reduce-scatter: fills `shards` and returns, per rank, the segments of the chunk it owns
 // (empty where that chunk is).
-std::vector<std::vector<Blob*>> reduce_scatter(Graph& g, const std::vector<Blob*>& parts,
+std::vector<std::vector<Blob*>> reduce_scatter(Graph& g, const std::string& name,
+                                               const std::vector<Blob*>& parts,
                                                const RingOptions& options, RingShards& shards) {
   const int n = static_cast<int>(parts.size());
   shards.shape = parts[0]->shape();
   for (Blob* b : parts) shards.locations.push_back(b->location());
   shards.sizes = ring_chunk_sizes(shards.shape.count(), n);
-  shards.direct = options.steps == RingSteps::kDirect;
-  const int64_t segment_bytes = shards.direct               ? 0
-                                : options.segment_bytes < 0 ? ring_segment_bytes(n)
+  shards.steps = options.steps;
+  shards.groups = step_groups(options.steps, machines_of_parts(name, shards.locations, options));
+  const int groups = distinct(shards.groups);
+  const int64_t segment_bytes = groups == 1                 ? 0
+                                : options.segment_bytes < 0 ? ring_segment_bytes(groups)
                                                             : options.segment_bytes;
   for (int64_t size : shards.sizes) shards.segments.push_back(segment_sizes(size, segment_bytes));
-  if (shards.direct) return direct_reduce_scatter(g, parts, shards);
   auto at = [&](int r) { return parts[r]->location(); };
-  // acc[r][c][k]: rank r's running sum of segment k of chunk c.
-  std::vector<std::vector<std::vector<Blob*>>> acc(n, std::vector<std::vector<Blob*>>(n));
-  for (int r = 0; r < n; ++r) {
-    Graph::Placement placement(g, at(r), Graph::kCommThread);
-    const std::string local = "r" + std::to_string(r);
-    const std::vector<Blob*> chunks = flat_chunks(g, local, parts[r], shards);
+  // mine[q][c]: the segments of part q's chunk c, at part q.
+  std::vector<std::vector<std::vector<Blob*>>> mine(n, std::vector<std::vector<Blob*>>(n));
+  for (int q = 0; q < n; ++q) {
+    Graph::Placement placement(g, at(q), Graph::kCommThread);
+    const std::string local = "r" + std::to_string(q);
+    const std::vector<Blob*> chunks = flat_chunks(g, local, parts[q], shards);
     for (int c = 0; c < n; ++c)
       if (chunks[c])
-        acc[r][c] =
+        mine[q][c] =
             split_segments(g, local + "_c" + std::to_string(c), chunks[c], shards.segments[c]);
   }
-  // At step s rank r passes its sum of chunk r-s to rank r+1, which adds its own, segment by
-  // segment. Afterwards rank r holds the whole sum of chunk r+1.
-  for (int s = 0; s + 1 < n; ++s) {
-    for (int r = 0; r < n; ++r) {
-      const int c = ((r - s) % n + n) % n, next = (r + 1) % n;
-      Graph::Placement placement(g, at(next), Graph::kCommThread);
-      const size_t segments = acc[r][c].size();
+  std::vector<std::vector<Run>> runs;
+  for (int c = 0; c < n; ++c) runs.push_back(runs_of_chunk(c, shards.groups));
+  // sum[c]: the running sum of chunk c's segments after the runs built so far. Run by run over
+  // all chunks (by owner), so each rank's ops follow the order the data arrives in.
+  std::vector<std::vector<Blob*>> sum(n);
+  for (size_t j = 0;; ++j) {
+    bool any = false;
+    for (int owner = 0; owner < n; ++owner) {
+      const int c = shards.chunk_of(owner);
+      if (shards.sizes[c] == 0 || j >= runs[c].size()) continue;
+      any = true;
+      const Run& run = runs[c][j];
+      const Location here = at(run.summer);
+      Graph::Placement placement(g, here, Graph::kCommThread);
+      const size_t segments = shards.segments[c].size();
+      sum[c].resize(segments);
       for (size_t k = 0; k < segments; ++k) {
-        Blob* incoming = g.copy_to(acc[r][c][k], at(next), Graph::kCommThread);
-        acc[next][c][k] =
-            g.apply(step_name("rs", s, c, k, segments), "sum", {}, {acc[next][c][k], incoming})[0];
+        std::vector<Blob*> terms;
+        if (j > 0) terms.push_back(g.copy_to(sum[c][k], here, Graph::kCommThread));
+        for (int q : run.parts)
+          terms.push_back(q == run.summer ? mine[q][c][k]
+                                          : g.copy_to(mine[q][c][k], here, Graph::kCommThread));
+        const std::string op = step_name("rs", static_cast<int>(j), c, k, segments);
+        sum[c][k] = terms.size() == 1 ? terms[0] : g.apply(op, "sum", {}, terms)[0];
       }
     }
+    if (!any) break;
   }
   std::vector<std::vector<Blob*>> owned;
-  for (int r = 0; r < n; ++r) owned.push_back(acc[r][shards.chunk_of(r)]);
+  for (int r = 0; r < n; ++r) owned.push_back(sum[shards.chunk_of(r)]);
   return owned;
 }
 
@@ -149,17 +225,24 @@ std::vector<std::vector<Blob*>> reduce_scatter(Graph& g, const std::vector<Blob*
 std::vector<Blob*> all_gather(Graph& g, const RingShards& shards,
                               const std::vector<std::vector<Blob*>>& owned) {
   const int n = static_cast<int>(shards.locations.size());
-  // Each chunk travels once around the ring from its owner, segment by segment; with direct
-  // steps the owner sends it to every rank itself.
+  // whole[q][c]: the segments of chunk c's sum at part q.
   std::vector<std::vector<std::vector<Blob*>>> whole(n, std::vector<std::vector<Blob*>>(n));
+  // host[q][c]: where part q is a GPU that received chunk c's sum from another rank, the
+  // segments in its rank's host memory on their way in (copy_to's hop), which it passes on to
+  // other ranks instead of copying them back up from the GPU.
+  std::vector<std::vector<std::vector<Blob*>>> host(n, std::vector<std::vector<Blob*>>(n));
+  const std::vector<Location>& at = shards.locations;
   for (int owner = 0; owner < n; ++owner) {
     const int c = shards.chunk_of(owner);
     whole[owner][c] = owned[owner];
-    for (int hop = 1, holder = owner; hop < n; ++hop) {
-      const int next = (holder + 1) % n;
-      for (Blob* segment : whole[shards.direct ? owner : holder][c])
-        whole[next][c].push_back(g.copy_to(segment, shards.locations[next], Graph::kCommThread));
-      holder = next;
+    for (const auto& [from, to] : gather_routes(c, owner, shards.steps, shards.groups)) {
+      const bool across = at[from].rank != at[to].rank;
+      for (size_t k = 0; k < owned[owner].size(); ++k) {
+        Blob* source = across && !host[from][c].empty() ? host[from][c][k] : whole[from][c][k];
+        whole[to][c].push_back(g.copy_to(source, at[to], Graph::kCommThread));
+        if (across && !at[to].is_cpu())
+          host[to][c].push_back(g.copy_to(source, Location::cpu(at[to].rank), Graph::kCommThread));
+      }
     }
   }
   std::vector<Blob*> results;
@@ -181,7 +264,7 @@ RingShards ring_reduce_scatter(Graph& g, const std::string& name, const std::vec
   check_parts(name, parts);
   Graph::Scope scope(g, name);
   RingShards shards;
-  const std::vector<std::vector<Blob*>> owned = reduce_scatter(g, parts, options, shards);
+  const std::vector<std::vector<Blob*>> owned = reduce_scatter(g, name, parts, options, shards);
   for (size_t r = 0; r < owned.size(); ++r) {
     if (owned[r].empty()) {
       shards.owned.push_back(nullptr);
@@ -284,7 +367,7 @@ std::vector<Blob*> ring_allreduce(Graph& g, const std::string& name,
   Graph::Scope scope(g, name);
   RingShards shards;
   // The owners' segments go on around the ring as they are, never joined.
-  return all_gather(g, shards, reduce_scatter(g, parts, options, shards));
+  return all_gather(g, shards, reduce_scatter(g, name, parts, options, shards));
 }
 
 namespace {
@@ -310,6 +393,27 @@ std::vector<Blob*> collective_per_rank(Graph& g, const std::string& name, const 
 }
 
 }  // namespace
+
+std::vector<std::pair<int, int>> ring_messages(RingSteps steps,
+                                               const std::vector<int>& machine_of_part) {
+  const int n = static_cast<int>(machine_of_part.size());
+  const std::vector<int> groups = step_groups(steps, machine_of_part);
+  std::vector<std::pair<int, int>> messages;
+  for (int c = 0; c < n; ++c) {
+    const std::vector<Run> runs = runs_of_chunk(c, groups);
+    for (size_t j = 0; j < runs.size(); ++j) {
+      if (j > 0) messages.emplace_back(runs[j - 1].summer, runs[j].summer);
+      for (int q : runs[j].parts)
+        if (q != runs[j].summer) messages.emplace_back(q, runs[j].summer);
+    }
+  }
+  for (int owner = 0; owner < n; ++owner) {
+    const std::vector<std::pair<int, int>> routes =
+        gather_routes((owner + 1) % n, owner, steps, groups);
+    messages.insert(messages.end(), routes.begin(), routes.end());
+  }
+  return messages;
+}
 
 std::vector<Blob*> mpi_allreduce(Graph& g, const std::string& name,
                                  const std::vector<Blob*>& parts) {

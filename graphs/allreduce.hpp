@@ -25,6 +25,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "purine/graph.hpp"
@@ -57,25 +58,39 @@ constexpr int kRingSegmentMinRanks = 4;
 // The segment size the ring uses over `ranks` locations (0: whole chunks).
 int64_t ring_segment_bytes(int ranks);
 
-// How the reduce-scatter and the all-gather move the ring's chunks (same chunks, same bytes per
-// rank, same sums in the same order, so the same bits either way):
-//   kDirect: every rank sends chunk c straight to its owner, which sums all N in the ring's
-//            order in one op, and each owner sends its sum straight to every rank: 2 message
-//            latencies instead of 2(N-1), one pass over the received chunks instead of N-1.
-//   kRing:   around the ring, N-1 steps each way, a sum per step.
+// How the reduce-scatter and the all-gather move the ring's chunks (same chunks, same sums in
+// the same order, so the same bits every way):
+//   kDirect:   every rank sends chunk c straight to its owner, which sums all N in the ring's
+//              order in one op, and each owner sends its sum straight to every rank: 2 message
+//              latencies instead of 2(N-1), one pass over the received chunks instead of N-1.
+//   kRing:     around the ring, N-1 steps each way, a sum per step.
+//   kMachines: direct steps inside a machine, the ring's between machines. Chunk c's sum, in the
+//              ring's order, passes through the ranks c, c+1, ..., c-1 in runs of consecutive
+//              ranks on one machine: one rank of each run adds the running sum from the run
+//              before and the run's chunks in one op, and sends it on to the next machine. Its
+//              owner sends the sum straight to its machine's ranks and to one rank of every other
+//              machine, which passes it on inside its machine. With ranks placed machine by
+//              machine, the running sums leave a machine as often as the ring's, but in as many
+//              steps as there are machines; on one machine these are direct steps, with one rank
+//              per machine the ring's reduce-scatter. Needs RingOptions::machine_of_rank.
 // kDirect is the default: bench_allreduce --ways on the 2-core build machine (Open MPI shared
 // memory, ranks oversubscribed, 2026-11-26) timed it against the ring's steps at 16 KB-64 MB:
 // on 4 ranks 18.3 against 33.0 ms at 16 MB and 80.7 against 307.7 at 64 MB (MPI_Allreduce 146.4),
 // on 3 ranks 57.9 against 64.1 ms at 64 MB, level within the noise below 16 MB; on 2 ranks the
-// two are one algorithm. Not yet measured on more real cores (tools/gpu/run.sh scale does).
-enum class RingSteps { kDirect, kRing };
+// two are one algorithm. Between machines, --ring-steps=auto (train/ring_steps.hpp) weighs the
+// bytes each way puts on a machine's network link.
+enum class RingSteps { kDirect, kRing, kMachines };
 
 // How the ring's family moves data; the defaults are the measured choices above, tests and the
 // benchmark pass others. Every choice gives the same bits.
 struct RingOptions {
   int64_t exchange_max_bytes = kExchangeMaxBytes;  // 0: never the one-step exchange
   RingSteps steps = RingSteps::kDirect;
-  int64_t segment_bytes = -1;  // kRing's segments; -1: ring_segment_bytes(N), 0: whole chunks
+  // The segments of the running sums passed between ranks (kRing) or machines (kMachines);
+  // -1: ring_segment_bytes(ranks or machines), 0: whole chunks. Direct steps take whole chunks.
+  int64_t segment_bytes = -1;
+  // kMachines: machine_of_rank[r] is rank r's machine, any ids (mpi_machine_of_ranks()).
+  std::vector<int> machine_of_rank;
 };
 
 std::vector<Blob*> ring_allreduce(Graph& graph, const std::string& name,
@@ -90,7 +105,8 @@ struct RingShards {
   std::vector<Location> locations;             // of the parts, in ring order
   std::vector<int64_t> sizes;                  // elements of chunk c
   std::vector<std::vector<int64_t>> segments;  // elements of each segment of chunk c, in order
-  bool direct = false;                         // RingSteps::kDirect (the all-gather too)
+  RingSteps steps = RingSteps::kDirect;        // the all-gather's too
+  std::vector<int> groups;   // of each part: kMachines its machine, kDirect 0, kRing its index
   std::vector<Blob*> owned;  // owned[r]: the sum of chunk_of(r) at locations[r], or null
   int chunk_of(int rank) const { return (rank + 1) % static_cast<int>(sizes.size()); }
 };
@@ -105,6 +121,11 @@ std::vector<Blob*> ring_all_gather(Graph& graph, const std::string& name, const 
 // `name` at the current placement; entry c is null where chunk c is empty.
 std::vector<Blob*> flat_chunks(Graph& graph, const std::string& name, Blob* whole,
                                const RingShards& shards);
+// The chunk-sized messages a ring reduction by `steps` sends between parts, reduce-scatter then
+// all-gather, as (from, to) part indices in the order the graph builds them, for parts on the
+// machines `machine_of_part` (what --ring-steps=auto weighs; kDirect and kRing ignore them).
+std::vector<std::pair<int, int>> ring_messages(RingSteps steps,
+                                               const std::vector<int>& machine_of_part);
 std::vector<Blob*> mpi_allreduce(Graph& graph, const std::string& name,
                                  const std::vector<Blob*>& parts);
 std::vector<Blob*> nccl_allreduce(Graph& graph, const std::string& name,

@@ -48,8 +48,8 @@ constexpr Choice<GpuMath> kMaths[] = {
     {GpuMath::kFp32, "fp32"}, {GpuMath::kTf32, "tf32"}, {GpuMath::kExact, "exact"}};
 constexpr Choice<Optimizer> kOptimizers[] = {
     {Optimizer::kSgd, "sgd"}, {Optimizer::kAdam, "adam"}, {Optimizer::kAdamW, "adamw"}};
-constexpr Choice<RingSteps> kRingSteps[] = {{RingSteps::kDirect, "direct"},
-                                            {RingSteps::kRing, "ring"}};
+constexpr Choice<RingSteps> kRingSteps[] = {
+    {RingSteps::kDirect, "direct"}, {RingSteps::kRing, "ring"}, {RingSteps::kMachines, "machines"}};
 constexpr Choice<dispatch::Mode> kExecutors[] = {{dispatch::Mode::kParallel, "parallel"},
                                                  {dispatch::Mode::kSerial, "serial"}};
 

@@ -111,8 +111,11 @@ struct TrainOptions {
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
   int64_t bucket_kb = 256;
   // How the ring reduction moves chunks above the one-step exchange's range
-  // (graphs/allreduce.hpp); the same bits either way.
+  // (graphs/allreduce.hpp); the same bits every way.
   RingSteps ring_steps = RingSteps::kDirect;
+  // Each rank's machine (any ids), for RingSteps::kMachines: purine train finds them at
+  // start-up (mpi_machine_of_ranks()), purine simulate from its cluster's placement.
+  std::vector<int> machine_of_rank;
   // Batch norm over several replicas (data parallel, hybrid) normalizes by the statistics of
   // every replica's batch together, so that N replicas at batch b follow one at batch N*b
   // (synchronized batch norm, graphs/data_parallel.hpp); false: by each replica's own batch.

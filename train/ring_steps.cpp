@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "base/error.hpp"
 
@@ -11,31 +12,38 @@ namespace purine {
 std::string RingStepsChoice::reason() const {
   char text[160];
   std::snprintf(text, sizeof text,
-                "ring steps send %.3g bytes per gradient byte off the busiest of %d machine%s, "
+                "machine steps send %.3g bytes per gradient byte off the busiest of %d machine%s, "
                 "direct steps %.3g",
-                ring_bytes, machines, machines == 1 ? "" : "s", direct_bytes);
+                machine_bytes, machines, machines == 1 ? "" : "s", direct_bytes);
   return text;
 }
 
+namespace {
+
+// The most chunks (1/N of a gradient each) that one machine sends to others.
+long busiest_machine_chunks(RingSteps steps, const std::vector<int>& machine_of_rank) {
+  std::map<int, long> leaving;
+  for (const auto& [from, to] : ring_messages(steps, machine_of_rank))
+    if (machine_of_rank[from] != machine_of_rank[to]) ++leaving[machine_of_rank[from]];
+  long most = 0;
+  for (const auto& [machine, chunks] : leaving) most = std::max(most, chunks);
+  return most;
+}
+
+}  // namespace
+
 RingStepsChoice choose_ring_steps(const std::vector<int>& machine_of_rank) {
   require(!machine_of_rank.empty(), "choose_ring_steps: no ranks");
-  const long n = static_cast<long>(machine_of_rank.size());
-  std::map<int, long> ranks_on, leaving_ring;  // per machine
-  for (long r = 0; r < n; ++r) {
-    ++ranks_on[machine_of_rank[r]];
-    if (machine_of_rank[(r + 1) % n] != machine_of_rank[r]) ++leaving_ring[machine_of_rank[r]];
-  }
-  // In units of 2/N of a gradient, so that ties are exact.
-  long direct = 0, ring = 0;
-  for (const auto& [machine, m] : ranks_on) {
-    direct = std::max(direct, m * (n - m));
-    ring = std::max(ring, (n - 1) * leaving_ring[machine]);
-  }
+  const double n = static_cast<double>(machine_of_rank.size());
+  // Counted in whole chunks, so that ties are exact.
+  const long direct = busiest_machine_chunks(RingSteps::kDirect, machine_of_rank);
+  const long machines = busiest_machine_chunks(RingSteps::kMachines, machine_of_rank);
   RingStepsChoice c;
-  c.steps = ring < direct ? RingSteps::kRing : RingSteps::kDirect;
-  c.machines = static_cast<int>(ranks_on.size());
-  c.direct_bytes = 2.0 * direct / n;
-  c.ring_bytes = 2.0 * ring / n;
+  c.steps = machines < direct ? RingSteps::kMachines : RingSteps::kDirect;
+  c.machines =
+      static_cast<int>(std::set<int>(machine_of_rank.begin(), machine_of_rank.end()).size());
+  c.direct_bytes = direct / n;
+  c.machine_bytes = machines / n;
   return c;
 }
 

@@ -1,14 +1,16 @@
 // --ring-steps=auto: which steps the ring reduction takes (graphs/allreduce.hpp RingSteps),
-// chosen from the machine each rank runs on. Both ways send each rank 2(N-1)/N of a gradient
-// and give the same bits; they differ in where the bytes go:
-//   direct: every rank sends its chunks straight to every other rank, so 2 m (N - m) / N of a
-//           gradient leave (and reach) a machine that holds m of the N ranks;
-//   ring:   each rank sends only to the next, so 2 (N - 1) / N leave a machine for each of its
-//           ranks whose next rank is on another machine (one per machine when ranks are placed
-//           machine by machine, as mpirun places them by default).
-// The ring's steps are chosen when they put fewer bytes on the busiest machine's network link;
-// direct steps otherwise (2 message latencies instead of 2(N-1)): on one machine, with one rank
-// per machine, or with ranks dealt round-robin over machines.
+// chosen from the machine each rank runs on. Every way sends each rank 2(N-1)/N of a gradient
+// and gives the same bits; they differ in where the bytes go and in how many steps they take:
+//   direct:   every rank sends its chunks straight to every other rank, so 2 m (N - m) / N of a
+//             gradient leave (and reach) a machine that holds m of the N ranks, in 2 steps;
+//   machines: direct steps inside a machine, the ring's between machines: with ranks placed
+//             machine by machine (mpirun's default) about 2 (M - 1) / M of a gradient leaves
+//             each of M machines, in about M + 2 steps (the ring's reduce-scatter with one rank
+//             per machine, direct steps on one machine).
+// Machine steps are chosen when they put fewer bytes on the busiest machine's network link
+// (counted from the messages the graph would send, ring_messages()); direct steps otherwise:
+// on one machine or with one rank per machine (a tie).
+// The ring's own steps (2(N-1) of them) are never fewer bytes than machine steps.
 //
 //   const RingStepsChoice c = choose_ring_steps(mpi_machine_of_ranks());  // {0,0,0,1,1,1,...}
 //   options.ring_steps = c.steps;
@@ -24,9 +26,11 @@ namespace purine {
 struct RingStepsChoice {
   RingSteps steps = RingSteps::kDirect;
   int machines = 1;
-  // Bytes leaving the busiest machine per byte of gradient reduced, each way.
-  double direct_bytes = 0, ring_bytes = 0;
-  // "ring steps send 1.83 bytes per gradient byte off the busiest of 4 machines, direct steps 4.5"
+  // Bytes leaving the busiest machine per byte of gradient reduced (reduce-scatter and
+  // all-gather together).
+  double direct_bytes = 0, machine_bytes = 0;
+  // "machine steps send 1.5 bytes per gradient byte off the busiest of 4 machines, direct
+  // steps 4.5"
   std::string reason() const;
 };
 

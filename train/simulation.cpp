@@ -682,6 +682,7 @@ SimulationReport simulate_training(const SimulateOptions& options) {
   require(o.ranks >= 1, "--ranks must be at least 1, got ", o.ranks);
   const Placement placement = place(options.cluster, o);
   std::string ring_steps_reason;
+  o.machine_of_rank = placement.node_of_rank;
   if (options.automatic_ring_steps) {
     const RingStepsChoice choice = choose_ring_steps(placement.node_of_rank);
     o.ring_steps = choice.steps;

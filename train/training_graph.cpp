@@ -306,6 +306,7 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
   dp_options.reduction = o.reduce;
   dp_options.bucket_bytes = o.bucket_kb * 1024;
   dp_options.ring.steps = o.ring_steps;
+  dp_options.ring.machine_of_rank = o.machine_of_rank;
   dp_options.sync_batch_norm = o.sync_bn;
   dp_options.sgd.optimizer = o.optimizer;
   dp_options.sgd.momentum = o.momentum;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct RingRun {
 RingOptions whole_chunks() { return {0, RingSteps::kRing, 0}; }
 RingOptions in_segments(int64_t segment_bytes) { return {0, RingSteps::kRing, segment_bytes}; }
 RingOptions direct_steps() { return {0, RingSteps::kDirect, 0}; }
+// Machine steps with every location on rank 0's machine.
+RingOptions machine_steps_on_one() { return {0, RingSteps::kMachines, -1, {0}}; }
 
 // ring_allreduce of `count` floats over `n` locations (CPU ones, or GPUs), whose inputs no two
 // summation orders agree on.
@@ -108,6 +111,10 @@ TEST_CASE("direct steps sum bit for bit as the ring of whole chunks", "[allreduc
       const int chunks = static_cast<int>(std::min<int64_t>(n, count));
       CHECK(direct.sum_ops == chunks);
       CHECK(whole.sum_ops == (n - 1) * chunks);
+      // Machine steps on one machine are direct steps.
+      const RingRun one_machine = ring_sums(n, count, machine_steps_on_one());
+      for (int r = 0; r < n; ++r) REQUIRE(one_machine.sums[r] == whole.sums[r]);
+      CHECK(one_machine.sum_ops == chunks);
     }
   }
 }
@@ -123,6 +130,83 @@ TEST_CASE("between GPUs every way of the ring gives the CPU locations' bits", "[
     const RingRun gpu = ring_sums(3, 1001, options, /*gpus=*/true);
     for (int r = 0; r < 3; ++r) REQUIRE(gpu.sums[r] == cpu.sums[r]);
   }
+}
+
+namespace {
+
+// The (from, to) ranks of every copy between ranks in `g`.
+std::multiset<std::pair<int, int>> copies_between_ranks(const Graph& g) {
+  std::multiset<std::pair<int, int>> copies;
+  for (const auto& op : g.ops()) {
+    if (op->type() != "copy") continue;
+    const int from = op->inputs()[0]->location().rank, to = op->outputs()[0]->location().rank;
+    if (from != to) copies.emplace(from, to);
+  }
+  return copies;
+}
+
+}  // namespace
+
+TEST_CASE("machine steps on the paper's cluster: the ring's order in runs by machine",
+          "[allreduce]") {
+  // 12 ranks, 3 per machine, one chunk of 1000 floats each (one segment). The graph is built on
+  // one process and not run (its copies between ranks are MPI's); tests/mpi runs machine steps.
+  const std::vector<int> machines = {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3};
+  for (RingSteps steps : {RingSteps::kMachines, RingSteps::kDirect, RingSteps::kRing}) {
+    Graph g("ring");
+    std::vector<Blob*> parts;
+    for (int r = 0; r < 12; ++r) {
+      Graph::Placement placement(g, Location::cpu(r));
+      parts.push_back(g.add_blob("in" + std::to_string(r), {12 * 1000}));
+    }
+    ring_allreduce(g, "grad", parts, {0, steps, -1, machines});
+    // The graph sends what ring_messages() (which --ring-steps=auto weighs) says it sends.
+    const std::vector<std::pair<int, int>> listed = ring_messages(steps, machines);
+    CHECK(copies_between_ranks(g) ==
+          std::multiset<std::pair<int, int>>(listed.begin(), listed.end()));
+    if (steps != RingSteps::kMachines) continue;
+    // A sum per run of more than one term: chunks starting on a machine's first rank pass 4
+    // whole machines (4 sums); on its second, 5 runs, the first of 2 ranks (5 sums); on its
+    // third, 5 runs, the first of one rank alone (4 sums).
+    CHECK(ops_of_type(g, "sum") == 4 * 4 + 4 * 5 + 4 * 4);
+    int crossing = 0;
+    for (const auto& [from, to] : listed) crossing += machines[from] != machines[to];
+    CHECK(crossing == 4 * 20);  // 20 chunks off each machine (train/ring_steps.hpp)
+  }
+}
+
+TEST_CASE("a GPU passes a sum on to another rank from host memory, not from the GPU again",
+          "[allreduce]") {
+  // One GPU per rank, 4 ranks, the ring's steps in whole chunks (built, not run). The
+  // reduce-scatter sends every running sum up from its GPU (4 chunks x 3 steps); the all-gather
+  // sends each owner's sum up once and passes the host copy that arrived on around the ring.
+  Graph g("ring");
+  std::vector<Blob*> parts;
+  for (int r = 0; r < 4; ++r) {
+    Graph::Placement placement(g, Location::gpu(0, r));
+    parts.push_back(g.add_blob("in" + std::to_string(r), {4 * 1000}));
+  }
+  ring_allreduce(g, "grad", parts, {0, RingSteps::kRing, 0});
+  int up = 0, down = 0;
+  for (const auto& op : g.ops()) {
+    if (op->type() != "copy") continue;
+    up += !op->inputs()[0]->location().is_cpu() && op->outputs()[0]->location().is_cpu();
+    down += op->inputs()[0]->location().is_cpu() && !op->outputs()[0]->location().is_cpu();
+  }
+  CHECK(up == 4 * 3 + 4);
+  CHECK(down == 4 * 3 + 4 * 3);  // every chunk received comes down once
+}
+
+TEST_CASE("machine steps need the machine of every rank", "[allreduce]") {
+  Graph g("ring");
+  std::vector<Blob*> parts;
+  for (int r = 0; r < 3; ++r) {
+    Graph::Placement placement(g, Location::cpu(r));
+    parts.push_back(g.add_blob("in" + std::to_string(r), {300}));
+  }
+  CHECK_THROWS_WITH(ring_allreduce(g, "grad", parts, {0, RingSteps::kMachines, -1, {0, 0}}),
+                    Catch::Contains("grad: machine steps need the machine of every rank, but none "
+                                    "is given for rank 2 (2 given)"));
 }
 
 TEST_CASE("ring_allreduce takes direct steps by default above the exchange's range",

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatcher/emulated_devices.hpp"
 #include "graphs/allreduce.hpp"
 #include "graphs/copies.hpp"
 #include "mpi_test.hpp"
@@ -24,7 +25,20 @@ namespace {
 
 // kRing: ring_allreduce as data_parallel calls it (the exchange below its threshold, direct
 // steps above); kRingOnly (the ring's steps), kDirect and kExchange force one way at every size.
-enum class Kind { kRing, kRingOnly, kRingSegmented, kDirect, kExchange, kParameterServer, kMpi };
+// The machine steps pretend the ranks are on machines: in pairs (0 0 1 ...; in segments), dealt
+// in turn (0 1 0 ...; rank 0's machine joins the ring's end to its start), or rank 0 alone.
+enum class Kind {
+  kRing,
+  kRingOnly,
+  kRingSegmented,
+  kDirect,
+  kExchange,
+  kParameterServer,
+  kMpi,
+  kMachinesPaired,
+  kMachinesDealt,
+  kMachinesFirstAlone
+};
 
 const char* kind_name(Kind kind) {
   switch (kind) {
@@ -42,6 +56,12 @@ const char* kind_name(Kind kind) {
       return "ps";
     case Kind::kMpi:
       return "mpi";
+    case Kind::kMachinesPaired:
+      return "machinespaired";
+    case Kind::kMachinesDealt:
+      return "machinesdealt";
+    case Kind::kMachinesFirstAlone:
+      return "machinesfirstalone";
   }
   return "?";
 }
@@ -54,6 +74,14 @@ std::vector<Blob*> add_parts(Graph& g, const std::string& prefix, const Shape& s
     parts.push_back(g.add_blob(prefix + "in" + std::to_string(r), shape));
   }
   return parts;
+}
+
+// Machine steps with rank r on machine `machine(r)`, in segments of `segment_bytes`.
+template <typename Machine>
+RingOptions machine_steps(Machine machine, int64_t segment_bytes = -1) {
+  RingOptions options{0, RingSteps::kMachines, segment_bytes, {}};
+  for (int r = 0; r < size(); ++r) options.machine_of_rank.push_back(machine(r));
+  return options;
 }
 
 // The sum of `parts` at every part's location, by `kind`, under the scope `name`.
@@ -70,6 +98,12 @@ std::vector<Blob*> add_reduction(Graph& g, Kind kind, const std::string& name,
       return ring_allreduce(g, name, parts, {0, RingSteps::kDirect, 0});
     case Kind::kExchange:
       return exchange_allreduce(g, name, parts);
+    case Kind::kMachinesPaired:
+      return ring_allreduce(g, name, parts, machine_steps([](int r) { return r / 2; }, 1000));
+    case Kind::kMachinesDealt:
+      return ring_allreduce(g, name, parts, machine_steps([](int r) { return r % 2; }));
+    case Kind::kMachinesFirstAlone:
+      return ring_allreduce(g, name, parts, machine_steps([](int r) { return r == 0 ? 0 : 1; }));
     case Kind::kMpi:
       return mpi_allreduce(g, name, parts);
     case Kind::kParameterServer: {
@@ -193,7 +227,12 @@ TEST_CASE("exchange allreduce equals MPI_Allreduce", "[mpi][allreduce]") {
   check_kind(Kind::kExchange);
 }
 
-TEST_CASE("exchange, direct steps and segments give the ring's bits either side of the threshold",
+TEST_CASE("ring allreduce by machine steps equals MPI_Allreduce", "[mpi][allreduce]") {
+  for (Kind kind : {Kind::kMachinesPaired, Kind::kMachinesDealt, Kind::kMachinesFirstAlone})
+    check_kind(kind);
+}
+
+TEST_CASE("exchange, direct and machine steps and segments give the ring's bits at any size",
           "[mpi][allreduce]") {
   // Sizes below the ranks, odd sizes, one below kExchangeMaxBytes and one above it (at every
   // world size), so that the default path takes the exchange for some and direct steps for others.
@@ -205,7 +244,8 @@ TEST_CASE("exchange, direct steps and segments give the ring's bits either side 
     const std::vector<float> expected = mpi_sum(input);
     std::vector<Outcome> outs;
     for (Kind kind :
-         {Kind::kRingOnly, Kind::kExchange, Kind::kRing, Kind::kRingSegmented, Kind::kDirect}) {
+         {Kind::kRingOnly, Kind::kExchange, Kind::kRing, Kind::kRingSegmented, Kind::kDirect,
+          Kind::kMachinesPaired, Kind::kMachinesDealt, Kind::kMachinesFirstAlone}) {
       outs.push_back(run_reduction("threshold", kind, shape, input));
       outs.back().first.resize(shape.count());  // keeps the gather collective after a failure
     }
@@ -218,6 +258,8 @@ TEST_CASE("exchange, direct steps and segments give the ring's bits either side 
     CHECK(mismatch(outs[2].first, outs[0].first) == "");
     CHECK(mismatch(outs[3].first, outs[0].first) == "");  // and so have segments
     CHECK(mismatch(outs[4].first, outs[0].first) == "");  // and direct steps
+    for (size_t k = 5; k < outs.size(); ++k)              // and machine steps
+      CHECK(mismatch(outs[k].first, outs[0].first) == "");
     for (const Outcome& out : outs) {
       CHECK(mismatch(out.second, out.first) == "");  // reruns repeat bit for bit
       CHECK(mismatch(out.third, out.first) != "");   // and see the new input
@@ -295,5 +337,45 @@ TEST_CASE("one graph holding ring, parameter-server and several mpi_allreduce re
   REQUIRE(all_ranks(error.empty()));
   for (size_t k = 0; k < shapes.size(); ++k)
     for (const auto& values : got[k]) CHECK(mismatch(values, expected[k]) == "");
+  barrier();
+}
+
+TEST_CASE("one (emulated) GPU per rank: every way of the ring gives the CPU parts' bits",
+          "[mpi][allreduce]") {
+  // Each rank's part on its GPU: chunks cross ranks through host memory, and a rank passing a
+  // sum on sends the host copy it received (graphs/allreduce.cpp all_gather).
+  INFO("rank " << rank() << " of " << size());
+  dispatch::ScopedEmulatedDevices emulated(1);
+  const Shape shape{1001};
+  const std::vector<float> input = real_input(shape.count());
+  const std::vector<RingOptions> ways = {{0, RingSteps::kRing, 0},
+                                         {0, RingSteps::kRing, 1000},
+                                         {0, RingSteps::kDirect, 0},
+                                         machine_steps([](int r) { return r / 2; }),
+                                         machine_steps([](int r) { return r % 2; }, 1000)};
+  std::vector<std::vector<float>> got;
+  const std::string error = run_and_catch([&] {
+    for (size_t w = 0; w < ways.size(); ++w) {
+      for (bool gpu : {false, true}) {
+        Graph g("gpu_ring");
+        const std::string prefix = "gpuring" + std::to_string(w) + (gpu ? "g" : "c");
+        std::vector<Blob*> parts;
+        for (int r = 0; r < size(); ++r) {
+          Graph::Placement placement(g, gpu ? Location::gpu(0, r) : Location::cpu(r));
+          parts.push_back(g.add_blob(prefix + "_in" + std::to_string(r), shape));
+        }
+        const std::vector<Blob*> sums = ring_allreduce(g, prefix, parts, ways[w]);
+        Runnable run(g, run_options());
+        set_input(parts[rank()], input);
+        run.run();
+        got.push_back(values_of(sums[rank()]->tensor()));
+      }
+    }
+  });
+  CHECK(error == "");
+  REQUIRE(all_ranks(error.empty()));
+  for (size_t k = 0; k < got.size(); ++k) CHECK(mismatch(got[k], got[0]) == "");
+  const std::vector<std::vector<float>> everyone = allgather(got[1]);
+  for (int r = 1; r < size(); ++r) CHECK(mismatch(everyone[r], everyone[0]) == "");
   barrier();
 }

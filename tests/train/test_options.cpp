@@ -31,7 +31,7 @@ TEST_CASE("every choice parses from its name and back", "[options]") {
     CHECK(parse_executor(name_of(m)) == m);
   for (GpuMath m : {GpuMath::kFp32, GpuMath::kTf32, GpuMath::kExact})
     CHECK(parse_math(name_of(m)) == m);
-  for (RingSteps s : {RingSteps::kDirect, RingSteps::kRing})
+  for (RingSteps s : {RingSteps::kDirect, RingSteps::kRing, RingSteps::kMachines})
     CHECK(parse_ring_steps(name_of(s)) == s);
   CHECK(parse_ring_steps("auto") == std::nullopt);
   CHECK(parse_reduction("ps") == Reduction::kParameterServer);
@@ -54,7 +54,7 @@ TEST_CASE("an unknown name is refused, naming the flag and listing the valid nam
                       "unknown GPU math 'bf16' for --math; choose fp32, tf32 or exact");
   REQUIRE_THROWS_WITH(parse_ring_steps("tree"),
                       "unknown way of moving the ring's chunks 'tree' "
-                      "for --ring-steps; choose auto, direct or ring");
+                      "for --ring-steps; choose auto, direct, ring or machines");
   // Names are matched exactly.
   REQUIRE_THROWS_AS(parse_reduction("Ring"), Error);
   REQUIRE_THROWS_AS(parse_reduction(""), Error);

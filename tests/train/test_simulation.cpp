@@ -250,10 +250,11 @@ TEST_CASE("simulated data parallelism: 2 ranks add communication, not compute pe
   CHECK(one.busiest_link.empty());
 }
 
-TEST_CASE("simulated --ring-steps=auto: the ring's steps for ranks placed node by node",
+TEST_CASE("simulated --ring-steps=auto: machine steps for ranks placed node by node",
           "[simulation]") {
   // 2 nodes of 2 ranks on a slow network: direct steps send 2 bytes per gradient byte off a
-  // node, the ring's 1.5 (train/ring_steps.hpp), and the step follows the bytes.
+  // node, the ring's steps 1.5 and machine steps 1.25 (train/ring_steps.hpp), and the step
+  // follows the bytes.
   SimulateOptions s = convnet(4);
   s.cluster = parse_cluster(
       "name: \"2x2\"\n"
@@ -267,12 +268,17 @@ TEST_CASE("simulated --ring-steps=auto: the ring's steps for ranks placed node b
   CHECK(direct.ring_steps_reason.empty());
   s.automatic_ring_steps = true;
   const SimulationReport automatic = simulate_training(s);
-  CHECK(automatic.ring_steps == RingSteps::kRing);
-  CHECK_THAT(automatic.ring_steps_reason,
-             Contains("ring steps send 1.5 bytes") && Contains("of 2 machines, direct steps 2"));
+  CHECK(automatic.ring_steps == RingSteps::kMachines);
+  CHECK_THAT(automatic.ring_steps_reason, Contains("machine steps send 1.25 bytes") &&
+                                              Contains("of 2 machines, direct steps 2"));
   CHECK(automatic.busiest_link.find(":nic ") != std::string::npos);
   CHECK(automatic.step_seconds < 0.9 * direct.step_seconds);
+  s.automatic_ring_steps = false;
+  s.train.ring_steps = RingSteps::kRing;
+  const SimulationReport ring = simulate_training(s);
+  CHECK(automatic.step_seconds < 0.95 * ring.step_seconds);
   // One node: direct steps.
+  s.automatic_ring_steps = true;
   s.cluster = two_nodes(0.02, 1);
   s.cluster.mutable_nodes(0)->set_ranks_per_node(4);
   CHECK(simulate_training(s).ring_steps == RingSteps::kDirect);

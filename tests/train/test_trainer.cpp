@@ -667,6 +667,7 @@ TEST_CASE("the ring's steps option changes how chunks move, not the training's b
       TrainOptions o = layout_run(3, Reduction::kRing, 6);
       o.bucket_kb = bucket_kb;
       o.ring_steps = steps;
+      o.machine_of_rank = {0};
       Trainer trainer(o);
       const double loss = trainer.train().final_loss;
       int sums = 0;
@@ -674,7 +675,9 @@ TEST_CASE("the ring's steps option changes how chunks move, not the training's b
       return std::make_pair(loss, sums);
     };
     const auto ring = run(RingSteps::kRing), direct = run(TrainOptions().ring_steps);
+    const auto machines = run(RingSteps::kMachines);  // on one machine: direct steps
     CHECK(direct.first == ring.first);
+    CHECK(machines == direct);
     // Direct steps sum each chunk once on its owner; the ring's steps twice (3 locations).
     CHECK(direct.second < ring.second);
   }

@@ -5,7 +5,8 @@
 //   mpirun --oversubscribe -np 2 build/tools/bench_allreduce [--min_bytes=1024]
 //       [--max_bytes=67108864] [--factor=4] [--reps=15] [--burst=4] [--stat=median|min]
 //       [--warmup=3] [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N
-//       [--timeline_pipe]] [--exchange_max_bytes=65536] [--ring_steps=auto|direct|ring] [--ways]
+//       [--timeline_pipe]] [--exchange_max_bytes=65536] [--ring_steps=auto|direct|ring|machines]
+//       [--ways]
 //       [--in_run=K]
 //
 // For every size (float32 buffers, --min_bytes to --max_bytes by --factor) rank 0 prints the
@@ -89,9 +90,10 @@ DEFINE_bool(timeline_pipe, false, "--timeline_bytes: trace ring-pipe instead of 
 DEFINE_int64(exchange_max_bytes, purine::kExchangeMaxBytes,
              "ring: reduce by the one-step exchange when each rank would receive at most this many "
              "bytes that way (0: always the ring; graphs/allreduce.hpp)");
-DEFINE_string(ring_steps, "auto",
-              "ring: how chunks move above the exchange's range: direct, ring, or auto as "
-              "purine train chooses (graphs/allreduce.hpp, train/ring_steps.hpp)");
+DEFINE_string(
+    ring_steps, "auto",
+    "ring: how chunks move above the exchange's range: direct, ring, machines, or auto as "
+    "purine train chooses (graphs/allreduce.hpp, train/ring_steps.hpp)");
 DEFINE_bool(ways, false, "also time ring-alone and direct (see the header)");
 DEFINE_int32(in_run, 0,
              "K > 0: also time K ring allreduces of each size in one graph run, per allreduce "
@@ -189,12 +191,13 @@ class GraphMethod : public Method {
   std::unique_ptr<purine::Runnable> runnable_;
 };
 
-// --ring_steps, auto resolved for the ranks' machines at start-up (run()).
+// --ring_steps, auto resolved for the ranks' machines at start-up (run()), and those machines.
 purine::RingSteps ring_steps_of_flag = purine::RingSteps::kDirect;
+std::vector<int> machine_of_rank;
 
 // The ring's choices as the flags set them.
 purine::RingOptions flag_ring_options() {
-  return {FLAGS_exchange_max_bytes, ring_steps_of_flag, -1};
+  return {FLAGS_exchange_max_bytes, ring_steps_of_flag, -1, machine_of_rank};
 }
 
 // The product: ring_allreduce over one blob of `count` floats per rank; with `copies` > 1, that
@@ -503,8 +506,8 @@ int run(int argc, char** argv) {
   purine::require(FLAGS_stat == "median" || FLAGS_stat == "min",
                   "--stat must be median or min, got '", FLAGS_stat, "'");
   const std::optional<purine::RingSteps> steps = purine::parse_ring_steps(FLAGS_ring_steps);
-  ring_steps_of_flag =
-      steps ? *steps : purine::choose_ring_steps(purine::mpi_machine_of_ranks()).steps;
+  machine_of_rank = purine::mpi_machine_of_ranks();
+  ring_steps_of_flag = steps ? *steps : purine::choose_ring_steps(machine_of_rank).steps;
   if (leader) {
     double load[3] = {0, 0, 0};
     if (FILE* f = std::fopen("/proc/loadavg", "r")) {

@@ -10,10 +10,10 @@
 #     stays at or above 90%. Layouts: ps and ring (one rank per GPU), hybrid (one rank per
 #     workstation: its 3 GPUs a 3-stage 1F1B pipeline, the workstations data parallel by ring),
 #     pipeline (one rank per GPU, every GPU a stage, 4 micro-batches per stage).
-# Simulating a ring over N ranks costs O(N^2) transfers per bucket: 48 GPUs by the ring's steps
-# (what --ring-steps=auto picks on these workstations) take about 3 minutes and 5 GB of memory;
-# keep max_gpus at 48 on small machines (the whole script then takes about 5 minutes on 2 cores,
-# 2026-11-27).
+# Simulating a ring over N ranks costs O(N^2) transfers per bucket: 48 GPUs by machine steps
+# (what --ring-steps=auto picks on these workstations) take about 2 minutes and 5 GB of memory;
+# keep max_gpus at 48 on small machines (the whole script then takes about 4-5 minutes on 2
+# cores, 2026-11-27).
 #
 # Usage: tools/bench/simulate_paper.sh [max_gpus=48] [layouts="ps ring hybrid pipeline"]
 # Environment: PURINE_BIN (default build/tools/purine).

@@ -173,9 +173,10 @@ DEFINE_int64(bucket_kb, 256,
 DEFINE_string(ring_steps, "auto",
               "ring reduction above the one-step exchange's range: direct (each chunk sent "
               "straight to the rank that sums it, each sum straight to every rank: 2 message "
-              "latencies), ring (N-1 steps around the ring each way), or auto: ring where it puts "
+              "latencies), ring (N-1 steps around the ring each way), machines (direct steps "
+              "inside a machine, the ring's between machines), or auto: machines where they put "
               "fewer bytes on the busiest machine's network link (ranks on several machines, "
-              "several on a machine), else direct; the same bits either way");
+              "several on a machine), else direct; the same bits every way");
 DEFINE_bool(sync_bn, true,
             "data parallel and hybrid: batch norm normalizes by the statistics of every "
             "replica's batch together (synchronized batch norm), so N replicas at batch b follow "
@@ -385,12 +386,13 @@ int run_train() {
     return 0;
   }
   // Every rank is here, none failed: the collective that finds the ranks' machines is safe.
-  if (ring_steps_automatic() && options.ranks > 1) {
-    const RingStepsChoice choice = choose_ring_steps(mpi_machine_of_ranks());
-    options.ring_steps = choice.steps;
+  if (ring_steps_automatic() || options.ring_steps == RingSteps::kMachines) {
+    options.machine_of_rank = mpi_machine_of_ranks();
+    const RingStepsChoice choice = choose_ring_steps(options.machine_of_rank);
+    if (ring_steps_automatic()) options.ring_steps = choice.steps;
     if (options.rank == 0 && choice.machines > 1 && options.reduce == Reduction::kRing)
-      std::printf("ring reduction by %s steps (--ring-steps=auto: %s)\n", name_of(choice.steps),
-                  choice.reason().c_str());
+      std::printf("ring reduction by %s steps (%s%s)\n", name_of(options.ring_steps),
+                  ring_steps_automatic() ? "--ring-steps=auto: " : "", choice.reason().c_str());
   }
   std::unique_ptr<Trainer> built;
   std::string resumed;
