@@ -107,10 +107,10 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
   const bool ring = r.ranks > 1 && o.reduce == Reduction::kRing &&
                     (o.parallel == ParallelLayout::kData || o.parallel == ParallelLayout::kHybrid);
   if (ring && !r.ring_steps_reason.empty())
-    std::printf("  ring reduction by %s steps (--ring-steps=auto: %s)\n", name_of(r.ring_steps),
+    std::printf("  ring reduction with --ring-steps=%s (auto: %s)\n", name_of(r.ring_steps),
                 r.ring_steps_reason.c_str());
   else if (ring)
-    std::printf("  ring reduction by %s steps\n", name_of(r.ring_steps));
+    std::printf("  ring reduction with --ring-steps=%s\n", name_of(r.ring_steps));
   std::printf("  step %.3f ms, %.1f img/s, exposed communication %.1f%% of the step\n",
               ms(r.step_seconds), r.images_per_second, 100 * r.exposed_communication);
   std::printf(

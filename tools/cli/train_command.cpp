@@ -391,8 +391,8 @@ int run_train() {
     const RingStepsChoice choice = choose_ring_steps(options.machine_of_rank);
     if (ring_steps_automatic()) options.ring_steps = choice.steps;
     if (options.rank == 0 && choice.machines > 1 && options.reduce == Reduction::kRing)
-      std::printf("ring reduction by %s steps (%s%s)\n", name_of(options.ring_steps),
-                  ring_steps_automatic() ? "--ring-steps=auto: " : "", choice.reason().c_str());
+      std::printf("ring reduction with --ring-steps=%s (%s%s)\n", name_of(options.ring_steps),
+                  ring_steps_automatic() ? "auto: " : "", choice.reason().c_str());
   }
   std::unique_ptr<Trainer> built;
   std::string resumed;
