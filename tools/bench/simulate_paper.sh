@@ -16,7 +16,8 @@
 # cores, 2026-11-27).
 #
 # Usage: tools/bench/simulate_paper.sh [max_gpus=48] [layouts="ps ring hybrid pipeline"]
-# Environment: PURINE_BIN (default build/tools/purine).
+# Environment: PURINE_BIN (default build/tools/purine); SIM_FLAGS, flags added to every layout's
+# simulation in step 3 (e.g. SIM_FLAGS=--ring-steps=ring).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 max_gpus=${1:-48}
@@ -100,7 +101,7 @@ for layout in $layouts; do
     args=$(layout_args "$layout" "$n")
     [ -n "$args" ] || continue
     # shellcheck disable=SC2086  # the flags are words
-    ips=$(simulate "$big" $args)
+    ips=$(simulate "$big" $args ${SIM_FLAGS:-})
     eff=$(echo "100 * $ips / ($n * $one_gpu)" | bc -l)
     line+=$(printf "  %d GPUs %.0f (%.0f%%)" "$n" "$ips" "$eff")
     if [ "$(echo "$eff >= 90" | bc)" = 1 ]; then
