@@ -6,10 +6,11 @@
 //   ring_allreduce:  reduce-scatter then all-gather around the ring of parts; each rank sends
 //                    2(N-1)/N of the data. Returns the sum at every part's location. Small
 //                    buffers go by exchange_allreduce instead (see kExchangeMaxBytes), the rest
-//                    by direct steps or the ring's own (see RingSteps). A large chunk going
-//                    around the ring travels in segments (see kRingSegmentBytes), each with its
-//                    own copies and sums in the chunk's order, so segments pipeline and the sums
-//                    keep their bits.
+//                    by direct steps, the ring's own, or direct steps inside a machine and the
+//                    ring's between machines (see RingSteps). A large chunk going around the
+//                    ring travels in segments (see kRingSegmentBytes), each with its own copies
+//                    and sums in the chunk's order, so segments pipeline and the sums keep their
+//                    bits.
 //   exchange_allreduce: every part sent whole to every other location in one step, then summed
 //                    where it arrived: one message latency instead of the ring's 2(N-1), at
 //                    (N-1) times the data per rank. Each chunk is summed in the ring's order,
