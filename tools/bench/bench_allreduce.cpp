@@ -516,7 +516,7 @@ int run(int argc, char** argv) {
     }
     std::printf(
         "allreduce of float32 buffers on %d ranks; %s of %d runs (slowest rank, mean of %d "
-        "back-to-back calls each) after %d warm-up calls; ring by %s steps; load average %.2f\n",
+        "back-to-back calls each) after %d warm-up calls; --ring_steps=%s; load average %.2f\n",
         ranks, FLAGS_stat == "min" ? "fastest" : "median", FLAGS_reps, FLAGS_burst, FLAGS_warmup,
         purine::name_of(ring_steps_of_flag), load[0]);
     std::printf(
