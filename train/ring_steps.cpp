@@ -21,10 +21,10 @@ std::string RingStepsChoice::reason() const {
 namespace {
 
 // The most chunks (1/N of a gradient each) that one machine sends to others.
-long busiest_machine_chunks(RingSteps steps, const std::vector<int>& machine_of_rank) {
+long busiest_machine_chunks(RingSteps steps, const std::vector<int>& machine_of_part) {
   std::map<int, long> leaving;
-  for (const auto& [from, to] : ring_messages(steps, machine_of_rank))
-    if (machine_of_rank[from] != machine_of_rank[to]) ++leaving[machine_of_rank[from]];
+  for (const auto& [from, to] : ring_messages(steps, machine_of_part))
+    if (machine_of_part[from] != machine_of_part[to]) ++leaving[machine_of_part[from]];
   long most = 0;
   for (const auto& [machine, chunks] : leaving) most = std::max(most, chunks);
   return most;
@@ -32,12 +32,16 @@ long busiest_machine_chunks(RingSteps steps, const std::vector<int>& machine_of_
 
 }  // namespace
 
-RingStepsChoice choose_ring_steps(const std::vector<int>& machine_of_rank) {
+RingStepsChoice choose_ring_steps(const std::vector<int>& machine_of_rank, int parts_per_rank) {
   require(!machine_of_rank.empty(), "choose_ring_steps: no ranks");
-  const double n = static_cast<double>(machine_of_rank.size());
+  require(parts_per_rank >= 1, "choose_ring_steps: ", parts_per_rank, " parts per rank");
+  std::vector<int> machine_of_part;
+  for (int machine : machine_of_rank)
+    machine_of_part.insert(machine_of_part.end(), parts_per_rank, machine);
+  const double n = static_cast<double>(machine_of_part.size());
   // Counted in whole chunks, so that ties are exact.
-  const long direct = busiest_machine_chunks(RingSteps::kDirect, machine_of_rank);
-  const long machines = busiest_machine_chunks(RingSteps::kMachines, machine_of_rank);
+  const long direct = busiest_machine_chunks(RingSteps::kDirect, machine_of_part);
+  const long machines = busiest_machine_chunks(RingSteps::kMachines, machine_of_part);
   RingStepsChoice c;
   c.steps = machines < direct ? RingSteps::kMachines : RingSteps::kDirect;
   c.machines =

@@ -12,7 +12,8 @@
 // on one machine or with one rank per machine (a tie).
 // The ring's own steps (2(N-1) of them) are never fewer bytes than machine steps.
 //
-//   const RingStepsChoice c = choose_ring_steps(mpi_machine_of_ranks());  // {0,0,0,1,1,1,...}
+//   options.machine_of_rank = mpi_machine_of_ranks();  // {0, 0, 0, 1, 1, 1, ...}
+//   const RingStepsChoice c = choose_ring_steps(options.machine_of_rank, replicas_per_rank(options));
 //   options.ring_steps = c.steps;
 #pragma once
 
@@ -35,7 +36,9 @@ struct RingStepsChoice {
 };
 
 // machine_of_rank[r]: rank r's machine, any ids (mpi_machine_of_ranks(), or a simulated
-// cluster's placement). Throws purine::Error on an empty list.
-RingStepsChoice choose_ring_steps(const std::vector<int>& machine_of_rank);
+// cluster's placement); parts_per_rank: the parts of the reduction each rank holds, one after
+// another in the ring (replicas_per_rank(): a rank's GPUs or CPU locations). Throws
+// purine::Error on an empty list or fewer than one part per rank.
+RingStepsChoice choose_ring_steps(const std::vector<int>& machine_of_rank, int parts_per_rank = 1);
 
 }  // namespace purine

@@ -684,7 +684,7 @@ SimulationReport simulate_training(const SimulateOptions& options) {
   std::string ring_steps_reason;
   o.machine_of_rank = placement.node_of_rank;
   if (options.automatic_ring_steps) {
-    const RingStepsChoice choice = choose_ring_steps(placement.node_of_rank);
+    const RingStepsChoice choice = choose_ring_steps(placement.node_of_rank, replicas_per_rank(o));
     o.ring_steps = choice.steps;
     ring_steps_reason = choice.reason();
   }

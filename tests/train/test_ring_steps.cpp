@@ -31,6 +31,18 @@ TEST_CASE("machine steps are chosen where ranks are placed machine by machine", 
   CHECK(choose_ring_steps({7, 7, 3, 3}).steps == RingSteps::kMachines);
 }
 
+TEST_CASE("a rank holding several parts counts each of them", "[ring_steps]") {
+  // One rank per workstation with its 3 GPUs (--devices=0,1,2): the 12 parts of the paper's
+  // cluster, not 4 ranks alone on their machines (a tie, direct steps).
+  const RingStepsChoice gpus = choose_ring_steps({0, 1, 2, 3}, 3);
+  CHECK(gpus.steps == RingSteps::kMachines);
+  CHECK(gpus.machines == 4);
+  CHECK(gpus.direct_bytes == Approx(4.5));
+  CHECK(gpus.machine_bytes == Approx(20.0 / 12));
+  CHECK(choose_ring_steps({0, 1, 2, 3}).steps == RingSteps::kDirect);
+  CHECK_THROWS_AS(choose_ring_steps({0, 1}, 0), Error);
+}
+
 TEST_CASE("direct steps where machine steps save no network bytes", "[ring_steps]") {
   // One machine: nothing leaves it either way; fewer latencies win.
   const RingStepsChoice one = choose_ring_steps({0, 0, 0, 0});

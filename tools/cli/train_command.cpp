@@ -388,7 +388,8 @@ int run_train() {
   // Every rank is here, none failed: the collective that finds the ranks' machines is safe.
   if (ring_steps_automatic() || options.ring_steps == RingSteps::kMachines) {
     options.machine_of_rank = mpi_machine_of_ranks();
-    const RingStepsChoice choice = choose_ring_steps(options.machine_of_rank);
+    const RingStepsChoice choice =
+        choose_ring_steps(options.machine_of_rank, replicas_per_rank(options));
     if (ring_steps_automatic()) options.ring_steps = choice.steps;
     if (options.rank == 0 && choice.machines > 1 && options.reduce == Reduction::kRing)
       std::printf("ring reduction with --ring-steps=%s (%s%s)\n", name_of(options.ring_steps),
