@@ -13,7 +13,8 @@
 // The ring's own steps (2(N-1) of them) are never fewer bytes than machine steps.
 //
 //   options.machine_of_rank = mpi_machine_of_ranks();  // {0, 0, 0, 1, 1, 1, ...}
-//   const RingStepsChoice c = choose_ring_steps(options.machine_of_rank, replicas_per_rank(options));
+//   const RingStepsChoice c =
+//       choose_ring_steps(options.machine_of_rank, replicas_per_rank(options));
 //   options.ring_steps = c.steps;
 #pragma once
 
