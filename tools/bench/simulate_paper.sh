@@ -7,7 +7,8 @@
 #     prediction beside the paper's figure where the paper gives one, and the error.
 #  3. Other layouts on a cluster of the same workstations grown to `max_gpus`: img/s and
 #     efficiency (img/s / (GPUs x 112.2)) at each size, and the largest size tried at which each
-#     stays at or above 90%. Layouts: ps and ring (one rank per GPU), hybrid (one rank per
+#     stays at or above 90%. Layouts: ps and ring (one rank per GPU), ring-node (one rank per
+#     workstation, its 3 GPUs data-parallel replicas, all reduced by ring), hybrid (one rank per
 #     workstation: its 3 GPUs a 3-stage 1F1B pipeline, the workstations data parallel by ring),
 #     pipeline (one rank per GPU, every GPU a stage, 4 micro-batches per stage).
 # Simulating a ring over N ranks costs O(N^2) transfers per bucket: 48 GPUs by machine steps
@@ -15,13 +16,13 @@
 # keep max_gpus at 48 on small machines (the whole script then takes about 4-5 minutes on 2
 # cores, 2026-11-27).
 #
-# Usage: tools/bench/simulate_paper.sh [max_gpus=48] [layouts="ps ring hybrid pipeline"]
+# Usage: tools/bench/simulate_paper.sh [max_gpus=48] [layouts="ps ring ring-node hybrid pipeline"]
 # Environment: PURINE_BIN (default build/tools/purine); SIM_FLAGS, flags added to every layout's
 # simulation in step 3 (e.g. SIM_FLAGS=--ring-steps=ring).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 max_gpus=${1:-48}
-layouts=${2:-ps ring hybrid pipeline}
+layouts=${2:-ps ring ring-node hybrid pipeline}
 purine=${PURINE_BIN:-build/tools/purine}
 [ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
 paper_cluster=tools/sim/clusters/paper_titan_10gbe.pbtxt
@@ -82,6 +83,9 @@ big=$(cluster_of $(((max_gpus + 2) / 3)))
 layout_args() {
   case $1 in
     ps | ring) echo "--batch=128 --device=0 --parallel=data --reduce=$1 --ranks=$2" ;;
+    ring-node)
+      [ $(($2 % 3)) -eq 0 ] || return 0
+      echo "--batch=384 --devices=0,1,2 --parallel=data --reduce=ring --ranks=$(($2 / 3))" ;;
     hybrid)
       [ $(($2 % 3)) -eq 0 ] || return 0
       echo "--batch=384 --devices=0,1,2 --parallel=hybrid --stages=3 --micro-batches=12 \
