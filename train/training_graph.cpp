@@ -300,6 +300,12 @@ Blob* host_readable(Graph& g, Blob* blob) {
 
 TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, bool every_rank) {
   TrainingGraphParts out;
+  require(
+      o.ring_steps != RingSteps::kMachines || static_cast<int>(o.machine_of_rank.size()) >= o.ranks,
+      "--ring-steps=machines needs the machine of every rank, but "
+      "TrainOptions::machine_of_rank has ",
+      o.machine_of_rank.size(), " for ", o.ranks,
+      " ranks (purine train finds them at start-up: mpi_machine_of_ranks())");
   const std::vector<Location> locations = replica_locations(o);
   const int replicas = replicas_per_rank(o);
   DataParallelOptions dp_options;

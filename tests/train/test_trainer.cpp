@@ -234,6 +234,13 @@ TEST_CASE("bad trainer options are rejected before training", "[trainer]") {
   o = TrainOptions();
   o.data_dir = "/nonexistent/fmnist";
   REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("/nonexistent/fmnist"));
+  o = TrainOptions();
+  o.parallel = ParallelLayout::kData;
+  o.locations = 2;
+  o.ring_steps = RingSteps::kMachines;  // without machine_of_rank
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--ring-steps=machines needs the machine of "
+                                                  "every rank, but TrainOptions::machine_of_rank "
+                                                  "has 0 for 1 ranks"));
   // Numbers that would train nothing, or crash.
   const auto rejected = [](auto change, const char* message) {
     TrainOptions bad;
