@@ -207,16 +207,16 @@ dispatch::Mode parse_executor(const std::string& name);         // --executor: p
 PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b, zbh1
 Optimizer parse_optimizer(const std::string& name);             // --optimizer: sgd, adam, adamw
 GpuMath parse_math(const std::string& name);                    // --math: fp32, tf32, exact
-// --ring-steps: direct, ring, or auto (std::nullopt: chosen by the ranks' machines,
+// --ring-steps: direct, ring, machines, or auto (std::nullopt: chosen by the ranks' machines,
 // train/ring_steps.hpp).
 std::optional<RingSteps> parse_ring_steps(const std::string& name);
 // "0.6,0.85" -> {0.6, 0.85}; throws purine::Error naming `flag` and the piece that is not a
 // finite number. An empty text gives an empty list.
 std::vector<double> parse_number_list(const std::string& text, const char* flag);
-// "0,1" -> {0, 1}: GPU ordinals (--devices); throws purine::Error naming `flag` and the piece
-// that is not a non-negative integer.
 // Names separated by commas ("fc1,fc2"); an empty name is an error naming `flag`.
 std::vector<std::string> parse_name_list(const std::string& text, const char* flag);
+// "0,1" -> {0, 1}: GPU ordinals (--devices); throws purine::Error naming `flag` and the piece
+// that is not a non-negative integer.
 std::vector<int> parse_device_list(const std::string& text, const char* flag);
 // Synthetic data instead of a data set: --data=synthetic:CxHxW:CLASSES (e.g. 3x224x224:1000).
 struct SyntheticData {

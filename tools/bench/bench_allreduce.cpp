@@ -6,8 +6,7 @@
 //       [--max_bytes=67108864] [--factor=4] [--reps=15] [--burst=4] [--stat=median|min]
 //       [--warmup=3] [--variants] [--segment_bytes=262144] [--profile] [--timeline_bytes=N
 //       [--timeline_pipe]] [--exchange_max_bytes=65536] [--ring_steps=auto|direct|ring|machines]
-//       [--ways]
-//       [--in_run=K]
+//       [--ways [--machines=0,0,1,1]] [--in_run=K]
 //
 // For every size (float32 buffers, --min_bytes to --max_bytes by --factor) rank 0 prints the
 // median (or --stat=min: the fastest) of --reps runs (after --warmup untimed calls) of the slowest
@@ -45,7 +44,9 @@
 // (graphs/allreduce.hpp): 0 never takes it, 1099511627776 always; --ring_steps how it moves
 // larger ones (auto: as purine train chooses for the ranks' machines, direct on one machine).
 // --ways adds two columns that compare the ways in one run: ring-alone (the ring's steps at every
-// size, never the exchange) and direct (direct steps at every size).
+// size, never the exchange) and direct (direct steps at every size); with --machines (ranks
+// pretended on machines, e.g. 0,0,0,0,1,1,1,1: one host standing in for two) a third, machines
+// (machine steps of that placement at every size).
 // --in_run=K adds in-run: K independent ring allreduces of the size in one graph run, per
 // allreduce (the run's time / K). A training step reduces its buckets so, inside one run, while
 // the ring column pays a whole run (waking and handing over between threads) per allreduce.
@@ -95,6 +96,10 @@ DEFINE_string(
     "ring: how chunks move above the exchange's range: direct, ring, machines, or auto as "
     "purine train chooses (graphs/allreduce.hpp, train/ring_steps.hpp)");
 DEFINE_bool(ways, false, "also time ring-alone and direct (see the header)");
+DEFINE_string(machines, "",
+              "pretend rank r runs on machine r of this list (e.g. 0,0,1,1), for machine steps "
+              "and --ring_steps=auto; --ways then also times machine steps (default: the ranks' "
+              "own machines)");
 DEFINE_int32(in_run, 0,
              "K > 0: also time K ring allreduces of each size in one graph run, per allreduce "
              "(see the header)");
@@ -506,7 +511,11 @@ int run(int argc, char** argv) {
   purine::require(FLAGS_stat == "median" || FLAGS_stat == "min",
                   "--stat must be median or min, got '", FLAGS_stat, "'");
   const std::optional<purine::RingSteps> steps = purine::parse_ring_steps(FLAGS_ring_steps);
-  machine_of_rank = purine::mpi_machine_of_ranks();
+  machine_of_rank = FLAGS_machines.empty()
+                        ? purine::mpi_machine_of_ranks()
+                        : purine::parse_device_list(FLAGS_machines, "--machines");
+  purine::require(static_cast<int>(machine_of_rank.size()) == ranks, "--machines lists ",
+                  machine_of_rank.size(), " machines for ", ranks, " ranks");
   ring_steps_of_flag = steps ? *steps : purine::choose_ring_steps(machine_of_rank).steps;
   if (leader) {
     double load[3] = {0, 0, 0};
@@ -530,6 +539,7 @@ int run(int argc, char** argv) {
     if (FLAGS_variants && FLAGS_pattern_split)
       std::printf(" %13s %13s", "g-late ms", "g-inplace ms");
     if (FLAGS_ways) std::printf(" %13s %13s", "ring-alone ms", "direct ms");
+    if (FLAGS_ways && !FLAGS_machines.empty()) std::printf(" %13s", "machines ms");
     if (FLAGS_in_run > 0) std::printf(" %13s", "in-run ms");
     std::printf("\n");
     std::fflush(stdout);
@@ -545,7 +555,7 @@ int run(int argc, char** argv) {
     DirectMpi direct(ring->inputs()[0]->tensor().data(),
                      ring->results()[0]->tensor().mutable_data(), count);
     std::vector<std::pair<const char*, Method*>> methods = {{"ring", ring.get()}, {"mpi", &direct}};
-    std::unique_ptr<GraphMethod> graph_mpi, pipe, alone, direct_steps, in_run;
+    std::unique_ptr<GraphMethod> graph_mpi, pipe, alone, direct_steps, machine_steps, in_run;
     std::unique_ptr<HandRing> hand;
     std::unique_ptr<GraphLikeRing> graph_like, late, in_place;
     if (FLAGS_variants) {
@@ -570,6 +580,11 @@ int run(int argc, char** argv) {
       direct_steps = make_ring(count, ranks, rank, {0, purine::RingSteps::kDirect, -1}, "direct");
       methods.push_back({"ring-alone", alone.get()});
       methods.push_back({"direct", direct_steps.get()});
+      if (!FLAGS_machines.empty()) {
+        machine_steps = make_ring(
+            count, ranks, rank, {0, purine::RingSteps::kMachines, -1, machine_of_rank}, "machines");
+        methods.push_back({"machines", machine_steps.get()});
+      }
     }
     if (FLAGS_in_run > 0) {
       in_run = make_ring(count, ranks, rank, flag_ring_options(), "ring-in-run", FLAGS_in_run);
