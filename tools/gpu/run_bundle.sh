@@ -159,11 +159,14 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = scale ]; then
   bash "$here/tools/bench/allreduce.sh" 67108864 $reps \
     "2 4 8" || status=1
   # Which part of the ring graph's pattern costs at 4 and 8 ranks, and direct steps against the
-  # ring's (bench_allreduce's header).
+  # ring's and against machine steps with the ranks pretended on two machines (bench_allreduce's
+  # header): on one host, what machine steps' runs cost beside direct steps' one sum per chunk.
   for n in 4 8; do
     echo "== $n ranks, the graph's pattern split, the ring's ways"
+    machines=""
+    for ((r = 0; r < n; ++r)); do machines+="${machines:+,}$((2 * r / n))"; done
     mpirun --oversubscribe -np $n "$PURINE_BENCH" --min_bytes=262144 --max_bytes=67108864 \
-      --reps=7 --pattern_split --ways || status=1
+      --reps=7 --pattern_split --ways --machines="$machines" || status=1
   done
   if [ "$what" != scale ]; then
     step "data-parallel scaling of purine train (CPU ranks)"
