@@ -128,9 +128,10 @@ int devices_per_rank(const TrainOptions& o) {
   return o.devices.empty() ? 0 : static_cast<int>(o.devices.size());
 }
 
-Placement place(const proto::ClusterProto& cluster, const TrainOptions& o) {
+Placement place(const proto::ClusterProto& cluster, const TrainOptions& o, bool by_node) {
   Placement p;
   const int gpus_per_rank = devices_per_rank(o);
+  std::vector<int> capacity;  // ranks each node takes
   int group_index = 0;
   for (const proto::NodeGroupProto& group : cluster.nodes()) {
     const int count = group.has_count() ? group.count() : 1;
@@ -158,20 +159,32 @@ Placement place(const proto::ClusterProto& cluster, const TrainOptions& o) {
         for (const char* what : {"pcie down", "pcie up", "gpu link out", "gpu link in"})
           channel("gpu" + std::to_string(g) + " " + what);
       p.nodes.push_back(node);
-      for (int slot = 0; slot < per_node && static_cast<int>(p.node_of_rank.size()) < o.ranks;
-           ++slot) {
-        p.node_of_rank.push_back(id);
-        p.slot_of_rank.push_back(slot);
-        // A bound rank's threads take turns on its own cores.
-        p.pool_of_rank.push_back(group.cores_per_rank() > 0 ? static_cast<int>(p.pool_cores.size())
-                                                            : node.pool);
-        if (group.cores_per_rank() > 0) {
-          p.pool_cores.push_back(group.cores_per_rank());
-          p.pool_poll_delay.push_back(group.poll_delay_us() * kUs);
-        }
-      }
+      capacity.push_back(per_node);
     }
     ++group_index;
+  }
+  const auto assign = [&](int id, int slot) {
+    const proto::NodeGroupProto& group = *p.nodes[id].group;
+    p.node_of_rank.push_back(id);
+    p.slot_of_rank.push_back(slot);
+    // A bound rank's threads take turns on its own cores.
+    p.pool_of_rank.push_back(group.cores_per_rank() > 0 ? static_cast<int>(p.pool_cores.size())
+                                                        : p.nodes[id].pool);
+    if (group.cores_per_rank() > 0) {
+      p.pool_cores.push_back(group.cores_per_rank());
+      p.pool_poll_delay.push_back(group.poll_delay_us() * kUs);
+    }
+  };
+  const auto placed = [&] { return static_cast<int>(p.node_of_rank.size()); };
+  const int nodes = static_cast<int>(p.nodes.size());
+  const int most = capacity.empty() ? 0 : *std::max_element(capacity.begin(), capacity.end());
+  if (by_node) {  // mpirun --map-by node: one rank on each node in turn
+    for (int slot = 0; slot < most && placed() < o.ranks; ++slot)
+      for (int id = 0; id < nodes && placed() < o.ranks; ++id)
+        if (slot < capacity[id]) assign(id, slot);
+  } else {  // mpirun's default: each node filled in order
+    for (int id = 0; id < nodes && placed() < o.ranks; ++id)
+      for (int slot = 0; slot < capacity[id] && placed() < o.ranks; ++slot) assign(id, slot);
   }
   require(static_cast<int>(p.node_of_rank.size()) >= o.ranks, "impossible layout: ", o.ranks,
           " ranks, but the cluster '", cluster.name(), "' takes ", p.node_of_rank.size(),
@@ -680,7 +693,7 @@ SimulationReport simulate_training(const SimulateOptions& options) {
   o.rank = 0;
   o.evaluate = false;
   require(o.ranks >= 1, "--ranks must be at least 1, got ", o.ranks);
-  const Placement placement = place(options.cluster, o);
+  const Placement placement = place(options.cluster, o, options.ranks_by_node);
   std::string ring_steps_reason;
   o.machine_of_rank = placement.node_of_rank;
   if (options.automatic_ring_steps) {

@@ -74,6 +74,9 @@ struct SimulateOptions {
   // --ring-steps=auto: train.ring_steps chosen for the ranks' placement on the cluster, as
   // purine train chooses them for the machines of its MPI world (train/ring_steps.hpp).
   bool automatic_ring_steps = false;
+  // Ranks dealt to the nodes in turn (mpirun --map-by node: rank r on node r mod nodes while
+  // they have room); false: each node filled before the next (mpirun's default).
+  bool ranks_by_node = false;
 };
 
 // A calibrated op: its measured time and what the roofline said.

@@ -62,7 +62,7 @@ TEST_CASE("purine simulate refuses a missing or mistyped cluster file naming the
   check_refused("--cluster=" + dir.file("typo.pbtxt"), "typo.pbtxt:4:");
 }
 
-TEST_CASE("purine simulate refuses an impossible layout and a file that is no trace",
+TEST_CASE("purine simulate refuses an impossible layout, a file that is no trace, a bad --map-by",
           "[cli][simulate]") {
   TempDir dir;
   std::ofstream(dir.file("small.pbtxt"))
@@ -73,6 +73,7 @@ TEST_CASE("purine simulate refuses an impossible layout and a file that is no tr
                 "impossible layout: 2 ranks");
   check_refused("--calibrate=" + dir.file("no_trace.json") + " --scaling=1,2",
                 "is not a Chrome trace");
+  check_refused("--map-by=socket", "--map-by must be slot or node, got 'socket'");
 }
 
 TEST_CASE("purine simulate --rank-speed slows the ranks' computation and says so",

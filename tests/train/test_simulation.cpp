@@ -277,6 +277,16 @@ TEST_CASE("simulated --ring-steps=auto: machine steps for ranks placed node by n
   s.train.ring_steps = RingSteps::kRing;
   const SimulationReport ring = simulate_training(s);
   CHECK(automatic.step_seconds < 0.95 * ring.step_seconds);
+  // Ranks dealt to the nodes in turn (--map-by=node: 0 1 0 1): no two neighbours share a node,
+  // machine steps send as much as direct steps (2 bytes per gradient byte), a tie.
+  s.automatic_ring_steps = true;
+  s.ranks_by_node = true;
+  const SimulationReport dealt = simulate_training(s);
+  CHECK(dealt.ring_steps == RingSteps::kDirect);
+  CHECK_THAT(dealt.ring_steps_reason, Contains("machine steps send 2 bytes") &&
+                                          Contains("of 2 machines, direct steps 2"));
+  CHECK(dealt.step_seconds > automatic.step_seconds);
+  s.ranks_by_node = false;
   // One node: direct steps.
   s.automatic_ring_steps = true;
   s.cluster = two_nodes(0.02, 1);

@@ -37,6 +37,10 @@ DEFINE_double(fit_images_per_second, 0,
               "its CPUs') so that one rank simulates at this many img/s (a measured or published "
               "1-device figure), then predict; 0: the speeds as the cluster file gives them");
 
+DEFINE_string(map_by, "slot",
+              "simulate: how ranks are placed on the cluster's nodes, as mpirun's --map-by: slot "
+              "(each node filled before the next, mpirun's default) or node (one rank on each "
+              "node in turn)");
 DEFINE_string(rank_speed, "",
               "simulate: RANKS:SPEED,... (e.g. 2:0.94,8:0.82): a rank's compute speed while so "
               "many ranks of its node compute at once, relative to one alone, for every node of "
@@ -172,6 +176,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"fit_images_per_second", ""},
       {"time_slicing", ""},
       {"rank_speed", ""},
+      {"map_by", ""},
       {"plot", ""},
       {"trace",
        "write the simulated timeline of every rank as Chrome-trace JSON to this file "
@@ -220,6 +225,9 @@ int run_simulate() {
   s.iterations = FLAGS_sim_iterations;
   s.time_slicing = FLAGS_time_slicing;
   s.automatic_ring_steps = ring_steps_automatic();
+  require(FLAGS_map_by == "slot" || FLAGS_map_by == "node", "--map-by must be slot or node, got '",
+          FLAGS_map_by, "'");
+  s.ranks_by_node = FLAGS_map_by == "node";
   const std::vector<int> counts = parse_counts(FLAGS_scaling);
   require(FLAGS_plot.empty() || !counts.empty(), "--plot draws the --scaling table: give both");
   if (!counts.empty())
