@@ -10,11 +10,15 @@
 namespace purine {
 
 std::string RingStepsChoice::reason() const {
-  char text[160];
-  std::snprintf(text, sizeof text,
-                "machine steps send %.3g bytes per gradient byte off the busiest of %d machine%s, "
-                "direct steps %.3g",
-                machine_bytes, machines, machines == 1 ? "" : "s", direct_bytes);
+  char text[256];
+  int used = std::snprintf(text, sizeof text,
+                           "machine steps send %.3g bytes per gradient byte off the busiest of %d "
+                           "machine%s, direct steps %.3g",
+                           machine_bytes, machines, machines == 1 ? "" : "s", direct_bytes);
+  if (in_order_bytes > 0)
+    std::snprintf(text + used, sizeof text - used,
+                  "; %.3g with the ranks placed machine by machine (mpirun --map-by slot)",
+                  in_order_bytes);
   return text;
 }
 
@@ -48,6 +52,14 @@ RingStepsChoice choose_ring_steps(const std::vector<int>& machine_of_rank, int p
       static_cast<int>(std::set<int>(machine_of_rank.begin(), machine_of_rank.end()).size());
   c.direct_bytes = direct / n;
   c.machine_bytes = machines / n;
+  // Machine by machine: the same machines in the order each first appears, their ranks together.
+  std::vector<int> in_order;
+  for (int machine : machine_of_part)
+    if (std::find(in_order.begin(), in_order.end(), machine) == in_order.end())
+      for (int other : machine_of_part)
+        if (other == machine) in_order.push_back(machine);
+  if (in_order != machine_of_part)
+    c.in_order_bytes = busiest_machine_chunks(RingSteps::kMachines, in_order) / n;
   return c;
 }
 

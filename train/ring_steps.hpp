@@ -31,8 +31,12 @@ struct RingStepsChoice {
   // Bytes leaving the busiest machine per byte of gradient reduced (reduce-scatter and
   // all-gather together).
   double direct_bytes = 0, machine_bytes = 0;
-  // "machine steps send 1.5 bytes per gradient byte off the busiest of 4 machines, direct
-  // steps 4.5"
+  // Where some machine's ranks are not consecutive (mpirun --map-by node): machine steps' bytes
+  // had the same ranks been placed machine by machine (mpirun's default); else 0.
+  double in_order_bytes = 0;
+  // "machine steps send 1.67 bytes per gradient byte off the busiest of 4 machines, direct
+  // steps 4.5", and where the ranks are out of order "...; 1.67 with the ranks placed machine by
+  // machine (mpirun --map-by slot)"
   std::string reason() const;
 };
 

@@ -22,6 +22,7 @@ TEST_CASE("machine steps are chosen where ranks are placed machine by machine", 
   CHECK(paper.reason() ==
         "machine steps send 1.67 bytes per gradient byte off the busiest of 4 machines, direct "
         "steps 4.5");
+  CHECK(paper.in_order_bytes == 0);  // placed machine by machine already
   // 2 ranks on each of 2 machines: 5 chunks of 1/4 against direct's 2 x 2 x 2.
   const RingStepsChoice two_by_two = choose_ring_steps({0, 0, 1, 1});
   CHECK(two_by_two.steps == RingSteps::kMachines);
@@ -29,6 +30,7 @@ TEST_CASE("machine steps are chosen where ranks are placed machine by machine", 
   CHECK(two_by_two.direct_bytes == Approx(2.0));
   // Machine ids need not be dense or sorted.
   CHECK(choose_ring_steps({7, 7, 3, 3}).steps == RingSteps::kMachines);
+  CHECK(choose_ring_steps({7, 7, 3, 3}).in_order_bytes == 0);
 }
 
 TEST_CASE("a rank holding several parts counts each of them", "[ring_steps]") {
@@ -67,4 +69,10 @@ TEST_CASE("ranks dealt round-robin take machine steps by the bytes", "[ring_step
   CHECK(dealt.steps == RingSteps::kMachines);
   CHECK(dealt.machine_bytes == Approx(3.5));
   CHECK(dealt.direct_bytes == Approx(4.5));
+  // Placed machine by machine they would send the paper placement's 20 / 12, and the reason
+  // says so.
+  CHECK(dealt.in_order_bytes == Approx(20.0 / 12));
+  CHECK(dealt.reason() ==
+        "machine steps send 3.5 bytes per gradient byte off the busiest of 4 machines, direct "
+        "steps 4.5; 1.67 with the ranks placed machine by machine (mpirun --map-by slot)");
 }
