@@ -16,9 +16,10 @@ std::string RingStepsChoice::reason() const {
                            "machine%s, direct steps %.3g",
                            machine_bytes, machines, machines == 1 ? "" : "s", direct_bytes);
   if (in_order_bytes > 0)
-    std::snprintf(text + used, sizeof text - used,
-                  "; %.3g with the ranks placed machine by machine (mpirun --map-by slot)",
-                  in_order_bytes);
+    std::snprintf(
+        text + used, sizeof text - used,
+        "; %.3g with the ranks placed machine by machine, as mpirun places them by default",
+        in_order_bytes);
   return text;
 }
 

@@ -36,7 +36,7 @@ struct RingStepsChoice {
   double in_order_bytes = 0;
   // "machine steps send 1.67 bytes per gradient byte off the busiest of 4 machines, direct
   // steps 4.5", and where the ranks are out of order "...; 1.67 with the ranks placed machine by
-  // machine (mpirun --map-by slot)"
+  // machine, as mpirun places them by default"
   std::string reason() const;
 };
 

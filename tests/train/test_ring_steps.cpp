@@ -74,5 +74,6 @@ TEST_CASE("ranks dealt round-robin take machine steps by the bytes", "[ring_step
   CHECK(dealt.in_order_bytes == Approx(20.0 / 12));
   CHECK(dealt.reason() ==
         "machine steps send 3.5 bytes per gradient byte off the busiest of 4 machines, direct "
-        "steps 4.5; 1.67 with the ranks placed machine by machine (mpirun --map-by slot)");
+        "steps 4.5; 1.67 with the ranks placed machine by machine, as mpirun places them by "
+        "default");
 }
