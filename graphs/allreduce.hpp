@@ -123,8 +123,9 @@ std::vector<Blob*> ring_all_gather(Graph& graph, const std::string& name, const 
 std::vector<Blob*> flat_chunks(Graph& graph, const std::string& name, Blob* whole,
                                const RingShards& shards);
 // The chunk-sized messages a ring reduction by `steps` sends between parts, reduce-scatter then
-// all-gather, as (from, to) part indices in the order the graph builds them, for parts on the
-// machines `machine_of_part` (what --ring-steps=auto weighs; kDirect and kRing ignore them).
+// all-gather, as (from, to) part indices (the graph's copies between them, chunk by chunk, not in
+// the order it builds them), for parts on the machines `machine_of_part` (what
+// --ring-steps=auto weighs; kDirect and kRing ignore them). Empty chunks are counted too.
 std::vector<std::pair<int, int>> ring_messages(RingSteps steps,
                                                const std::vector<int>& machine_of_part);
 std::vector<Blob*> mpi_allreduce(Graph& graph, const std::string& name,
