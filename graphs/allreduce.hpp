@@ -91,7 +91,7 @@ struct RingOptions {
   // -1: ring_segment_bytes(ranks or machines), 0: whole chunks. Direct steps take whole chunks.
   int64_t segment_bytes = -1;
   // kMachines: machine_of_rank[r] is rank r's machine, any ids (mpi_machine_of_ranks()).
-  std::vector<int> machine_of_rank;
+  std::vector<int> machine_of_rank = {};
 };
 
 std::vector<Blob*> ring_allreduce(Graph& graph, const std::string& name,

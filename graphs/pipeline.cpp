@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
+#include <utility>
 
 #include "base/error.hpp"
 #include "purine/autodiff.hpp"
@@ -42,33 +44,83 @@ std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build) {
   Graph scratch("layers");
   build(scratch);
   scratch.validate();  // sets every composite up, so that its parameters exist
+  // The activations that cross each place a cut may take: forward ops only.
+  std::vector<const Op*> forward_ops;
+  for (const auto& op : scratch.ops()) forward_ops.push_back(op.get());
   // Without a backward pass to cost, the backward is taken as twice the forward.
   const double forward_weight = add_backward_pass(scratch) ? 1 : 3;
   std::vector<ModelLayer> layers;
-  for (const std::string& name : scratch.layer_names()) layers.push_back({name, 0});
-  // The layer whose scope holds a vertex of this name, or nullptr.
-  auto layer_of = [&layers](const std::string& name) -> ModelLayer* {
-    for (ModelLayer& layer : layers)
-      if (name.rfind(layer.name + "::", 0) == 0) return &layer;
-    return nullptr;
+  std::vector<size_t> first_unit;  // per layer: its first unit (its parts, then the rest)
+  size_t units = 0;
+  for (const std::string& name : scratch.layer_names()) {
+    layers.push_back({name, 0});
+    for (const std::string& part : scratch.part_names(name)) layers.back().parts.push_back({part});
+    first_unit.push_back(units);
+    units += layers.back().parts.size() + 1;
+  }
+  // The layer whose scope holds a vertex of this name, and its part that does (parts.size():
+  // none of them); {-1, 0} when no layer does.
+  auto locate = [&layers](const std::string& name) -> std::pair<int, size_t> {
+    auto holds = [&name](const ModelLayer& l) { return name.rfind(l.name + "::", 0) == 0; };
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (!holds(layers[i])) continue;
+      const std::vector<ModelLayer>& parts = layers[i].parts;
+      return {static_cast<int>(i), std::find_if(parts.begin(), parts.end(), holds) - parts.begin()};
+    }
+    return {-1, 0};
+  };
+  auto add_to = [&](const std::string& name, int64_t parameters, double cost) {
+    const auto [i, j] = locate(name);
+    if (i < 0) return;
+    layers[i].parameters += parameters;
+    layers[i].cost += cost;
+    if (j < layers[i].parts.size())
+      layers[i].parts[j].parameters += parameters, layers[i].parts[j].cost += cost;
   };
   // A step's update reads the weight, its gradient and history and writes two: 5 floats.
-  for (const Parameter& p : scratch.parameters())
-    if (ModelLayer* layer = layer_of(p.blob->name())) {
-      layer->parameters += p.blob->shape().count();
-      layer->cost += kFlopsPerByte * 5 * sizeof(float) * p.blob->shape().count();
-    }
+  for (const Parameter& p : scratch.parameters()) {
+    const int64_t count = p.blob->shape().count();
+    add_to(p.blob->name(), count, kFlopsPerByte * 5 * sizeof(float) * count);
+  }
   auto shapes = [](const std::vector<Blob*>& blobs) {
     std::vector<Shape> out;
     for (const Blob* b : blobs) out.push_back(b->shape());
     return out;
   };
-  for (const auto& op : scratch.ops())
-    if (ModelLayer* layer = layer_of(op->name())) {
-      const OpCost c = op->kernel().cost(shapes(op->inputs()), shapes(op->outputs()));
-      layer->cost += (op->role() == OpRole::kBackward ? 1 : forward_weight) *
-                     std::max(c.flops, kFlopsPerByte * c.bytes);
+  for (const auto& op : scratch.ops()) {
+    const OpCost c = op->kernel().cost(shapes(op->inputs()), shapes(op->outputs()));
+    add_to(op->name(), 0,
+           (op->role() == OpRole::kBackward ? 1 : forward_weight) *
+               std::max(c.flops, kFlopsPerByte * c.bytes));
+  }
+  // Bytes crossing the place after each unit: a blob written in one unit and read in a later
+  // one crosses every place between them.
+  auto unit_of = [&](const Op* op) -> std::optional<size_t> {
+    const auto [i, j] = locate(op->name());
+    if (i < 0) return std::nullopt;
+    return first_unit[i] + std::min(j, layers[i].parts.size());
+  };
+  std::vector<double> crossing(units + 1, 0);  // a difference array over the places
+  std::set<const Blob*> counted;
+  for (const Op* op : forward_ops) {
+    const std::optional<size_t> from = unit_of(op);
+    if (!from) continue;
+    for (const Blob* blob : op->outputs()) {
+      if (!counted.insert(blob).second) continue;
+      size_t last = *from;
+      for (const Op* reader : blob->readers())
+        if (const std::optional<size_t> to = unit_of(reader)) last = std::max(last, *to);
+      const double bytes = static_cast<double>(sizeof(float) * blob->shape().count());
+      crossing[*from] += bytes;
+      crossing[last] -= bytes;
     }
+  }
+  for (size_t u = 1; u <= units; ++u) crossing[u] += crossing[u - 1];
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (size_t j = 0; j < layers[i].parts.size(); ++j)
+      layers[i].parts[j].bytes_after = crossing[first_unit[i] + j];
+    layers[i].bytes_after = crossing[first_unit[i] + layers[i].parts.size()];
+  }
   return layers;
 }
 
@@ -76,11 +128,16 @@ namespace {
 
 // Cuts `costs` (one per unit, in order) into `parts` consecutive non-empty runs whose largest
 // sum is least and, among those, whose sums are most even (least sum of squares); returns the
-// first unit of each run. Ties go to the cut that gives earlier runs more units.
-std::vector<size_t> balanced_cut(const std::vector<double>& costs, int parts) {
+// first unit of each run. A run's sum includes `after[u]` for a cut after unit u at either of
+// its ends. Ties go to the cut that gives earlier runs more units.
+std::vector<size_t> balanced_cut(const std::vector<double>& costs, const std::vector<double>& after,
+                                 int parts) {
   const size_t n = costs.size();
   std::vector<double> prefix(n + 1, 0);
   for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  auto run_sum = [&](size_t i, size_t j) {
+    return prefix[j] - prefix[i] + (i > 0 ? after[i - 1] : 0) + (j < n ? after[j - 1] : 0);
+  };
   const double kNone = std::numeric_limits<double>::infinity();
   // best[k][j]: the least objective of units [0, j) cut into k runs, `combine` adding a run's
   // sum to it and `allowed` saying which runs may be; from[k][j]: where the last run starts.
@@ -93,7 +150,7 @@ std::vector<size_t> balanced_cut(const std::vector<double>& costs, int parts) {
     for (int k = 1; k <= parts; ++k)
       for (size_t j = k; j <= n; ++j)
         for (size_t i = j; i-- > static_cast<size_t>(k - 1);) {
-          const double sum = prefix[j] - prefix[i];
+          const double sum = run_sum(i, j);
           if (best[k - 1][i] == kNone || !allowed(sum)) continue;
           const double value = combine(best[k - 1][i], sum);
           if (value < best[k][j]) best[k][j] = value, from[k][j] = i;
@@ -108,39 +165,87 @@ std::vector<size_t> balanced_cut(const std::vector<double>& costs, int parts) {
   return starts;
 }
 
+bool costed(const std::vector<ModelLayer>& layers) {
+  return std::any_of(layers.begin(), layers.end(), [](const ModelLayer& l) { return l.cost > 0; });
+}
+
+size_t count_parametric(const std::vector<ModelLayer>& layers) {
+  return std::count_if(layers.begin(), layers.end(),
+                       [](const ModelLayer& l) { return l.parameters > 0; });
+}
+
+// The units a cut falls between: a parametric layer and the parameter-free ones after it (those
+// before the first join the first unit). `unit_of` per layer; `costs` per unit, 1 each where no
+// layer has a cost; `after` per unit: what a cut after it costs each of the two stages (the
+// bytes crossing it, forward and back, over a link `link_slowdown` times slower than memory).
+// Needs a parametric layer.
+struct Units {
+  std::vector<double> costs, after;
+  std::vector<size_t> unit_of;
+};
+Units units_of(const std::vector<ModelLayer>& layers, double link_slowdown) {
+  const bool with_costs = costed(layers);
+  const size_t count = count_parametric(layers);
+  Units units{std::vector<double>(count, with_costs ? 0 : 1), std::vector<double>(count, 0),
+              std::vector<size_t>(layers.size(), 0)};
+  bool first = true;
+  for (size_t i = 0, unit = 0; i < layers.size(); ++i) {
+    if (layers[i].parameters > 0 && !std::exchange(first, false)) ++unit;
+    units.unit_of[i] = unit;
+    if (!with_costs) continue;
+    units.costs[unit] += layers[i].cost;
+    units.after[unit] = 2 * kFlopsPerByte * link_slowdown * layers[i].bytes_after;
+  }
+  return units;
+}
+
 }  // namespace
 
-std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages,
-                               const std::string& model) {
-  std::vector<size_t> parametric;
-  std::string names;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i].parameters == 0) continue;
-    parametric.push_back(i);
-    names += str(names.empty() ? "" : ", ", layers[i].name);
+std::vector<ModelLayer> stage_units(const std::vector<ModelLayer>& layers, StageCut cut) {
+  if (cut == StageCut::kLayers) return layers;
+  std::vector<ModelLayer> parts;
+  for (const ModelLayer& layer : layers) {
+    if (layer.parts.empty()) {
+      parts.push_back(layer);
+      continue;
+    }
+    ModelLayer rest{layer.name, layer.parameters, layer.cost, {}, layer.bytes_after};
+    for (const ModelLayer& part : layer.parts) {
+      parts.push_back(part);
+      rest.parameters -= part.parameters;
+      rest.cost -= part.cost;
+    }
+    rest.cost = std::max(rest.cost, 0.0);
+    parts.push_back(rest);
   }
+  return parts;
+}
+
+std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages,
+                               const std::string& model, double link_slowdown) {
+  std::string names;
+  for (const ModelLayer& layer : layers)
+    if (layer.parameters > 0) names += str(names.empty() ? "" : ", ", layer.name);
+  const size_t parametric = count_parametric(layers);
   require(stages >= 1, "pipeline of model '", model, "': --stages must be at least 1, got ",
           stages);
-  require(static_cast<size_t>(stages) <= parametric.size(), "pipeline of model '", model,
-          "': ", stages, " stages, but it has ", parametric.size(), " layers with parameters (",
-          names, "); use at most ", parametric.size());
-  // Units: a parametric layer and the parameter-free ones after it (those before the first
-  // join the first unit).
-  const bool costed =
-      std::any_of(layers.begin(), layers.end(), [](const ModelLayer& l) { return l.cost > 0; });
-  std::vector<double> unit_costs(parametric.size(), costed ? 0 : 1);
-  std::vector<size_t> unit_of(layers.size(), 0);
-  for (size_t i = 0, unit = 0; i < layers.size(); ++i) {
-    if (layers[i].parameters > 0 && i != parametric[0]) ++unit;
-    unit_of[i] = unit;
-    if (costed) unit_costs[unit] += layers[i].cost;
-  }
-  const std::vector<size_t> starts = balanced_cut(unit_costs, stages);
+  require(static_cast<size_t>(stages) <= parametric, "pipeline of model '", model, "': ", stages,
+          " stages, but it has ", parametric, " layers with parameters (", names, "); use at most ",
+          parametric);
+  const Units units = units_of(layers, link_slowdown);
+  const std::vector<size_t> starts = balanced_cut(units.costs, units.after, stages);
   std::vector<int> stage_of(layers.size(), 0);
   for (size_t i = 0; i < layers.size(); ++i)
-    stage_of[i] = static_cast<int>(std::upper_bound(starts.begin(), starts.end(), unit_of[i]) -
-                                   starts.begin() - 1);
+    stage_of[i] = static_cast<int>(
+        std::upper_bound(starts.begin(), starts.end(), units.unit_of[i]) - starts.begin() - 1);
   return stage_of;
+}
+
+double stage_link_slowdown(const std::vector<Location>& stages) {
+  const bool host_copies = std::all_of(stages.begin(), stages.end(), [&](const Location& l) {
+    return l.is_cpu() && l.rank == stages.front().rank;
+  });
+  return host_copies ? 1 : kLinkSlowdown;
 }
 
 void place_stages(Graph& graph, const std::vector<ModelLayer>& layers,

@@ -30,8 +30,15 @@
 // layer's cost is the roofline time, on a device doing kFlopsPerByte flops per byte it moves,
 // of its forward and backward ops (Operator::cost; the backward of a loss on the model's output,
 // or, without one, twice the forward) and of its weights' update. GoogLeNet over 3 GPUs, cut evenly
-// by layer count instead, gave its first stage 2.9 times the last's work. Layers without costs
-// (none known) count one each: the k-th of P parametric layers then goes to stage floor(k*S/P).
+// by layer count instead, gave its first stage 2.9 times the last's work. A stage also pays for
+// the activations that cross its cuts, forward and (their gradients) back, at kLinkSlowdown
+// times the cost of moving them in memory: a cut after a pooling moves less than one before
+// it. Layers without costs (none known) count one each: the k-th of P parametric layers then
+// goes to stage floor(k*S/P).
+// A cut may also fall inside a layer built of parts (an inception module: four branches of
+// convolutions), between its parts, where whole layers are too coarse to balance the stages
+// (stage_units). The tensors that cross such a cut (the module's input, the branches before
+// it) are copied as any other (Graph::place).
 #pragma once
 
 #include <functional>
@@ -44,25 +51,53 @@
 
 namespace purine {
 
-// One block of a model, as Graph::layer_names() lists it.
+// One block of a model, as Graph::layer_names() lists it, or one part of such a block.
 struct ModelLayer {
   std::string name;        // full name in the graph it was found in ("mlp::fc1")
   int64_t parameters = 0;  // elements of its parameters
   double cost = 0;         // its training step's roofline time, in flops (see above)
+  // Its parts (Graph::part_names), costed the same way; their parameters and costs are part of
+  // the layer's own.
+  std::vector<ModelLayer> parts = {};
+  // The bytes of the forward activations that a cut right after it would cross: written by it
+  // or before, read after it.
+  double bytes_after = 0;
 };
 
 // The machine balance assumed by a layer's cost: flops per byte moved, between a CPU's
 // (about 5) and a GPU's (about 15).
 constexpr double kFlopsPerByte = 10;
+// How much slower a copy between stages moves a byte than a device's memory: PCIe 3 against
+// the paper's GPUs 34x (10 against 336 GB/s), NVLink against an H100's memory 7x. Between CPU
+// locations of one process a copy is a memcpy: 1 (stage_link_slowdown).
+constexpr double kLinkSlowdown = 10;
 
 // The layers of the model that `build` puts into an empty scratch graph (set up to the end),
 // in order, with their costs at the scratch graph's shapes.
 std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build);
 
-// The stage of every layer for `stages` stages (see above). Throws purine::Error, naming
-// `model` and its layers, when stages < 1 or the model has fewer layers with parameters.
+// Where a pipeline's cuts may fall: kParts between the parts of a layer too, where they balance
+// the stages best, kLayers between whole layers only.
+enum class StageCut { kParts, kLayers };
+
+// The units `cut` lets a pipeline be cut between: `layers` themselves (kLayers), or every layer
+// with parts replaced by its parts followed by the layer itself, which then holds only what its
+// parts do not (parameter-free: placed with its last part, where its top is made). Give the
+// result to assign_stages() and place_stages(). A cut between parts sums the gradient of a
+// tensor read on both sides of it in another association than one location does (the readers
+// beyond the cut first, at their stage): the same training within float rounding, where a cut
+// between whole layers adds in one location's order.
+std::vector<ModelLayer> stage_units(const std::vector<ModelLayer>& layers,
+                                    StageCut cut = StageCut::kParts);
+
+// The stage of every layer for `stages` stages (see above), a byte crossing a cut costing
+// `link_slowdown` times a byte moved in memory. Throws purine::Error, naming `model` and its
+// layers, when stages < 1 or the model has fewer layers with parameters.
 std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages,
-                               const std::string& model);
+                               const std::string& model, double link_slowdown = kLinkSlowdown);
+// The link slowdown between `stages`: 1 where all are CPU locations of one rank, else
+// kLinkSlowdown.
+double stage_link_slowdown(const std::vector<Location>& stages);
 
 // Places layer i at locations[stage_of[i]] in `graph` (Graph::place: composites created later
 // under that name, in any scope, are built there).

@@ -674,6 +674,16 @@ std::vector<std::string> Graph::layer_names() const {
   return names;
 }
 
+std::vector<std::string> Graph::part_names(const std::string& layer) const {
+  const std::string prefix = layer + "::";
+  std::vector<std::string> names;
+  for (const auto& c : composites_)
+    if (c->nested() && c->name().rfind(prefix, 0) == 0 &&
+        c->name().find("::", prefix.size()) == std::string::npos)
+      names.push_back(c->name());
+  return names;
+}
+
 void Graph::own(std::unique_ptr<Composite> composite) {
   for (const auto& c : composites_)
     require(c->name() != composite->name(), "composite '", composite->name(),

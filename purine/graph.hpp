@@ -296,6 +296,10 @@ class Graph {
   // The layers: the full names of the composites created outside any composite's setup (the
   // blocks a model chains), in creation order.
   std::vector<std::string> layer_names() const;
+  // The parts of the composite `layer` (a full name): the full names of the composites its
+  // setup() created directly (an inception module's convolutions, ReLUs, pooling and concat),
+  // in creation order; empty for a layer built of ops alone.
+  std::vector<std::string> part_names(const std::string& layer) const;
 
   // Throws purine::Error on the first problem found: a cycle, an op with the wrong number or
   // shape of inputs/outputs, an op reading a blob at another location, a blob with two writers

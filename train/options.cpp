@@ -44,6 +44,8 @@ constexpr Choice<ParallelLayout> kParallelLayouts[] = {{ParallelLayout::kNone, "
 constexpr Choice<PipelineSchedule> kSchedules[] = {{PipelineSchedule::kGPipe, "gpipe"},
                                                    {PipelineSchedule::k1F1B, "1f1b"},
                                                    {PipelineSchedule::kZBH1, "zbh1"}};
+constexpr Choice<StageCut> kStageCuts[] = {{StageCut::kParts, "parts"},
+                                           {StageCut::kLayers, "layers"}};
 constexpr Choice<GpuMath> kMaths[] = {
     {GpuMath::kFp32, "fp32"}, {GpuMath::kTf32, "tf32"}, {GpuMath::kExact, "exact"}};
 constexpr Choice<Optimizer> kOptimizers[] = {
@@ -94,6 +96,9 @@ ParallelLayout parse_parallel_layout(const std::string& name) {
 }
 PipelineSchedule parse_schedule(const std::string& name) {
   return parse(kSchedules, name, "pipeline schedule", "--schedule");
+}
+StageCut parse_stage_cut(const std::string& name) {
+  return parse(kStageCuts, name, "stage cut", "--stage-cut");
 }
 GpuMath parse_math(const std::string& name) { return parse(kMaths, name, "GPU math", "--math"); }
 std::optional<RingSteps> parse_ring_steps(const std::string& name) {
@@ -182,6 +187,7 @@ const char* name_of(LrPolicy policy) { return name_in(kLrPolicies, policy); }
 const char* name_of(ParallelLayout layout) { return name_in(kParallelLayouts, layout); }
 const char* name_of(dispatch::Mode mode) { return name_in(kExecutors, mode); }
 const char* name_of(PipelineSchedule schedule) { return name_in(kSchedules, schedule); }
+const char* name_of(StageCut cut) { return name_in(kStageCuts, cut); }
 const char* name_of(GpuMath math) { return name_in(kMaths, math); }
 const char* name_of(RingSteps steps) { return name_in(kRingSteps, steps); }
 const char* name_of(Optimizer optimizer) { return name_in(kOptimizers, optimizer); }

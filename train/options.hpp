@@ -106,6 +106,9 @@ struct TrainOptions {
   // micro-batches of a replica at one location (a one-stage pipeline: 1F1B runs them one after
   // another, in one micro-batch's memory).
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  // Where the cuts between stages may fall (graphs/pipeline.hpp stage_units): between the parts
+  // of a layer (an inception module's branches) too, where that balances the stages better.
+  StageCut stage_cut = StageCut::kParts;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.
@@ -205,6 +208,7 @@ LrPolicy parse_lr_policy(
 ParallelLayout parse_parallel_layout(const std::string& name);  // --parallel: none, data, pipeline
 dispatch::Mode parse_executor(const std::string& name);         // --executor: parallel, serial
 PipelineSchedule parse_schedule(const std::string& name);       // --schedule: gpipe, 1f1b, zbh1
+StageCut parse_stage_cut(const std::string& name);              // --stage-cut: parts, layers
 Optimizer parse_optimizer(const std::string& name);             // --optimizer: sgd, adam, adamw
 GpuMath parse_math(const std::string& name);                    // --math: fp32, tf32, exact
 // --ring-steps: direct, ring, machines, or auto (std::nullopt: chosen by the ranks' machines,
@@ -233,6 +237,7 @@ const char* name_of(LrPolicy policy);
 const char* name_of(ParallelLayout layout);
 const char* name_of(dispatch::Mode mode);
 const char* name_of(PipelineSchedule schedule);
+const char* name_of(StageCut cut);
 const char* name_of(Optimizer optimizer);
 const char* name_of(GpuMath math);
 const char* name_of(RingSteps steps);

@@ -140,7 +140,6 @@ Placement place(const proto::ClusterProto& cluster, const TrainOptions& o, bool 
       per_node = gpus_per_rank > 0 ? std::max(1, group.gpus() / gpus_per_rank)
                                    : std::max(1, group.cores() / std::max(1, o.threads));
     for (int k = 0; k < count; ++k) {
-      const int id = static_cast<int>(p.nodes.size());
       const std::string name =
           (group.name().empty() ? "node" + std::to_string(group_index) : group.name()) +
           (count > 1 ? "[" + std::to_string(k) + "]" : "");

@@ -41,10 +41,24 @@ std::vector<ModelLayer> layers_of(const TrainOptions& o, const Shape& images, in
   });
 }
 
-// Places the model's layers at their stages (graphs/pipeline.hpp).
+// The units `o` cuts the model's layers into and the stage of each, over `stages`
+// (graphs/pipeline.hpp).
+struct PipelineCut {
+  std::vector<ModelLayer> units;
+  std::vector<int> stage_of;
+};
+PipelineCut cut_pipeline(const TrainOptions& o, const std::vector<ModelLayer>& layers,
+                         const std::vector<Location>& stages) {
+  PipelineCut cut{stage_units(layers, o.stage_cut), {}};
+  cut.stage_of = assign_stages(cut.units, o.stages, o.model, stage_link_slowdown(stages));
+  return cut;
+}
+
+// Places the model's layers, or their parts, at their stages.
 void place_pipeline(Graph& g, const TrainOptions& o, const std::vector<ModelLayer>& layers,
                     const std::vector<Location>& stages) {
-  place_stages(g, layers, assign_stages(layers, o.stages, o.model), stages);
+  const PipelineCut cut = cut_pipeline(o, layers, stages);
+  place_stages(g, cut.units, cut.stage_of, stages);
 }
 
 // Splits the --split layers (graphs/model_parallel.hpp), after checking that each names a
@@ -205,14 +219,18 @@ DivergenceWatch watch_divergence(Graph& g, const DataParallelGraph& dp, int rank
 // The stages `o` cuts the model into for images of shape `images`.
 std::vector<PipelineStage> pipeline_stages_of(const TrainOptions& o, const Shape& images,
                                               int64_t classes) {
-  const std::vector<ModelLayer> layers = layers_of(o, images, classes);
-  const std::vector<int> stage_of = assign_stages(layers, o.stages, o.model);
+  const PipelineCut cut = cut_pipeline(o, layers_of(o, images, classes), layout_locations(o, 0));
+  const std::vector<ModelLayer>& layers = cut.units;
+  const std::vector<int>& stage_of = cut.stage_of;
   std::vector<PipelineStage> stages(o.stages);
   double total = 0;
   for (const ModelLayer& layer : layers) total += layer.cost;
   for (size_t i = 0; i < layers.size(); ++i) {
     PipelineStage& stage = stages[stage_of[i]];
-    stage.layers.push_back(layers[i].name.substr(layers[i].name.rfind("::") + 2));
+    // Without the model's scope: "conv1", or a part "inception_3b::3x3".
+    const size_t scope = layers[i].name.find("::");
+    stage.layers.push_back(scope == std::string::npos ? layers[i].name
+                                                      : layers[i].name.substr(scope + 2));
     if (total > 0) stage.cost_share += layers[i].cost / total;
   }
   return stages;

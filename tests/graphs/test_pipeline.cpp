@@ -47,6 +47,68 @@ TEST_CASE("with costs, stages are cut so that the most costly stage costs least"
   CHECK(assign_stages(layers, 3, "m") == std::vector<int>{0, 0, 1, 2});
 }
 
+TEST_CASE("a cut falls between the parts of a layer where whole layers balance the stages worse",
+          "[pipeline]") {
+  std::vector<ModelLayer> layers = {
+      {"a", 10, 50},
+      {"b", 30, 60, {{"b::p", 10, 20}, {"b::q", 10, 20}, {"b::r", 10, 20}}},
+      {"c", 10, 50}};
+  auto names = [](const std::vector<ModelLayer>& units) {
+    std::vector<std::string> out;
+    for (const ModelLayer& u : units) out.push_back(u.name);
+    return out;
+  };
+  CHECK(names(stage_units(layers, StageCut::kLayers)) == std::vector<std::string>{"a", "b", "c"});
+  // The layer itself follows its last part, with nothing left of its own.
+  std::vector<ModelLayer> units = stage_units(layers);
+  REQUIRE(names(units) == std::vector<std::string>{"a", "b::p", "b::q", "b::r", "b", "c"});
+  CHECK(units[4].parameters == 0);
+  CHECK(units[4].cost == 0);
+  // 2 stages: whole layers 110 | 50 at best, parts 90 | 70.
+  CHECK(assign_stages(stage_units(layers, StageCut::kLayers), 2, "m") == std::vector<int>{0, 0, 1});
+  CHECK(assign_stages(units, 2, "m") == std::vector<int>{0, 0, 0, 1, 1, 1});
+  // 3 stages: 50 | 60 | 50, the module whole.
+  CHECK(assign_stages(units, 3, "m") == std::vector<int>{0, 1, 1, 1, 1, 2});
+  // More stages than whole layers with parameters: parts give enough.
+  CHECK(assign_stages(units, 4, "m") == std::vector<int>{0, 1, 1, 2, 2, 3});
+  // Each stage pays for what crosses its cuts, both ways (2 * kFlopsPerByte * kLinkSlowdown a
+  // byte): with 40 to pay on each side of a cut inside the module, 130 | 110 at best, the cut
+  // goes to the module's end, 110 | 50.
+  const double inside = 40 / (2 * kFlopsPerByte * kLinkSlowdown);
+  layers[1].parts[0].bytes_after = layers[1].parts[1].bytes_after = inside;
+  CHECK(assign_stages(stage_units(layers), 2, "m") == std::vector<int>{0, 0, 0, 0, 0, 1});
+  // A layer's own parameters stay with it.
+  layers[1].parameters += 7;
+  CHECK(stage_units(layers)[4].parameters == 7);
+}
+
+TEST_CASE("model_layers lists the parts of a layer built of layers, with their costs",
+          "[pipeline]") {
+  auto build = [](Graph& g) {
+    B{g.add_blob("x", {4, 8, 6, 6})} >> g.add<ConvLayer>("conv", ConvLayer::Options{8, 1}) >>
+        g.add<InceptionLayer>("inception", InceptionLayer::Options{4, 4, 8, 2, 4, 4});
+  };
+  const std::vector<ModelLayer> layers = model_layers(build);
+  REQUIRE(layers.size() == 2);
+  CHECK(layers[0].parts.empty());
+  std::vector<std::string> parts;
+  int64_t parameters = 0;
+  double cost = 0;
+  for (const ModelLayer& part : layers[1].parts) {
+    parts.push_back(part.name.substr(std::string("inception::").size()));
+    parameters += part.parameters;
+    cost += part.cost;
+  }
+  CHECK(parts == std::vector<std::string>{"1x1", "1x1_relu", "3x3_reduce", "3x3_reduce_relu", "3x3",
+                                          "3x3_relu", "5x5_reduce", "5x5_reduce_relu", "5x5",
+                                          "5x5_relu", "pool", "pool_proj", "pool_proj_relu",
+                                          "concat"});
+  // The module is all parts: they hold its parameters and its work.
+  CHECK(parameters == layers[1].parameters);
+  CHECK(cost == Approx(layers[1].cost));
+  CHECK(layers[1].parts[4].cost > layers[1].parts[0].cost);  // the 3x3 against the 1x1
+}
+
 TEST_CASE("model_layers costs each layer by its forward ops", "[pipeline]") {
   // fc1 does 64x as many multiply-adds as fc2 and fc3 together.
   auto build = [](Graph& g) {
@@ -59,8 +121,18 @@ TEST_CASE("model_layers costs each layer by its forward ops", "[pipeline]") {
   REQUIRE(layers.size() == 3);
   CHECK(layers[0].cost > 16 * (layers[1].cost + layers[2].cost));
   CHECK(layers[2].cost > 0);
-  // Cut by count, fc1 and fc2 would share stage 0.
-  CHECK(assign_stages(layers, 2, "m") == std::vector<int>{0, 1, 1});
+  // What a cut after each layer crosses: fc1's output (8 x 256 floats), fc2's (8 x 4), nothing
+  // after the last.
+  CHECK(layers[0].bytes_after == 8 * 256 * 4);
+  CHECK(layers[1].bytes_after == 8 * 4 * 4);
+  CHECK(layers[2].bytes_after == 0);
+  // By work alone fc1 is a stage of its own (cut by count, fc1 and fc2 would share stage 0).
+  std::vector<ModelLayer> no_crossing = layers;
+  for (ModelLayer& layer : no_crossing) layer.bytes_after = 0;
+  CHECK(assign_stages(no_crossing, 2, "m") == std::vector<int>{0, 1, 1});
+  // But a cut after fc1 would cost its stage, the costliest, fc1's output both ways: after fc2
+  // the cut costs less.
+  CHECK(assign_stages(layers, 2, "m") == std::vector<int>{0, 0, 1});
 }
 
 TEST_CASE("model_layers costs each layer's backward ops too, where the model has an output",

@@ -265,7 +265,23 @@ TEST_CASE("place() builds the named composites at their locations, layer_names()
   // b reads a's top through a copy at its location.
   CHECK(g.find_blob("net::a::top@rank0:cpu1") != nullptr);
   CHECK(g.layer_names() == std::vector<std::string>{"net::a", "net::b", "net::c"});
+  CHECK(g.part_names("net::b") == std::vector<std::string>{"net::b::first", "net::b::second"});
+  CHECK(g.part_names("net::a").empty());  // ops alone
   CHECK_THROWS_WITH(g.place("", Location::cpu()), Catch::Contains("empty composite name"));
+}
+
+TEST_CASE("a part placed apart from its layer is built there, its inputs copied to it", "[graph]") {
+  Graph g;
+  g.place("net::b", Location::cpu(0, 1));
+  g.place("net::b::first", Location::cpu(0, 2));  // longer than net::b: the part's rule wins
+  Blob* x = g.add_blob("x", {2, 3});
+  Graph::Scope scope(g, "net");
+  auto& b = g.add<TwoReluTanh>("b");
+  B{x} >> b;
+  CHECK(b.top(0)->location() == Location::cpu(0, 1));  // builds b
+  CHECK(g.op("net::b::first::tanh")->location() == Location::cpu(0, 2));
+  CHECK(g.op("net::b::second::tanh")->location() == Location::cpu(0, 1));
+  CHECK(g.find_blob("net::b::first::top@rank0:cpu1") != nullptr);  // second reads it there
 }
 
 TEST_CASE("orders between ops are edges: a circle of waits across ranks is refused, named",

@@ -34,6 +34,7 @@ TEST_CASE("every choice parses from its name and back", "[options]") {
   for (RingSteps s : {RingSteps::kDirect, RingSteps::kRing, RingSteps::kMachines})
     CHECK(parse_ring_steps(name_of(s)) == s);
   CHECK(parse_ring_steps("auto") == std::nullopt);
+  for (StageCut c : {StageCut::kParts, StageCut::kLayers}) CHECK(parse_stage_cut(name_of(c)) == c);
   CHECK(parse_reduction("ps") == Reduction::kParameterServer);
   CHECK(std::string(name_of(LrPolicy::kPoly)) == "poly");
 }
@@ -55,6 +56,8 @@ TEST_CASE("an unknown name is refused, naming the flag and listing the valid nam
   REQUIRE_THROWS_WITH(parse_ring_steps("tree"),
                       "unknown way of moving the ring's chunks 'tree' "
                       "for --ring-steps; choose auto, direct, ring or machines");
+  REQUIRE_THROWS_WITH(parse_stage_cut("branches"),
+                      "unknown stage cut 'branches' for --stage-cut; choose parts or layers");
   // Names are matched exactly.
   REQUIRE_THROWS_AS(parse_reduction("Ring"), Error);
   REQUIRE_THROWS_AS(parse_reduction(""), Error);

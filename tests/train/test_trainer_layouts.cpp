@@ -9,8 +9,10 @@
 #include <set>
 
 #include "fashion_mnist.hpp"
+#include "graphs/layers.hpp"
 #include "graphs/pipeline.hpp"
 #include "models/models.hpp"
+#include "purine/dsl.hpp"
 #include "purine/graph.hpp"
 #include "purine/serialize.hpp"
 #include "train/trainer.hpp"
@@ -97,6 +99,82 @@ TEST_CASE("a pipeline with every layer at its own location follows the one-locat
     CHECK(run.weight_locations.size() == static_cast<size_t>(stages));
     CHECK(train_pipeline(model, ParallelLayout::kPipeline, stages).losses == run.losses);
   }
+}
+
+namespace {
+// Two inception modules behind a small stem, without googlenet_small's dropout (whose masks
+// come from its location's generator, so they differ between layouts).
+Blob* two_inceptions(Graph& g, Blob* images, const ModelSpec& spec) {
+  Graph::Scope scope(g, "two_inceptions");
+  Blob* x = (B{images} >> g.add<ConvLayer>("conv1", ConvLayer::Options{16, 3, 1, 1}) >>
+             g.add<ActivationLayer>("relu1", "relu") >>
+             g.add<PoolLayer>("pool1", PoolLayer::Options{"max", 2, 2, 0}))
+                .top(0);
+  x = (B{x} >>
+       g.add<InceptionLayer>("inception_a", InceptionLayer::Options{32, 32, 64, 8, 16, 16}) >>
+       g.add<InceptionLayer>("inception_b", InceptionLayer::Options{64, 64, 96, 16, 32, 32}) >>
+       g.add<PoolLayer>("pool2", PoolLayer::Options{"avg", 14, 1, 0}))
+          .top(0);
+  return (B{x} >> g.add<InnerProductLayer>("fc", InnerProductLayer::Options{spec.classes})).top(0);
+}
+PURINE_REGISTER_MODEL("test_two_inceptions", two_inceptions);
+}  // namespace
+
+TEST_CASE("a pipeline cut between an inception module's branches follows the one-location run",
+          "[trainer][e2e][pipeline][determinism]") {
+  if (!have_fashion_mnist()) {
+    WARN("skipped: Fashion-MNIST not installed (run tools/setup.sh)");
+    return;
+  }
+  auto lay_out = [](int stages, StageCut cut) {
+    return [stages, cut](TrainOptions& o) {
+      o.parallel = stages > 1 ? ParallelLayout::kPipeline : ParallelLayout::kNone;
+      o.stages = stages;
+      o.stage_cut = cut;
+      o.max_iters = 8;
+    };
+  };
+  // The first layer of stage 1 for each way of cutting.
+  auto second_stage = [&](StageCut cut) {
+    TrainOptions o;
+    o.model = "test_two_inceptions";
+    o.batch = 32;
+    o.data_dir = "synthetic:1x28x28:10";
+    lay_out(3, cut)(o);
+    const std::vector<PipelineStage> stages = Trainer(o).pipeline_stages();
+    REQUIRE(stages.size() == 3);
+    return stages[1].layers.front();
+  };
+  // The second module does 70% of the work: whole layers (the stem, two modules, fc) leave it
+  // alone in a stage; parts cut inside it.
+  CHECK(second_stage(StageCut::kLayers) == "inception_b");
+  CHECK(second_stage(StageCut::kParts).rfind("inception_b::", 0) == 0);
+
+  const PipelineRun reference = train_layout("test_two_inceptions", lay_out(1, StageCut::kParts));
+  REQUIRE(reference.losses.size() == 8);
+  CHECK(reference.losses.back() < reference.losses.front());
+  // Cut between whole layers, the gradients add up as at one location: bit for bit.
+  const PipelineRun layers = train_layout("test_two_inceptions", lay_out(3, StageCut::kLayers));
+  CHECK(layers.losses == reference.losses);
+  CHECK(layers.weights == reference.weights);
+  // Cut between parts, the gradient of the module's input adds the readers beyond the cut
+  // first, at their stage: equal within rounding.
+  const PipelineRun parts = train_layout("test_two_inceptions", lay_out(3, StageCut::kParts));
+  for (size_t i = 0; i < parts.losses.size(); ++i)
+    CHECK(parts.losses[i] == Approx(reference.losses[i]).epsilon(1e-5));
+  REQUIRE(parts.weights.size() == reference.weights.size());
+  for (const auto& [name, values] : reference.weights) {
+    INFO(name);
+    const std::vector<float>& other = parts.weights.at(name);
+    REQUIRE(other.size() == values.size());
+    double largest = 0, off = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      largest = std::max(largest, std::fabs(double{values[i]}));
+      off = std::max(off, std::fabs(double{values[i]} - other[i]));
+    }
+    CHECK(off <= 1e-5 * largest);
+  }
+  CHECK(parts.weight_locations.size() == 3);
 }
 
 TEST_CASE("a pipeline's cut is the training batch's, in the test graph too",

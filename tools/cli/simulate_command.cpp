@@ -198,6 +198,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"split", ""},
       {"micro_batches", ""},
       {"schedule", ""},
+      {"stage_cut", ""},
       {"optimizer", ""},
       {"clip_norm", ""},
       {"sync_bn", ""},

@@ -131,6 +131,12 @@ DEFINE_string(schedule, "1f1b",
               "replica's one location): gpipe (all forwards, then all backwards), 1f1b (one "
               "forward, one backward in turn: at most --stages micro-batches in flight and in "
               "memory) or zbh1 (1f1b with weight gradients delayed into the cool-down)");
+DEFINE_string(stage_cut, "parts",
+              "pipeline: where the cuts between --stages may fall: parts (between the parts of "
+              "a layer too, as an inception module's branches, where they balance the stages' "
+              "estimated work best; the gradient of a tensor read on both sides of such a cut "
+              "adds up in another order, the same within rounding) or layers (between whole "
+              "layers only)");
 DEFINE_int32(locations, 1,
              "data parallel: replicas in each process, each at its own CPU location with its own "
              "threads (--threads is shared among them); model parallel: the CPU locations of "
@@ -309,6 +315,7 @@ TrainOptions options_from_flags(int ranks) {
   o.stages = FLAGS_stages;
   o.micro_batches = FLAGS_micro_batches;
   o.schedule = parse_schedule(FLAGS_schedule);
+  o.stage_cut = parse_stage_cut(FLAGS_stage_cut);
   o.math = parse_math(FLAGS_math);
   o.deterministic = FLAGS_deterministic;
   o.cuda_graph = FLAGS_cuda_graph;
