@@ -701,7 +701,8 @@ SimulationReport simulate_training(const SimulateOptions& options) {
     ring_steps_reason = choice.reason();
   }
   std::set<const Blob*> observed;
-  std::unique_ptr<Graph> graph = build_training_graph(o, &observed);
+  std::vector<PipelineStage> stages;
+  std::unique_ptr<Graph> graph = build_training_graph(o, &observed, &stages);
   // compile()'s memory-plan orders on every rank, as purine train --reuse-memory makes them.
   SimulationPlanOptions plan_options;
   if (o.reuse_memory) plan_options.memory_orders = memory_plan_orders(*graph, observed);
@@ -715,6 +716,7 @@ SimulationReport simulate_training(const SimulateOptions& options) {
   SimulationReport report = std::move(model.report);
   report.ring_steps = o.ring_steps;
   report.ring_steps_reason = ring_steps_reason;
+  report.pipeline_stages = std::move(stages);
   report.ranks = o.ranks;
   std::set<int> nodes(placement.node_of_rank.begin(), placement.node_of_rank.end());
   report.nodes = static_cast<int>(nodes.size());

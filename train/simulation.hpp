@@ -30,6 +30,7 @@
 
 #include "purine.pb.h"
 #include "train/options.hpp"
+#include "train/trainer.hpp"
 
 namespace purine {
 
@@ -106,6 +107,7 @@ struct SimulationReport {
   // A pipeline (stages > 1): 1 - the busiest main thread's work per run / the run's span, as
   // purine train's PipelineMeter measures it (train/pipeline_meter.hpp); else 0.
   double pipeline_bubble = 0;
+  std::vector<PipelineStage> pipeline_stages;  // the cut, as purine train makes it; else empty
   // How the tasks got their times.
   // by_type: the roofline scaled by the trace's measured/roofline ratio for that op type.
   int by_name = 0, by_shape = 0, by_type = 0, by_roofline = 0, views = 0;

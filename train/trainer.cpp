@@ -593,12 +593,26 @@ class Trainer::Impl {
 };
 
 std::unique_ptr<Graph> build_training_graph(const TrainOptions& options,
-                                            std::set<const Blob*>* observed) {
+                                            std::set<const Blob*>* observed,
+                                            std::vector<PipelineStage>* stages) {
   validate_options(options);
   auto graph = std::make_unique<Graph>("train");
   TrainingGraphParts parts = compose_training_graph(*graph, options, /*every_rank=*/true);
   if (observed) *observed = std::move(parts.observed);
+  if (stages) *stages = std::move(parts.stages);
   return graph;
+}
+
+std::string stages_line(const std::vector<PipelineStage>& stages) {
+  if (stages.empty()) return "";
+  std::string line = "stages by estimated work:";
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const std::vector<std::string>& layers = stages[s].layers;
+    line += str(s ? "," : "", " ", s, ": ", layers.front(),
+                layers.size() > 1 ? str("..", layers.back()) : std::string(), " (",
+                std::lround(100 * stages[s].cost_share), "%)");
+  }
+  return line + "\n";
 }
 
 Trainer::Trainer(TrainOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

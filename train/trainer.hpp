@@ -88,16 +88,21 @@ struct PipelineStage {
   std::vector<std::string> layers;
   double cost_share = 0;
 };
+// "stages by estimated work: 0: conv1..inception_3b::pool (50%), 1: ..." and a newline, as
+// purine train and purine simulate print the cut; empty without stages.
+std::string stages_line(const std::vector<PipelineStage>& stages);
 
 // The training graph a Trainer with `options` trains, with every rank's part (SPMD: each rank
 // builds the same global graph; a Trainer adds the monitors of its own rank only), built without
 // memory: nothing is allocated, initialized or compiled. For performance models of a layout over
 // any number of ranks in one process (`purine simulate`, train/simulation.hpp): set
 // options.ranks (options.rank stays 0). With `observed`, also the blobs the Trainer reads after
-// a run (RunOptions::observed: losses, accuracies, monitors), of every rank. Throws
-// purine::Error as the Trainer does for bad options or data.
+// a run (RunOptions::observed: losses, accuracies, monitors), of every rank; with `stages`, a
+// pipeline's cut (Trainer::pipeline_stages()). Throws purine::Error as the Trainer does for bad
+// options or data.
 std::unique_ptr<Graph> build_training_graph(const TrainOptions& options,
-                                            std::set<const Blob*>* observed = nullptr);
+                                            std::set<const Blob*>* observed = nullptr,
+                                            std::vector<PipelineStage>* stages = nullptr);
 
 class Trainer {
  public:

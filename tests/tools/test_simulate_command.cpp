@@ -54,6 +54,21 @@ void check_refused(const std::string& args, const std::string& message) {
 
 }  // namespace
 
+TEST_CASE("purine simulate prints a pipeline's bubble and where its stages are cut",
+          "[cli][simulate][pipeline]") {
+  const std::string pipeline =
+      "simulate --model=googlenet_small --data=synthetic:1x28x28:10 --parallel=pipeline "
+      "--stages=3 --micro-batches=4 --threads=1 --batch=32 ";
+  const CommandResult parts = run_purine(pipeline);
+  REQUIRE(parts.status == 0);
+  CHECK_THAT(parts.output, Contains("pipeline of 3 stages, 4 micro-batches (1f1b): bubble 0."));
+  CHECK_THAT(parts.output, Contains("stages by estimated work: 0: conv1..inception_") &&
+                               Contains("::"));  // a cut between a module's parts
+  const CommandResult layers = run_purine(pipeline + "--stage-cut=layers");
+  REQUIRE(layers.status == 0);
+  CHECK_THAT(layers.output, Contains("stages by estimated work: 0: conv1..") && !Contains("::"));
+}
+
 TEST_CASE("purine simulate refuses a missing or mistyped cluster file naming the line",
           "[cli][simulate]") {
   TempDir dir;

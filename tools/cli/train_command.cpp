@@ -357,19 +357,6 @@ std::string memory_line(const MemoryPlan& memory, bool reuse) {
              memory.by_location.size() > 1 ? str(": ", per_location) : std::string(), "\n");
 }
 
-// How the model was cut into pipeline stages, or nothing without a pipeline.
-std::string stages_line(const std::vector<PipelineStage>& stages) {
-  if (stages.empty()) return "";
-  std::string line = "stages by estimated work:";
-  for (size_t s = 0; s < stages.size(); ++s) {
-    const std::vector<std::string>& layers = stages[s].layers;
-    line += str(s ? "," : "", " ", s, ": ", layers.front(),
-                layers.size() > 1 ? str("..", layers.back()) : std::string(), " (",
-                std::lround(100 * stages[s].cost_share), "%)");
-  }
-  return line + "\n";
-}
-
 }  // namespace
 
 bool ring_steps_automatic() { return !parse_ring_steps(FLAGS_ring_steps); }
