@@ -178,6 +178,17 @@ class SoftmaxLossLayer : public Composite {
   void setup() override;
 };
 
+// [N, ...] -> [N, the rest]: a view of the bottom as a matrix, one row per image (the logits of a
+// network that ends in a pooling of 1x1 maps). A layer, so that a pipeline's cut places it with
+// the layer before it.
+class FlattenLayer : public Composite {
+ public:
+  FlattenLayer(Graph& graph, const std::string& name);
+
+ protected:
+  void setup() override;
+};
+
 class ConcatLayer : public Composite {
  public:
   ConcatLayer(Graph& graph, const std::string& name, int64_t axis = 1);

@@ -40,9 +40,9 @@ Blob* nin(Graph& g, Blob* images, const ModelSpec& spec) {
           .top(0);
   x = mlpconv(g, x, 3, 3, {192, 192, spec.classes});
   const Shape& maps = x->shape();  // [N, classes, h, w]
-  x = (B{x} >> g.add<PoolLayer>("global_pool", PoolLayer::Options{"avg", maps[2], 1})).top(0);
-  return g.apply("logits", "reshape",
-                 Attrs().set("shape", std::vector<int64_t>{maps[0], spec.classes}), {x})[0];
+  return (B{x} >> g.add<PoolLayer>("global_pool", PoolLayer::Options{"avg", maps[2], 1}) >>
+          g.add<FlattenLayer>("logits"))
+      .top(0);
 }
 
 }  // namespace

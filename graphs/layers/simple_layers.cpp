@@ -69,6 +69,18 @@ void SoftmaxLossLayer::setup() {
   make_top_op("loss", "softmax_cross_entropy", {}, bottom_);
 }
 
+FlattenLayer::FlattenLayer(Graph& graph, const std::string& name) : Composite(graph, name) {}
+
+void FlattenLayer::setup() {
+  require_bottoms(1);
+  const Shape& shape = bottom_[0]->shape();
+  require(!shape.dims().empty(), "flatten layer '", name(),
+          "': needs a bottom with images along its first axis, got ", shape);
+  make_top_op("reshape", "reshape",
+              Attrs().set("shape", std::vector<int64_t>{shape[0], shape.count() / shape[0]}),
+              bottom_);
+}
+
 ConcatLayer::ConcatLayer(Graph& graph, const std::string& name, int64_t axis)
     : Composite(graph, name), axis_(axis) {}
 

@@ -163,6 +163,27 @@ TEST_CASE("sum layer adds its bottoms, a residual block's input gets both gradie
                                           Catch::Contains("a sum needs one shape"));
 }
 
+TEST_CASE("flatten layer views each image as one row, and passes the gradient back", "[layers]") {
+  Graph g;
+  Blob* x = g.add_blob("x", {2, 3, 1, 2});
+  auto& flatten = g.add<FlattenLayer>("logits");
+  B{x} >> flatten;
+  Blob* y = flatten.top(0);
+  REQUIRE(y->shape() == Shape{2, 6});
+  Blob* loss =
+      g.apply("loss", "inner_product", {},
+              {g.apply("row", "reshape", Attrs().set("shape", std::vector<int64_t>{1, 12}), {y})[0],
+               g.add_blob("r", {1, 12})})[0];
+  Gradients grads = backward(g, loss, {x});
+  std::vector<float> xs(12), rs(12);
+  for (int i = 0; i < 12; ++i) xs[i] = 0.5f * i - 2, rs[i] = 1.0f - 0.25f * i;
+  x->tensor().set_values(xs);
+  g.blob("r")->tensor().set_values(rs);
+  Runnable(g).run();
+  CHECK(y->tensor().values() == xs);
+  CHECK(grads.of(x)->tensor().values() == rs);
+}
+
 namespace {
 
 constexpr int64_t kChannels = 3;
