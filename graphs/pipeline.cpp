@@ -201,6 +201,46 @@ Units units_of(const std::vector<ModelLayer>& layers, double link_slowdown) {
 
 }  // namespace
 
+namespace {
+
+// Whether the op named `name` belongs to the layer or part named `scope`: `scope` followed by
+// "::" at the start of `name` or after a "::" of it.
+bool in_scope(const std::string& name, const std::string& scope) {
+  const std::string prefix = scope + "::";
+  for (size_t at = name.find(prefix); at != std::string::npos; at = name.find(prefix, at + 1))
+    if (at == 0 || (at >= 2 && name.compare(at - 2, 2, "::") == 0)) return true;
+  return false;
+}
+
+}  // namespace
+
+int measure_layers(std::vector<ModelLayer>& layers, const std::map<std::string, double>& seconds) {
+  std::vector<double> measured(layers.size(), 0);
+  std::vector<std::vector<double>> part_measured(layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) part_measured[i].assign(layers[i].parts.size(), 0);
+  for (const auto& [name, time] : seconds)
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (!in_scope(name, layers[i].name)) continue;
+      measured[i] += time;
+      for (size_t j = 0; j < layers[i].parts.size(); ++j)
+        if (in_scope(name, layers[i].parts[j].name)) part_measured[i][j] += time;
+      break;
+    }
+  double roofline = 0, traced = 0;
+  int count = 0;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (measured[i] > 0) roofline += layers[i].cost, traced += measured[i], ++count;
+  if (count == 0 || roofline <= 0) return 0;
+  const double scale = roofline / traced;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (measured[i] <= 0) continue;
+    layers[i].cost = scale * measured[i];
+    for (size_t j = 0; j < layers[i].parts.size(); ++j)
+      layers[i].parts[j].cost = scale * part_measured[i][j];
+  }
+  return count;
+}
+
 std::vector<ModelLayer> stage_units(const std::vector<ModelLayer>& layers, StageCut cut) {
   if (cut == StageCut::kLayers) return layers;
   std::vector<ModelLayer> parts;
@@ -264,7 +304,7 @@ int micro_batch_of(const Op& op) {
   const std::string& name = op.name();
   const std::string scope = "micro";
   for (size_t at = name.find(scope); at != std::string::npos; at = name.find(scope, at + 1)) {
-    if (at != 0 && name.compare(at - 2, 2, "::") != 0) continue;
+    if (at != 0 && (at < 2 || name.compare(at - 2, 2, "::") != 0)) continue;
     size_t end = at + scope.size();
     while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
     if (end > at + scope.size() && name.compare(end, 2, "::") == 0)

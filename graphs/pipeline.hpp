@@ -42,6 +42,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,6 +76,15 @@ constexpr double kLinkSlowdown = 10;
 // The layers of the model that `build` puts into an empty scratch graph (set up to the end),
 // in order, with their costs at the scratch graph's shapes.
 std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build);
+
+// Replaces the roofline cost of every layer and part that ops in `seconds` (task times by name,
+// a --trace's medians: train/simulation.hpp read_trace_times) belong to by the sum of their
+// times: an op belongs to the layer or part whose scope its name holds, after any scopes of its
+// own ("replica0::micro1::mlp::fc1::inner_product" to mlp::fc1). Measured times are put in the
+// roofline's units by the ratio of the two sums over the measured layers, so that the layers no
+// op was traced for keep their estimate and a cut's crossing keeps its weight. Returns how many
+// layers were measured.
+int measure_layers(std::vector<ModelLayer>& layers, const std::map<std::string, double>& seconds);
 
 // Where a pipeline's cuts may fall: kParts between the parts of a layer too, where they balance
 // the stages best, kLayers between whole layers only.

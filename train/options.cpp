@@ -376,6 +376,8 @@ void validate_options(const TrainOptions& o) {
           "give --locations=N (N >= 2) or --devices");
   require(o.stages == 1 || o.parallel == ParallelLayout::kPipeline || hybrid, "--stages=", o.stages,
           " needs --parallel=pipeline or hybrid");
+  require(o.stage_seconds.empty() || o.stages > 1, "--stage-trace='", o.stage_trace,
+          "' cuts a pipeline's stages: give --stages=S (S >= 2)");
   if (o.parallel == ParallelLayout::kPipeline || (hybrid && o.split.empty())) {
     require(o.stages >= 1, "--stages must be at least 1, got ", o.stages);
     require(o.locations == 1, "--parallel=", name_of(o.parallel),

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,6 +110,11 @@ struct TrainOptions {
   // Where the cuts between stages may fall (graphs/pipeline.hpp stage_units): between the parts
   // of a layer (an inception module's branches) too, where that balances the stages better.
   StageCut stage_cut = StageCut::kParts;
+  // Task times by name from a --trace of this model (read_trace_times in train/simulation.hpp):
+  // the stages are then cut by the layers' traced times instead of their roofline estimates
+  // (graphs/pipeline.hpp measure_layers). `stage_trace` names the file in messages.
+  std::map<std::string, double> stage_seconds;
+  std::string stage_trace;
   Reduction reduce = Reduction::kRing;
   // Gradients smaller than this are fused into buckets of up to this size, each reduced once
   // (graphs/internal/buckets.hpp); 0 reduces every gradient alone.

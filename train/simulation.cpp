@@ -644,11 +644,11 @@ proto::ClusterProto default_cluster() {
       "(default)");
 }
 
-TraceTimes read_trace_times(const std::string& path) {
-  const std::string text = read_text(path, "--calibrate trace");
+TraceTimes read_trace_times(const std::string& path, const std::string& what) {
+  const std::string text = read_text(path, what);
   TraceTimes times;
   times.path = path;
-  require(text.find("\"traceEvents\"") != std::string::npos, "--calibrate trace '", path,
+  require(text.find("\"traceEvents\"") != std::string::npos, what, " '", path,
           "' is not a Chrome trace (no \"traceEvents\"); give a file purine train --trace wrote");
   struct Run {
     double start = 1e300, end = -1e300;
@@ -665,7 +665,7 @@ TraceTimes read_trace_times(const std::string& path) {
     if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
     const std::string name = field(line, "name");
     const std::string ts = field(line, "ts"), dur = field(line, "dur");
-    require(!name.empty() && !ts.empty() && !dur.empty(), "--calibrate trace '", path,
+    require(!name.empty() && !ts.empty() && !dur.empty(), what, " '", path,
             "': an event without name, ts or dur: ", line.substr(0, 120));
     const double start = std::stod(ts) * kUs, seconds = std::stod(dur) * kUs;
     durations[name].push_back(seconds);
@@ -674,7 +674,7 @@ TraceTimes read_trace_times(const std::string& path) {
     runs[run].start = std::min(runs[run].start, start);
     runs[run].end = std::max(runs[run].end, start + seconds);
   }
-  require(!durations.empty(), "--calibrate trace '", path, "' has no task events");
+  require(!durations.empty(), what, " '", path, "' has no task events");
   for (auto& [name, list] : durations) times.seconds[name] = median(list);
   times.iterations = static_cast<int>(runs.size());
   std::vector<double> steps, gaps;

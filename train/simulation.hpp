@@ -60,8 +60,8 @@ struct TraceTimes {
   double step_seconds = 0;                // median start-to-start of consecutive runs
   double gap_seconds = 0;                 // median end of a run to start of the next
 };
-// Throws purine::Error naming the file when it cannot be read or is no trace.
-TraceTimes read_trace_times(const std::string& path);
+// Throws purine::Error naming the file, as `what`, when it cannot be read or is no trace.
+TraceTimes read_trace_times(const std::string& path, const std::string& what = "--calibrate trace");
 
 struct SimulateOptions {
   TrainOptions train;  // the layout; train.ranks ranks, all simulated (train.rank stays 0)

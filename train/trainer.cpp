@@ -605,7 +605,7 @@ std::unique_ptr<Graph> build_training_graph(const TrainOptions& options,
 
 std::string stages_line(const std::vector<PipelineStage>& stages) {
   if (stages.empty()) return "";
-  std::string line = "stages by estimated work:";
+  std::string line = stages.front().traced ? "stages by traced time:" : "stages by estimated work:";
   for (size_t s = 0; s < stages.size(); ++s) {
     const std::vector<std::string>& layers = stages[s].layers;
     line += str(s ? "," : "", " ", s, ": ", layers.front(),

@@ -87,6 +87,7 @@ struct TrainResult {
 struct PipelineStage {
   std::vector<std::string> layers;
   double cost_share = 0;
+  bool traced = false;  // shares of traced times (TrainOptions::stage_seconds), not estimates
 };
 // "stages by estimated work: 0: conv1..inception_3b::pool (50%), 1: ..." and a newline, as
 // purine train and purine simulate print the cut; empty without stages.

@@ -36,9 +36,14 @@ std::vector<ModelLayer> layers_of(const TrainOptions& o, const Shape& images, in
   spec.classes = classes;
   std::vector<int64_t> dims = images.dims();
   dims[0] = o.batch / replicas_per_rank(o) / o.micro_batches;
-  return model_layers([&](Graph& scratch) {
+  std::vector<ModelLayer> layers = model_layers([&](Graph& scratch) {
     find_model(o.model)(scratch, scratch.add_blob("images", Shape(dims)), spec);
   });
+  if (!o.stage_seconds.empty())
+    require(measure_layers(layers, o.stage_seconds) > 0, "--stage-trace '", o.stage_trace,
+            "' times no op of model '", o.model,
+            "'; trace a run of this model (purine train --model=", o.model, " --trace=FILE)");
+  return layers;
 }
 
 // The units `o` cuts the model's layers into and the stage of each, over `stages`
@@ -227,6 +232,7 @@ std::vector<PipelineStage> pipeline_stages_of(const TrainOptions& o, const Shape
   for (const ModelLayer& layer : layers) total += layer.cost;
   for (size_t i = 0; i < layers.size(); ++i) {
     PipelineStage& stage = stages[stage_of[i]];
+    stage.traced = !o.stage_seconds.empty();
     // Without the model's scope: "conv1", or a part "inception_3b::3x3".
     const size_t scope = layers[i].name.find("::");
     stage.layers.push_back(scope == std::string::npos ? layers[i].name

@@ -1,5 +1,6 @@
 // Cutting a model into pipeline stages (graphs/pipeline.hpp).
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "graphs/layers.hpp"
 #include "graphs/pipeline.hpp"
@@ -80,6 +81,29 @@ TEST_CASE("a cut falls between the parts of a layer where whole layers balance t
   // A layer's own parameters stay with it.
   layers[1].parameters += 7;
   CHECK(stage_units(layers)[4].parameters == 7);
+}
+
+TEST_CASE("measured times replace the estimates of the layers and parts they name", "[pipeline]") {
+  std::vector<ModelLayer> layers = {
+      {"m::a", 1, 10}, {"m::b", 2, 10, {{"m::b::p", 1, 5}, {"m::b::q", 1, 5}}}, {"m::c", 1, 4}};
+  const std::map<std::string, double> seconds = {
+      {"replica0::micro0::m::a::conv", 2},  // scopes of its own before the model's
+      {"m::a::conv::grad::op0", 1},
+      {"replica0::m::b::p::conv", 1},
+      {"m::b::q::conv", 2},
+      {"m::ab::conv", 100},  // another layer, whose name only starts like m::a
+      {"xm::a::conv", 100},  // not at a scope's start
+      {"data", 100}};        // no layer's
+  CHECK(measure_layers(layers, seconds) == 2);
+  // a traced 3 s and b 3 s against estimates of 10 each: 20 / 6 in the estimates' units a second.
+  CHECK(layers[0].cost == Approx(10));
+  CHECK(layers[1].cost == Approx(10));
+  CHECK(layers[1].parts[0].cost == Approx(10.0 / 3));
+  CHECK(layers[1].parts[1].cost == Approx(20.0 / 3));
+  CHECK(layers[2].cost == 4);  // untraced: its estimate
+  std::vector<ModelLayer> untouched = layers;
+  CHECK(measure_layers(untouched, {{"data", 1}}) == 0);
+  CHECK(untouched[0].cost == layers[0].cost);
 }
 
 TEST_CASE("model_layers lists the parts of a layer built of layers, with their costs",

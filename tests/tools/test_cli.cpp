@@ -316,6 +316,27 @@ TEST_CASE(
   CHECK(lines(bad.output) == 1);
   CHECK_THAT(bad.output,
              Contains("error: pipeline of model 'mlp': 5 stages") && Contains("use at most 3"));
+  // Cut by the times of a traced run instead of the estimates; a trace of another model or no
+  // trace at all is refused, naming it.
+  Result traced = run_purine("train --model=mlp --max-iters=3 --noevaluate --threads=1 --trace=" +
+                             temp.file("mlp.json"));
+  REQUIRE(traced.status == 0);
+  Result by_trace = run_purine(
+      "train --model=mlp --parallel=pipeline --stages=2 --max-iters=1 --noevaluate --threads=1 "
+      "--stage-trace=" +
+      temp.file("mlp.json"));
+  CHECK(by_trace.status == 0);
+  CHECK_THAT(by_trace.output, Contains("stages by traced time: 0: fc1.."));
+  Result other =
+      run_purine("train --model=lenet --parallel=pipeline --stages=2 --max-iters=1 --stage-trace=" +
+                 temp.file("mlp.json"));
+  CHECK(other.status != 0);
+  CHECK_THAT(other.output, Contains("times no op of model 'lenet'"));
+  Result missing =
+      run_purine("train --model=mlp --parallel=pipeline --stages=2 --max-iters=1 --stage-trace=" +
+                 temp.file("none.json"));
+  CHECK(missing.status != 0);
+  CHECK_THAT(missing.output, Contains("--stage-trace '" + temp.file("none.json") + "'"));
 }
 
 TEST_CASE("train with split layers runs in one process and refuses a layer the model lacks",
@@ -452,7 +473,7 @@ TEST_CASE("train --config reads a TrainConfig, flags override it, --print-config
                                  Contains("stages: 3\n") && Contains("optimizer: \"sgd\"\n"));
   // Every field of TrainConfig, each from its flag, after four lines naming the two flags that
   // are no fields (tests/tools/test_config.cpp checks each flag).
-  CHECK(lines(printed.output) == 4 + 61);
+  CHECK(lines(printed.output) == 4 + 62);
   Result unknown = run_purine("train --config=" + dir.file("unknown.pbtxt"));
   CHECK(unknown.status != 0);
   CHECK(unknown.output == "error: --config=" + dir.file("unknown.pbtxt") +

@@ -127,6 +127,10 @@ TEST_CASE("validate_options checks the schedule", "[options]") {
         "--lr-warmup must be non-negative, got -3");
   CHECK(rejection([](TrainOptions& o) { o.lr_warmup_start = 0; }) ==
         "--lr-warmup-start must be in (0, 1], got 0");
+  CHECK(rejection([](TrainOptions& o) {
+          o.stage_trace = "t.json";
+          o.stage_seconds = {{"mlp::fc1::inner_product", 1e-3}};
+        }) == "--stage-trace='t.json' cuts a pipeline's stages: give --stages=S (S >= 2)");
 }
 
 TEST_CASE("validate_options checks the layout", "[options][locations]") {

@@ -201,6 +201,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"micro_batches", ""},
       {"schedule", ""},
       {"stage_cut", ""},
+      {"stage_trace", ""},
       {"optimizer", ""},
       {"clip_norm", ""},
       {"sync_bn", ""},

@@ -26,6 +26,7 @@
 #include "tools/cli/summary.hpp"
 #include "train/options.hpp"
 #include "train/ring_steps.hpp"
+#include "train/simulation.hpp"
 #include "train/trainer.hpp"
 
 DEFINE_string(config, "",
@@ -137,6 +138,10 @@ DEFINE_string(stage_cut, "parts",
               "estimated work best; the gradient of a tensor read on both sides of such a cut "
               "adds up in another order, the same within rounding) or layers (between whole "
               "layers only)");
+DEFINE_string(stage_trace, "",
+              "pipeline: cut the stages by the layers' times in this --trace of a run of the "
+              "model (any layout; the medians over its iterations) instead of their roofline "
+              "estimates");
 DEFINE_int32(locations, 1,
              "data parallel: replicas in each process, each at its own CPU location with its own "
              "threads (--threads is shared among them); model parallel: the CPU locations of "
@@ -316,6 +321,10 @@ TrainOptions options_from_flags(int ranks) {
   o.micro_batches = FLAGS_micro_batches;
   o.schedule = parse_schedule(FLAGS_schedule);
   o.stage_cut = parse_stage_cut(FLAGS_stage_cut);
+  if (!FLAGS_stage_trace.empty()) {
+    o.stage_trace = FLAGS_stage_trace;
+    o.stage_seconds = read_trace_times(FLAGS_stage_trace, "--stage-trace").seconds;
+  }
   o.math = parse_math(FLAGS_math);
   o.deterministic = FLAGS_deterministic;
   o.cuda_graph = FLAGS_cuda_graph;
