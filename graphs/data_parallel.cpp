@@ -30,8 +30,7 @@ Blob* replica_mean(Graph& g, const std::string& name, const std::vector<Blob*>& 
 std::string single_device_name(const std::string& name, int replica) {
   const std::string scope = "replica" + std::to_string(replica) + "::";
   for (size_t at = name.find(scope); at != std::string::npos; at = name.find(scope, at + 1))
-    if (at == 0 || (at >= 2 && name.compare(at - 2, 2, "::") == 0))
-      return name.substr(at + scope.size());
+    if (starts_scope(name, at)) return name.substr(at + scope.size());
   LOG(FATAL) << name << " is not in the scope " << scope;
   return name;
 }

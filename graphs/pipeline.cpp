@@ -98,7 +98,7 @@ std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build) {
   auto unit_of = [&](const Op* op) -> std::optional<size_t> {
     const auto [i, j] = locate(op->name());
     if (i < 0) return std::nullopt;
-    return first_unit[i] + std::min(j, layers[i].parts.size());
+    return first_unit[i] + j;
   };
   std::vector<double> crossing(units + 1, 0);  // a difference array over the places
   std::set<const Blob*> counted;
@@ -208,7 +208,7 @@ namespace {
 bool in_scope(const std::string& name, const std::string& scope) {
   const std::string prefix = scope + "::";
   for (size_t at = name.find(prefix); at != std::string::npos; at = name.find(prefix, at + 1))
-    if (at == 0 || (at >= 2 && name.compare(at - 2, 2, "::") == 0)) return true;
+    if (starts_scope(name, at)) return true;
   return false;
 }
 
@@ -304,7 +304,7 @@ int micro_batch_of(const Op& op) {
   const std::string& name = op.name();
   const std::string scope = "micro";
   for (size_t at = name.find(scope); at != std::string::npos; at = name.find(scope, at + 1)) {
-    if (at != 0 && (at < 2 || name.compare(at - 2, 2, "::") != 0)) continue;
+    if (!starts_scope(name, at)) continue;
     size_t end = at + scope.size();
     while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
     if (end > at + scope.size() && name.compare(end, 2, "::") == 0)

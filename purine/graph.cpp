@@ -570,6 +570,10 @@ bool rule_names(const std::string& rule, const std::string& full_name) {
           full_name.compare(full_name.size() - rule.size() - 2, 2, "::") == 0);
 }
 
+bool starts_scope(const std::string& name, size_t at) {
+  return at == 0 || (at >= 2 && at <= name.size() && name.compare(at - 2, 2, "::") == 0);
+}
+
 namespace {
 
 // The rule of the longest name that names `full_name`.

@@ -164,6 +164,9 @@ class Composite;
 // Whether a placement or split rule for `rule` (Graph::place, Graph::split) names the composite
 // `full_name`: it is that name, or ends it after "::".
 bool rule_names(const std::string& rule, const std::string& full_name);
+// Whether position `at` of the vertex name `name` starts a scope: the name's start, or just after
+// a "::" ("replica0::micro1::...": 0, 10).
+bool starts_scope(const std::string& name, size_t at);
 
 class Graph {
  public:

@@ -228,11 +228,11 @@ std::vector<PipelineStage> pipeline_stages_of(const TrainOptions& o, const Shape
   const std::vector<ModelLayer>& layers = cut.units;
   const std::vector<int>& stage_of = cut.stage_of;
   std::vector<PipelineStage> stages(o.stages);
+  for (PipelineStage& stage : stages) stage.traced = !o.stage_seconds.empty();
   double total = 0;
   for (const ModelLayer& layer : layers) total += layer.cost;
   for (size_t i = 0; i < layers.size(); ++i) {
     PipelineStage& stage = stages[stage_of[i]];
-    stage.traced = !o.stage_seconds.empty();
     // Without the model's scope: "conv1", or a part "inception_3b::3x3".
     const size_t scope = layers[i].name.find("::");
     stage.layers.push_back(scope == std::string::npos ? layers[i].name

@@ -78,6 +78,11 @@ TEST_CASE("a cut falls between the parts of a layer where whole layers balance t
   const double inside = 40 / (2 * kFlopsPerByte * kLinkSlowdown);
   layers[1].parts[0].bytes_after = layers[1].parts[1].bytes_after = inside;
   CHECK(assign_stages(stage_units(layers), 2, "m") == std::vector<int>{0, 0, 0, 0, 0, 1});
+  // A copy between CPU locations of one process is a memcpy; to a GPU or another rank it
+  // crosses a link.
+  CHECK(stage_link_slowdown({Location::cpu(0, 0), Location::cpu(0, 1)}) == 1);
+  CHECK(stage_link_slowdown({Location::gpu(0, 0), Location::gpu(1, 0)}) == kLinkSlowdown);
+  CHECK(stage_link_slowdown({Location::cpu(0), Location::cpu(1)}) == kLinkSlowdown);
   // A layer's own parameters stay with it.
   layers[1].parameters += 7;
   CHECK(stage_units(layers)[4].parameters == 7);

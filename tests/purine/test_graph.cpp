@@ -267,6 +267,10 @@ TEST_CASE("place() builds the named composites at their locations, layer_names()
   CHECK(g.layer_names() == std::vector<std::string>{"net::a", "net::b", "net::c"});
   CHECK(g.part_names("net::b") == std::vector<std::string>{"net::b::first", "net::b::second"});
   CHECK(g.part_names("net::a").empty());  // ops alone
+  CHECK(starts_scope("replica0::micro1::x", 0));
+  CHECK(starts_scope("replica0::micro1::x", 10));
+  CHECK_FALSE(starts_scope("replica0::micro1::x", 1));  // one character in: no scope, no throw
+  CHECK_FALSE(starts_scope("replica0::micro1::x", 12));
   CHECK_THROWS_WITH(g.place("", Location::cpu()), Catch::Contains("empty composite name"));
 }
 
