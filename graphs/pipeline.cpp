@@ -292,11 +292,11 @@ void place_stages(Graph& graph, const std::vector<ModelLayer>& layers,
                   const std::vector<int>& stage_of, const std::vector<Location>& locations) {
   require(stage_of.size() == layers.size(), "place_stages: ", layers.size(), " layers, ",
           stage_of.size(), " stage numbers");
+  require(!locations.empty(), "place_stages: no locations");
   for (size_t i = 0; i < layers.size(); ++i) {
-    require(stage_of[i] >= 0 && static_cast<size_t>(stage_of[i]) < locations.size(),
-            "place_stages: layer '", layers[i].name, "' is in stage ", stage_of[i], " of ",
-            locations.size());
-    graph.place(layers[i].name, locations[stage_of[i]]);
+    require(stage_of[i] >= 0, "place_stages: layer '", layers[i].name, "' is in stage ",
+            stage_of[i]);
+    graph.place(layers[i].name, locations[stage_of[i] % locations.size()]);
   }
 }
 
@@ -331,33 +331,140 @@ std::optional<Pass> pass_of(const Op& op) {
   return read ? Pass::kBackward : Pass::kWeight;
 }
 
-double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches) {
+double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches, int chunks) {
   const double s = stages, m = micro_batches;
-  if (schedule == PipelineSchedule::kZBH1 && micro_batches > 1) return (s - 1) / (3 * m);
-  return (s - 1) / (m + s - 1);
+  if (schedule == PipelineSchedule::kZBH1 && micro_batches > 1 && chunks == 1)
+    return (s - 1) / (3 * m);
+  return (s - 1) / (chunks * m + s - 1);
 }
 
-std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
-                                                 int micro_batches) {
-  std::vector<std::pair<Pass, int>> order;
+namespace {
+
+// Interleaved stages (see the header): forward step k of a location is micro-batch
+// k / (S*V) * S + k % S through its chunk k / S % V; backward step k the same micro-batch
+// through chunk V - 1 - k / S % V.
+std::vector<PipelineStep> interleaved_order(PipelineSchedule schedule, int stage, int stages,
+                                            int micro_batches, int chunks) {
+  require(schedule != PipelineSchedule::kZBH1, "pipeline schedule zbh1 has no interleaved form (",
+          chunks, " stages per location); use 1f1b or gpipe");
+  require(micro_batches % stages == 0,
+          "an interleaved pipeline takes its micro-batches in rounds "
+          "of its ",
+          stages, " locations, but ", micro_batches, " micro-batches are no multiple of ", stages);
+  const int steps = micro_batches * chunks;
+  auto micro_batch = [&](int k) { return k / (stages * chunks) * stages + k % stages; };
+  auto forward = [&](int k) {
+    return PipelineStep{Pass::kForward, micro_batch(k), k / stages % chunks};
+  };
+  auto backward = [&](int k) {
+    return PipelineStep{Pass::kBackward, micro_batch(k), chunks - 1 - k / stages % chunks};
+  };
+  std::vector<PipelineStep> order;
+  const int warmup = schedule == PipelineSchedule::kGPipe
+                         ? steps
+                         : std::min((chunks - 1) * stages + 2 * (stages - 1 - stage), steps);
+  for (int k = 0; k < warmup; ++k) order.push_back(forward(k));
+  for (int k = 0; k < steps; ++k) {
+    if (warmup + k < steps) order.push_back(forward(warmup + k));
+    order.push_back(backward(k));
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<PipelineStep> schedule_order(PipelineSchedule schedule, int stage, int stages,
+                                         int micro_batches, int chunks) {
+  if (chunks > 1) return interleaved_order(schedule, stage, stages, micro_batches, chunks);
+  std::vector<PipelineStep> order;
   if (schedule == PipelineSchedule::kGPipe) {
-    for (int m = 0; m < micro_batches; ++m) order.emplace_back(Pass::kForward, m);
-    for (int m = 0; m < micro_batches; ++m) order.emplace_back(Pass::kBackward, m);
+    for (int m = 0; m < micro_batches; ++m) order.push_back({Pass::kForward, m});
+    for (int m = 0; m < micro_batches; ++m) order.push_back({Pass::kBackward, m});
     return order;
   }
   const int warmup = std::min(stages - 1 - stage, micro_batches);
   const bool split = schedule == PipelineSchedule::kZBH1;
   const int delay = stage;  // ZB-H1: W(m) follows B(m + delay)
-  for (int m = 0; m < warmup; ++m) order.emplace_back(Pass::kForward, m);
+  for (int m = 0; m < warmup; ++m) order.push_back({Pass::kForward, m});
   for (int m = 0; m < micro_batches; ++m) {
-    if (warmup + m < micro_batches) order.emplace_back(Pass::kForward, warmup + m);
-    order.emplace_back(Pass::kBackward, m);
-    if (split && m >= delay) order.emplace_back(Pass::kWeight, m - delay);
+    if (warmup + m < micro_batches) order.push_back({Pass::kForward, warmup + m});
+    order.push_back({Pass::kBackward, m});
+    if (split && m >= delay) order.push_back({Pass::kWeight, m - delay});
   }
   if (split)
     for (int m = std::max(0, micro_batches - delay); m < micro_batches; ++m)
-      order.emplace_back(Pass::kWeight, m);
+      order.push_back({Pass::kWeight, m});
   return order;
+}
+
+namespace {
+// The stage at location `at` of `n` nearest to stage `s`: the first from s on, or the last up
+// to s (negative where there is none).
+int first_from(int s, int at, int n) { return s + ((at - s % n) + n) % n; }
+int last_up_to(int s, int at, int n) { return s - ((s % n - at) + n) % n; }
+}  // namespace
+
+ChunkOf chunks_of(const Graph& graph, const std::vector<ModelLayer>& layers,
+                  const std::vector<int>& stage_of, const std::vector<Location>& locations) {
+  require(stage_of.size() == layers.size(), "chunks_of: ", layers.size(), " layers, ",
+          stage_of.size(), " stage numbers");
+  const int n = static_cast<int>(locations.size());
+  const int last = stage_of.empty() ? 0 : *std::max_element(stage_of.begin(), stage_of.end());
+  auto where = [&](const Op* op) {
+    return static_cast<int>(std::find(locations.begin(), locations.end(), op->location()) -
+                            locations.begin());
+  };
+  auto stage = std::make_shared<std::map<const Op*, int>>();
+  const std::vector<Op*> order = graph.topological_order();
+  // The ops a layer makes at its stage's location.
+  for (const Op* op : order) {
+    for (size_t i = 0; i < layers.size(); ++i)
+      if (in_scope(op->name(), layers[i].name)) {
+        if (where(op) == n || stage_of[i] % n == where(op)) (*stage)[op] = stage_of[i];
+        break;
+      }
+  }
+  // The others at the pipeline's locations (the data, the loss, a copy named after what it
+  // copies from another stage, the sum of a copy's gradients) go with the ops that read what
+  // they make: a forward op with the first of their stages, a backward op with the last (the
+  // backward pass goes through the stages in reverse). A reader at another location is a copy
+  // taking the data on, to a later stage (forward) or an earlier one (a gradient).
+  for (auto op = order.rbegin(); op != order.rend(); ++op) {
+    const int at = where(*op);
+    if (at == n || stage->count(*op)) continue;
+    const bool backward = (*op)->role() == OpRole::kBackward;
+    int best = -1;
+    for (const Blob* out : (*op)->outputs())
+      for (const Op* reader : out->readers()) {
+        auto it = stage->find(reader);
+        if (it == stage->end()) continue;
+        const int r = it->second;
+        const int s = where(reader) == at ? r
+                      : backward          ? first_from(r, at, n)
+                                          : last_up_to(r, at, n);
+        if (s >= 0 && s <= last)
+          best = best < 0 ? s : backward ? std::max(best, s) : std::min(best, s);
+      }
+    if (best >= 0) (*stage)[*op] = best;
+  }
+  // What the pipeline does not read (a loss's value, sent on to be averaged) goes after what
+  // it reads, at its location; reading nothing either, a forward op with the first stage, a
+  // backward op with the last.
+  for (const Op* op : order) {
+    const int at = where(op);
+    if (at == n || stage->count(op)) continue;
+    const bool backward = op->role() == OpRole::kBackward;
+    int read = -1;
+    for (const Blob* in : op->inputs())
+      for (const Op* w : in->writers())
+        if (auto it = stage->find(w); it != stage->end()) read = std::max(read, it->second);
+    if (read < 0) read = backward ? last : 0;
+    (*stage)[op] = std::min(first_from(read, at, n), last);
+  }
+  return [stage, n](const Op& op) {
+    auto it = stage->find(&op);
+    return it == stage->end() ? 0 : it->second / n;
+  };
 }
 
 namespace {
@@ -374,42 +481,64 @@ const char* pass_name(Pass pass) {
   return "?";
 }
 
-// Every forward and backward pass of each micro-batch once, a weight pass at most once.
-void check_stage_order(const std::vector<std::pair<Pass, int>>& order, int stage,
-                       const Location& at, int micro_batches) {
-  std::map<std::pair<Pass, int>, int> count;
-  for (const auto& [pass, m] : order) {
-    require(m >= 0 && m < micro_batches, "pipeline schedule: stage ", stage, " at ", at, " lists ",
-            pass_name(pass), " pass of micro-batch ", m, ", not one of 0..", micro_batches - 1);
-    require(++count[{pass, m}] == 1, "pipeline schedule: stage ", stage, " at ", at, " lists ",
-            pass_name(pass), " pass of micro-batch ", m, " twice");
+// "forward pass of micro-batch 3", "... through chunk 1" where a location holds several stages.
+std::string step_name(const PipelineStep& step, int chunks) {
+  return str(pass_name(step.pass), " pass of micro-batch ", step.micro_batch,
+             chunks > 1 ? str(" through chunk ", step.chunk) : std::string());
+}
+
+// Every forward and backward pass of each micro-batch and chunk once, a weight pass at most
+// once; returns the place of each in `order`.
+std::map<PipelineStep, size_t> check_stage_order(const std::vector<PipelineStep>& order, int stage,
+                                                 const Location& at, int micro_batches,
+                                                 int chunks) {
+  std::map<PipelineStep, size_t> place;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const PipelineStep& step = order[i];
+    require(step.micro_batch >= 0 && step.micro_batch < micro_batches && step.chunk >= 0 &&
+                    step.chunk<chunks, "pipeline schedule: stage ", stage, " at ", at,
+                               " lists the ", step_name(step, chunks),
+                               ", not one of micro-batches 0..", micro_batches - 1, chunks> 1
+                ? str(" and chunks 0..", chunks - 1)
+                : std::string());
+    require(place.emplace(step, i).second, "pipeline schedule: stage ", stage, " at ", at,
+            " lists the ", step_name(step, chunks), " twice");
   }
   for (int m = 0; m < micro_batches; ++m)
-    for (Pass pass : {Pass::kForward, Pass::kBackward})
-      require(count.count({pass, m}) == 1, "pipeline schedule: stage ", stage, " at ", at,
-              " does not list the ", pass_name(pass), " pass of micro-batch ", m);
+    for (int c = 0; c < chunks; ++c)
+      for (Pass pass : {Pass::kForward, Pass::kBackward})
+        require(place.count({pass, m, c}) == 1, "pipeline schedule: stage ", stage, " at ", at,
+                " does not list the ", step_name({pass, m, c}, chunks));
+  return place;
 }
 
 }  // namespace
 
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
-                       PipelineSchedule schedule) {
+                       PipelineSchedule schedule, int chunks, const ChunkOf& chunk_of) {
   const int n = static_cast<int>(stages.size());
-  schedule_pipeline(graph, stages, micro_batches,
-                    [&](int s) { return schedule_order(schedule, s, n, micro_batches); });
+  schedule_pipeline(
+      graph, stages, micro_batches,
+      [&](int s) { return schedule_order(schedule, s, n, micro_batches, chunks); }, chunks,
+      chunk_of);
 }
 
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
-                       const StageOrder& order_of) {
+                       const StageOrder& order_of, int chunks, const ChunkOf& chunk_of) {
+  require(chunks == 1 || chunk_of, "schedule_pipeline: ", chunks,
+          " stages per location, but no way to tell them apart (chunk_of)");
   const int n = static_cast<int>(stages.size());
   const std::vector<Op*> ops = graph.topological_order();
   for (int s = 0; s < n; ++s) {
-    const std::vector<std::pair<Pass, int>> order = order_of(s);
-    check_stage_order(order, s, stages[s], micro_batches);
-    const bool split = std::any_of(order.begin(), order.end(),
-                                   [](const auto& pass) { return pass.first == Pass::kWeight; });
-    // The ops of each pass of each micro-batch on this stage's main thread, in graph order.
-    std::map<std::pair<Pass, int>, std::vector<Op*>> passes;
+    const std::vector<PipelineStep> order = order_of(s);
+    const std::map<PipelineStep, size_t> place =
+        check_stage_order(order, s, stages[s], micro_batches, chunks);
+    const bool split = std::any_of(order.begin(), order.end(), [](const PipelineStep& step) {
+      return step.pass == Pass::kWeight;
+    });
+    // The ops of each pass of each micro-batch and chunk on this location's main thread, in
+    // graph order.
+    std::map<PipelineStep, std::vector<Op*>> passes;
     // The pass (its place in `order`) each of those ops is in, or follows.
     std::map<const Op*, size_t> position;
     std::map<size_t, std::vector<Op*>> following;  // ops that follow a pass, by its place
@@ -418,12 +547,13 @@ void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int mi
       if (op->role() != OpRole::kForward && op->role() != OpRole::kBackward) continue;
       const std::optional<Pass> scheduled = pass_of(*op);
       if (!scheduled) continue;
-      const int m = micro_batch_of(*op);
-      Pass pass = *scheduled;
-      if (pass == Pass::kWeight && !split) pass = Pass::kBackward;
-      passes[{pass, m}].push_back(op);
-      position[op] = static_cast<size_t>(
-          std::find(order.begin(), order.end(), std::make_pair(pass, m)) - order.begin());
+      PipelineStep step{*scheduled, micro_batch_of(*op), chunks > 1 ? chunk_of(*op) : 0};
+      if (step.pass == Pass::kWeight && !split) step.pass = Pass::kBackward;
+      require(step.chunk >= 0 && step.chunk < chunks, "pipeline schedule: op '", op->name(),
+              "' at ", stages[s], " is in chunk ", step.chunk, " of ", chunks);
+      passes[step].push_back(op);
+      auto at = place.find(step);
+      position[op] = at == place.end() ? order.size() : at->second;
     }
     // A backward op of no micro-batch (a sum of the micro-batches' weight gradients) follows the
     // last pass it reads from, so that what it reads is dead before the next pass starts and
@@ -452,11 +582,11 @@ void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int mi
       last = op;
     };
     for (size_t i = 0; i < order.size(); ++i) {
-      const auto& pass = order[i];
-      auto it = passes.find(pass);
-      if (it == passes.end() && pass.first == Pass::kWeight) continue;  // a stage without weights
-      require(it != passes.end(), "pipeline schedule: stage ", s, " at ", stages[s], " has no ",
-              pass_name(pass.first), " op of micro-batch ", pass.second, " on its main thread");
+      const PipelineStep& step = order[i];
+      auto it = passes.find(step);
+      if (it == passes.end() && step.pass == Pass::kWeight) continue;  // a stage without weights
+      require(it != passes.end(), "pipeline schedule: stage ", s, " at ", stages[s],
+              " has no op of the ", step_name(step, chunks), " on its main thread");
       for (Op* op : it->second) append(op);
       for (Op* op : following[i]) append(op);
     }

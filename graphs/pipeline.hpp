@@ -45,6 +45,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/location.hpp"
@@ -109,8 +110,10 @@ std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages
 // kLinkSlowdown.
 double stage_link_slowdown(const std::vector<Location>& stages);
 
-// Places layer i at locations[stage_of[i]] in `graph` (Graph::place: composites created later
-// under that name, in any scope, are built there).
+// Places layer i at stage stage_of[i]'s location in `graph` (Graph::place: composites created
+// later under that name, in any scope, are built there): stage j at locations[j % S] for S
+// locations, so that with more stages than locations each location holds several, interleaved
+// (stage j is chunk j / S of its location: see below).
 void place_stages(Graph& graph, const std::vector<ModelLayer>& layers,
                   const std::vector<int>& stage_of, const std::vector<Location>& locations);
 
@@ -131,28 +134,66 @@ enum class Pass { kForward, kBackward, kWeight };
 // the first stage's order it would hold that stage's next backward until then).
 std::optional<Pass> pass_of(const Op& op);
 
-// The share of an iteration a stage idles when every stage's forward, input-gradient and
-// weight-gradient passes take equal times: (S-1)/(M+S-1) under GPipe and 1F1B, (S-1)/(3M)
-// under ZB-H1 (whose weight gradients fill the cool-down), 0 for one stage.
-double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches);
-// For `stage` of `stages` and `micro_batches`, the order of its passes over the micro-batches.
-// GPipe and 1F1B have no kWeight passes (a backward pass includes its weight gradients).
-std::vector<std::pair<Pass, int>> schedule_order(PipelineSchedule schedule, int stage, int stages,
-                                                 int micro_batches);
+// Interleaved stages (Narayanan et al. 2021, "virtual stages"): a model cut into S*V stages over
+// S locations, stage j at location j % S, lets each location hold V chunks of the model, the
+// first location the 1st, (S+1)-th, ... stage. A micro-batch then goes round the locations V
+// times, each pass 1/V as long, so that filling and draining the pipeline idles a location V
+// times shorter; the price is V times the copies between locations. The schedules of
+// interleaved stages take the micro-batches in rounds of S: a location runs a round's forwards
+// through its first chunk, then the same round through its second, and so on (the backwards
+// through the chunks in reverse), so M must be a multiple of S.
 
-// Orders the forward and backward ops of every micro-batch on the main thread of each stage's
-// location by `schedule` (ops of one pass in graph order). Call after backward(), before
-// running. Throws purine::Error when a stage has no op of some micro-batch's pass (the graph
-// is not a pipeline of `micro_batches` over `stages`).
+// One pass of one micro-batch through one of a location's stages: its chunk, 0 where a location
+// holds one stage.
+struct PipelineStep {
+  Pass pass;
+  int micro_batch;
+  int chunk = 0;
+  friend bool operator==(const PipelineStep& a, const PipelineStep& b) {
+    return a.pass == b.pass && a.micro_batch == b.micro_batch && a.chunk == b.chunk;
+  }
+  friend bool operator<(const PipelineStep& a, const PipelineStep& b) {
+    return std::tie(a.pass, a.micro_batch, a.chunk) < std::tie(b.pass, b.micro_batch, b.chunk);
+  }
+};
+
+// The share of an iteration a location idles when every stage's forward, input-gradient and
+// weight-gradient passes take equal times: (S-1)/(M+S-1) under GPipe and 1F1B, (S-1)/(3M)
+// under ZB-H1 (whose weight gradients fill the cool-down), (S-1)/(V*M+S-1) with `chunks` = V
+// interleaved stages per location, 0 for one stage.
+double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches, int chunks = 1);
+// For location `stage` of `stages` holding `chunks` stages each, the order of its passes over
+// the micro-batches. GPipe and 1F1B have no kWeight passes (a backward pass includes its weight
+// gradients). Interleaved (chunks > 1): 1F1B as Narayanan et al.'s interleaved schedule (a
+// warm-up of (V-1)*S + 2*(S-1-s) forwards), GPipe all forwards first; ZB-H1 has no interleaved
+// form here. Throws purine::Error for chunks > 1 under ZB-H1 or with micro_batches not a
+// multiple of stages.
+std::vector<PipelineStep> schedule_order(PipelineSchedule schedule, int stage, int stages,
+                                         int micro_batches, int chunks = 1);
+
+// The chunk of an op at a location of an interleaved pipeline (see above): that of the stage
+// holding the layer or part whose scope its name holds (place_stages's `layers`, `stage_of`,
+// `locations`) where that stage is at the op's location; any other op (the data, the loss, a
+// copy named after what it copies from another stage, the sum of a copy's gradients) goes with
+// the ops that read what it makes, or, read by none, after what it reads.
+using ChunkOf = std::function<int(const Op&)>;
+ChunkOf chunks_of(const Graph& graph, const std::vector<ModelLayer>& layers,
+                  const std::vector<int>& stage_of, const std::vector<Location>& locations);
+
+// Orders the forward and backward ops of every micro-batch on the main thread of each
+// location of `stages` by `schedule` (ops of one pass in graph order), each location holding
+// `chunks` stages told apart by `chunk_of` (needed when chunks > 1). Call after backward(),
+// before running. Throws purine::Error when a location has no op of some micro-batch's pass
+// (the graph is not a pipeline of `micro_batches` over `stages`).
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
-                       PipelineSchedule schedule);
-// The same with a schedule of one's own: order_of(s) lists stage s's passes as
-// schedule_order() does, each forward and backward pass of every micro-batch exactly once
-// (weight passes, when listed, split them out of the backwards). Graph::validate() then checks
-// that the stages' orders together cannot wait in a circle. Throws purine::Error, naming the
-// stage and pass, when an order lists a pass twice or misses one.
-using StageOrder = std::function<std::vector<std::pair<Pass, int>>(int stage)>;
+                       PipelineSchedule schedule, int chunks = 1, const ChunkOf& chunk_of = {});
+// The same with a schedule of one's own: order_of(s) lists location s's passes as
+// schedule_order() does, each forward and backward pass of every micro-batch and chunk exactly
+// once (weight passes, when listed, split them out of the backwards). Graph::validate() then
+// checks that the locations' orders together cannot wait in a circle. Throws purine::Error,
+// naming the location and pass, when an order lists a pass twice or misses one.
+using StageOrder = std::function<std::vector<PipelineStep>(int stage)>;
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
-                       const StageOrder& order_of);
+                       const StageOrder& order_of, int chunks = 1, const ChunkOf& chunk_of = {});
 
 }  // namespace purine

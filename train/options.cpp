@@ -378,6 +378,18 @@ void validate_options(const TrainOptions& o) {
           " needs --parallel=pipeline or hybrid");
   require(o.stage_seconds.empty() || o.stages > 1, "--stage-trace='", o.stage_trace,
           "' cuts a pipeline's stages: give --stages=S (S >= 2)");
+  require(o.virtual_stages >= 1, "--virtual-stages must be at least 1, got ", o.virtual_stages);
+  if (o.virtual_stages > 1) {
+    require(o.stages > 1, "--virtual-stages=", o.virtual_stages,
+            " interleaves a pipeline's stages over its locations: give --stages=S (S >= 2)");
+    require(o.micro_batches % o.stages == 0, "--virtual-stages=", o.virtual_stages,
+            " takes the micro-batches in rounds of --stages=", o.stages,
+            ": give --micro-batches "
+            "a multiple of ",
+            o.stages, ", got ", o.micro_batches);
+    require(o.schedule != PipelineSchedule::kZBH1, "--virtual-stages=", o.virtual_stages,
+            " has no zbh1 schedule here: use --schedule=1f1b or gpipe");
+  }
   if (o.parallel == ParallelLayout::kPipeline || (hybrid && o.split.empty())) {
     require(o.stages >= 1, "--stages must be at least 1, got ", o.stages);
     require(o.locations == 1, "--parallel=", name_of(o.parallel),

@@ -91,6 +91,11 @@ struct TrainOptions {
   // through all of them per iteration. One rank: stage s at rank0:cpu<s>, or at the s-th of
   // `devices`; several ranks: as many as stages, stage s at rank s (its CPU, or devices[0]).
   int stages = 1;
+  // Interleaved stages: each of the `stages` locations holds this many stages of the model,
+  // which is cut into stages * virtual_stages, stage j at location j % stages
+  // (graphs/pipeline.hpp): 1F1B's and GPipe's bubble shrinks by this factor, for as many times
+  // the copies between locations. `micro_batches` must be a multiple of `stages`.
+  int virtual_stages = 1;
   // Model parallelism (layout kModel): these layers (names as the model gives them, e.g. fc1)
   // split alternately by outputs and by inputs over the `locations` (or `devices`) of every
   // rank, rank by rank, `batch` images through all of them per iteration; every other layer

@@ -605,7 +605,11 @@ std::unique_ptr<Graph> build_training_graph(const TrainOptions& options,
 
 std::string stages_line(const std::vector<PipelineStage>& stages) {
   if (stages.empty()) return "";
-  std::string line = stages.front().traced ? "stages by traced time:" : "stages by estimated work:";
+  std::string line = stages.front().traced ? "stages by traced time" : "stages by estimated work";
+  const int locations = stages.back().location + 1;
+  line += static_cast<int>(stages.size()) > locations
+              ? str(", stage j at location j mod ", locations, ":")
+              : std::string(":");
   for (size_t s = 0; s < stages.size(); ++s) {
     const std::vector<std::string>& layers = stages[s].layers;
     line += str(s ? "," : "", " ", s, ": ", layers.front(),
@@ -613,6 +617,11 @@ std::string stages_line(const std::vector<PipelineStage>& stages) {
                 std::lround(100 * stages[s].cost_share), "%)");
   }
   return line + "\n";
+}
+
+std::string pipeline_shape(const TrainOptions& o) {
+  if (o.virtual_stages == 1) return str(o.stages, " stages");
+  return str(o.stages * o.virtual_stages, " stages interleaved over ", o.stages, " locations");
 }
 
 Trainer::Trainer(TrainOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -88,10 +88,14 @@ struct PipelineStage {
   std::vector<std::string> layers;
   double cost_share = 0;
   bool traced = false;  // shares of traced times (TrainOptions::stage_seconds), not estimates
+  int location = 0;     // its index among the pipeline's locations (several: interleaved)
 };
 // "stages by estimated work: 0: conv1..inception_3b::pool (50%), 1: ..." and a newline, as
-// purine train and purine simulate print the cut; empty without stages.
+// purine train and purine simulate print the cut ("..., stage j at location j mod 2: ..." for
+// interleaved stages); empty without stages.
 std::string stages_line(const std::vector<PipelineStage>& stages);
+// "3 stages", or "6 stages interleaved over 3 locations" (TrainOptions::virtual_stages).
+std::string pipeline_shape(const TrainOptions& o);
 
 // The training graph a Trainer with `options` trains, with every rank's part (SPMD: each rank
 // builds the same global graph; a Trainer adds the monitors of its own rank only), built without

@@ -2,6 +2,9 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "base/error.hpp"
 #include "graphs/copies.hpp"
 #include "graphs/fusion.hpp"
@@ -55,7 +58,16 @@ struct PipelineCut {
 PipelineCut cut_pipeline(const TrainOptions& o, const std::vector<ModelLayer>& layers,
                          const std::vector<Location>& stages) {
   PipelineCut cut{stage_units(layers, o.stage_cut), {}};
-  cut.stage_of = assign_stages(cut.units, o.stages, o.model, stage_link_slowdown(stages));
+  if (o.virtual_stages > 1) {
+    const auto parametric = std::count_if(cut.units.begin(), cut.units.end(),
+                                          [](const ModelLayer& u) { return u.parameters > 0; });
+    require(o.stages * o.virtual_stages <= parametric, "--stages=", o.stages,
+            " with --virtual-stages=", o.virtual_stages, " cuts model '", o.model, "' into ",
+            o.stages * o.virtual_stages, " stages, but it has ", parametric,
+            " layers or parts with parameters to cut between; use fewer");
+  }
+  cut.stage_of =
+      assign_stages(cut.units, o.stages * o.virtual_stages, o.model, stage_link_slowdown(stages));
   return cut;
 }
 
@@ -221,14 +233,15 @@ DivergenceWatch watch_divergence(Graph& g, const DataParallelGraph& dp, int rank
   return watch;
 }
 
-// The stages `o` cuts the model into for images of shape `images`.
-std::vector<PipelineStage> pipeline_stages_of(const TrainOptions& o, const Shape& images,
-                                              int64_t classes) {
-  const PipelineCut cut = cut_pipeline(o, layers_of(o, images, classes), layout_locations(o, 0));
+// The stages of `cut`, as purine train prints them.
+std::vector<PipelineStage> pipeline_stages_of(const TrainOptions& o, const PipelineCut& cut) {
   const std::vector<ModelLayer>& layers = cut.units;
   const std::vector<int>& stage_of = cut.stage_of;
-  std::vector<PipelineStage> stages(o.stages);
-  for (PipelineStage& stage : stages) stage.traced = !o.stage_seconds.empty();
+  std::vector<PipelineStage> stages(o.stages * o.virtual_stages);
+  for (size_t j = 0; j < stages.size(); ++j) {
+    stages[j].traced = !o.stage_seconds.empty();
+    stages[j].location = static_cast<int>(j) % o.stages;
+  }
   double total = 0;
   for (const ModelLayer& layer : layers) total += layer.cost;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -345,6 +358,7 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
   dp_options.sgd.eps = o.eps;
   dp_options.clip_norm = o.clip_norm;
   dp_options.sgd.weight_decay = o.weight_decay;
+  std::optional<PipelineCut> cut;  // a pipeline's, as the replicas are built
   out.dp = build_data_parallel(
       train, locations,
       [&](Graph& g, int r, int n) {
@@ -356,9 +370,12 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
           out.feeds.insert(out.feeds.end(), feeds.begin(), feeds.end());
         if (r == 0) {
           out.epoch_data = feeds[0].source;
-          if (o.stages > 1)
-            out.stages = pipeline_stages_of(o, feeds[0].op->outputs()[0]->shape(),
-                                            feeds[0].source->classes());
+          if (o.stages > 1) {
+            cut = cut_pipeline(
+                o, layers_of(o, feeds[0].op->outputs()[0]->shape(), feeds[0].source->classes()),
+                layout_locations(o, 0));
+            out.stages = pipeline_stages_of(o, *cut);
+          }
         }
         return replica;
       },
@@ -369,10 +386,16 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
   const bool one_location_replicas =
       o.parallel == ParallelLayout::kNone || o.parallel == ParallelLayout::kData;
   if (o.micro_batches > 1 && (o.stages > 1 || one_location_replicas))
-    for (int r = 0; r < static_cast<int>(locations.size()); ++r)
-      schedule_pipeline(train,
-                        o.stages > 1 ? layout_locations(o, r) : std::vector<Location>{locations[r]},
-                        o.micro_batches, o.schedule);
+    for (int r = 0; r < static_cast<int>(locations.size()); ++r) {
+      if (o.stages == 1) {
+        schedule_pipeline(train, {locations[r]}, o.micro_batches, o.schedule);
+        continue;
+      }
+      const std::vector<Location> at = layout_locations(o, r);
+      schedule_pipeline(
+          train, at, o.micro_batches, o.schedule, o.virtual_stages,
+          o.virtual_stages > 1 ? chunks_of(train, cut->units, cut->stage_of, at) : ChunkOf{});
+    }
   // At a GPU the updates of the weights the backward pass differentiated are one kernel
   // (graphs/fusion.hpp), once the schedules have ordered what they order.
   if (o.fuse) fuse_updates(train, /*gpus_only=*/true);

@@ -1,7 +1,9 @@
 // Cutting a model into pipeline stages (graphs/pipeline.hpp).
 #include <catch2/catch.hpp>
 #include <map>
+#include <string>
 
+#include "base/error.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/pipeline.hpp"
 #include "purine/autodiff.hpp"
@@ -207,8 +209,65 @@ TEST_CASE(
   CHECK(g.blob("replica0::net::fc1::weight")->location() == Location::cpu(0, 0));
   CHECK(g.blob("replica0::net::relu::top")->location() == Location::cpu(0, 0));
   CHECK(g.blob("replica0::net::fc2::weight")->location() == Location::cpu(0, 1));
-  CHECK_THROWS_WITH(place_stages(g, layers, {0, 0, 2}, {Location::cpu(0, 0), Location::cpu(0, 1)}),
-                    Catch::Contains("layer 'net::fc2' is in stage 2 of 2"));
+  CHECK_THROWS_WITH(place_stages(g, layers, {0, 0, -1}, {Location::cpu(0, 0), Location::cpu(0, 1)}),
+                    Catch::Contains("layer 'net::fc2' is in stage -1"));
+}
+
+TEST_CASE(
+    "interleaved stages: stage j at location j mod S, chunks_of tells a location's stages "
+    "apart, a copy going with the stage it brings its data to",
+    "[pipeline]") {
+  auto build = [](Graph& g) {
+    Graph::Scope scope(g, "net");
+    return (B{g.add_blob("x", {2, 3})} >>
+            g.add<InnerProductLayer>("fc1", InnerProductLayer::Options{4}) >>
+            g.add<ActivationLayer>("relu", "relu") >>
+            g.add<InnerProductLayer>("fc2", InnerProductLayer::Options{2}))
+        .top(0);
+  };
+  const std::vector<ModelLayer> layers = model_layers([&](Graph& g) { build(g); });
+  REQUIRE(layers.size() == 3);
+  // fc1 is stage 0 at location 0, relu stage 1 at location 1, fc2 stage 2 at location 0 again.
+  const std::vector<Location> at = {Location::cpu(0, 0), Location::cpu(0, 1)};
+  const std::vector<int> stage_of = {0, 1, 2};
+  Graph g;
+  place_stages(g, layers, stage_of, at);
+  Blob* logits = build(g);
+  Blob* loss = (B{logits, g.add_blob("labels", {2})} >> g.add<SoftmaxLossLayer>("loss")).top(0);
+  std::vector<Blob*> weights;
+  for (const Parameter& p : g.parameters()) weights.push_back(p.blob);
+  backward(g, loss, weights);
+  g.validate();
+  CHECK(g.blob("net::fc2::weight")->location() == at[0]);
+  CHECK(g.blob("net::relu::top")->location() == at[1]);
+  const ChunkOf chunk_of = chunks_of(g, layers, stage_of, at);
+  std::map<std::string, int> chunks;  // "fc2 forward at 0" -> chunk
+  for (const auto& op : g.ops()) {
+    if (op->role() != OpRole::kForward && op->role() != OpRole::kBackward) continue;
+    const std::string layer = op->type() == "copy"                 ? "copy"
+                              : op->name().rfind("net::", 0) == 0  ? op->name().substr(5, 3)
+                              : op->name().rfind("loss::", 0) == 0 ? "loss"
+                                                                   : op->name();
+    const std::string key = str(layer, op->role() == OpRole::kForward ? " forward" : " backward",
+                                " at ", op->location().cpu_index);
+    const int chunk = chunk_of(*op);
+    INFO(op->name() << ": " << key);
+    CHECK(chunks.emplace(key, chunk).first->second == chunk);  // one chunk for each kind
+  }
+  CHECK(chunks == std::map<std::string, int>{
+                      {"fc1 forward at 0", 0},
+                      {"fc1 backward at 0", 0},
+                      {"rel forward at 1", 0},
+                      {"rel backward at 1", 0},
+                      {"fc2 forward at 0", 1},
+                      {"fc2 backward at 0", 1},
+                      {"loss forward at 0", 1},  // no layer's: after fc2, which it reads
+                      {"loss backward at 0", 1},
+                      {"copy forward at 1", 0},   // fc1's output to relu
+                      {"copy forward at 0", 1},   // relu's output to fc2, named after relu
+                      {"copy backward at 1", 0},  // fc2's input gradient back to relu
+                      {"copy backward at 0", 0},  // relu's input gradient back to fc1
+                  });
 }
 
 namespace {
@@ -272,7 +331,7 @@ TEST_CASE("a schedule of one's own must list every pass of every micro-batch onc
   const std::vector<Location> stages = {Location::cpu(0), Location::cpu(1)};
   Graph g;
   build_two_rank_pipeline(g, stages);
-  using P = std::vector<std::pair<Pass, int>>;
+  using P = std::vector<PipelineStep>;
   const Pass F = Pass::kForward, B = Pass::kBackward;
   CHECK_THROWS_WITH(schedule_pipeline(g, stages, 2,
                                       [&](int) {
@@ -286,12 +345,13 @@ TEST_CASE("a schedule of one's own must list every pass of every micro-batch onc
                           return s == 0 ? schedule_order(PipelineSchedule::kGPipe, 0, 2, 2)
                                         : P{{F, 0}, {F, 0}, {B, 0}, {F, 1}, {B, 1}};
                         }),
-      Catch::Contains("stage 1 at rank1:cpu lists forward pass of micro-batch 0 twice"));
-  CHECK_THROWS_WITH(schedule_pipeline(g, stages, 2,
-                                      [&](int) {
-                                        return P{{F, 2}};
-                                      }),
-                    Catch::Contains("lists forward pass of micro-batch 2, not one of 0..1"));
+      Catch::Contains("stage 1 at rank1:cpu lists the forward pass of micro-batch 0 twice"));
+  CHECK_THROWS_WITH(
+      schedule_pipeline(g, stages, 2,
+                        [&](int) {
+                          return P{{F, 2}};
+                        }),
+      Catch::Contains("lists the forward pass of micro-batch 2, not one of micro-batches 0..1"));
 }
 
 TEST_CASE(
@@ -312,7 +372,7 @@ TEST_CASE(
     return (B{logits, graph.add_blob("labels", {4})} >> graph.add<SoftmaxLossLayer>("loss")).top(0);
   };
   const std::vector<ModelLayer> layers = model_layers([&](Graph& graph) { build(graph); });
-  using P = std::vector<std::pair<Pass, int>>;
+  using P = std::vector<PipelineStep>;
   const Pass F = Pass::kForward, B = Pass::kBackward;
   for (const bool in_order : {true, false}) {
     INFO((in_order ? "forwards in micro-batch order"

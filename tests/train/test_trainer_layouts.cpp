@@ -163,16 +163,20 @@ TEST_CASE("a pipeline cut between an inception module's branches follows the one
   for (size_t i = 0; i < parts.losses.size(); ++i)
     CHECK(parts.losses[i] == Approx(reference.losses[i]).epsilon(1e-5));
   REQUIRE(parts.weights.size() == reference.weights.size());
+  // Over 8 iterations a rounding apart can turn a ReLU near zero the other way, which moves a
+  // weight's gradient (and its momentum) by more than rounding: on an AVX-512 machine by up to
+  // 3e-4 of a blob's largest value, 1e-4 in the norm, against 3e-7 with oneDNN held to AVX2. A
+  // gradient lost or counted twice at the cut moves the stage's blobs by their own size.
   for (const auto& [name, values] : reference.weights) {
     INFO(name);
     const std::vector<float>& other = parts.weights.at(name);
     REQUIRE(other.size() == values.size());
-    double largest = 0, off = 0;
+    double off = 0, norm = 0;
     for (size_t i = 0; i < values.size(); ++i) {
-      largest = std::max(largest, std::fabs(double{values[i]}));
-      off = std::max(off, std::fabs(double{values[i]} - other[i]));
+      off += (double{values[i]} - other[i]) * (double{values[i]} - other[i]);
+      norm += double{values[i]} * values[i];
     }
-    CHECK(off <= 1e-5 * largest);
+    CHECK(std::sqrt(off) <= 1e-3 * std::sqrt(norm));
   }
   CHECK(parts.weight_locations.size() == 3);
 }

@@ -5,14 +5,13 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
-#include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "fashion_mnist.hpp"
 #include "graphs/pipeline.hpp"
+#include "pass_recorder.hpp"
 #include "purine/graph.hpp"
 #include "purine/serialize.hpp"
 #include "temp_dir.hpp"
@@ -21,6 +20,7 @@
 using namespace purine;
 using testing::have_fashion_mnist;
 using testing::kFashionMnistDir;
+using testing::PassRecorder;
 
 namespace {
 
@@ -55,50 +55,13 @@ Run train(const TrainOptions& o, dispatch::Observer* observer = nullptr) {
   return run;
 }
 
-// The passes each stage's main thread started, in order, in the first iteration (consecutive
-// tasks of one pass counted once; weight-gradient ops count as their backward pass unless the
-// schedule splits them).
-class PassRecorder : public dispatch::Observer {
- public:
-  PassRecorder(const Graph& graph, int stages, bool split_weights)
-      : graph_(graph), split_weights_(split_weights), passes_(stages) {}
-  void on_task_start(const dispatch::TaskEvent& e) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const Op* op = graph_.find_op(*e.task_name);
-    if (done_ || !op || op->thread() != Graph::kMainThread) return;
-    if (op->role() != OpRole::kForward && op->role() != OpRole::kBackward) return;
-    const std::optional<Pass> scheduled = pass_of(*op);
-    if (!scheduled) return;
-    const int m = micro_batch_of(*op);
-    Pass pass = *scheduled;
-    if (pass == Pass::kWeight && !split_weights_) pass = Pass::kBackward;
-    auto& mine = passes_.at(op->location().cpu_index);
-    if (!mine.empty() && mine.back() == std::make_pair(pass, m)) return;
-    // The first iteration ends when micro-batch 0's forward comes again.
-    if (pass == Pass::kForward && m == 0 && !mine.empty()) {
-      done_ = true;
-      return;
-    }
-    mine.emplace_back(pass, m);
-  }
-  void on_task_end(const dispatch::TaskEvent&) override {}
-  const std::vector<std::vector<std::pair<Pass, int>>>& passes() const { return passes_; }
-
- private:
-  const Graph& graph_;
-  const bool split_weights_;
-  std::mutex mutex_;
-  bool done_ = false;
-  std::vector<std::vector<std::pair<Pass, int>>> passes_;
-};
-
 }  // namespace
 
 TEST_CASE(
     "schedules order each stage's passes: GPipe all forwards first, 1F1B in turn, ZB-H1 "
     "with weight gradients delayed",
     "[pipeline]") {
-  using P = std::vector<std::pair<Pass, int>>;
+  using P = std::vector<PipelineStep>;
   const Pass F = Pass::kForward, B = Pass::kBackward, W = Pass::kWeight;
   for (int s = 0; s < 3; ++s)
     CHECK(schedule_order(PipelineSchedule::kGPipe, s, 3, 3) ==

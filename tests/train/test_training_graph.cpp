@@ -61,34 +61,44 @@ TEST_CASE("compose_training_graph hands the trainer its feeds, monitors and obse
   CHECK(parts.twins.empty());  // run-ahead only at GPUs with CUDA graphs
 }
 
-TEST_CASE("every model pipelines over 3 stages with micro-batches, its output at the last stage",
-          "[training_graph][pipeline]") {
+TEST_CASE(
+    "every model pipelines over 3 stages with micro-batches, and over 2 locations holding 2 "
+    "stages each, its output at the last stage",
+    "[training_graph][pipeline]") {
   // A vertex built outside every layer stays at the first stage: nin's logits, a reshape op of
   // its own, sent the last stage's output back to the first, which the micro-batches' schedule
   // turned into a circle of waits.
-  for (const std::string& model : model_names()) {
-    if (model.rfind("test_", 0) == 0) continue;  // the tests' own
-    INFO(model);
-    TrainOptions o = layout(ParallelLayout::kPipeline, 1, 1, 3);
-    o.model = model;
-    const bool large = model == "googlenet" || model == "alexnet" || model.rfind("resnet", 0) == 0;
-    o.data_dir = large && model != "resnet20" ? "synthetic:3x224x224:10" : "synthetic:1x28x28:10";
-    o.micro_batches = 3;
-    o.batch = 6;
-    o.evaluate = false;
-    Graph g("train");
-    REQUIRE_NOTHROW(compose_training_graph(g, o, /*every_rank=*/true));
-    REQUIRE_NOTHROW(g.validate());
-    // The loss of every micro-batch at the last stage, and the logits it reads made there.
-    int losses = 0;
-    for (const auto& op : g.ops())
-      if (op->type() == "softmax_cross_entropy") {
-        ++losses;
-        CHECK(op->location() == Location::cpu(0, 2));
-        const Op* logits = op->inputs()[0]->writers().at(0);
-        CHECK(logits->type() != "copy");
-        CHECK(logits->location() == Location::cpu(0, 2));
-      }
-    CHECK(losses == 3);
-  }
+  struct Shape {
+    int stages, virtual_stages, micro_batches;
+  };
+  for (const Shape shape : {Shape{3, 1, 3}, Shape{2, 2, 2}})
+    for (const std::string& model : model_names()) {
+      if (model.rfind("test_", 0) == 0) continue;                // the tests' own
+      if (shape.virtual_stages > 1 && model == "mlp") continue;  // 3 layers, not 4 stages
+      INFO(model << ": " << shape.stages << " locations of " << shape.virtual_stages << " stages");
+      TrainOptions o = layout(ParallelLayout::kPipeline, 1, 1, shape.stages);
+      o.virtual_stages = shape.virtual_stages;
+      o.model = model;
+      const bool large =
+          model == "googlenet" || model == "alexnet" || model.rfind("resnet", 0) == 0;
+      o.data_dir = large && model != "resnet20" ? "synthetic:3x224x224:10" : "synthetic:1x28x28:10";
+      o.micro_batches = shape.micro_batches;
+      o.batch = 2 * shape.micro_batches;
+      o.evaluate = false;
+      Graph g("train");
+      REQUIRE_NOTHROW(compose_training_graph(g, o, /*every_rank=*/true));
+      REQUIRE_NOTHROW(g.validate());
+      // The loss of every micro-batch at the last stage, and the logits it reads made there.
+      const Location last = Location::cpu(0, shape.stages - 1);
+      int losses = 0;
+      for (const auto& op : g.ops())
+        if (op->type() == "softmax_cross_entropy") {
+          ++losses;
+          CHECK(op->location() == last);
+          const Op* logits = op->inputs()[0]->writers().at(0);
+          CHECK(logits->type() != "copy");
+          CHECK(logits->location() == last);
+        }
+      CHECK(losses == shape.micro_batches);
+    }
 }

@@ -197,6 +197,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"devices", ""},
       {"device", ""},
       {"stages", ""},
+      {"virtual_stages", ""},
       {"split", ""},
       {"micro_batches", ""},
       {"schedule", ""},

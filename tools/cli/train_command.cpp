@@ -119,6 +119,12 @@ DEFINE_int32(
     stages, 1,
     "pipeline: stages (consecutive layers, cut so that their estimated work is even); with "
     "several MPI ranks, one per rank");
+DEFINE_int32(virtual_stages, 1,
+             "pipeline: stages per location, interleaved: the model cut into --stages times "
+             "this many stages, stage j at location j mod --stages, so that a micro-batch goes "
+             "round the locations this many times and the schedule's bubble shrinks as much, "
+             "for as many more copies between them (--micro-batches a multiple of --stages; "
+             "gpipe or 1f1b)");
 DEFINE_string(split, "",
               "model parallel: the layers to split, comma-separated, each optionally with its "
               "axis (conv1:batch, fc1:outputs, fc2:inputs); the others alternately by outputs "
@@ -318,6 +324,7 @@ TrainOptions options_from_flags(int ranks) {
   o.sync_bn = FLAGS_sync_bn;
   o.locations = FLAGS_locations;
   o.stages = FLAGS_stages;
+  o.virtual_stages = FLAGS_virtual_stages;
   o.micro_batches = FLAGS_micro_batches;
   o.schedule = parse_schedule(FLAGS_schedule);
   o.stage_cut = parse_stage_cut(FLAGS_stage_cut);
@@ -437,9 +444,9 @@ int run_train() {
                   options.model.c_str(), options.batch, FLAGS_split.c_str(), options.locations,
                   options.locations == 1 ? "" : "s", options.ranks, options.ranks == 1 ? "" : "s");
     else if (options.parallel == ParallelLayout::kPipeline)
-      std::printf("training %s: batch %d through a pipeline of %d stages over %d rank%s",
-                  options.model.c_str(), options.batch, options.stages, options.ranks,
-                  options.ranks == 1 ? "" : "s");
+      std::printf("training %s: batch %d through a pipeline of %s over %d rank%s",
+                  options.model.c_str(), options.batch, pipeline_shape(options).c_str(),
+                  options.ranks, options.ranks == 1 ? "" : "s");
     else
       std::printf("training %s: batch %d x %d rank%s", options.model.c_str(), options.batch,
                   options.ranks, options.ranks == 1 ? "" : "s");
@@ -511,11 +518,13 @@ int run_train() {
   if (result.pipeline) {
     const PipelineTimes& times = *result.pipeline;
     std::printf(
-        "%s of %d stages, %d micro-batches (%s): bubble %.3f (%.3f in theory for "
-        "equal stages); stages busy",
+        "%s of %s, %d micro-batches (%s): bubble %.3f (%.3f in theory for equal stages); "
+        "stages busy",
         options.parallel == ParallelLayout::kHybrid ? "rank 0's pipeline" : "pipeline",
-        options.stages, options.micro_batches, name_of(options.schedule), times.bubble(),
-        bubble_theory(options.schedule, options.stages, options.micro_batches));
+        pipeline_shape(options).c_str(), options.micro_batches, name_of(options.schedule),
+        times.bubble(),
+        bubble_theory(options.schedule, options.stages, options.micro_batches,
+                      options.virtual_stages));
     for (size_t s = 0; s < times.busy.size(); ++s)
       std::printf("%s%.2f", s == 0 ? " " : " / ", times.span > 0 ? times.busy[s] / times.span : 0);
     std::printf(" of the time; at most %d micro-batches in flight at a stage\n", times.in_flight);

@@ -1,0 +1,176 @@
+// Interleaved stages (--virtual-stages, graphs/pipeline.hpp): the schedules' orders by hand, each
+// location running its chunks' passes in that order, and the training unchanged by it.
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graphs/pipeline.hpp"
+#include "pass_recorder.hpp"
+#include "purine/graph.hpp"
+#include "train/trainer.hpp"
+
+using namespace purine;
+using testing::PassRecorder;
+
+TEST_CASE(
+    "interleaved schedules: micro-batches in rounds of the locations, through the chunks in "
+    "turn, backwards through them in reverse",
+    "[pipeline]") {
+  using P = std::vector<PipelineStep>;
+  const Pass F = Pass::kForward, B = Pass::kBackward;
+  // 2 locations, 2 chunks each (stages 0 and 2 at location 0, 1 and 3 at location 1), 4
+  // micro-batches. Forward step k: micro-batch k / 4 * 2 + k % 2 through chunk k / 2 % 2.
+  // Location 0 warms up with (2-1)*2 + 2*(2-1-0) = 4 forwards, location 1 with 2.
+  CHECK(schedule_order(PipelineSchedule::k1F1B, 0, 2, 4, 2) == P{{F, 0, 0},
+                                                                 {F, 1, 0},
+                                                                 {F, 0, 1},
+                                                                 {F, 1, 1},
+                                                                 {F, 2, 0},
+                                                                 {B, 0, 1},
+                                                                 {F, 3, 0},
+                                                                 {B, 1, 1},
+                                                                 {F, 2, 1},
+                                                                 {B, 0, 0},
+                                                                 {F, 3, 1},
+                                                                 {B, 1, 0},
+                                                                 {B, 2, 1},
+                                                                 {B, 3, 1},
+                                                                 {B, 2, 0},
+                                                                 {B, 3, 0}});
+  // The last stage (chunk 1 of location 1) runs each backward right after its forward.
+  CHECK(schedule_order(PipelineSchedule::k1F1B, 1, 2, 4, 2) == P{{F, 0, 0},
+                                                                 {F, 1, 0},
+                                                                 {F, 0, 1},
+                                                                 {B, 0, 1},
+                                                                 {F, 1, 1},
+                                                                 {B, 1, 1},
+                                                                 {F, 2, 0},
+                                                                 {B, 0, 0},
+                                                                 {F, 3, 0},
+                                                                 {B, 1, 0},
+                                                                 {F, 2, 1},
+                                                                 {B, 2, 1},
+                                                                 {F, 3, 1},
+                                                                 {B, 3, 1},
+                                                                 {B, 2, 0},
+                                                                 {B, 3, 0}});
+  CHECK(schedule_order(PipelineSchedule::kGPipe, 1, 2, 2, 2) ==
+        P{{F, 0, 0}, {F, 1, 0}, {F, 0, 1}, {F, 1, 1}, {B, 0, 1}, {B, 1, 1}, {B, 0, 0}, {B, 1, 0}});
+  // One chunk is the plain schedule.
+  CHECK(schedule_order(PipelineSchedule::k1F1B, 0, 3, 6, 1) ==
+        schedule_order(PipelineSchedule::k1F1B, 0, 3, 6));
+  // The bubble shrinks by the chunks: (S-1)/(V*M+S-1).
+  CHECK(bubble_theory(PipelineSchedule::k1F1B, 2, 4, 2) == Approx(1.0 / 9));
+  CHECK(bubble_theory(PipelineSchedule::k1F1B, 2, 4) == Approx(1.0 / 5));
+  CHECK_THROWS_WITH(schedule_order(PipelineSchedule::k1F1B, 0, 2, 3, 2),
+                    Catch::Contains("3 micro-batches are no multiple of 2"));
+  CHECK_THROWS_WITH(schedule_order(PipelineSchedule::kZBH1, 0, 2, 4, 2),
+                    Catch::Contains("zbh1 has no interleaved form"));
+}
+
+namespace {
+
+// convnet_bn, the default model, at 2 locations holding 2 stages each, on synthetic data.
+TrainOptions interleaved_run(PipelineSchedule schedule) {
+  TrainOptions o;
+  o.model = "convnet_bn";
+  o.data_dir = "synthetic:1x28x28:10";
+  o.batch = 16;
+  o.max_iters = 3;
+  o.lr = 0.05;
+  o.threads = 2;
+  o.seed = 3;
+  o.evaluate = false;
+  o.parallel = ParallelLayout::kPipeline;
+  o.stages = 2;
+  o.virtual_stages = 2;
+  o.micro_batches = 4;
+  o.schedule = schedule;
+  return o;
+}
+
+std::vector<double> losses_of(Trainer& trainer) {
+  std::vector<double> losses;
+  trainer.train([&](const TrainProgress& p) { losses.push_back(p.loss); });
+  return losses;
+}
+
+// The chunk of an op from the cut the trainer prints (its layers' names, stage j at location
+// j % locations), -1 for an op of no stage's layers (the data, the loss) and for a copy (named
+// after what it copies, from another stage).
+std::function<int(const Op&)> chunk_by_printed_cut(const std::vector<PipelineStage>& stages,
+                                                   int locations) {
+  std::map<std::string, int> chunk_of_layer;
+  for (size_t j = 0; j < stages.size(); ++j)
+    for (const std::string& layer : stages[j].layers)
+      chunk_of_layer["::" + layer + "::"] = static_cast<int>(j) / locations;
+  return [chunk_of_layer](const Op& op) {
+    if (op.type() == "copy") return -1;
+    for (const auto& [scope, chunk] : chunk_of_layer)
+      if (op.name().find(scope) != std::string::npos) return chunk;
+    return -1;
+  };
+}
+
+}  // namespace
+
+TEST_CASE(
+    "interleaved stages: each location runs its chunks' passes in the schedule's order, and "
+    "the model trains bit for bit as at one location",
+    "[trainer][e2e][pipeline][determinism]") {
+  TrainOptions accumulate = interleaved_run(PipelineSchedule::k1F1B);
+  accumulate.parallel = ParallelLayout::kNone;
+  accumulate.stages = 1;
+  accumulate.virtual_stages = 1;
+  Trainer one_location(accumulate);
+  const std::vector<double> expected = losses_of(one_location);
+  REQUIRE(expected.size() == 3);
+  for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B}) {
+    INFO(name_of(schedule));
+    Trainer trainer(interleaved_run(schedule));
+    const std::vector<PipelineStage>& stages = trainer.pipeline_stages();
+    REQUIRE(stages.size() == 4);
+    for (size_t j = 0; j < stages.size(); ++j) CHECK(stages[j].location == static_cast<int>(j % 2));
+    // Every stage at its location: its layers' ops there.
+    for (const auto& op : trainer.training_graph().ops())
+      for (size_t j = 0; j < stages.size(); ++j)
+        if (op->role() == OpRole::kForward &&
+            op->name().find("::" + stages[j].layers.front() + "::") != std::string::npos)
+          CHECK(op->location() == Location::cpu(0, stages[j].location));
+    PassRecorder recorder(trainer.training_graph(), 2, false, chunk_by_printed_cut(stages, 2));
+    trainer.add_observer(&recorder);
+    // Batch norm's running statistics chain the micro-batches' forwards in every chunk, and the
+    // gradients add over the micro-batches in one order whatever the schedule.
+    CHECK(losses_of(trainer) == expected);
+    CHECK(stages_line(stages).rfind("stages by estimated work, stage j at location j mod 2: 0: ",
+                                    0) == 0);
+    for (int s = 0; s < 2; ++s) {
+      INFO("location " << s);
+      CHECK(recorder.passes()[s] == schedule_order(schedule, s, 2, 4, 2));
+    }
+  }
+}
+
+TEST_CASE("bad interleaved layouts are refused, naming the flag", "[trainer][pipeline]") {
+  TrainOptions o = interleaved_run(PipelineSchedule::k1F1B);
+  o.micro_batches = 2;
+  o.stages = 4;
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--virtual-stages=2 takes the micro-batches in "
+                                                  "rounds of --stages=4: give --micro-batches a "
+                                                  "multiple of 4, got 2"));
+  o = interleaved_run(PipelineSchedule::kZBH1);
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--virtual-stages=2 has no zbh1 schedule"));
+  o = interleaved_run(PipelineSchedule::k1F1B);
+  o.parallel = ParallelLayout::kNone;
+  o.stages = 1;
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--virtual-stages=2 interleaves a pipeline's "
+                                                  "stages over its locations: give --stages=S"));
+  o = interleaved_run(PipelineSchedule::k1F1B);
+  o.model = "mlp";
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--stages=2 with --virtual-stages=2 cuts model "
+                                                  "'mlp' into 4 stages, but it has 3 layers or "
+                                                  "parts with parameters"));
+  o.virtual_stages = 0;
+  REQUIRE_THROWS_WITH(Trainer(o), Catch::Contains("--virtual-stages must be at least 1, got 0"));
+}
