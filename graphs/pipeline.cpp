@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "base/error.hpp"
@@ -126,18 +127,30 @@ std::vector<ModelLayer> model_layers(const std::function<void(Graph&)>& build) {
 
 namespace {
 
+// The sum of units [i, j) of `costs`, with `after[u]` for a cut after unit u at either end.
+class RunCosts {
+ public:
+  RunCosts(const std::vector<double>& costs, const std::vector<double>& after)
+      : after_(after), prefix_(costs.size() + 1, 0) {
+    for (size_t i = 0; i < costs.size(); ++i) prefix_[i + 1] = prefix_[i] + costs[i];
+  }
+  size_t units() const { return after_.size(); }
+  double operator()(size_t i, size_t j) const {
+    return prefix_[j] - prefix_[i] + (i > 0 ? after_[i - 1] : 0) +
+           (j < units() ? after_[j - 1] : 0);
+  }
+
+ private:
+  const std::vector<double>& after_;
+  std::vector<double> prefix_;
+};
+
 // Cuts `costs` (one per unit, in order) into `parts` consecutive non-empty runs whose largest
 // sum is least and, among those, whose sums are most even (least sum of squares); returns the
 // first unit of each run. A run's sum includes `after[u]` for a cut after unit u at either of
 // its ends. Ties go to the cut that gives earlier runs more units.
-std::vector<size_t> balanced_cut(const std::vector<double>& costs, const std::vector<double>& after,
-                                 int parts) {
-  const size_t n = costs.size();
-  std::vector<double> prefix(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
-  auto run_sum = [&](size_t i, size_t j) {
-    return prefix[j] - prefix[i] + (i > 0 ? after[i - 1] : 0) + (j < n ? after[j - 1] : 0);
-  };
+std::vector<size_t> balanced_cut(const RunCosts& run_sum, int parts) {
+  const size_t n = run_sum.units();
   const double kNone = std::numeric_limits<double>::infinity();
   // best[k][j]: the least objective of units [0, j) cut into k runs, `combine` adding a run's
   // sum to it and `allowed` saying which runs may be; from[k][j]: where the last run starts.
@@ -162,6 +175,90 @@ std::vector<size_t> balanced_cut(const std::vector<double>& costs, const std::ve
         [limit](double sum) { return sum <= limit; });
   std::vector<size_t> starts(parts);
   for (size_t k = parts, j = n; k > 0; --k) j = starts[k - 1] = from[k][j];
+  return starts;
+}
+
+// The time an iteration of `schedule` takes over runs costing `costs` (a stage's forward pass
+// a third of its cost, its backward two), run r at location r % locations, each location
+// taking its passes in the schedule's order as soon as their inputs are ready; infinite where
+// the orders wait on each other.
+double schedule_time(const std::vector<double>& costs, int locations, const PipelineRun& run) {
+  const int stages = static_cast<int>(costs.size()), chunks = stages / locations;
+  const int m = run.micro_batches;
+  const double kNone = -1;
+  std::vector<double> forward_done(static_cast<size_t>(m) * stages, kNone);
+  std::vector<double> backward_done(forward_done.size(), kNone);
+  std::vector<std::vector<PipelineStep>> orders;
+  for (int l = 0; l < locations; ++l)
+    orders.push_back(schedule_order(run.schedule, l, locations, m, chunks));
+  std::vector<size_t> next(locations, 0);
+  std::vector<double> clock(locations, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int l = 0; l < locations; ++l)
+      for (; next[l] < orders[l].size(); ++next[l]) {
+        const PipelineStep& step = orders[l][next[l]];
+        const int j = step.chunk * locations + l;
+        const size_t at = static_cast<size_t>(step.micro_batch) * stages + j;
+        const bool forward = step.pass == Pass::kForward;
+        // A forward waits for the stage before; a backward for its forward and the gradient
+        // from the stage after.
+        double ready = forward ? (j == 0 ? 0 : forward_done[at - 1]) : forward_done[at];
+        if (!forward && j + 1 < stages && ready != kNone)
+          ready = backward_done[at + 1] == kNone ? kNone : std::max(ready, backward_done[at + 1]);
+        if (ready == kNone) break;
+        clock[l] = std::max(clock[l], ready) + costs[j] * (forward ? 1.0 / 3 : 2.0 / 3);
+        (forward ? forward_done : backward_done)[at] = clock[l];
+        progress = true;
+      }
+  }
+  for (int l = 0; l < locations; ++l)
+    if (next[l] < orders[l].size()) return std::numeric_limits<double>::infinity();
+  return *std::max_element(clock.begin(), clock.end());
+}
+
+// Improves the cut `starts` (first units of runs) for runs dealt round `locations`, run r at
+// location r % locations: the cut balanced_cut() makes evens the runs, but under an
+// interleaved schedule a location works through all of its runs for every micro-batch, and a
+// costly run holds up the next location's runs. Moves one cut, or the two around a run, by a
+// unit while that shortens the schedule's time (ties: more even locations, then more even
+// runs).
+std::vector<size_t> interleaved_cut(const RunCosts& run_sum, std::vector<size_t> starts,
+                                    int locations, const PipelineRun& run) {
+  const size_t n = run_sum.units(), runs = starts.size();
+  auto score = [&](const std::vector<size_t>& cut) {
+    std::vector<double> costs(runs), load(locations, 0);
+    double run_squares = 0, load_squares = 0;
+    for (size_t r = 0; r < runs; ++r) {
+      costs[r] = run_sum(cut[r], r + 1 < runs ? cut[r + 1] : n);
+      load[r % locations] += costs[r];
+      run_squares += costs[r] * costs[r];
+    }
+    for (double l : load) load_squares += l * l;
+    return std::make_tuple(schedule_time(costs, locations, run), load_squares, run_squares);
+  };
+  auto best = score(starts);
+  for (bool improved = true; improved;) {
+    improved = false;
+    const std::vector<size_t> from = starts;
+    auto consider = [&](const std::vector<size_t>& cut) {
+      const auto value = score(cut);
+      if (value < best) best = value, starts = cut, improved = true;
+    };
+    for (size_t c = 1; c < runs; ++c) {
+      // One cut anywhere between its neighbours.
+      std::vector<size_t> cut = from;
+      for (cut[c] = from[c - 1] + 1; cut[c] < (c + 1 < runs ? from[c + 1] : n); ++cut[c])
+        if (cut[c] != from[c]) consider(cut);
+      // The two cuts around a run, by one unit.
+      for (int step : {-1, 1}) {
+        if (c + 1 >= runs) break;
+        cut = from;
+        cut[c] += step, cut[c + 1] += step;
+        if (cut[c] > cut[c - 1] && cut[c + 1] < (c + 2 < runs ? cut[c + 2] : n)) consider(cut);
+      }
+    }
+  }
   return starts;
 }
 
@@ -262,7 +359,8 @@ std::vector<ModelLayer> stage_units(const std::vector<ModelLayer>& layers, Stage
 }
 
 std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages,
-                               const std::string& model, double link_slowdown) {
+                               const std::string& model, double link_slowdown,
+                               const PipelineRun& run) {
   std::string names;
   for (const ModelLayer& layer : layers)
     if (layer.parameters > 0) names += str(names.empty() ? "" : ", ", layer.name);
@@ -273,7 +371,13 @@ std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages
           " stages, but it has ", parametric, " layers with parameters (", names, "); use at most ",
           parametric);
   const Units units = units_of(layers, link_slowdown);
-  const std::vector<size_t> starts = balanced_cut(units.costs, units.after, stages);
+  const RunCosts run_sum(units.costs, units.after);
+  std::vector<size_t> starts = balanced_cut(run_sum, stages);
+  if (run.locations > 0 && run.locations < stages) {
+    require(stages % run.locations == 0, "pipeline of model '", model, "': ", stages,
+            " stages do not go round ", run.locations, " locations evenly");
+    starts = interleaved_cut(run_sum, std::move(starts), run.locations, run);
+  }
   std::vector<int> stage_of(layers.size(), 0);
   for (size_t i = 0; i < layers.size(); ++i)
     stage_of[i] = static_cast<int>(

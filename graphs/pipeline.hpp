@@ -101,11 +101,25 @@ enum class StageCut { kParts, kLayers };
 std::vector<ModelLayer> stage_units(const std::vector<ModelLayer>& layers,
                                     StageCut cut = StageCut::kParts);
 
+enum class PipelineSchedule { kGPipe, k1F1B, kZBH1 };
+
+// How a pipeline runs its stages, for a cut that suits it: interleaved when over fewer
+// `locations` than stages (stage j at location j % locations; 0: a location per stage).
+struct PipelineRun {
+  int locations = 0;
+  int micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+};
+
 // The stage of every layer for `stages` stages (see above), a byte crossing a cut costing
-// `link_slowdown` times a byte moved in memory. Throws purine::Error, naming `model` and its
-// layers, when stages < 1 or the model has fewer layers with parameters.
+// `link_slowdown` times a byte moved in memory. Interleaved (run.locations < stages), the cut
+// is then reworked for the time of the run's schedule over the stages' costs: a location does
+// all of its stages' work for every micro-batch, and a costly stage holds up the next
+// location's. Throws purine::Error, naming `model` and its layers, when stages < 1 or the
+// model has fewer layers with parameters.
 std::vector<int> assign_stages(const std::vector<ModelLayer>& layers, int stages,
-                               const std::string& model, double link_slowdown = kLinkSlowdown);
+                               const std::string& model, double link_slowdown = kLinkSlowdown,
+                               const PipelineRun& run = {});
 // The link slowdown between `stages`: 1 where all are CPU locations of one rank, else
 // kLinkSlowdown.
 double stage_link_slowdown(const std::vector<Location>& stages);
@@ -116,8 +130,6 @@ double stage_link_slowdown(const std::vector<Location>& stages);
 // (stage j is chunk j / S of its location: see below).
 void place_stages(Graph& graph, const std::vector<ModelLayer>& layers,
                   const std::vector<int>& stage_of, const std::vector<Location>& locations);
-
-enum class PipelineSchedule { kGPipe, k1F1B, kZBH1 };
 
 // The micro-batch an op works on: m when its name has the scope "micro<m>"; -1 when none (the
 // sums of weight gradients over micro-batches, the updates).

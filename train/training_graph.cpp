@@ -67,7 +67,8 @@ PipelineCut cut_pipeline(const TrainOptions& o, const std::vector<ModelLayer>& l
             " layers or parts with parameters to cut between; use fewer");
   }
   cut.stage_of =
-      assign_stages(cut.units, o.stages * o.virtual_stages, o.model, stage_link_slowdown(stages));
+      assign_stages(cut.units, o.stages * o.virtual_stages, o.model, stage_link_slowdown(stages),
+                    PipelineRun{o.stages, o.micro_batches, o.schedule});
   return cut;
 }
 

@@ -1,6 +1,8 @@
 // Cutting a model into pipeline stages (graphs/pipeline.hpp).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
+#include <set>
 #include <string>
 
 #include "base/error.hpp"
@@ -164,6 +166,29 @@ TEST_CASE("model_layers costs each layer by its forward ops", "[pipeline]") {
   // But a cut after fc1 would cost its stage, the costliest, fc1's output both ways: after fc2
   // the cut costs less.
   CHECK(assign_stages(layers, 2, "m") == std::vector<int>{0, 0, 1});
+}
+
+TEST_CASE("an interleaved pipeline's cut evens its locations' work, not only its stages'",
+          "[pipeline]") {
+  // Eight layers; the most even 4 stages (1+5 | 6+4 | 4+3 | 5+6, the costliest 11: the only
+  // such cut) give location 0 stages 0 and 2 (13) and location 1 stages 1 and 3 (21).
+  std::vector<ModelLayer> layers;
+  for (double cost : {1, 5, 6, 4, 4, 3, 5, 6}) layers.push_back({str("l", layers.size()), 1, cost});
+  auto location_work = [&](const std::vector<int>& stage_of) {
+    std::vector<double> work(2, 0);
+    for (size_t i = 0; i < layers.size(); ++i) work[stage_of[i] % 2] += layers[i].cost;
+    return work;
+  };
+  const std::vector<int> plain = assign_stages(layers, 4, "m");
+  CHECK(location_work(plain) == std::vector<double>{13, 21});
+  const std::vector<int> interleaved =
+      assign_stages(layers, 4, "m", kLinkSlowdown, PipelineRun{2, 4, PipelineSchedule::k1F1B});
+  CHECK(std::is_sorted(interleaved.begin(), interleaved.end()));
+  CHECK(std::set<int>(interleaved.begin(), interleaved.end()).size() == 4);
+  const std::vector<double> work = location_work(interleaved);
+  CHECK(std::max(work[0], work[1]) <= 18);  // 17 at best
+  CHECK_THROWS_WITH(assign_stages(layers, 5, "m", kLinkSlowdown, PipelineRun{2, 4}),
+                    Catch::Contains("5 stages do not go round 2 locations evenly"));
 }
 
 TEST_CASE("model_layers costs each layer's backward ops too, where the model has an output",

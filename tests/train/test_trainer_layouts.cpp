@@ -22,7 +22,7 @@ using testing::have_fashion_mnist;
 using testing::kFashionMnistDir;
 
 namespace {
-struct PipelineRun {
+struct LayoutRun {
   std::vector<double> losses;
   std::map<std::string, std::vector<float>> weights;  // and histories, by single-device name
   std::set<Location> weight_locations;
@@ -37,8 +37,8 @@ std::map<std::string, std::vector<float>> single_device_weights(const Trainer& t
 }
 
 // 20 iterations of `model` in the layout `lay_out` sets.
-PipelineRun train_layout(const std::string& model,
-                         const std::function<void(TrainOptions&)>& lay_out) {
+LayoutRun train_layout(const std::string& model,
+                       const std::function<void(TrainOptions&)>& lay_out) {
   TrainOptions o;
   o.model = model;
   o.data_dir = kFashionMnistDir;
@@ -52,7 +52,7 @@ PipelineRun train_layout(const std::string& model,
   o.test_batch = 100;
   lay_out(o);
   Trainer trainer(o);
-  PipelineRun run;
+  LayoutRun run;
   run.accuracy =
       trainer.train([&](const TrainProgress& p) { run.losses.push_back(p.loss); }).test_accuracy;
   run.weights = single_device_weights(trainer);
@@ -61,7 +61,7 @@ PipelineRun train_layout(const std::string& model,
   return run;
 }
 
-PipelineRun train_pipeline(const std::string& model, ParallelLayout layout, int stages) {
+LayoutRun train_pipeline(const std::string& model, ParallelLayout layout, int stages) {
   return train_layout(model, [&](TrainOptions& o) {
     o.parallel = layout;
     o.stages = stages;
@@ -88,8 +88,8 @@ TEST_CASE("a pipeline with every layer at its own location follows the one-locat
     const int stages = parametric_layers(model);
     INFO(model << " over " << stages << " stages");
     REQUIRE(stages >= 3);
-    const PipelineRun reference = train_pipeline(model, ParallelLayout::kNone, 1);
-    const PipelineRun run = train_pipeline(model, ParallelLayout::kPipeline, stages);
+    const LayoutRun reference = train_pipeline(model, ParallelLayout::kNone, 1);
+    const LayoutRun run = train_pipeline(model, ParallelLayout::kPipeline, stages);
     REQUIRE(reference.losses.size() == 20);
     CHECK(reference.losses.back() < reference.losses.front());
     // The same ops in the same order on each location: bit for bit.
@@ -150,16 +150,16 @@ TEST_CASE("a pipeline cut between an inception module's branches follows the one
   CHECK(second_stage(StageCut::kLayers) == "inception_b");
   CHECK(second_stage(StageCut::kParts).rfind("inception_b::", 0) == 0);
 
-  const PipelineRun reference = train_layout("test_two_inceptions", lay_out(1, StageCut::kParts));
+  const LayoutRun reference = train_layout("test_two_inceptions", lay_out(1, StageCut::kParts));
   REQUIRE(reference.losses.size() == 8);
   CHECK(reference.losses.back() < reference.losses.front());
   // Cut between whole layers, the gradients add up as at one location: bit for bit.
-  const PipelineRun layers = train_layout("test_two_inceptions", lay_out(3, StageCut::kLayers));
+  const LayoutRun layers = train_layout("test_two_inceptions", lay_out(3, StageCut::kLayers));
   CHECK(layers.losses == reference.losses);
   CHECK(layers.weights == reference.weights);
   // Cut between parts, the gradient of the module's input adds the readers beyond the cut
   // first, at their stage: equal within rounding.
-  const PipelineRun parts = train_layout("test_two_inceptions", lay_out(3, StageCut::kParts));
+  const LayoutRun parts = train_layout("test_two_inceptions", lay_out(3, StageCut::kParts));
   for (size_t i = 0; i < parts.losses.size(); ++i)
     CHECK(parts.losses[i] == Approx(reference.losses[i]).epsilon(1e-5));
   REQUIRE(parts.weights.size() == reference.weights.size());
@@ -232,7 +232,7 @@ TEST_CASE("bad pipeline layouts are refused, naming the layers", "[trainer][pipe
 
 namespace {
 // The largest relative difference between two runs' losses.
-double loss_difference(const PipelineRun& got, const PipelineRun& expected) {
+double loss_difference(const LayoutRun& got, const LayoutRun& expected) {
   double worst = 0;
   REQUIRE(got.losses.size() == expected.losses.size());
   for (size_t i = 0; i < got.losses.size(); ++i)
@@ -243,7 +243,7 @@ double loss_difference(const PipelineRun& got, const PipelineRun& expected) {
 
 // The largest difference between two runs' weights and histories, relative to the largest
 // magnitude of each tensor.
-double weight_difference(const PipelineRun& got, const PipelineRun& expected) {
+double weight_difference(const LayoutRun& got, const LayoutRun& expected) {
   double worst = 0;
   REQUIRE(got.weights.size() == expected.weights.size());
   for (const auto& [name, values] : expected.weights) {
@@ -285,13 +285,13 @@ TEST_CASE("a model with split layers follows the one-location run",
         Case{"lenet", {"conv1:batch", "conv2:batch", "fc1", "fc2"}, 2, 1e-4, 1e-2}}) {
     INFO(c.model << " with " << c.split[0] << "," << c.split[1] << " split over " << c.locations
                  << " locations");
-    const PipelineRun reference = train_pipeline(c.model, ParallelLayout::kNone, 1);
+    const LayoutRun reference = train_pipeline(c.model, ParallelLayout::kNone, 1);
     auto split = [&](TrainOptions& o) {
       o.parallel = ParallelLayout::kModel;
       o.split = c.split;
       o.locations = c.locations;
     };
-    const PipelineRun run = train_layout(c.model, split);
+    const LayoutRun run = train_layout(c.model, split);
     CHECK(loss_difference(run, reference) <= c.loss_tolerance);
     CHECK(weight_difference(run, reference) <= c.weight_tolerance);
     CHECK(std::fabs(run.accuracy - reference.accuracy) <= 0.01);

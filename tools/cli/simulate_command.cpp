@@ -134,8 +134,9 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
         "(--nocuda-graph: a launch per op)\n",
         r.device_graph_tasks);
   if (o.stages > 1) {
-    std::printf("  pipeline of %d stages, %d micro-batches (%s): bubble %.3f\n", o.stages,
-                o.micro_batches, name_of(o.schedule), r.pipeline_bubble);
+    std::printf("  pipeline of %s, %d micro-batches (%s): bubble %.3f\n",
+                pipeline_shape(o).c_str(), o.micro_batches, name_of(o.schedule),
+                r.pipeline_bubble);
     std::printf("  %s", stages_line(r.pipeline_stages).c_str());
   }
   std::printf("  busiest executor of rank 0: %s, %.0f%% busy\n", r.busiest_executor.c_str(),
