@@ -1,10 +1,12 @@
 // Pipeline bubble and throughput: a model cut into --stages stages (graphs/pipeline.hpp) trained
-// with M micro-batches per iteration under the GPipe, 1F1B and ZB-H1 schedules. From the tasks the
+// with M micro-batches per iteration under the GPipe, 1F1B and ZB-H1 schedules, and under 1F1B
+// with each location holding 2 stages (interleaved, "1f1bx2"). From the tasks the
 // dispatcher ran (train/pipeline_meter.hpp), over the measured iterations: the bubble, the share
 // of the iterations during which the busiest stage's main thread was idle (1 - its busy time /
 // the spans from each iteration's first stage task start to its last end; with stages of
 // unequal work the others idle longer), next to the theory for equal stages (bubble_theory():
-// (S-1)/(M+S-1); ZB-H1 with equal forward, backward and weight-gradient times: (S-1)/(3M));
+// (S-1)/(M+S-1); ZB-H1 with equal forward, backward and weight-gradient times: (S-1)/(3M);
+// interleaved: (S-1)/(2M+S-1));
 // the stages' balance (least busy / most busy); the most micro-batches in flight at one stage
 // (forward started, backward not finished: the activations a stage must hold); images per
 // second against the same model at one location in the same run (with the same threads: a
@@ -20,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "graphs/layers.hpp"
@@ -70,8 +73,8 @@ double megabytes(const purine::MemoryUse& use) { return use.allocated_bytes / 1e
 
 // Trains one configuration: the trainer measures the bubble (train/pipeline_meter.hpp) and the
 // throughput after its first min(10, iterations / 2) iterations.
-Result measure(purine::ParallelLayout layout, int micro_batches,
-               purine::PipelineSchedule schedule) {
+Result measure(purine::ParallelLayout layout, int micro_batches, purine::PipelineSchedule schedule,
+               int virtual_stages = 1) {
   purine::TrainOptions o;
   o.model = FLAGS_model;
   o.data_dir = FLAGS_data;
@@ -84,6 +87,7 @@ Result measure(purine::ParallelLayout layout, int micro_batches,
   if (layout == purine::ParallelLayout::kPipeline) o.stages = FLAGS_stages;
   o.micro_batches = micro_batches;
   o.schedule = schedule;
+  o.virtual_stages = virtual_stages;
   purine::Trainer trainer(o);
   Result result;
   for (const auto& [location, use] : trainer.memory().by_location)
@@ -159,16 +163,23 @@ int main(int argc, char** argv) {
     std::printf("one location: %.0f img/s\n\n", single.images_per_sec);
     std::printf("%-8s %3s %8s %8s %8s %10s %9s %8s %8s\n", "schedule", "M", "theory", "bubble",
                 "balance", "in flight", "img/s", "vs one", "MB");
+    auto row = [&](purine::PipelineSchedule schedule, int m, int virtual_stages) {
+      const Result r = measure(purine::ParallelLayout::kPipeline, m, schedule, virtual_stages);
+      const std::string name = purine::name_of(schedule) +
+                               (virtual_stages > 1 ? "x" + std::to_string(virtual_stages) : "");
+      std::printf("%-8s %3d %8.3f %8.3f %8.2f %10d %9.0f %8.2f %8.1f\n", name.c_str(), m,
+                  purine::bubble_theory(schedule, s, m, virtual_stages), r.bubble, r.balance,
+                  r.in_flight, r.images_per_sec, r.images_per_sec / single.images_per_sec,
+                  r.megabytes);
+    };
     for (auto schedule : {purine::PipelineSchedule::kGPipe, purine::PipelineSchedule::k1F1B,
                           purine::PipelineSchedule::kZBH1})
-      for (int m : {1, 2, 4, 8}) {
-        if (schedule == purine::PipelineSchedule::kZBH1 && m == 1) continue;  // that is 1F1B
-        const Result r = measure(purine::ParallelLayout::kPipeline, m, schedule);
-        std::printf("%-8s %3d %8.3f %8.3f %8.2f %10d %9.0f %8.2f %8.1f\n",
-                    purine::name_of(schedule), m, purine::bubble_theory(schedule, s, m), r.bubble,
-                    r.balance, r.in_flight, r.images_per_sec,
-                    r.images_per_sec / single.images_per_sec, r.megabytes);
-      }
+      for (int m : {1, 2, 4, 8})
+        if (schedule != purine::PipelineSchedule::kZBH1 || m > 1) row(schedule, m, 1);  // 1F1B
+    // Interleaved (--virtual-stages=2: each location two stages), where the model has the
+    // layers and the micro-batches go round the locations evenly.
+    for (int m : {2, 4, 8})
+      if (m % s == 0) row(purine::PipelineSchedule::k1F1B, m, 2);
     print_memory_table();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
