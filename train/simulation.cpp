@@ -362,6 +362,7 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
       c.ranks = 1;
       c.parallel = ParallelLayout::kData;
       c.stages = 1;
+      c.virtual_stages = 1;
       c.micro_batches = micro;
       c.split.clear();
       c.locations = 1;

@@ -283,8 +283,8 @@ TEST_CASE("simulated --ring-steps=auto: machine steps for ranks placed node by n
   s.ranks_by_node = true;
   const SimulationReport dealt = simulate_training(s);
   CHECK(dealt.ring_steps == RingSteps::kDirect);
-  CHECK_THAT(dealt.ring_steps_reason, Contains("machine steps send 2 bytes") &&
-                                          Contains("of 2 machines, direct steps 2"));
+  CHECK_THAT(dealt.ring_steps_reason,
+             Contains("machine steps send 2 bytes") && Contains("of 2 machines, direct steps 2"));
   CHECK(dealt.step_seconds > automatic.step_seconds);
   s.ranks_by_node = false;
   // One node: direct steps.
@@ -417,6 +417,36 @@ TEST_CASE("simulated training: a calibration trace's times replace the roofline"
   std::string text((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
   CHECK(text.find("\"traceEvents\"") != std::string::npos);
   CHECK(text.find("rank0:cpu/main") != std::string::npos);
+}
+
+TEST_CASE(
+    "simulated interleaved pipeline: calibrated on a one-location trace, half the plain "
+    "pipeline's bubble",
+    "[simulation][pipeline]") {
+  // The trace a run at one location with 4 micro-batches writes, every op 1 ms.
+  TempDir dir;
+  SimulateOptions s = convnet(1);
+  s.train.micro_batches = 4;
+  std::unique_ptr<Graph> graph = build_training_graph(s.train);
+  const SimulationPlan one_location = build_simulation_plan(*graph);
+  std::string events;
+  for (int run = 0; run < 2; ++run)
+    for (const auto& task : one_location.plan.tasks())
+      events += std::string(events.empty() ? "" : ",\n") +
+                "{\"ph\":\"X\",\"pid\":0,\"tid\":0,\"name\":\"" + task.name +
+                "\",\"ts\":" + std::to_string(run * 1e6) + ",\"dur\":1000.000}";
+  write(dir.file("trace.json"), "{\"traceEvents\":[\n" + events + "\n]}\n");
+  s.calibration = read_trace_times(dir.file("trace.json"));
+  s.train.parallel = ParallelLayout::kPipeline;
+  s.train.stages = 2;
+  s.train.threads = 2;
+  const SimulationReport plain = simulate_training(s);
+  s.train.virtual_stages = 2;  // the calibration's graph is built without it
+  const SimulationReport interleaved = simulate_training(s);
+  CHECK(interleaved.by_name > interleaved.tasks / 2);
+  CHECK(interleaved.pipeline_stages.size() == 4);
+  REQUIRE(plain.pipeline_bubble > 0.05);
+  CHECK(interleaved.pipeline_bubble < 0.75 * plain.pipeline_bubble);
 }
 
 TEST_CASE("simulated training: device speeds fitted to a 1-device figure", "[simulation]") {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # purine simulate against reality on this machine (issue 24, check (a)): calibrate op times from
 # the fastest of `rounds` traced 1-rank runs, then for 1 and 2 ranks (mpirun) and each reduction, 2 locations in one
-# process and a 2-stage 1F1B pipeline print the simulation's img/s (and bubble) beside the
+# process, a 2-stage 1F1B pipeline and one of 4 stages interleaved over 2 locations print the
+# simulation's img/s (and bubble) beside the
 # measured one and the error. Measured runs are separate from the traced one
 # (tracing costs time), each the best of `rounds`; img/s are global, after the first 10
 # iterations (purine train's --summary).
@@ -130,6 +131,9 @@ row "data --locations=2" "$work/trace.json" 1 --parallel=data --locations=2 \
   --threads=$((2 * threads))
 row "pipeline 2 stages 1f1b" "$work/trace_micro.json" 1 --parallel=pipeline --stages=2 \
   --micro-batches=4 --schedule=1f1b --threads=$((2 * threads))
+# Interleaved: 4 stages over the 2 locations (models with at least 4 layers with parameters).
+row "pipeline 4 on 2, 1f1b" "$work/trace_micro.json" 1 --parallel=pipeline --stages=2 \
+  --virtual-stages=2 --micro-batches=4 --schedule=1f1b --threads=$((2 * threads))
 echo "(img/s, global; predicted by purine simulate --calibrate on a traced 1-rank run (one with" \
   "--micro-batches=4 for the pipeline), measured by purine train, mpirun -np N for N ranks;" \
   "bubble: 1 - the busiest stage's work / the iteration)"
