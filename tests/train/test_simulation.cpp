@@ -59,6 +59,21 @@ SimulateOptions convnet(int ranks, int batch = 64) {
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
+// A made-up trace at `path` of two runs of the training graph of `o`, every op timed at 1 ms,
+// read back as a calibration.
+TraceTimes trace_of_1ms_ops(const TrainOptions& o, const std::string& path) {
+  std::unique_ptr<Graph> graph = build_training_graph(o);
+  const SimulationPlan sp = build_simulation_plan(*graph);
+  std::string events;
+  for (int run = 0; run < 2; ++run)
+    for (const auto& task : sp.plan.tasks())
+      events += std::string(events.empty() ? "" : ",\n") +
+                "{\"ph\":\"X\",\"pid\":0,\"tid\":0,\"name\":\"" + task.name +
+                "\",\"ts\":" + std::to_string(run * 1e6) + ",\"dur\":1000.000}";
+  write(path, "{\"traceEvents\":[\n" + events + "\n]}\n");
+  return read_trace_times(path);
+}
+
 }  // namespace
 
 TEST_CASE("cluster files: the example clusters parse", "[simulation]") {
@@ -395,17 +410,7 @@ TEST_CASE("simulated training: a calibration trace's times replace the roofline"
   TempDir dir;
   SimulateOptions s = convnet(1);
   const SimulationReport roofline = simulate_training(s);
-  // Every op of the graph timed at 1 ms in a made-up trace of two runs.
-  std::unique_ptr<Graph> graph = build_training_graph(s.train);
-  const SimulationPlan sp = build_simulation_plan(*graph);
-  std::string events;
-  for (int run = 0; run < 2; ++run)
-    for (const auto& task : sp.plan.tasks())
-      events += std::string(events.empty() ? "" : ",\n") +
-                "{\"ph\":\"X\",\"pid\":0,\"tid\":0,\"name\":\"" + task.name +
-                "\",\"ts\":" + std::to_string(run * 1e6) + ",\"dur\":1000.000}";
-  write(dir.file("trace.json"), "{\"traceEvents\":[\n" + events + "\n]}\n");
-  s.calibration = read_trace_times(dir.file("trace.json"));
+  s.calibration = trace_of_1ms_ops(s.train, dir.file("trace.json"));
   s.trace_path = dir.file("simulated.json");
   const SimulationReport calibrated = simulate_training(s);
   CHECK(calibrated.by_name + calibrated.views == calibrated.tasks);
@@ -423,20 +428,11 @@ TEST_CASE(
     "simulated interleaved pipeline: calibrated on a one-location trace, half the plain "
     "pipeline's bubble",
     "[simulation][pipeline]") {
-  // The trace a run at one location with 4 micro-batches writes, every op 1 ms.
+  // The trace of a run at one location with 4 micro-batches.
   TempDir dir;
   SimulateOptions s = convnet(1);
   s.train.micro_batches = 4;
-  std::unique_ptr<Graph> graph = build_training_graph(s.train);
-  const SimulationPlan one_location = build_simulation_plan(*graph);
-  std::string events;
-  for (int run = 0; run < 2; ++run)
-    for (const auto& task : one_location.plan.tasks())
-      events += std::string(events.empty() ? "" : ",\n") +
-                "{\"ph\":\"X\",\"pid\":0,\"tid\":0,\"name\":\"" + task.name +
-                "\",\"ts\":" + std::to_string(run * 1e6) + ",\"dur\":1000.000}";
-  write(dir.file("trace.json"), "{\"traceEvents\":[\n" + events + "\n]}\n");
-  s.calibration = read_trace_times(dir.file("trace.json"));
+  s.calibration = trace_of_1ms_ops(s.train, dir.file("trace.json"));
   s.train.parallel = ParallelLayout::kPipeline;
   s.train.stages = 2;
   s.train.threads = 2;
