@@ -452,9 +452,8 @@ std::vector<PipelineStep> interleaved_order(PipelineSchedule schedule, int stage
   require(schedule != PipelineSchedule::kZBH1, "pipeline schedule zbh1 has no interleaved form (",
           chunks, " stages per location); use 1f1b or gpipe");
   require(micro_batches % stages == 0,
-          "an interleaved pipeline takes its micro-batches in rounds "
-          "of its ",
-          stages, " locations, but ", micro_batches, " micro-batches are no multiple of ", stages);
+          "an interleaved pipeline takes its micro-batches in rounds of its ", stages,
+          " locations, but ", micro_batches, " micro-batches are no multiple of ", stages);
   const int steps = micro_batches * chunks;
   auto micro_batch = [&](int k) { return k / (stages * chunks) * stages + k % stages; };
   auto forward = [&](int k) {
@@ -597,14 +596,14 @@ std::map<PipelineStep, size_t> check_stage_order(const std::vector<PipelineStep>
                                                  const Location& at, int micro_batches,
                                                  int chunks) {
   std::map<PipelineStep, size_t> place;
+  const std::string chunk_range = chunks > 1 ? str(" and chunks 0..", chunks - 1) : "";
   for (size_t i = 0; i < order.size(); ++i) {
     const PipelineStep& step = order[i];
-    require(step.micro_batch >= 0 && step.micro_batch < micro_batches && step.chunk >= 0 &&
-                    step.chunk<chunks, "pipeline schedule: stage ", stage, " at ", at,
-                               " lists the ", step_name(step, chunks),
-                               ", not one of micro-batches 0..", micro_batches - 1, chunks> 1
-                ? str(" and chunks 0..", chunks - 1)
-                : std::string());
+    const bool known = step.micro_batch >= 0 && step.micro_batch < micro_batches &&
+                       step.chunk >= 0 && step.chunk < chunks;
+    require(known, "pipeline schedule: stage ", stage, " at ", at, " lists the ",
+            step_name(step, chunks), ", not one of micro-batches 0..", micro_batches - 1,
+            chunk_range);
     require(place.emplace(step, i).second, "pipeline schedule: stage ", stage, " at ", at,
             " lists the ", step_name(step, chunks), " twice");
   }
