@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/device_runtime.hpp"
+#include "dispatcher/emulated_devices.hpp"
 #include "graphs/pipeline.hpp"
 #include "pass_recorder.hpp"
 #include "purine/graph.hpp"
@@ -150,6 +152,34 @@ TEST_CASE(
       CHECK(recorder.passes()[s] == schedule_order(schedule, s, 2, 4, 2));
     }
   }
+}
+
+TEST_CASE(
+    "interleaved stages over two GPUs (emulated) train as over two CPU locations, and steady "
+    "iterations ask nothing of the devices",
+    "[trainer][device][pipeline][determinism]") {
+  // Emulated devices run the CPU kernels on the devices' queues: the orders of each GPU's
+  // stages and the copies between the GPUs, with the CPU's arithmetic.
+  dispatch::ScopedEmulatedDevices emulated(2);
+  TrainOptions o = interleaved_run(PipelineSchedule::k1F1B);
+  o.max_iters = 5;
+  Trainer cpus(o);
+  const std::vector<double> expected = losses_of(cpus);
+  o.devices = {0, 1};
+  Trainer gpus(o);
+  DeviceCounters warm;
+  std::vector<double> losses;
+  gpus.train([&](const TrainProgress& p) {
+    losses.push_back(p.loss);
+    if (p.iteration == 2) warm = emulated.devices().counters();
+  });
+  CHECK(losses == expected);
+  CHECK(warm.host_to_device_bytes > 0);  // the weights went to the GPUs
+  const DeviceCounters end = emulated.devices().counters();
+  CHECK(end.synchronizations == warm.synchronizations);
+  CHECK(end.device_to_host_bytes == warm.device_to_host_bytes);
+  CHECK(end.host_to_device_bytes == warm.host_to_device_bytes);
+  CHECK(end.allocations == warm.allocations);
 }
 
 TEST_CASE("bad interleaved layouts are refused, naming the flag", "[trainer][pipeline]") {
