@@ -10,7 +10,7 @@
 #     stays at or above 90%. Layouts: ps and ring (one rank per GPU), ring-node (one rank per
 #     workstation, its 3 GPUs data-parallel replicas, all reduced by ring), hybrid (one rank per
 #     workstation: its 3 GPUs a 3-stage 1F1B pipeline, the workstations data parallel by ring),
-#     hybrid-zbh1 (the same under the ZB-H1 schedule), hybrid-v2 (the same with 6 micro-batches
+#     hybrid-zbh1 (the same under the ZB-H1 schedule), hybrid-v2 (the same with 12 micro-batches
 #     and 2 stages per GPU, interleaved), pipeline (one rank per GPU, every GPU a stage, 4
 #     micro-batches per stage).
 # Simulating a ring over N ranks costs O(N^2) transfers per bucket: 48 GPUs by machine steps
@@ -92,7 +92,7 @@ layout_args() {
       [ $(($2 % 3)) -eq 0 ] || return 0
       local schedule=(--micro-batches=12 --schedule=1f1b)
       [ "$1" != hybrid-zbh1 ] || schedule=(--micro-batches=12 --schedule=zbh1)
-      [ "$1" != hybrid-v2 ] || schedule=(--micro-batches=6 --virtual-stages=2)
+      [ "$1" != hybrid-v2 ] || schedule=(--micro-batches=12 --virtual-stages=2)
       echo "--batch=384 --devices=0,1,2 --parallel=hybrid --stages=3 ${schedule[*]} \
 --ranks=$(($2 / 3))" ;;
     pipeline)
