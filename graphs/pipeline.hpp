@@ -111,6 +111,13 @@ struct PipelineRun {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
 };
 
+// The time an iteration of `run` takes over stages costing `costs` (their forward passes a
+// third, their backwards two thirds), stage j at location j % run.locations (0: a location per
+// stage), each location taking its passes in the schedule's order as soon as their inputs are
+// ready, with nothing for copies; infinite where the orders wait on each other. What the
+// interleaved cut below is chosen by.
+double pipeline_time(const std::vector<double>& costs, const PipelineRun& run);
+
 // The stage of every layer for `stages` stages (see above), a byte crossing a cut costing
 // `link_slowdown` times a byte moved in memory. Interleaved (run.locations < stages), the cut
 // is then reworked for the time of the run's schedule over the stages' costs: a location does
