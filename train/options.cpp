@@ -384,9 +384,7 @@ void validate_options(const TrainOptions& o) {
             " interleaves a pipeline's stages over its locations: give --stages=S (S >= 2)");
     require(o.micro_batches % o.stages == 0, "--virtual-stages=", o.virtual_stages,
             " takes the micro-batches in rounds of --stages=", o.stages,
-            ": give --micro-batches "
-            "a multiple of ",
-            o.stages, ", got ", o.micro_batches);
+            ": give --micro-batches a multiple of ", o.stages, ", got ", o.micro_batches);
     require(o.schedule != PipelineSchedule::kZBH1, "--virtual-stages=", o.virtual_stages,
             " has no zbh1 schedule here: use --schedule=1f1b or gpipe");
   }
