@@ -547,11 +547,14 @@ ChunkOf chunks_of(const Graph& graph, const std::vector<ModelLayer>& layers,
   };
   auto stage = std::make_shared<std::map<const Op*, int>>();
   const std::vector<Op*> order = graph.topological_order();
-  // The ops a layer makes at its stage's location.
+  // The ops a layer makes at its stage's location (ops elsewhere, another replica's, are not
+  // this pipeline's).
   for (const Op* op : order) {
+    const int at = where(op);
+    if (at == n) continue;
     for (size_t i = 0; i < layers.size(); ++i)
       if (in_scope(op->name(), layers[i].name)) {
-        if (where(op) == n || stage_of[i] % n == where(op)) (*stage)[op] = stage_of[i];
+        if (stage_of[i] % n == at) (*stage)[op] = stage_of[i];
         break;
       }
   }

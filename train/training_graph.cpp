@@ -72,13 +72,6 @@ PipelineCut cut_pipeline(const TrainOptions& o, const std::vector<ModelLayer>& l
   return cut;
 }
 
-// Places the model's layers, or their parts, at their stages.
-void place_pipeline(Graph& g, const TrainOptions& o, const std::vector<ModelLayer>& layers,
-                    const std::vector<Location>& stages) {
-  const PipelineCut cut = cut_pipeline(o, layers, stages);
-  place_stages(g, cut.units, cut.stage_of, stages);
-}
-
 // Splits the --split layers (graphs/model_parallel.hpp), after checking that each names a
 // layer with parameters of the model.
 void split_layers(Graph& g, const TrainOptions& o, const std::vector<ModelLayer>& layers,
@@ -104,7 +97,7 @@ void split_layers(Graph& g, const TrainOptions& o, const std::vector<ModelLayer>
 // of it (prefetched in training when the options say so).
 ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::string& split,
                                    int batch, bool training, int slice, int slices, int replica,
-                                   bool lay_out, DataFeed* feed) {
+                                   bool lay_out, DataFeed* feed, std::optional<PipelineCut>* cut) {
   const bool prefetch = training && o.prefetch;
   const std::vector<std::string> names = {"images", "labels"};
   const Location here = g.current_location();
@@ -173,9 +166,15 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
   // The layout rules apply to the composites created after them: the first micro-batch sets
   // them for all.
   if (lay_out && (o.stages > 1 || !o.split.empty())) {
-    const std::vector<ModelLayer> layers = layers_of(o, data[0]->shape(), spec.classes);
-    if (o.stages > 1) place_pipeline(g, o, layers, layout_locations(o, replica));
-    if (!o.split.empty()) split_layers(g, o, layers, layout_locations(o, replica));
+    const std::vector<Location> at = layout_locations(o, replica);
+    std::vector<ModelLayer> layers;
+    if (!o.split.empty() || !*cut) layers = layers_of(o, data[0]->shape(), spec.classes);
+    if (o.stages > 1) {
+      // One cut for all replicas: their locations are alike (stage_link_slowdown).
+      if (!*cut) *cut = cut_pipeline(o, layers, at);
+      place_stages(g, (*cut)->units, (*cut)->stage_of, at);
+    }
+    if (!o.split.empty()) split_layers(g, o, layers, at);
   }
   Blob* logits = find_model(o.model)(g, data[0], spec);
   // A pipeline's loss is computed at its last stage, so that no stage waits for the others
@@ -304,14 +303,18 @@ std::vector<Location> replica_locations(const TrainOptions& o) {
   return locations;
 }
 
-ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string& split, int batch,
-                             bool training, int replica, int replicas,
-                             std::vector<DataFeed>* feeds) {
+namespace {
+
+// build_network(), with a pipeline's cut made at the first replica built and kept in `cut` for
+// the others.
+ReplicaOutputs build_replica(Graph& g, const TrainOptions& o, const std::string& split, int batch,
+                             bool training, int replica, int replicas, std::vector<DataFeed>* feeds,
+                             std::optional<PipelineCut>* cut) {
   const int micro = training ? o.micro_batches : 1;
   if (micro == 1) {
     feeds->emplace_back();
     return build_micro_network(g, o, split, batch, training, replica, replicas, replica, true,
-                               &feeds->back());
+                               &feeds->back(), cut);
   }
   std::vector<Blob*> losses;
   const std::string outer = g.scope_prefix();
@@ -321,13 +324,22 @@ ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string&
     feeds->emplace_back();
     const ReplicaOutputs out =
         build_micro_network(g, o, split, batch / micro, training, replica * micro + m,
-                            replicas * micro, replica, m == 0, &feeds->back());
+                            replicas * micro, replica, m == 0, &feeds->back(), cut);
     losses.push_back(out.loss);
   }
   const Location here = g.current_location();
   ReplicaOutputs out;
   out.loss = (B(losses) >> g.add<Aggregate>("micro_loss", here, Aggregate::Mode::kAverage)).top(0);
   return out;
+}
+
+}  // namespace
+
+ReplicaOutputs build_network(Graph& g, const TrainOptions& o, const std::string& split, int batch,
+                             bool training, int replica, int replicas,
+                             std::vector<DataFeed>* feeds) {
+  std::optional<PipelineCut> cut;
+  return build_replica(g, o, split, batch, training, replica, replicas, feeds, &cut);
 }
 
 Blob* host_readable(Graph& g, Blob* blob) {
@@ -365,22 +377,15 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
       [&](Graph& g, int r, int n) {
         std::vector<DataFeed> feeds;
         const ReplicaOutputs replica =
-            build_network(g, o, "train", o.batch / replicas, true, r, n, &feeds);
+            build_replica(g, o, "train", o.batch / replicas, true, r, n, &feeds, &cut);
         // This process's own data ops; every rank knows the first one's epoch.
         if (locations[r].rank == o.rank)
           out.feeds.insert(out.feeds.end(), feeds.begin(), feeds.end());
-        if (r == 0) {
-          out.epoch_data = feeds[0].source;
-          if (o.stages > 1) {
-            cut = cut_pipeline(
-                o, layers_of(o, feeds[0].op->outputs()[0]->shape(), feeds[0].source->classes()),
-                layout_locations(o, 0));
-            out.stages = pipeline_stages_of(o, *cut);
-          }
-        }
+        if (r == 0) out.epoch_data = feeds[0].source;
         return replica;
       },
       dp_options);
+  if (cut) out.stages = pipeline_stages_of(o, *cut);
   // The micro-batches of a pipeline, and of a replica at one location (gradient
   // accumulation: a one-stage pipeline, so that 1F1B runs them one after another and the
   // memory plan gives them one micro-batch's memory), follow the schedule.
