@@ -207,6 +207,15 @@ int gpu_of(const Placement& p, const TrainOptions& o, const Location& l) {
   return p.slot_of_rank[l.rank] * std::max(1, devices_per_rank(o)) + index;
 }
 
+// An op's roofline: the longer of its FLOPs at the device's peak and its bytes at its memory
+// bandwidth (`variable`), and the fixed overhead of its launch.
+struct Roofline {
+  double variable = 0, overhead = 0;
+  double seconds() const { return variable + overhead; }
+  // Its size, not its launch, sets its time.
+  bool sized() const { return variable >= overhead; }
+};
+
 struct Route {
   std::vector<int> channels;
   double latency = 0;
@@ -283,13 +292,22 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
   dispatch::SimulationSetup& setup = m.setup;
   SimulationReport& report = m.report;
   const int n = static_cast<int>(sp.tasks.size());
-  // Per node, its ranks' compute speed with all of them placed there (NodeGroupProto.rank_speed).
-  std::vector<int> ranks_on(p.nodes.size(), 0);
-  for (int r = 0; r < o.ranks; ++r) ++ranks_on[p.node_of_rank[r]];
+  // Compute threads per CPU location, as compile() gives them.
+  std::map<int, int> cpu_locations;  // per rank
+  {
+    std::set<Location> seen;
+    for (const SimulatedTask& t : sp.tasks)
+      if (t.at.is_cpu() && seen.insert(t.at).second) ++cpu_locations[t.at.rank];
+  }
+  // Per node, its ranks' compute speed with all of them placed there (NodeGroupProto.rank_speed):
+  // each CPU location of a rank computes at once with the others, as a rank does.
+  std::vector<int> computing_on(p.nodes.size(), 0);
+  for (int r = 0; r < o.ranks; ++r)
+    computing_on[p.node_of_rank[r]] += std::max(1, cpu_locations[r]);
   std::vector<double> node_speed;
   for (size_t k = 0; k < p.nodes.size(); ++k) {
-    node_speed.push_back(rank_speed_at(*p.nodes[k].group, ranks_on[k]));
-    if (ranks_on[k] > 0) report.rank_speed = std::min(report.rank_speed, node_speed.back());
+    node_speed.push_back(rank_speed_at(*p.nodes[k].group, computing_on[k]));
+    if (computing_on[k] > 0) report.rank_speed = std::min(report.rank_speed, node_speed.back());
   }
   setup.costs.assign(n, {});
   setup.channels = static_cast<int>(p.channel_names.size());
@@ -302,13 +320,6 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
   for (const Location& l : sp.executor_location)
     setup.executor_pool.push_back(l.is_cpu() ? p.pool_of_rank[l.rank] : -1);
 
-  // Compute threads per CPU location, as compile() gives them.
-  std::map<int, int> cpu_locations;  // per rank
-  {
-    std::set<Location> seen;
-    for (const SimulatedTask& t : sp.tasks)
-      if (t.at.is_cpu() && seen.insert(t.at).second) ++cpu_locations[t.at.rank];
-  }
   // A location's device and how many of its units (cores) an op uses: at a CPU location its
   // rank's threads shared among the rank's `cpu_locations` CPU locations.
   auto device = [&](const Location& l,
@@ -318,13 +329,15 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
     const int threads = std::max(1, o.threads / std::max(1, locations));
     return {&g.cpu(), static_cast<double>(std::min(threads, std::max(1, g.cores())))};
   };
-  // The roofline, with the op's fixed overhead unless a device graph launches it.
+  // The roofline, with the op's fixed overhead unless a device graph launches it. A copy between
+  // two CPU locations of one rank is a memcpy of its thread: it reads and writes its bytes.
   auto roofline = [&](const SimulatedTask& t, int locations, bool launched = true) {
     const auto [speed, units] = device(t.at, locations);
     const OpCost c = t.op->kernel().cost(shapes(t.op->inputs()), shapes(t.op->outputs()));
-    return std::max(c.flops / (speed->peak_gflops() * kGiga * units),
-                    c.bytes / (speed->memory_gigabytes_per_second() * kGiga)) +
-           (launched ? speed->op_overhead_us() * kUs : 0.0);
+    const double bytes = t.role == SimulatedTask::kCopy ? 2 * c.bytes : c.bytes;
+    return Roofline{std::max(c.flops / (speed->peak_gflops() * kGiga * units),
+                             bytes / (speed->memory_gigabytes_per_second() * kGiga)),
+                    launched ? speed->op_overhead_us() * kUs : 0.0};
   };
   auto overhead = [&](const SimulatedTask& t) {
     return device(t.at, 1).first->op_overhead_us() * kUs;
@@ -344,9 +357,12 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
   };
   // What the trace says by op type and shapes, and per op type how far the roofline is, learnt
   // on the graph the trace's run had: this layout on one rank, one location, no pipeline, split
-  // or micro-batches (the plain `purine train --trace` run).
+  // or micro-batches (the plain `purine train --trace` run). A type's ratio is learnt apart on
+  // its sized and its small ops (Roofline::sized): the ratio of a few microseconds of launch
+  // says nothing of a memory-bound op of megabytes (one check-sum of 4 floats made the gradient
+  // sums of 2 CPU locations 20x too slow).
   std::map<std::string, double> by_name_and_shape, by_shape;
-  std::map<std::string, std::pair<double, double>> by_type;  // measured, roofline sums
+  std::map<std::pair<std::string, bool>, std::pair<double, double>> by_type;  // measured, roofline
   // A name without its replica scope, with the shapes: an op of another batch is another op.
   auto named_key = [](const std::string& name, const SimulatedTask& task) {
     return without_replica_scope(name) + "#" + shape_key(task);
@@ -354,10 +370,15 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
   double measured_sum = 0, roofline_sum = 0;
   if (trace) {
     // The traced run had this layout on one rank and location, without or with this layout's
-    // micro-batches (gradient accumulation): the variant whose names the trace has the most of.
+    // micro-batches (gradient accumulation), or with as many as it has locations times those (a
+    // location's share of the batch: its ops' shapes): the variant whose names the trace has the
+    // most of.
+    std::set<int> variants{1, o.micro_batches};
+    const int per_location = o.micro_batches * std::max(1, o.locations);
+    if (o.batch % per_location == 0) variants.insert(per_location);
     std::unique_ptr<Graph> best_graph;
     int best_matches = -1;
-    for (int micro : std::set<int>{1, o.micro_batches}) {
+    for (int micro : variants) {
       TrainOptions c = o;
       c.ranks = 1;
       c.parallel = ParallelLayout::kData;
@@ -385,8 +406,9 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
       by_name_and_shape.emplace(named_key(cp.plan.tasks()[t].name, task), seconds);
       by_shape.emplace(shape_key(task), seconds);
       // With the threads per location of the simulated layout: the trace's run had them.
-      const double modelled = roofline(task, cpu_locations[0]);
-      auto& sums = by_type[task.op->type()];
+      const Roofline r = roofline(task, cpu_locations[0]);
+      const double modelled = r.seconds();
+      auto& sums = by_type[{task.op->type(), r.sized()}];
       sums.first += seconds;
       sums.second += modelled;
       measured_sum += seconds;
@@ -418,7 +440,10 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
       ++report.views;
       continue;
     }
-    const bool transfer = task.role == SimulatedTask::kSend || task.role == SimulatedTask::kCopy;
+    const bool memcpy = task.role == SimulatedTask::kCopy && task.at.is_cpu() &&
+                        task.op->inputs()[0]->location().is_cpu();
+    const bool transfer =
+        task.role == SimulatedTask::kSend || (task.role == SimulatedTask::kCopy && !memcpy);
     const bool receive = task.role == SimulatedTask::kReceive;
     if (transfer || receive) {
       ++report.transfers;
@@ -436,8 +461,12 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
       if (c.hold_executor && measured[t] >= 0) c.busy = 0;  // the trace timed the copy itself
       continue;
     }
-    const auto type = by_type.find(task.op->type());
-    const double modelled = roofline(task, cpu_locations[task.at.rank], !in_graph[t]);
+    const Roofline r = roofline(task, cpu_locations[task.at.rank], !in_graph[t]);
+    const double modelled = r.seconds();
+    // The ratio of the traced ops of its type and size class; a small op may take the sized
+    // ops' one, a sized op never the small ops'.
+    auto type = by_type.find({task.op->type(), r.sized()});
+    if (type == by_type.end() && !r.sized()) type = by_type.find({task.op->type(), true});
     if (measured[t] >= 0) {
       c.busy = measured[t];
       ++report.by_name;

@@ -375,6 +375,11 @@ TEST_CASE("simulated ranks sharing a node's memory compute at the measured speed
   SimulateOptions alone_plain = convnet(1);
   alone_plain.cluster = one_node("");
   CHECK(simulate_training(alone).step_seconds == simulate_training(alone_plain).step_seconds);
+  // Its 2 CPU locations compute at once as 2 ranks do.
+  alone.train.parallel = ParallelLayout::kData;
+  alone.train.locations = 2;
+  alone.train.threads = 2;
+  CHECK(simulate_training(alone).rank_speed == Approx(0.9));
   // --rank-speed replaces the file's table.
   proto::ClusterProto overridden = one_node("");
   set_rank_speeds(overridden, "2:0.9,4:0.5");
@@ -422,6 +427,45 @@ TEST_CASE("simulated training: a calibration trace's times replace the roofline"
   std::string text((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
   CHECK(text.find("\"traceEvents\"") != std::string::npos);
   CHECK(text.find("rank0:cpu/main") != std::string::npos);
+}
+
+TEST_CASE("simulated calibration: a type's ratio learnt on small ops is not given to sized ones",
+          "[simulation]") {
+  // The one-location trace times every op at 1 ms, among them its only sum, a check of a few
+  // floats (divergence::non_finite_weights) that the roofline gives microseconds: a ratio of
+  // hundreds. Two locations sum megabytes of gradients: with that ratio a step would take seconds.
+  TempDir dir;
+  SimulateOptions s = convnet(1);
+  s.train.parallel = ParallelLayout::kData;
+  s.calibration = trace_of_1ms_ops(s.train, dir.file("trace.json"));
+  const SimulationReport one = simulate_training(s);
+  s.train.locations = 2;
+  s.train.threads = 2;
+  const SimulationReport two = simulate_training(s);
+  CHECK(two.by_type > 0);
+  CHECK(two.step_seconds - two.iteration_gap_seconds <
+        one.step_seconds - one.iteration_gap_seconds);
+}
+
+TEST_CASE("simulated copies between a rank's CPU locations are its threads' memcpys",
+          "[simulation]") {
+  // Not transfers through the node's host memory (the ranks' shared-memory transport): its
+  // bandwidth does not change the step.
+  SimulateOptions s = convnet(1);
+  s.train.parallel = ParallelLayout::kData;
+  s.train.locations = 2;
+  s.train.threads = 2;
+  auto with_host_memory = [&](const std::string& gbs) {
+    s.cluster = parse_cluster(
+        "name: \"one\" nodes { cores: 2 cpu { peak_gflops: 50 memory_gigabytes_per_second: 10 "
+        "op_overhead_us: 5 } host_memory { latency_us: 1 gigabytes_per_second: " +
+            gbs + " } }",
+        "one.pbtxt");
+    return simulate_training(s);
+  };
+  const SimulationReport slow = with_host_memory("0.01"), fast = with_host_memory("100");
+  CHECK(slow.step_seconds == Approx(fast.step_seconds));
+  CHECK(slow.transfers == 0);
 }
 
 TEST_CASE(

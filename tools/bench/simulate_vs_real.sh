@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # purine simulate against reality on this machine (issue 24, check (a)): calibrate op times from
-# the fastest of `rounds` traced 1-rank runs, then for 1 and 2 ranks (mpirun) and each reduction, 2 locations in one
+# the fastest of `rounds` traced 1-rank runs (of 1, 2 and 4 micro-batches: the shapes of a
+# rank's, a location's of 2 and a pipeline's micro-batch), then for 1 and 2 ranks (mpirun) and each reduction, 2 locations in one
 # process, a 2-stage 1F1B pipeline and one of 4 stages interleaved over 2 locations print the
 # simulation's img/s (and bubble) beside the
 # measured one and the error. Measured runs are separate from the traced one
@@ -114,8 +115,10 @@ calibrate() {
     fi
   done
 }
-# Calibration runs: one location, one rank; and with 4 micro-batches for the pipeline.
+# Calibration runs: one location, one rank; with 2 micro-batches for 2 locations (a location's
+# share of the batch: its ops' shapes); and with 4 for the pipeline.
 calibrate "$work/trace.json" --threads="$threads" --parallel=data --reduce=ring
+calibrate "$work/trace_half.json" --threads="$threads" --parallel=data --micro-batches=2
 calibrate "$work/trace_micro.json" --threads="$threads" --parallel=data --micro-batches=4
 printf "%-22s %5s %11s %11s %8s  %9s %9s" layout ranks predicted/s measured/s error \
   "bubble p" "bubble m"
@@ -127,7 +130,7 @@ for reduce in $reductions; do
     row "data --reduce=$reduce" "$work/trace.json" "$ranks" "${dp[@]}" --reduce="$reduce"
   done
 done
-row "data --locations=2" "$work/trace.json" 1 --parallel=data --locations=2 \
+row "data --locations=2" "$work/trace_half.json" 1 --parallel=data --locations=2 \
   --threads=$((2 * threads))
 row "pipeline 2 stages 1f1b" "$work/trace_micro.json" 1 --parallel=pipeline --stages=2 \
   --micro-batches=4 --schedule=1f1b --threads=$((2 * threads))
@@ -135,6 +138,6 @@ row "pipeline 2 stages 1f1b" "$work/trace_micro.json" 1 --parallel=pipeline --st
 row "pipeline 4 on 2, 1f1b" "$work/trace_micro.json" 1 --parallel=pipeline --stages=2 \
   --virtual-stages=2 --micro-batches=4 --schedule=1f1b --threads=$((2 * threads))
 echo "(img/s, global; predicted by purine simulate --calibrate on a traced 1-rank run (one with" \
-  "--micro-batches=4 for the pipeline), measured by purine train, mpirun -np N for N ranks;" \
+  "--micro-batches=2 for 2 locations, 4 for the pipeline), measured by purine train, mpirun -np N for N ranks;" \
   "bubble: 1 - the busiest stage's work / the iteration)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
