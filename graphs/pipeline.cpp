@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "base/error.hpp"
+#include "graphs/zero_bubble_interleaved.hpp"
 #include "purine/autodiff.hpp"
 
 namespace purine {
@@ -354,12 +355,17 @@ double pipeline_time(const std::vector<double>& costs, const PipelineRun& run) {
           " stages do not go round ", locations, " locations evenly");
   const int chunks = stages / locations;
   const int m = run.micro_batches;
+  // Interleaved ZB-H1's orders come from a run of these costs: its length.
+  if (run.schedule == PipelineSchedule::kZBH1 && chunks > 1)
+    return zero_bubble_interleaved(locations, m, chunks, costs).length;
   const double kNone = -1;
   std::vector<double> forward_done(static_cast<size_t>(m) * stages, kNone);
   std::vector<double> backward_done(forward_done.size(), kNone);
   std::vector<std::vector<PipelineStep>> orders;
   for (int l = 0; l < locations; ++l)
     orders.push_back(schedule_order(run.schedule, l, locations, m, chunks));
+  // With the weight gradients split out (ZB-H1), a backward is two thirds of which each takes one.
+  const bool split = run.schedule == PipelineSchedule::kZBH1;
   std::vector<size_t> next(locations, 0);
   std::vector<double> clock(locations, 0);
   for (bool progress = true; progress;) {
@@ -371,13 +377,15 @@ double pipeline_time(const std::vector<double>& costs, const PipelineRun& run) {
         const size_t at = static_cast<size_t>(step.micro_batch) * stages + j;
         const bool forward = step.pass == Pass::kForward;
         // A forward waits for the stage before; a backward for its forward and the gradient
-        // from the stage after.
-        double ready = forward ? (j == 0 ? 0 : forward_done[at - 1]) : forward_done[at];
-        if (!forward && j + 1 < stages && ready != kNone)
+        // from the stage after; a weight pass for its backward.
+        double ready = forward                      ? (j == 0 ? 0 : forward_done[at - 1])
+                       : step.pass == Pass::kWeight ? backward_done[at]
+                                                    : forward_done[at];
+        if (step.pass == Pass::kBackward && j + 1 < stages && ready != kNone)
           ready = backward_done[at + 1] == kNone ? kNone : std::max(ready, backward_done[at + 1]);
         if (ready == kNone) break;
-        clock[l] = std::max(clock[l], ready) + costs[j] * (forward ? 1.0 / 3 : 2.0 / 3);
-        (forward ? forward_done : backward_done)[at] = clock[l];
+        clock[l] = std::max(clock[l], ready) + costs[j] * (forward || split ? 1.0 / 3 : 2.0 / 3);
+        if (step.pass != Pass::kWeight) (forward ? forward_done : backward_done)[at] = clock[l];
         progress = true;
       }
   }
@@ -465,8 +473,10 @@ std::optional<Pass> pass_of(const Op& op) {
 
 double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches, int chunks) {
   const double s = stages, m = micro_batches;
-  if (schedule == PipelineSchedule::kZBH1 && micro_batches > 1 && chunks == 1)
-    return (s - 1) / (3 * m);
+  if (schedule == PipelineSchedule::kZBH1 && chunks > 1)
+    return 1 - 3.0 * micro_batches * chunks /
+                   zero_bubble_interleaved(stages, micro_batches, chunks).length;
+  if (schedule == PipelineSchedule::kZBH1 && micro_batches > 1) return (s - 1) / (3 * m);
   return (s - 1) / (chunks * m + s - 1);
 }
 
@@ -476,9 +486,10 @@ namespace {
 // k / (S*V) * S + k % S through its chunk k / S % V; backward step k the same micro-batch
 // through chunk V - 1 - k / S % V.
 std::vector<PipelineStep> interleaved_order(PipelineSchedule schedule, int stage, int stages,
-                                            int micro_batches, int chunks) {
-  require(schedule != PipelineSchedule::kZBH1, "pipeline schedule zbh1 has no interleaved form (",
-          chunks, " stages per location); use 1f1b or gpipe");
+                                            int micro_batches, int chunks,
+                                            const std::vector<double>& stage_costs) {
+  if (schedule == PipelineSchedule::kZBH1)
+    return zero_bubble_interleaved(stages, micro_batches, chunks, stage_costs).orders.at(stage);
   require(micro_batches % stages == 0,
           "an interleaved pipeline takes its micro-batches in rounds of its ", stages,
           " locations, but ", micro_batches, " micro-batches are no multiple of ", stages);
@@ -505,8 +516,10 @@ std::vector<PipelineStep> interleaved_order(PipelineSchedule schedule, int stage
 }  // namespace
 
 std::vector<PipelineStep> schedule_order(PipelineSchedule schedule, int stage, int stages,
-                                         int micro_batches, int chunks) {
-  if (chunks > 1) return interleaved_order(schedule, stage, stages, micro_batches, chunks);
+                                         int micro_batches, int chunks,
+                                         const std::vector<double>& stage_costs) {
+  if (chunks > 1)
+    return interleaved_order(schedule, stage, stages, micro_batches, chunks, stage_costs);
   std::vector<PipelineStep> order;
   if (schedule == PipelineSchedule::kGPipe) {
     for (int m = 0; m < micro_batches; ++m) order.push_back({Pass::kForward, m});
@@ -649,12 +662,13 @@ std::map<PipelineStep, size_t> check_stage_order(const std::vector<PipelineStep>
 }  // namespace
 
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
-                       PipelineSchedule schedule, int chunks, const ChunkOf& chunk_of) {
+                       PipelineSchedule schedule, int chunks, const ChunkOf& chunk_of,
+                       const std::vector<double>& stage_costs) {
   const int n = static_cast<int>(stages.size());
   schedule_pipeline(
       graph, stages, micro_batches,
-      [&](int s) { return schedule_order(schedule, s, n, micro_batches, chunks); }, chunks,
-      chunk_of);
+      [&](int s) { return schedule_order(schedule, s, n, micro_batches, chunks, stage_costs); },
+      chunks, chunk_of);
 }
 
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,

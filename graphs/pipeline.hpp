@@ -19,11 +19,12 @@
 //           cool-down where 1F1B idles (longest at the last stage, whose backwards end first).
 //           Every stage then holds S micro-batches' inputs, what 1F1B holds at stage 0.
 // GPipe and 1F1B leave the bubble (S-1)/(M+S-1) of each iteration idle when every stage takes
-// the same time; ZB-H1 about a third of it. Every rank builds the whole graph, so validate() proves
-// before the first run that the orders of all ranks together cannot wait in a circle. Batch norm
-// chains the micro-batches' updates of its running statistics (micro-batch m's op reads what
-// m-1's wrote: graphs/layers.hpp), so the forward passes of its stage run in micro-batch order
-// under every schedule; an order of one's own that lists them otherwise is such a circle.
+// the same time; ZB-H1 about a third of it. Interleaved stages (below) run under all three. Every
+// rank builds the whole graph, so validate() proves before the first run that the orders of all
+// ranks together cannot wait in a circle. Batch norm chains the micro-batches' updates of its
+// running statistics (micro-batch m's op reads what m-1's wrote: graphs/layers.hpp), so the forward
+// passes of its stage run in micro-batch order under every schedule; an order of one's own that
+// lists them otherwise is such a circle.
 //
 // Stages are cut between layers with parameters, every layer without parameters (an activation,
 // a pooling) going with the layer before it, so that the most costly stage costs least. A
@@ -179,16 +180,19 @@ struct PipelineStep {
 // The share of an iteration a location idles when every stage's forward, input-gradient and
 // weight-gradient passes take equal times: (S-1)/(M+S-1) under GPipe and 1F1B, (S-1)/(3M)
 // under ZB-H1 (whose weight gradients fill the cool-down), (S-1)/(V*M+S-1) with `chunks` = V
-// interleaved stages per location, 0 for one stage.
+// interleaved stages per location, 0 for one stage; interleaved ZB-H1 that of its run
+// (graphs/zero_bubble_interleaved.hpp: 0.040 against 1F1B's 0.111 at S=2, V=2, M=4).
 double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches, int chunks = 1);
 // For location `stage` of `stages` holding `chunks` stages each, the order of its passes over
 // the micro-batches. GPipe and 1F1B have no kWeight passes (a backward pass includes its weight
 // gradients). Interleaved (chunks > 1): 1F1B as Narayanan et al.'s interleaved schedule (a
-// warm-up of (V-1)*S + 2*(S-1-s) forwards), GPipe all forwards first; ZB-H1 has no interleaved
-// form here. Throws purine::Error for chunks > 1 under ZB-H1 or with micro_batches not a
-// multiple of stages.
+// warm-up of (V-1)*S + 2*(S-1-s) forwards), GPipe all forwards first, ZB-H1 the orders of a run
+// of the stages' costs (`stage_costs`, one per stage, none: equal) that
+// graphs/zero_bubble_interleaved.hpp makes. Throws purine::Error, under GPipe and 1F1B, for
+// chunks > 1 with micro_batches not a multiple of stages.
 std::vector<PipelineStep> schedule_order(PipelineSchedule schedule, int stage, int stages,
-                                         int micro_batches, int chunks = 1);
+                                         int micro_batches, int chunks = 1,
+                                         const std::vector<double>& stage_costs = {});
 
 // The chunk of an op at a location of an interleaved pipeline (see above): that of the stage
 // holding the layer or part whose scope its name holds (place_stages's `layers`, `stage_of`,
@@ -201,11 +205,13 @@ ChunkOf chunks_of(const Graph& graph, const std::vector<ModelLayer>& layers,
 
 // Orders the forward and backward ops of every micro-batch on the main thread of each
 // location of `stages` by `schedule` (ops of one pass in graph order), each location holding
-// `chunks` stages told apart by `chunk_of` (needed when chunks > 1). Call after backward(),
-// before running. Throws purine::Error when a location has no op of some micro-batch's pass
-// (the graph is not a pipeline of `micro_batches` over `stages`).
+// `chunks` stages told apart by `chunk_of` (needed when chunks > 1), and costing `stage_costs`
+// (for interleaved ZB-H1; none: equal). Call after backward(), before running. Throws
+// purine::Error when a location has no op of some micro-batch's pass (the graph is not a
+// pipeline of `micro_batches` over `stages`).
 void schedule_pipeline(Graph& graph, const std::vector<Location>& stages, int micro_batches,
-                       PipelineSchedule schedule, int chunks = 1, const ChunkOf& chunk_of = {});
+                       PipelineSchedule schedule, int chunks = 1, const ChunkOf& chunk_of = {},
+                       const std::vector<double>& stage_costs = {});
 // The same with a schedule of one's own: order_of(s) lists location s's passes as
 // schedule_order() does, each forward and backward pass of every micro-batch and chunk exactly
 // once (weight passes, when listed, split them out of the backwards). Graph::validate() then

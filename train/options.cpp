@@ -382,11 +382,12 @@ void validate_options(const TrainOptions& o) {
   if (o.virtual_stages > 1) {
     require(o.stages > 1, "--virtual-stages=", o.virtual_stages,
             " interleaves a pipeline's stages over its locations: give --stages=S (S >= 2)");
-    require(o.micro_batches % o.stages == 0, "--virtual-stages=", o.virtual_stages,
+    // The interleaved zero-bubble schedule takes any number (graphs/zero_bubble_interleaved.hpp).
+    require(o.micro_batches % o.stages == 0 || o.schedule == PipelineSchedule::kZBH1,
+            "--virtual-stages=", o.virtual_stages,
             " takes the micro-batches in rounds of --stages=", o.stages,
-            ": give --micro-batches a multiple of ", o.stages, ", got ", o.micro_batches);
-    require(o.schedule != PipelineSchedule::kZBH1, "--virtual-stages=", o.virtual_stages,
-            " has no zbh1 schedule here: use --schedule=1f1b or gpipe");
+            " under --schedule=", name_of(o.schedule), ": give --micro-batches a multiple of ",
+            o.stages, ", got ", o.micro_batches);
   }
   if (o.parallel == ParallelLayout::kPipeline || (hybrid && o.split.empty())) {
     require(o.stages >= 1, "--stages must be at least 1, got ", o.stages);

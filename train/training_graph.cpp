@@ -54,10 +54,11 @@ std::vector<ModelLayer> layers_of(const TrainOptions& o, const Shape& images, in
 struct PipelineCut {
   std::vector<ModelLayer> units;
   std::vector<int> stage_of;
+  std::vector<double> stage_costs;  // per stage, its share of the estimated work; none unknown
 };
 PipelineCut cut_pipeline(const TrainOptions& o, const std::vector<ModelLayer>& layers,
                          const std::vector<Location>& stages) {
-  PipelineCut cut{stage_units(layers, o.stage_cut), {}};
+  PipelineCut cut{stage_units(layers, o.stage_cut), {}, {}};
   if (o.virtual_stages > 1) {
     const auto parametric = std::count_if(cut.units.begin(), cut.units.end(),
                                           [](const ModelLayer& u) { return u.parameters > 0; });
@@ -69,6 +70,13 @@ PipelineCut cut_pipeline(const TrainOptions& o, const std::vector<ModelLayer>& l
   cut.stage_of =
       assign_stages(cut.units, o.stages * o.virtual_stages, o.model, stage_link_slowdown(stages),
                     PipelineRun{o.stages, o.micro_batches, o.schedule});
+  double total = 0;
+  for (const ModelLayer& unit : cut.units) total += unit.cost;
+  if (total > 0) {
+    cut.stage_costs.assign(o.stages * o.virtual_stages, 0);
+    for (size_t i = 0; i < cut.units.size(); ++i)
+      cut.stage_costs[cut.stage_of[i]] += cut.units[i].cost / total;
+  }
   return cut;
 }
 
@@ -242,16 +250,13 @@ std::vector<PipelineStage> pipeline_stages_of(const TrainOptions& o, const Pipel
     stages[j].traced = !o.stage_seconds.empty();
     stages[j].location = static_cast<int>(j) % o.stages;
   }
-  double total = 0;
-  for (const ModelLayer& layer : layers) total += layer.cost;
   for (size_t i = 0; i < layers.size(); ++i) {
-    PipelineStage& stage = stages[stage_of[i]];
     // Without the model's scope: "conv1", or a part "inception_3b::3x3".
     const size_t scope = layers[i].name.find("::");
-    stage.layers.push_back(scope == std::string::npos ? layers[i].name
-                                                      : layers[i].name.substr(scope + 2));
-    if (total > 0) stage.cost_share += layers[i].cost / total;
+    stages[stage_of[i]].layers.push_back(
+        scope == std::string::npos ? layers[i].name : layers[i].name.substr(scope + 2));
   }
+  for (size_t j = 0; j < cut.stage_costs.size(); ++j) stages[j].cost_share = cut.stage_costs[j];
   return stages;
 }
 
@@ -400,7 +405,8 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
       const std::vector<Location> at = layout_locations(o, r);
       schedule_pipeline(
           train, at, o.micro_batches, o.schedule, o.virtual_stages,
-          o.virtual_stages > 1 ? chunks_of(train, cut->units, cut->stage_of, at) : ChunkOf{});
+          o.virtual_stages > 1 ? chunks_of(train, cut->units, cut->stage_of, at) : ChunkOf{},
+          cut->stage_costs);
     }
   // At a GPU the updates of the weights the backward pass differentiated are one kernel
   // (graphs/fusion.hpp), once the schedules have ordered what they order.

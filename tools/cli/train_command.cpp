@@ -123,8 +123,8 @@ DEFINE_int32(virtual_stages, 1,
              "pipeline: stages per location, interleaved: the model cut into --stages times "
              "this many stages, stage j at location j mod --stages, so that a micro-batch goes "
              "round the locations this many times and the schedule's bubble shrinks as much, "
-             "for as many more copies between them (--micro-batches a multiple of --stages; "
-             "gpipe or 1f1b)");
+             "for as many more copies between them (--micro-batches a multiple of --stages "
+             "under gpipe and 1f1b; zbh1 takes any)");
 DEFINE_string(split, "",
               "model parallel: the layers to split, comma-separated, each optionally with its "
               "axis (conv1:batch, fc1:outputs, fc2:inputs); the others alternately by outputs "
