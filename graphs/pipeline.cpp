@@ -364,7 +364,7 @@ double pipeline_time(const std::vector<double>& costs, const PipelineRun& run) {
   std::vector<std::vector<PipelineStep>> orders;
   for (int l = 0; l < locations; ++l)
     orders.push_back(schedule_order(run.schedule, l, locations, m, chunks));
-  // With the weight gradients split out (ZB-H1), a backward is two thirds of which each takes one.
+  // Split (ZB-H1), a backward's two thirds are its input gradients and its weight gradients.
   const bool split = run.schedule == PipelineSchedule::kZBH1;
   std::vector<size_t> next(locations, 0);
   std::vector<double> clock(locations, 0);
