@@ -11,20 +11,21 @@
 #     workstation, its 3 GPUs data-parallel replicas, all reduced by ring), hybrid (one rank per
 #     workstation: its 3 GPUs a 3-stage 1F1B pipeline, the workstations data parallel by ring),
 #     hybrid-zbh1 (the same under the ZB-H1 schedule), hybrid-v2 (the same with 12 micro-batches
-#     and 2 stages per GPU, interleaved), pipeline (one rank per GPU, every GPU a stage, 4
-#     micro-batches per stage).
+#     and 2 stages per GPU, interleaved), hybrid-zbh1-v2 (interleaved under ZB-H1), pipeline (one
+#     rank per GPU, every GPU a stage, 4 micro-batches per stage).
 # Simulating a ring over N ranks costs O(N^2) transfers per bucket: 48 GPUs by machine steps
 # (what --ring-steps=auto picks on these workstations) take about 2 minutes and 5 GB of memory;
 # keep max_gpus at 48 on small machines (the whole script took 4m52s on 2 cores before the
 # hybrid-zbh1 row was added, 2026-11-27).
 #
-# Usage: tools/bench/simulate_paper.sh [max_gpus=48] [layouts="ps ring ring-node hybrid hybrid-zbh1 hybrid-v2 pipeline"]
+# Usage: tools/bench/simulate_paper.sh [max_gpus=48]
+#   [layouts="ps ring ring-node hybrid hybrid-zbh1 hybrid-v2 hybrid-zbh1-v2 pipeline"]
 # Environment: PURINE_BIN (default build/tools/purine); SIM_FLAGS, flags added to every layout's
 # simulation in step 3 (e.g. SIM_FLAGS=--ring-steps=ring).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 max_gpus=${1:-48}
-layouts=${2:-ps ring ring-node hybrid hybrid-zbh1 hybrid-v2 pipeline}
+layouts=${2:-ps ring ring-node hybrid hybrid-zbh1 hybrid-v2 hybrid-zbh1-v2 pipeline}
 purine=${PURINE_BIN:-build/tools/purine}
 [ -x "$purine" ] || { echo "error: $purine not built; run tools/build.sh" >&2; exit 1; }
 paper_cluster=tools/sim/clusters/paper_titan_10gbe.pbtxt
@@ -88,11 +89,12 @@ layout_args() {
     ring-node)
       [ $(($2 % 3)) -eq 0 ] || return 0
       echo "--batch=384 --devices=0,1,2 --parallel=data --reduce=ring --ranks=$(($2 / 3))" ;;
-    hybrid | hybrid-zbh1 | hybrid-v2)
+    hybrid | hybrid-zbh1 | hybrid-v2 | hybrid-zbh1-v2)
       [ $(($2 % 3)) -eq 0 ] || return 0
       local schedule=(--micro-batches=12 --schedule=1f1b)
       [ "$1" != hybrid-zbh1 ] || schedule=(--micro-batches=12 --schedule=zbh1)
       [ "$1" != hybrid-v2 ] || schedule=(--micro-batches=12 --virtual-stages=2)
+      [ "$1" != hybrid-zbh1-v2 ] || schedule=(--micro-batches=12 --schedule=zbh1 --virtual-stages=2)
       echo "--batch=384 --devices=0,1,2 --parallel=hybrid --stages=3 ${schedule[*]} \
 --ranks=$(($2 / 3))" ;;
     pipeline)
