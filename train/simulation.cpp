@@ -440,10 +440,10 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
       ++report.views;
       continue;
     }
-    const bool memcpy = task.role == SimulatedTask::kCopy && task.at.is_cpu() &&
-                        task.op->inputs()[0]->location().is_cpu();
+    const bool host_copy = task.role == SimulatedTask::kCopy && task.at.is_cpu() &&
+                           task.op->inputs()[0]->location().is_cpu();
     const bool transfer =
-        task.role == SimulatedTask::kSend || (task.role == SimulatedTask::kCopy && !memcpy);
+        task.role == SimulatedTask::kSend || (task.role == SimulatedTask::kCopy && !host_copy);
     const bool receive = task.role == SimulatedTask::kReceive;
     if (transfer || receive) {
       ++report.transfers;
@@ -456,7 +456,7 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
       c.channels = r.channels;
       c.latency = r.latency;
       c.transfer = r.bandwidth > 0 ? bytes / r.bandwidth : 0;
-      // A copy within a rank runs on its thread (a GPU's stream, or a memcpy on the host).
+      // A copy within a rank to or from a GPU runs on its thread (the GPU's stream).
       c.hold_executor = task.role == SimulatedTask::kCopy;
       if (c.hold_executor && measured[t] >= 0) c.busy = 0;  // the trace timed the copy itself
       continue;
