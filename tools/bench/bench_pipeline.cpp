@@ -1,12 +1,13 @@
 // Pipeline bubble and throughput: a model cut into --stages stages (graphs/pipeline.hpp) trained
 // with M micro-batches per iteration under the GPipe, 1F1B and ZB-H1 schedules, and under 1F1B
-// with each location holding 2 stages (interleaved, "1f1bx2"). From the tasks the
-// dispatcher ran (train/pipeline_meter.hpp), over the measured iterations: the bubble, the share
-// of the iterations during which the busiest stage's main thread was idle (1 - its busy time /
-// the spans from each iteration's first stage task start to its last end; with stages of
+// and ZB-H1 with each location holding 2 stages (interleaved, "1f1bx2", "zbh1x2"). From the
+// tasks the dispatcher ran (train/pipeline_meter.hpp), over the measured iterations: the bubble,
+// the share of the iterations during which the busiest stage's main thread was idle (1 - its busy
+// time / the spans from each iteration's first stage task start to its last end; with stages of
 // unequal work the others idle longer), next to the theory for equal stages (bubble_theory():
 // (S-1)/(M+S-1); ZB-H1 with equal forward, backward and weight-gradient times: (S-1)/(3M);
-// interleaved: (S-1)/(2M+S-1));
+// interleaved: (S-1)/(2M+S-1); interleaved ZB-H1: its generated run's,
+// graphs/zero_bubble_interleaved.hpp);
 // the stages' balance (least busy / most busy); the most micro-batches in flight at one stage
 // (forward started, backward not finished: the activations a stage must hold); images per
 // second against the same model at one location in the same run (with the same threads: a
@@ -180,6 +181,7 @@ int main(int argc, char** argv) {
     // layers and the micro-batches go round the locations evenly.
     for (int m : {2, 4, 8})
       if (m % s == 0) row(purine::PipelineSchedule::k1F1B, m, 2);
+    for (int m : {2, 4, 8}) row(purine::PipelineSchedule::kZBH1, m, 2);  // any m
     print_memory_table();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
