@@ -476,7 +476,7 @@ double bubble_theory(PipelineSchedule schedule, int stages, int micro_batches, i
   if (schedule == PipelineSchedule::kZBH1 && chunks > 1)
     return 1 - 3.0 * micro_batches * chunks /
                    zero_bubble_interleaved(stages, micro_batches, chunks).length;
-  if (schedule == PipelineSchedule::kZBH1 && micro_batches > 1) return (s - 1) / (3 * m);
+  if (schedule == PipelineSchedule::kZBH1 && micro_batches > 1) return (s - 1) / (3 * m + s - 1);
   return (s - 1) / (chunks * m + s - 1);
 }
 

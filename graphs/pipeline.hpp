@@ -178,7 +178,7 @@ struct PipelineStep {
 };
 
 // The share of an iteration a location idles when every stage's forward, input-gradient and
-// weight-gradient passes take equal times: (S-1)/(M+S-1) under GPipe and 1F1B, (S-1)/(3M)
+// weight-gradient passes take equal times: (S-1)/(M+S-1) under GPipe and 1F1B, (S-1)/(3M+S-1)
 // under ZB-H1 (whose weight gradients fill the cool-down), (S-1)/(V*M+S-1) with `chunks` = V
 // interleaved stages per location, 0 for one stage; interleaved ZB-H1 that of its run
 // (graphs/zero_bubble_interleaved.hpp: 0.040 against 1F1B's 0.111 at S=2, V=2, M=4).

@@ -197,7 +197,9 @@ TEST_CASE(
     "pipeline_time replays a schedule: with equal stages its idle share is the theory's "
     "bubble, interleaved too",
     "[pipeline]") {
-  for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B})
+  // ZB-H1: its passes a third of the stage each, the weight gradients filling the cool-down.
+  for (PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::k1F1B, PipelineSchedule::kZBH1})
     for (int chunks : {1, 2, 3})
       for (int micro_batches : {3, 6, 12}) {
         const int locations = 3, stages = locations * chunks;

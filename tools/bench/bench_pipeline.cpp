@@ -5,7 +5,7 @@
 // the share of the iterations during which the busiest stage's main thread was idle (1 - its busy
 // time / the spans from each iteration's first stage task start to its last end; with stages of
 // unequal work the others idle longer), next to the theory for equal stages (bubble_theory():
-// (S-1)/(M+S-1); ZB-H1 with equal forward, backward and weight-gradient times: (S-1)/(3M);
+// (S-1)/(M+S-1); ZB-H1 with equal forward, backward and weight-gradient times: (S-1)/(3M+S-1);
 // interleaved: (S-1)/(2M+S-1); interleaved ZB-H1: its generated run's,
 // graphs/zero_bubble_interleaved.hpp);
 // the stages' balance (least busy / most busy); the most micro-batches in flight at one stage
