@@ -447,6 +447,26 @@ TEST_CASE("simulated calibration: a type's ratio learnt on small ops is not give
         one.step_seconds - one.iteration_gap_seconds);
 }
 
+TEST_CASE(
+    "simulated locations take their ops' times from a one-location trace of as many "
+    "micro-batches: the same shapes",
+    "[simulation]") {
+  TempDir dir;
+  SimulateOptions s = convnet(1);
+  s.train.parallel = ParallelLayout::kData;
+  s.train.micro_batches = 2;  // each of batch 32, as each of 2 locations' share of 64
+  s.calibration = trace_of_1ms_ops(s.train, dir.file("trace.json"));
+  s.train.micro_batches = 1;
+  s.train.locations = 2;
+  s.train.threads = 2;
+  const SimulationReport two = simulate_training(s);
+  INFO(two.by_name << " by name, " << two.by_shape << " by shape, " << two.by_type << " by type, "
+                   << two.by_roofline << " by the roofline");
+  // Every op of a location's forward and backward by shape; by name the updates, by type or
+  // roofline the sums between the locations, which one location has not.
+  CHECK(two.by_shape > two.by_name + two.by_type + two.by_roofline);
+}
+
 TEST_CASE("simulated copies between a rank's CPU locations are its threads' memcpys",
           "[simulation]") {
   // Not transfers through the node's host memory (the ranks' shared-memory transport): its
