@@ -141,7 +141,7 @@ int load_tensors_by_name(Graph& graph, const std::string& path) {
       map.push_back({t.name(), b->shape(), {{b, 0}}, {{b, 0}}});
   require(!map.empty(), "no tensor of '", path, "' names a blob of graph '", graph.name(), "'");
   CheckpointExpectation expected;
-  expected.map_only = true;
+  expected.skip_unknown = true;
   load_checkpoint(map, path, expected);
   return static_cast<int>(map.size());
 }
@@ -428,7 +428,8 @@ CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path
       require(recorded.empty() || recorded == expected.model, "checkpoint '", path,
               "' is of model '", recorded, "'; this run trains '", expected.model, "'");
       // A training checkpoint holds up to two optimizer states per weight besides it.
-      const int64_t limit = checkpoint_size_limit(map) * (expected.map_only ? 4 : 1);
+      const int64_t limit =
+          checkpoint_size_limit(map) * (expected.map_only || expected.skip_unknown ? 4 : 1);
       bytes = read_file_bounded(path, limit, "checkpoint");
     } catch (const Error& e) {
       error = e.what();
@@ -450,13 +451,22 @@ CheckpointInfo load_checkpoint(const CheckpointMap& map, const std::string& path
           ": nothing to train (raise --max-iters or --epochs)");
   std::map<std::string, const StoredTensor*> wanted;
   for (const StoredTensor& t : map) wanted[t.name] = &t;
+  // The state of a wanted tensor W is named W::<state>.
+  auto state_of_wanted = [&wanted](const std::string& name) {
+    for (size_t end = name.rfind("::"); end != std::string::npos && end > 0;
+         end = name.rfind("::", end - 1))
+      if (wanted.count(name.substr(0, end))) return true;
+    return false;
+  };
   std::map<std::string, const proto::TensorProto*> held;
   for (const proto::NamedTensor& t : c.tensors()) {
     auto it = wanted.find(t.name());
-    if (it == wanted.end() && expected.map_only) continue;
+    if (it == wanted.end() &&
+        (expected.skip_unknown || (expected.map_only && state_of_wanted(t.name()))))
+      continue;
     require(it != wanted.end(), file, " holds tensor '", t.name(), "', which ",
             expected.model.empty() ? "this graph" : "model '" + expected.model + "'",
-            " does not have");
+            " does not have (saved by another version of the model?)");
     require(shape_of(t.tensor()) == it->second->shape, file, ": tensor '", t.name(), "' has shape ",
             shape_of(t.tensor()), ", the graph expects ", it->second->shape);
     held[t.name()] = &t.tensor();

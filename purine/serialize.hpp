@@ -116,9 +116,12 @@ struct CheckpointExpectation {
   std::string layout;
   std::vector<std::string> generators;
   CheckpointRanks ranks;
-  // The map's tensors only: the file may hold others (a training checkpoint's optimizer states,
-  // read by an inference graph), which are skipped.
+  // The map's tensors only: the file may hold the optimizer states of them (`W::history` of a
+  // tensor W: a training checkpoint read by an inference graph), which are skipped; any other
+  // tensor is still refused (a checkpoint of another version of the model).
   bool map_only = false;
+  // Skip every tensor the map lacks (a graph whose blobs take the tensors of their names).
+  bool skip_unknown = false;
 };
 
 // The largest file a checkpoint of `map` may be: its values, names and a margin.

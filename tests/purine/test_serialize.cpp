@@ -197,6 +197,43 @@ TEST_CASE("bad checkpoints are refused, naming the file and the item, and change
           5);
 }
 
+TEST_CASE("an inference graph skips its weights' optimizer states, not another model's tensors",
+          "[serialize]") {
+  TempDir dir;
+  Net net;
+  auto with_extra = [&](const std::string& name) {
+    proto::Checkpoint c = good_message();
+    proto::NamedTensor* t = c.add_tensors();
+    *t = c.tensors(0);
+    t->set_name(name);
+    const std::string path = dir.file(name + ".ckpt");
+    write_raw(path, c);
+    return path;
+  };
+  CheckpointExpectation inference;
+  inference.map_only = true;
+  // w's momentum (as SGD names it) and a state of a state are skipped.
+  for (const std::string skipped : {"w::history", "w::history::adam_m"}) {
+    net.w->tensor().fill(7);
+    REQUIRE(load_checkpoint(whole_blobs(net.g), with_extra(skipped), inference).iteration == 5);
+    CHECK(net.w->tensor().data()[0] == 3);
+  }
+  // A tensor of no wanted one's (a conv bias that this version of the model dropped, with its
+  // momentum) is refused: skipping it would change what the model computes.
+  for (const std::string foreign : {"bias", "bias::history", "ww::history", "::w"}) {
+    INFO(foreign);
+    net.w->tensor().fill(7);
+    REQUIRE_THROWS_WITH(load_checkpoint(whole_blobs(net.g), with_extra(foreign), inference),
+                        Contains("holds tensor '" + foreign + "', which this graph does not have"));
+    CHECK(net.w->tensor().data()[0] == 7);
+  }
+  // A graph loaded by names takes what it has.
+  CheckpointExpectation by_name;
+  by_name.skip_unknown = true;
+  REQUIRE(load_checkpoint(whole_blobs(net.g), with_extra("bias"), by_name).iteration == 5);
+  CHECK(net.w->tensor().data()[0] == 3);
+}
+
 TEST_CASE("damaged, foreign and oversized checkpoint files are refused", "[serialize]") {
   TempDir dir;
   Net net;

@@ -85,15 +85,16 @@ TEST_CASE("two replicas with synchronized batch norm follow one replica with the
        << sync_drift << ", per replica " << own_drift);
   CHECK(sync_drift < 1e-5);
   CHECK(own_drift > 1e-3);  // without it the replicas' statistics differ: the test can fail
-  // Weights and running statistics (saved from replica 0) follow too; but for the biases of
-  // the convolutions before batch norm, which it cancels: their gradients are rounding noise.
+  // Weights and running statistics (saved from replica 0) follow too. The momenta hold the last
+  // iterations' gradients, in which a rounding may flip a tie (two equal maxima of a pooling
+  // window, a ReLU input at 0) and move one gradient element: under AVX2 conv1's momentum
+  // differs by 1.1e-4 at iteration 12 (3.6e-7 at 4, 5.7e-7 at 10), by 0.21-0.46 per replica.
   REQUIRE(synced.tensors.size() == reference.tensors.size());
   for (const auto& [name, values] : reference.tensors) {
     INFO(name);
-    if (name.rfind("convnet_bn::conv", 0) == 0 && name.find("::bias") != std::string::npos)
-      continue;
     REQUIRE(synced.tensors.count(name));
-    CHECK(worst_relative(synced.tensors.at(name), values) < 1e-4);
+    const bool momentum = name.size() > 9 && name.compare(name.size() - 9, 9, "::history") == 0;
+    CHECK(worst_relative(synced.tensors.at(name), values) < (momentum ? 1e-3 : 1e-4));
   }
   for (const char* state : {"convnet_bn::bn1::running_mean", "convnet_bn::bn2::running_var"}) {
     INFO(state);

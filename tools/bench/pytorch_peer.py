@@ -40,9 +40,10 @@ def build(name):
                              nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(7 * 7 * 64, 1024), nn.ReLU(),
                              nn.Linear(1024, 10))
-    if name == "convnet_bn":  # purine's default model: batch norm between each conv and ReLU
-        return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.BatchNorm2d(32), nn.ReLU(),
-                             nn.MaxPool2d(2), nn.Conv2d(32, 64, 5, padding=2),
+    if name == "convnet_bn":  # purine's default model: batch norm between each conv (no bias)
+        return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2, bias=False), nn.BatchNorm2d(32),
+                             nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 5, padding=2, bias=False),
                              nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                              nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Linear(1024, 10))
     if name == "googlenet":  # as on the GPU, at 28x28: inceptions on 4x4, 2x2 and 1x1 maps
