@@ -133,3 +133,21 @@ TEST_CASE("inner_product rejects mismatched shapes", "[inner_product]") {
                                   {random_tensor({2, 2}, rng), random_tensor({3, 4}, rng), x}),
                       Catch::Contains("input 0 (dy) has shape [2,2], expected [2,3]"));
 }
+
+TEST_CASE("inner_product with a large weight (its left-operand form) matches a naive product",
+          "[inner_product][determinism]") {
+  // 1024 x 2048 = 2 M floats: the forward computes w x^T and transposes it into y.
+  Rng rng(14);
+  Tensor w = random_tensor({1024, 2048}, rng);
+  for (int64_t n : {1, 5, 64}) {
+    INFO("batch " << n);
+    Tensor x = random_tensor({n, 2048}, rng);
+    Tensor one = run_with_threads(1, "inner_product", {x, w})[0];
+    REQUIRE(one.shape() == Shape{n, 1024});
+    check_close(one, naive_inner_product(x, w), 1e-3);
+    for (int threads : {2, 3}) {
+      INFO(threads << " threads");
+      CHECK(same_bits(one, run_with_threads(threads, "inner_product", {x, w})[0]));
+    }
+  }
+}
