@@ -149,23 +149,19 @@ void batch_norm_backward(const BatchNormParams& p, const std::vector<const Tenso
 #pragma omp parallel for if (n * inner * channels > kParallelMinArithmetic)
   for (int64_t c = 0; c < channels; ++c) {
     // With a ReLU, its gradient goes into this channel's rows of dx (relu_grad's expression,
-    // cpu/activation.cpp), which the sums and dx's pass then read as the unfused op reads its dy:
-    // the same floats, and the rows are still in cache.
-    const float* g = dy;
-    if (y) {
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t offset = (i * channels + c) * inner;
+    // cpu/activation.cpp), each row summed while it is in L1, and dx's pass then reads them as
+    // the unfused op reads its dy: the same floats.
+    const float* g = y ? dx : dy;
+    const float mean = saved_mean[c], inv_std = saved_inv_std[c];
+    double sum_dy = 0, sum_dy_centered = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t offset = (i * channels + c) * inner;
+      if (y) {
         for (int64_t s = 0; s < inner; ++s) {
           // dy loaded before the select: a blend, not a branch
           dx[offset + s] = formula::ReluGrad()(y[offset + s], dy[offset + s]);
         }
       }
-      g = dx;
-    }
-    const float mean = saved_mean[c], inv_std = saved_inv_std[c];
-    double sum_dy = 0, sum_dy_centered = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t offset = (i * channels + c) * inner;
       sum_dy += row_sum(g + offset, inner);
       sum_dy_centered += row_dot_centered(g + offset, x + offset, inner, mean);
     }
