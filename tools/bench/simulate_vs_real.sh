@@ -70,11 +70,15 @@ measure() {
   echo 0 >"$work/bubble"
   : >"$work/ratios"
   for _ in $(seq "$rounds"); do
-    ips=$(train "$ranks" "$@")
-    reference=$ips  # the calibration layout itself is its own reference
-    # shellcheck disable=SC2086  # the calibration's flags, split into words
-    [ "$ranks $*" = "1 $calibration" ] || { reference=$(train 1 $calibration); ips=$(train "$ranks" "$@"); }
-    echo "$ips / $reference" >>"$work/ratios"
+    if [ "$ranks $*" = "1 $calibration" ]; then  # the calibration layout is its own reference
+      ips=$(train 1 "$@")
+      reference=$ips
+    else
+      # shellcheck disable=SC2086  # the calibration's flags, split into words
+      reference=$(train 1 $calibration)
+      ips=$(train "$ranks" "$@")
+    fi
+    echo "$ips $reference" >>"$work/ratios"
     if python3 -c "import sys; sys.exit(0 if $ips > $best else 1)"; then
       best=$ips
       bubble=$(field pipeline_bubble "$work/summary.json")
@@ -83,7 +87,8 @@ measure() {
   done
   python3 -c "
 import statistics, sys
-print(statistics.median(eval(line) for line in sys.stdin))" <"$work/ratios" >"$work/paired"
+print(statistics.median(float(a) / float(b) for a, b in map(str.split, sys.stdin)))" \
+    <"$work/ratios" >"$work/paired"
   echo "$best"
 }
 
