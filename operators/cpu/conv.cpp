@@ -401,8 +401,16 @@ class Im2colConvKernel : public ConvKernel {
   std::vector<float> partials_;  // weight gradient: one [O, rows] sum per chunk
 };
 
-// Output planes of at most this many pixels count as small (see make_kernel).
-constexpr int64_t kSmallPlane = 49;
+// Output planes of at most this many pixels count as small (see make_kernel): the weight
+// gradients' and the forward's, with oneDNN's AVX2 kernels and with its AVX-512 ones.
+// The im2col family runs weight gradients and forwards of planes up to kImageGroupsMaxPlane as
+// GEMMs over image groups.
+struct SmallPlanes {
+  int64_t weights, forward;
+};
+constexpr int64_t kImageGroupsMaxPlane = 49;
+constexpr SmallPlanes kSmallPlanesAvx2{kImageGroupsMaxPlane, 4};
+constexpr SmallPlanes kSmallPlanesAvx512{9, 1};
 // Weight gradients of at most this many output channels go to shifted rows (see make_kernel).
 constexpr int64_t kShiftedRowsMaxOutputs = 32;
 
@@ -438,9 +446,19 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // stem 0.22-0.28 against 0.61-0.63, convnet_bn's 1 -> 32 5x5 1.1-1.2 against 1.7); with more
   // output channels im2col's GEMM wins (googlenet_small's 96 -> 128 3x3 at 14x14: 32 against 28
   // ms, 128 -> 192: 80 against 51) and small planes stay with image groups (level at 7x7).
+  // Those small planes were measured where oneDNN had only AVX2 kernels. With AVX-512 (2 Zen 5
+  // cores, 2026-11-28, bench_conv_layers, GoogLeNet at 28x28 unless said) oneDNN wins more:
+  // its chunks take the weight gradients of 4x4 to 7x7 planes (GoogLeNet's: 7.5 against 11.8
+  // ms; resnet18's 7x7 64 -> 64: 0.90 against 3.58), are level at 3x3 (GoogLeNet at 20x20: 4.0
+  // against 4.1 ms) and lose at 2x2 and 1x1 (its 3x3 kernels 1.2-3.3 against 0.3-1.0 ms); its
+  // forward takes 2x2 planes (6.2 against 8.1 ms) and loses at 1x1 (5x5 kernels over a padded
+  // 1x1 plane: 0.68-0.94 against 0.10-0.14 ms). Training images/s, alternating runs: GoogLeNet
+  // 1.10x, resnet20 1.21x.
   const int64_t plane = g.ho * g.wo;
-  const bool small = (direction == ConvDirection::kBackwardWeights && plane <= kSmallPlane) ||
-                     (direction == ConvDirection::kForward && plane <= 4);
+  const SmallPlanes& small_planes = onednn_has_avx512() ? kSmallPlanesAvx512 : kSmallPlanesAvx2;
+  const bool small =
+      (direction == ConvDirection::kBackwardWeights && plane <= small_planes.weights) ||
+      (direction == ConvDirection::kForward && plane <= small_planes.forward);
   const bool avx2_small_kernel_weights = direction == ConvDirection::kBackwardWeights &&
                                          deterministic && g.kh * g.kw <= 9 && !onednn_has_avx512();
   bool onednn = engine == "onednn";
@@ -459,7 +477,7 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
               "); use engine 'auto' or 'im2col'");
     }
   }
-  if (plane <= kSmallPlane && direction != ConvDirection::kBackwardData)
+  if (plane <= kImageGroupsMaxPlane && direction != ConvDirection::kBackwardData)
     return make_image_group_kernel(direction, g, threads, bias_relu);
   if (direction == ConvDirection::kBackwardWeights && g.o <= kShiftedRowsMaxOutputs &&
       shifted_rows_fit(g))

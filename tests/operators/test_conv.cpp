@@ -190,19 +190,30 @@ TEST_CASE("conv engine auto picks im2col for the backward passes of few channels
 }
 
 TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[conv]") {
+  // Which planes are small depends on oneDNN's kernels (cpu/conv.cpp's make_kernel).
+  const bool avx512 = onednn_has_avx512();
   // 3x3 output planes: oneDNN forward and data gradient, not weights.
   auto small = check_against_naive({4, 16, 5, 5, 24, 3, 3, 2, 2, 1, 1}, 35);
   CHECK(small[0].rfind("onednn:", 0) == 0);
   CHECK(small[1].rfind("onednn:", 0) == 0);
   CHECK(small[2] == "im2col:image groups");
-  // 2x2 and 1x1 output planes: the forward too.
-  for (const Geometry& g :
-       {Geometry{4, 16, 4, 4, 24, 3, 3, 2, 2, 1, 1}, Geometry{6, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0}}) {
-    auto tiny = check_against_naive(g, 36);
-    CHECK(tiny[0] == "im2col:image groups");
-    CHECK(tiny[1].rfind("onednn:", 0) == 0);
-    CHECK(tiny[2] == "im2col:image groups");
-  }
+  // 4x4 output planes: the weights too with AVX2 kernels; with AVX-512 oneDNN's chunks.
+  auto four = check_against_naive({4, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1}, 39);
+  CHECK(four[0].rfind("onednn:", 0) == 0);
+  CHECK(four[1].rfind("onednn:", 0) == 0);
+  if (avx512)
+    CHECK(four[2].rfind("onednn:", 0) == 0);
+  else
+    CHECK(four[2] == "im2col:image groups");
+  // 2x2 output planes: the forward too with AVX2 kernels; 1x1 planes: the forward too.
+  auto two = check_against_naive({4, 16, 4, 4, 24, 3, 3, 2, 2, 1, 1}, 36);
+  CHECK((two[0] == "im2col:image groups") == !avx512);
+  CHECK(two[1].rfind("onednn:", 0) == 0);
+  CHECK(two[2] == "im2col:image groups");
+  auto one = check_against_naive({6, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0}, 36);
+  CHECK(one[0] == "im2col:image groups");
+  CHECK(one[1].rfind("onednn:", 0) == 0);
+  CHECK(one[2] == "im2col:image groups");
 }
 
 TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
@@ -275,8 +286,9 @@ TEST_CASE("conv results do not depend on the thread count", "[conv][determinism]
   // All large enough (over 2^20 multiply-adds) to run on several threads: few channels (im2col
   // backward under auto), 16 -> 32 (where oneDNN's AVX-512 weight gradient once split the batch
   // by thread), the 2-conv network's second layer at batch 64, a batch that does not split
-  // evenly into chunks (5x5 planes: GEMMs over image groups for the weights under auto, and for
-  // the forward under im2col), and 1x1 planes (image groups forward and weights under auto).
+  // evenly into chunks (5x5 planes: the weights by GEMMs over image groups under auto with
+  // oneDNN's AVX2 kernels, by its chunks with AVX-512, and the forward by image groups under
+  // im2col), and 1x1 planes (image groups forward and weights under auto).
   for (Geometry g :
        {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2}, Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1},
         Geometry{64, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},

@@ -2,9 +2,10 @@
 // direction (forward, data gradient, weight gradient) and per kernel choice, interleaved round
 // by round in one process:
 //   forward, data gradient: the op as training runs it (engine auto), oneDNN, im2col;
-//   weight gradient: as training runs it (auto: oneDNN in fixed batch chunks of one-thread
-//   primitives, bits independent of the thread count), one oneDNN primitive over all threads
-//   (deterministic=0), im2col.
+//   weight gradient: as training runs it (engine auto), one oneDNN primitive over all threads
+//   (deterministic=0, bits depending on the thread count), oneDNN in fixed batch chunks of
+//   one-thread primitives (deterministic=1, bits independent of the thread count: auto's choice
+//   on larger planes), im2col.
 //
 //   bench_conv_layers [--model=googlenet] [--batch=64] [--threads=2] [--reps=10] [--rounds=3]
 //                     [--directions=forward,data,weight]
@@ -72,6 +73,7 @@ std::vector<Choice> choices_for(const std::string& direction) {
   std::vector<Choice> choices{{"training", Attrs()}};
   if (direction == "weight") {
     choices.push_back({"onednn-1", Attrs().set("engine", "onednn").set("deterministic", 0)});
+    choices.push_back({"onednn-ch", Attrs().set("engine", "onednn").set("deterministic", 1)});
   } else {
     choices.push_back({"onednn", Attrs().set("engine", "onednn")});
   }
