@@ -13,16 +13,17 @@
 // (reordering from and to our plain tensors); "im2col", im2col + GEMM (on output planes of 49
 // pixels or fewer, GEMMs over groups of images for the forward and the weight gradient); "auto",
 // oneDNN except in the backward passes with C < 8 or O < 8 channels, the weight gradient of
-// output planes of 49 pixels or fewer and the forward of 2x2 or smaller ones, where im2col is
-// faster, and where oneDNN declines the geometry. Each op instance caches its primitives and
+// small output planes (49 pixels or fewer with oneDNN's AVX2 kernels, 9 with its AVX-512
+// ones) and the forward of 2x2 or smaller ones (1x1 with AVX-512), where im2col is faster, and
+// where oneDNN declines the geometry. Each op instance caches its primitives and
 // buffers for the last geometry and thread count it ran with; convolutions under 2^20
 // multiply-adds run on the calling thread alone. Thread counts and results: every kernel is
 // bit-identical for any thread count, on any ISA oneDNN picks. im2col by construction
 // (per-image GEMMs); oneDNN's forward and data gradient do not split reductions across threads;
-// the weight gradient (both engines) sums fixed chunks of the batch (at most 8), each on one
-// thread, and adds them in chunk order; GEMMs over groups of images ("im2col:image groups",
-// cpu/conv_image_groups.cpp) compute fixed tiles, one GEMM each, the groups of the weight
-// gradient added in order.
+// the weight gradient (both engines) sums fixed chunks of the batch (at most 8; oneDNN's of at
+// least 4,096 output pixels each), each on one thread, and adds them in chunk order; GEMMs
+// over groups of images ("im2col:image groups", cpu/conv_image_groups.cpp) compute fixed
+// tiles, one GEMM each, the groups of the weight gradient added in order.
 // `deterministic` (conv_grad_weight; default: deterministic_kernels(), on unless turned off,
 // operators/kernel_determinism.hpp): 0 runs oneDNN's weight gradient as one primitive over all
 // threads instead, whose bits depend on the thread count and the ISA (its blocked kernels split

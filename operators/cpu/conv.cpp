@@ -178,16 +178,31 @@ class DnnlConvKernel : public ConvKernel {
   std::unordered_map<int, dnnl::memory> exec_args_;
 };
 
+// The chunks of ChunkedDnnlWeightGradKernel: as many as give each at least this many output
+// pixels (images x plane), a power of two, at least 2 (for 2 threads) and at most kMaxChunks.
+// A chunk pays for its own partial sum of the whole gradient (oneDNN writes it blocked and
+// reorders it, then the chunks are added), so on small planes fewer, larger chunks win: on 2
+// Zen 5 cores (AVX-512, batch 64, bench_conv_layers with 8 / 4 / 2 chunks, 2026-11-28) GoogLeNet
+// at 28x28's 4x4 and 7x7 weight gradients took 9.8 / 7.7 / 6.3 ms, googlenet_small's 175 / 160
+// / 157 ms, resnet20's 13.4 / 12.9 / 12.8 ms.
+constexpr int64_t kMinChunkPixels = 4096;
+int64_t weight_grad_chunks(const ConvGeometry& g) {
+  int64_t chunks = 2;
+  while (chunks < kMaxChunks && g.n * g.ho * g.wo / (2 * chunks) >= kMinChunkPixels) chunks *= 2;
+  return std::max<int64_t>(1, std::min(g.n, chunks));
+}
+
 // oneDNN's weight gradient with bits independent of the thread count. Its blocked kernels split
 // the batch reduction among the threads they are given (on AVX-512 machines differently for 1
-// and 3 threads); here each fixed chunk of the batch has a primitive built for one thread, the
-// chunks run in parallel, and their partial sums are added in chunk order.
+// and 3 threads); here each fixed chunk of the batch (weight_grad_chunks, from the geometry
+// alone) has a primitive built for one thread, the chunks run in parallel, and their partial
+// sums are added in chunk order.
 class ChunkedDnnlWeightGradKernel : public ConvKernel {
  public:
   // Throws dnnl::error when oneDNN has no implementation for a chunk's geometry.
   ChunkedDnnlWeightGradKernel(const ConvGeometry& g, int threads)
       : ConvKernel(ConvDirection::kBackwardWeights, g, threads),
-        chunks_(std::min(g.n, kMaxChunks)),
+        chunks_(weight_grad_chunks(g)),
         size_(g.o * g.c * g.kh * g.kw) {
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
       ConvGeometry part = g;
