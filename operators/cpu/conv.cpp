@@ -468,7 +468,7 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // against 4.1 ms) and lose at 2x2 and 1x1 (its 3x3 kernels 1.2-3.3 against 0.3-1.0 ms); its
   // forward takes 2x2 planes (6.2 against 8.1 ms) and loses at 1x1 (5x5 kernels over a padded
   // 1x1 plane: 0.68-0.94 against 0.10-0.14 ms). Training images/s, alternating runs: GoogLeNet
-  // 1.10x, resnet20 1.21x.
+  // 1.06-1.10x, resnet20 1.21x.
   const int64_t plane = g.ho * g.wo;
   const SmallPlanes& small_planes = onednn_has_avx512() ? kSmallPlanesAvx512 : kSmallPlanesAvx2;
   const bool small =
