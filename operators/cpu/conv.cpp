@@ -474,6 +474,13 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   const bool small =
       (direction == ConvDirection::kBackwardWeights && plane <= small_planes.weights) ||
       (direction == ConvDirection::kForward && plane <= small_planes.forward);
+  // With AVX-512, oneDNN's chunks would also win the weight gradients of stems with fewer than 8
+  // input channels (same machine and day: convnet_bn's 1 -> 32 5x5 at 28x28 0.42 against 0.72 ms
+  // as shifted rows, GoogLeNet's 1 -> 64 7x7 0.35 against 0.81 as im2col), but stems keep our
+  // kernels: those sum each image alone, so replicas of half a batch add up to the whole batch's
+  // gradient almost bit for bit, which oneDNN's chunks do not (test_trainer_sync_bn: 2 x 16
+  // synchronized images drifted 6.8e-4 in the loss from 1 x 32 after 12 iterations, against
+  // its 1e-5). About 1% of convnet_bn's step.
   const bool avx2_small_kernel_weights = direction == ConvDirection::kBackwardWeights &&
                                          deterministic && g.kh * g.kw <= 9 && !onednn_has_avx512();
   bool onednn = engine == "onednn";
