@@ -16,8 +16,7 @@ void map_forward(const std::vector<const Tensor*>& inputs, const std::vector<Ten
   const int64_t n = inputs[0]->count();
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > parallel_min)
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+  parallel_for(n, n > parallel_min, [&](int64_t i) { y[i] = f(x[i]); });
 }
 
 // dx[i] = f(y[i], dy[i]) over inputs y (the forward output) and dy. Both values are loaded
@@ -29,8 +28,7 @@ void map_grad(const std::vector<const Tensor*>& inputs, const std::vector<Tensor
   const float* y = inputs[0]->data();
   const float* dy = inputs[1]->data();
   float* dx = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMinArithmetic)
-  for (int64_t i = 0; i < n; ++i) dx[i] = f(y[i], dy[i]);
+  parallel_for(n, n > kParallelMinArithmetic, [&](int64_t i) { dx[i] = f(y[i], dy[i]); });
 }
 
 }  // namespace

@@ -92,8 +92,7 @@ void batch_norm_forward(const BatchNormParams& p, const std::vector<const Tensor
   float* new_mean = outputs[3]->mutable_data();
   float* new_var = outputs[4]->mutable_data();
 
-#pragma omp parallel for if (m * channels > kParallelMinArithmetic)
-  for (int64_t c = 0; c < channels; ++c) {
+  parallel_for(channels, m * channels > kParallelMinArithmetic, [&](int64_t c) {
     float mean, var;
     const float old_mean = running_mean[c], old_var = running_var[c];
     if (train) {
@@ -127,7 +126,7 @@ void batch_norm_forward(const BatchNormParams& p, const std::vector<const Tensor
         for (int64_t s = 0; s < inner; ++s) out[s] = affine(in[s]);
       }
     }
-  }
+  });
 }
 
 // batch_norm_grad's kernel of (x, gamma, saved_mean, saved_inv_std, dy), or with `y`
@@ -146,8 +145,7 @@ void batch_norm_backward(const BatchNormParams& p, const std::vector<const Tenso
   float* dgamma = outputs[1]->mutable_data();
   float* dbeta = outputs[2]->mutable_data();
 
-#pragma omp parallel for if (n * inner * channels > kParallelMinArithmetic)
-  for (int64_t c = 0; c < channels; ++c) {
+  parallel_for(channels, n * inner * channels > kParallelMinArithmetic, [&](int64_t c) {
     // With a ReLU, its gradient goes into this channel's rows of dx (relu_grad's expression,
     // cpu/activation.cpp), each row summed while it is in L1, and dx's pass then reads them as
     // the unfused op reads its dy: the same floats.
@@ -187,7 +185,7 @@ void batch_norm_backward(const BatchNormParams& p, const std::vector<const Tenso
         for (int64_t s = 0; s < inner; ++s) out[s] = gradient(d[s], in[s]);
       }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -48,22 +48,20 @@ void add_bias(const Tensor& x_tensor, const Tensor& b_tensor, Tensor& y_tensor, 
   const float* b = b_tensor.data();
   float* y = y_tensor.mutable_data();
   if (inner == 1) {  // [N, C]: add the bias row to every sample
-#pragma omp parallel for if (n * c > kParallelMinArithmetic)
-    for (int64_t i = 0; i < n; ++i) {
+    parallel_for(n, n * c > kParallelMinArithmetic, [&](int64_t i) {
       const float* xr = x + i * c;
       float* yr = y + i * c;
       for (int64_t j = 0; j < c; ++j) yr[j] = f(xr[j] + b[j]);
-    }
+    });
     return;
   }
   const int64_t planes = n * c;
-#pragma omp parallel for if (planes * inner > kParallelMinArithmetic)
-  for (int64_t p = 0; p < planes; ++p) {
+  parallel_for(planes, planes * inner > kParallelMinArithmetic, [&](int64_t p) {
     const float v = b[p % c];
     const float* xp = x + p * inner;
     float* yp = y + p * inner;
     for (int64_t j = 0; j < inner; ++j) yp[j] = f(xp[j] + v);
-  }
+  });
 }
 
 // db[c] = the sum of d over every axis but 1, samples in order and each plane by sum_floats,
@@ -81,12 +79,11 @@ void sum_channels(const Shape& shape, const float* d, float* db) {
     return;
   }
   // One channel per iteration.
-#pragma omp parallel for if (n * c * inner > kParallelMinArithmetic)
-  for (int64_t j = 0; j < c; ++j) {
+  parallel_for(c, n * c * inner > kParallelMinArithmetic, [&](int64_t j) {
     float total = 0;
     for (int64_t i = 0; i < n; ++i) total += sum_floats(d + (i * c + j) * inner, inner);
     db[j] = total;
-  }
+  });
 }
 
 }  // namespace
@@ -162,10 +159,9 @@ void BiasReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   // relu_grad's pass, then bias_grad's over its result: on the CPU faster than one pass that
   // sums each plane as it writes it (channel by channel, strided), and the same floats.
   const int64_t n = inputs[0]->count();
-#pragma omp parallel for if (n > kParallelMinArithmetic)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n > kParallelMinArithmetic, [&](int64_t i) {
     dx[i] = formula::ReluGrad()(y[i], dy[i]);  // dy loaded first: a vectorized blend
-  }
+  });
   sum_channels(inputs[0]->shape(), dx, outputs[1]->mutable_data());
 }
 

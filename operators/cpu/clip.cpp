@@ -53,8 +53,7 @@ void ScaleByOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float c = *inputs[1]->data();
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMinArithmetic)
-  for (int64_t i = 0; i < n; ++i) y[i] = c * x[i];
+  parallel_for(n, n > kParallelMinArithmetic, [&](int64_t i) { y[i] = c * x[i]; });
 }
 
 PURINE_REGISTER_OPERATOR(SumSquaresOp);

@@ -57,30 +57,28 @@ struct Blocks {
 void gather(float* whole, const std::vector<const float*>& parts,
             const std::vector<int64_t>& extents, const Blocks& b) {
   const int64_t n = static_cast<int64_t>(parts.size());
-#pragma omp parallel for if (b.parallel)
-  for (int64_t o = 0; o < b.outer; ++o) {
+  parallel_for(b.outer, b.parallel, [&](int64_t o) {
     float* dst = whole + o * b.row;
     for (int64_t k = 0; k < n; ++k) {
       const int64_t block = extents[k] * b.inner;
       std::memcpy(dst, parts[k] + o * block, block * sizeof(float));
       dst += block;
     }
-  }
+  });
 }
 
 // split of a contiguous tensor, the inverse of gather().
 void scatter(const float* whole, const std::vector<float*>& parts,
              const std::vector<int64_t>& extents, const Blocks& b) {
   const int64_t n = static_cast<int64_t>(parts.size());
-#pragma omp parallel for if (b.parallel)
-  for (int64_t o = 0; o < b.outer; ++o) {
+  parallel_for(b.outer, b.parallel, [&](int64_t o) {
     const float* src = whole + o * b.row;
     for (int64_t k = 0; k < n; ++k) {
       const int64_t block = extents[k] * b.inner;
       std::memcpy(parts[k] + o * block, src, block * sizeof(float));
       src += block;
     }
-  }
+  });
 }
 
 }  // namespace

@@ -36,18 +36,16 @@ void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* y = outputs[0]->mutable_data();
   if (terms == 2) {
     // The common case (gradient fan-in, ring reductions) in one pass: each y[j] is written after
-    // both x[.][j] are read, so y may still be either input. `simd` vectorizes it even then (a
-    // compiler's own overlap check would fall back to scalar code for y == x1). The `if` names
-    // `parallel`: a bare one applies to `simd` too and runs small sums scalar (threading.hpp).
+    // both x[.][j] are read, so y may still be either input; parallel_for_simd vectorizes it
+    // even then.
     const float* x0 = x[0];
     const float* x1 = x[1];
-#pragma omp parallel for simd if (parallel : n * terms > kParallelMinArithmetic)
-    for (int64_t j = 0; j < n; ++j) y[j] = x0[j] + x1[j];
+    parallel_for_simd(n, n * terms > kParallelMinArithmetic,
+                      [&](int64_t j) { y[j] = x0[j] + x1[j]; });
     return;
   }
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
-#pragma omp parallel for if (n * terms > kParallelMinArithmetic)
-  for (int64_t b = 0; b < blocks; ++b) {
+  parallel_for(blocks, n * terms > kParallelMinArithmetic, [&](int64_t b) {
     const int64_t begin = b * kSumBlock;
     const int64_t len = std::min(kSumBlock, n - begin);
     float acc[kSumBlock];
@@ -58,7 +56,7 @@ void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       for (int64_t j = 0; j < len; ++j) acc[j] += xk[j];
     }
     std::copy(acc, acc + len, y + begin);
-  }
+  });
 }
 
 GradientSpec MulOp::gradient() const {
@@ -74,8 +72,7 @@ void MulOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* a = inputs[0]->data();
   const float* b = inputs[1]->data();
   float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMinArithmetic)
-  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+  parallel_for(n, n > kParallelMinArithmetic, [&](int64_t i) { y[i] = a[i] * b[i]; });
 }
 
 ScaleOp::ScaleOp(Attrs attrs)
@@ -94,8 +91,7 @@ void ScaleOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float alpha = this->alpha();
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
-#pragma omp parallel for if (n > kParallelMinArithmetic)
-  for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
+  parallel_for(n, n > kParallelMinArithmetic, [&](int64_t i) { y[i] = alpha * x[i]; });
 }
 
 PURINE_REGISTER_OPERATOR(SumOp);

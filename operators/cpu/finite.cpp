@@ -62,9 +62,14 @@ int64_t count_non_finite_parallel(const float* x, int64_t n) {
   constexpr int64_t kBlock = int64_t{1} << 16;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   int64_t count = 0;
-#pragma omp parallel for reduction(+ : count) if (n > kParallelMinCopy)
-  for (int64_t b = 0; b < blocks; ++b)
-    count += count_non_finite(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+  parallel_region(n > kParallelMinCopy, [&] {
+    int64_t own = 0;
+#pragma omp for nowait
+    for (int64_t b = 0; b < blocks; ++b)
+      own += count_non_finite(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+#pragma omp atomic
+    count += own;
+  });
   return count;
 }
 

@@ -90,8 +90,7 @@ void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
-#pragma omp parallel if (l.n * l.c * l.spatial > kParallelMinNormalization)
-  {
+  parallel_region(l.n * l.c * l.spatial > kParallelMinNormalization, [&] {
     std::vector<float> scale(l.c * std::min(kStrip, l.spatial));
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < l.items(); ++item) {
@@ -107,7 +106,7 @@ void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
         for (int64_t s = 0; s < len; ++s) out[s] = in[s] * power[s];
       }
     }
-  }
+  });
 }
 
 std::vector<Shape> LrnGradOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -126,8 +125,7 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* dx = outputs[0]->mutable_data();
   const int64_t half = (p.size - 1) / 2;
   const float coef = 2.0f * p.alpha * p.beta / static_cast<float>(p.size);
-#pragma omp parallel if (l.n * l.c * l.spatial > kParallelMinNormalization)
-  {
+  parallel_region(l.n * l.c * l.spatial > kParallelMinNormalization, [&] {
     const int64_t strip = std::min(kStrip, l.spatial);
     std::vector<float> scale(l.c * strip), power(l.c * strip), ratio(l.c * strip), window(strip);
 #pragma omp for schedule(static)
@@ -160,7 +158,7 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
         for (int64_t s = 0; s < len; ++s) out[s] = g[s] * pw[s] - coef * in[s] * window[s];
       }
     }
-  }
+  });
 }
 
 PURINE_REGISTER_OPERATOR(LrnOp);

@@ -385,15 +385,14 @@ void PoolOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   if (use_lanes(g)) {
     const Windows windows = windows_of(g);
     const int64_t tasks = (g.planes + kLanePlanesPerTask - 1) / kLanePlanesPerTask;
-#pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
-    for (int64_t t = 0; t < tasks; ++t) {
+    parallel_for(tasks, g.planes * in_plane > kParallelMinArithmetic, [&](int64_t t) {
       const int64_t first = t * kLanePlanesPerTask;
       pool_lanes(g, windows, x, first, std::min(g.planes, first + kLanePlanesPerTask), y);
-    }
+    });
     return;
   }
-#pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
-  for (int64_t p = 0; p < g.planes; ++p) pool_plane(g, x + p * in_plane, y + p * out_plane);
+  parallel_for(g.planes, g.planes * in_plane > kParallelMinArithmetic,
+               [&](int64_t p) { pool_plane(g, x + p * in_plane, y + p * out_plane); });
 }
 
 std::vector<Shape> PoolGradOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -417,17 +416,15 @@ void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   if (use_lanes(g)) {
     const Windows windows = windows_of(g);
     const int64_t tasks = (g.planes + kLanePlanesPerTask - 1) / kLanePlanesPerTask;
-#pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
-    for (int64_t t = 0; t < tasks; ++t) {
+    parallel_for(tasks, g.planes * in_plane > kParallelMinArithmetic, [&](int64_t t) {
       const int64_t first = t * kLanePlanesPerTask;
       pool_grad_lanes(g, windows, x, dy, first, std::min(g.planes, first + kLanePlanesPerTask), dx);
-    }
+    });
     return;
   }
-#pragma omp parallel for if (g.planes * in_plane > kParallelMinArithmetic)
-  for (int64_t p = 0; p < g.planes; ++p) {
+  parallel_for(g.planes, g.planes * in_plane > kParallelMinArithmetic, [&](int64_t p) {
     pool_grad_plane(g, x + p * in_plane, dy + p * out_plane, dx + p * in_plane);
-  }
+  });
 }
 
 PURINE_REGISTER_OPERATOR(PoolOp);

@@ -112,18 +112,17 @@ void SoftmaxOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
   if (inner == 1) {
-#pragma omp parallel for if (outer * block > kParallelMinNormalization)
-    for (int64_t n = 0; n < outer; ++n) softmax_row(x + n * block, y + n * block, channels);
+    parallel_for(outer, outer * block > kParallelMinNormalization,
+                 [&](int64_t n) { softmax_row(x + n * block, y + n * block, channels); });
     return;
   }
-#pragma omp parallel if (outer * block > kParallelMinNormalization)
-  {
+  parallel_region(outer * block > kParallelMinNormalization, [&] {
     std::vector<float> scratch(2 * inner);
 #pragma omp for
     for (int64_t n = 0; n < outer; ++n) {
       softmax_block(x + n * block, y + n * block, channels, inner, scratch.data());
     }
-  }
+  });
 }
 
 SoftmaxGradOp::SoftmaxGradOp(Attrs attrs)
@@ -148,21 +147,19 @@ void SoftmaxGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* dy = inputs[1]->data();
   float* dx = outputs[0]->mutable_data();
   if (inner == 1) {
-#pragma omp parallel for if (outer * block > kParallelMinNormalization)
-    for (int64_t n = 0; n < outer; ++n) {
+    parallel_for(outer, outer * block > kParallelMinNormalization, [&](int64_t n) {
       softmax_grad_row(y + n * block, dy + n * block, dx + n * block, channels);
-    }
+    });
     return;
   }
-#pragma omp parallel if (outer * block > kParallelMinNormalization)
-  {
+  parallel_region(outer * block > kParallelMinNormalization, [&] {
     std::vector<float> dot(inner);
 #pragma omp for
     for (int64_t n = 0; n < outer; ++n) {
       softmax_grad_block(y + n * block, dy + n * block, dx + n * block, channels, inner,
                          dot.data());
     }
-  }
+  });
 }
 
 PURINE_REGISTER_OPERATOR(SoftmaxOp);

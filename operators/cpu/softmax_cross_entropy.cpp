@@ -59,8 +59,7 @@ void SoftmaxCrossEntropyOp::compute_cpu(const std::vector<const Tensor*>& inputs
   for (int64_t n = 0; n < rows; ++n) label_index(type(), labels, n, classes);
   // Row losses are summed serially in row order, so the loss does not depend on the threads.
   std::vector<double> row_loss(rows);
-#pragma omp parallel for if (rows * classes > kParallelMinNormalization)
-  for (int64_t n = 0; n < rows; ++n) {
+  parallel_for(rows, rows * classes > kParallelMinNormalization, [&](int64_t n) {
     const float* x = logits + n * classes;
     float* p = probs + n * classes;
     float max = x[0];
@@ -74,7 +73,7 @@ void SoftmaxCrossEntropyOp::compute_cpu(const std::vector<const Tensor*>& inputs
     for (int64_t c = 0; c < classes; ++c) p[c] *= inv;
     const int64_t label = static_cast<int64_t>(labels[n]);
     row_loss[n] = std::log(static_cast<double>(sum)) + max - x[label];
-  }
+  });
   double total = 0.0;
   for (int64_t n = 0; n < rows; ++n) total += row_loss[n];
   *outputs[0]->mutable_data() = rows > 0 ? static_cast<float>(total / rows) : 0.0f;
@@ -99,8 +98,8 @@ void SoftmaxCrossEntropyGradOp::compute_cpu(const std::vector<const Tensor*>& in
   for (int64_t n = 0; n < rows; ++n) label_index(type(), labels, n, classes);
   const float scale = rows > 0 ? *inputs[2]->data() / static_cast<float>(rows) : 0.0f;
   const int64_t count = rows * classes;
-#pragma omp parallel for if (count > kParallelMinNormalization)
-  for (int64_t i = 0; i < count; ++i) dlogits[i] = scale * probs[i];
+  parallel_for(count, count > kParallelMinNormalization,
+               [&](int64_t i) { dlogits[i] = scale * probs[i]; });
   for (int64_t n = 0; n < rows; ++n) {
     dlogits[n * classes + static_cast<int64_t>(labels[n])] -= scale;
   }

@@ -52,12 +52,11 @@ void BatchNormSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* sums = outputs[0]->mutable_data();
-#pragma omp parallel for if (l.count() > kParallelMinArithmetic)
-  for (int64_t c = 0; c < l.channels; ++c) {
+  parallel_for(l.channels, l.count() > kParallelMinArithmetic, [&](int64_t c) {
     double sum = 0;
     for (int64_t i = 0; i < l.n; ++i) sum += row_sum(x + l.offset(i, c), l.inner);
     sums[c] = static_cast<float>(sum);
-  }
+  });
   sums[l.channels] = static_cast<float>(l.n * l.inner);
 }
 
@@ -77,13 +76,12 @@ void BatchNormSquareSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs
   const float* totals = inputs[1]->data();
   float* squares = outputs[0]->mutable_data();
   const double count = totals[l.channels];
-#pragma omp parallel for if (l.count() > kParallelMinArithmetic)
-  for (int64_t c = 0; c < l.channels; ++c) {
+  parallel_for(l.channels, l.count() > kParallelMinArithmetic, [&](int64_t c) {
     const float mean = static_cast<float>(totals[c] / count);
     double sum = 0;
     for (int64_t i = 0; i < l.n; ++i) sum += row_square_sum(x + l.offset(i, c), l.inner, mean);
     squares[c] = static_cast<float>(sum);
-  }
+  });
   squares[l.channels] = static_cast<float>(l.n * l.inner);
 }
 
@@ -136,8 +134,7 @@ void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const double m = sums[l.channels];
   require(m > 1, type(), ": training needs more than one value per channel over the replicas; ",
           "the totals count ", m, " (use a larger batch)");
-#pragma omp parallel for if (l.count() > kParallelMinArithmetic)
-  for (int64_t c = 0; c < l.channels; ++c) {
+  parallel_for(l.channels, l.count() > kParallelMinArithmetic, [&](int64_t c) {
     const float mean = static_cast<float>(sums[c] / m);
     const float var = static_cast<float>(squares[c] / m);
     const float unbiased = static_cast<float>(squares[c] / (m - 1));
@@ -152,7 +149,7 @@ void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       float* out = y + l.offset(i, c);
       for (int64_t s = 0; s < l.inner; ++s) out[s] = affine(in[s]);
     }
-  }
+  });
 }
 
 // ---- batch_norm_grad_sums ----
@@ -172,8 +169,7 @@ void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* mean = inputs[1]->data();
   const float* dy = inputs[2]->data();
   float* sums = outputs[0]->mutable_data();
-#pragma omp parallel for if (2 * l.count() > kParallelMinArithmetic)
-  for (int64_t c = 0; c < l.channels; ++c) {
+  parallel_for(l.channels, 2 * l.count() > kParallelMinArithmetic, [&](int64_t c) {
     double sum_dy = 0, sum_dy_centered = 0;
     for (int64_t i = 0; i < l.n; ++i) {
       sum_dy += row_sum(dy + l.offset(i, c), l.inner);
@@ -182,7 +178,7 @@ void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     }
     sums[c] = static_cast<float>(sum_dy);
     sums[l.channels + c] = static_cast<float>(sum_dy_centered);
-  }
+  });
   sums[2 * l.channels] = static_cast<float>(l.n * l.inner);
 }
 
@@ -213,8 +209,7 @@ void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* dgamma = outputs[1]->mutable_data();
   float* dbeta = outputs[2]->mutable_data();
   const double m = total[2 * l.channels];
-#pragma omp parallel for if (l.count() > kParallelMinArithmetic)
-  for (int64_t c = 0; c < l.channels; ++c) {
+  parallel_for(l.channels, l.count() > kParallelMinArithmetic, [&](int64_t c) {
     const float mean = saved_mean[c], inv_std = saved_inv_std[c];
     dgamma[c] = local[l.channels + c] * inv_std;
     dbeta[c] = local[c];
@@ -230,7 +225,7 @@ void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       for (int64_t s = 0; s < l.inner; ++s)
         out[s] = scale * (g[s] - mean_dy - (in[s] - mean) * slope);
     }
-  }
+  });
 }
 
 PURINE_REGISTER_OPERATOR(BatchNormSumsOp);

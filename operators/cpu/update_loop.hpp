@@ -24,6 +24,7 @@
 
 #include "base/error.hpp"
 #include "operators/attrs.hpp"
+#include "operators/cpu/threading.hpp"
 
 namespace purine::cpu {
 
@@ -82,8 +83,7 @@ int64_t update_loop(int64_t n, std::initializer_list<const float*> outputs, int6
   int64_t count = 0;
   if (n < kStreamingMinFloats || !aligned_alike) {
     const int64_t blocks = n / 4;
-#pragma omp parallel reduction(+ : count) if (n > parallel_min)
-    {
+    parallel_region(n > parallel_min, [&] {
       // A copy of its own per thread: the stores cannot alias it, so its pointers and constants
       // stay in registers (the shared closure was reloaded from memory after every store).
       const Four own_four = four;
@@ -91,8 +91,10 @@ int64_t update_loop(int64_t n, std::initializer_list<const float*> outputs, int6
 #pragma omp for nowait  // the region's end joins the threads
       for (int64_t b = 0; b < blocks; ++b)
         lanes = count_non_finite_lanes(lanes, own_four(4 * b, StoreOrdinary()));
-      count += lane_sum(lanes);
-    }
+      const int64_t own = lane_sum(lanes);
+#pragma omp atomic
+      count += own;
+    });
     for (int64_t i = 4 * blocks; i < n; ++i) count += non_finite(one(i));
     return count;
   }
