@@ -223,7 +223,7 @@ class ChunkedDnnlWeightGradKernel : public ConvKernel {
       parts_[chunk]->run(dy + begin * g.o * g.ho * g.wo, x + begin * g.c * g.h * g.w, nullptr,
                          partials_.data() + chunk * size_);
     }
-    sum_chunks(partials_.data(), chunks_, size_, team_, dw);
+    sum_chunks(partials_.data(), chunks_, size_, dw);
   }
 
  private:
@@ -404,7 +404,7 @@ class Im2colConvKernel : public ConvKernel {
               i > begin, partial, rows_);
       }
     }
-    sum_chunks(partials_.data(), chunks_, size, team_, dw);
+    sum_chunks(partials_.data(), chunks_, size, dw);
   }
 
   const int64_t rows_;    // C kh kw

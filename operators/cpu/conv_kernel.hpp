@@ -71,14 +71,14 @@ constexpr int64_t kMaxChunks = 8;
 // The first image of chunk `chunk` of `chunks` over a batch of n.
 inline int64_t chunk_begin(int64_t n, int64_t chunk, int64_t chunks) { return n * chunk / chunks; }
 
-// dw[j] = partials[0][j] + partials[1][j] + ... in chunk order.
-inline void sum_chunks(const float* partials, int64_t chunks, int64_t size, int team, float* dw) {
-#pragma omp parallel for if (size * chunks > kParallelMinArithmetic) num_threads(team)
-  for (int64_t j = 0; j < size; ++j) {
+// dw[j] = partials[0][j] + partials[1][j] + ... in chunk order, on the caller's team (the
+// kernels call it inside their OmpThreads scope).
+inline void sum_chunks(const float* partials, int64_t chunks, int64_t size, float* dw) {
+  parallel_for(size, size * chunks > kParallelMinArithmetic, [&](int64_t j) {
     float total = partials[j];
     for (int64_t chunk = 1; chunk < chunks; ++chunk) total += partials[chunk * size + j];
     dw[j] = total;
-  }
+  });
 }
 
 // Row-major C[M, N] = op(A) op(B) (+ C when accumulate), on the calling thread when called

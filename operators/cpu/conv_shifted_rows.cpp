@@ -118,7 +118,7 @@ class ShiftedRowsKernel : public ConvKernel {
       for (int64_t first = chunk_begin(g.n, chunk, chunks_); first < end; first += group_)
         add_group(dy, x, first, std::min(group_, end - first), partial);
     }
-    sum_chunks(partials_.data(), chunks_, size, team_, dw);
+    sum_chunks(partials_.data(), chunks_, size, dw);
   }
 
  private:
