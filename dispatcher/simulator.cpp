@@ -18,7 +18,15 @@
 namespace purine::dispatch {
 namespace {
 
-enum class EventKind { kBusyEnd, kTransferEnd, kGateOpen, kRoundEnd, kPollDue, kChannelFree };
+enum class EventKind {
+  kBusyEnd,
+  kTransferEnd,
+  kGateOpen,
+  kRoundEnd,
+  kPollDue,
+  kChannelFree,
+  kAvailable,  // an executor back from waking up, or from waking another (payload: executor)
+};
 
 struct Event {
   double time;
@@ -81,6 +89,10 @@ class Replay {
     completed_in_.assign(static_cast<size_t>(groups_) * iterations_, 0);
     ready_.assign(plan_.executors().size(), {});
     executor_free_.assign(plan_.executors().size(), true);
+    last_active_.assign(plan_.executors().size(), 0);
+    available_at_.assign(plan_.executors().size(), 0);
+    in_flight_.assign(plan_.executors().size(), 0);
+    flying_.assign(instances, false);
     awaiting_.assign(plan_.executors().size(), {});
     channel_free_.assign(setup_.channels, true);
     waiting_on_.assign(setup_.channels, {});
@@ -94,7 +106,7 @@ class Replay {
       waiting_[i] = schedule_.in_degree(t) + (i >= n_ ? 1 : 0);  // + the iteration's gate
     }
     for (TaskId t = 0; t < n_; ++t)
-      if (waiting_[t] == 0) make_ready(t, 0.0);
+      if (waiting_[t] == 0) make_ready(t, 0.0, -1);
     dispatch(0.0);
     while (!events_.empty()) {
       const double now = events_.top().time;
@@ -141,6 +153,14 @@ class Replay {
             "simulate: ", setup_.pool_poll_delay.size(), " poll delays for ",
             setup_.pool_cores.size(), " pools");
     for (double d : setup_.pool_poll_delay) check_duration(d, "pool's poll delay", "(all)");
+    require(setup_.pool_wake_cost.size() <= setup_.pool_cores.size() &&
+                setup_.pool_wake_latency.size() <= setup_.pool_cores.size(),
+            "simulate: ", setup_.pool_wake_cost.size(), " wake costs and ",
+            setup_.pool_wake_latency.size(), " wake latencies for ", setup_.pool_cores.size(),
+            " pools");
+    for (double d : setup_.pool_wake_cost) check_duration(d, "pool's wake cost", "(all)");
+    for (double d : setup_.pool_wake_latency) check_duration(d, "pool's wake latency", "(all)");
+    check_duration(setup_.idle_spin, "idle spin", "(all)");
     for (TaskId t = 0; t < n_; ++t) {
       const Task& task = plan_.tasks()[t];
       require(task.executor != kAnyExecutor, "simulate: task ", task.name,
@@ -226,15 +246,42 @@ class Replay {
     return true;
   }
 
-  void make_ready(long instance, double now) {
+  // A task made ready for `e` by the completion of a task of `waker` (-1: the iteration's start).
+  void make_ready(long instance, double now, ExecutorId waker) {
     const TaskId t = task_of(instance);
     ready_at_[instance] = now;
     // Task::run_first tasks before the others, each group in topological order; a rank's
     // iterations never overlap, so every key of an iteration sorts before the next one's.
     const long group = plan_.tasks()[t].run_first ? 0 : n_;
     const ExecutorId e = plan_.tasks()[t].executor;
+    if (asleep(e, now)) wake(e, waker, now);
     ready_[e].push({position_[t] + group + 2L * n_ * iteration_of(instance), instance});
     consider(e);
+  }
+
+  // SimulationSetup::pool_wake_cost and _latency: whether `e` sleeps, having had nothing to do
+  // (no task running, ready or in flight) for longer than the idle spin.
+  double pool_value(const std::vector<double>& values, int pool) const {
+    return pool >= 0 && pool < static_cast<int>(values.size()) ? values[pool] : 0;
+  }
+  bool asleep(ExecutorId e, double now) const {
+    const int pool = pool_of_[e];
+    if (pool_value(setup_.pool_wake_cost, pool) == 0 &&
+        pool_value(setup_.pool_wake_latency, pool) == 0)
+      return false;
+    return executor_free_[e] && ready_[e].empty() && awaiting_[e].empty() && in_flight_[e] == 0 &&
+           available_at_[e] <= now && now - last_active_[e] > setup_.idle_spin;
+  }
+  // `e` takes its next task wake latency from now; `waker`, if between tasks, loses wake cost.
+  void wake(ExecutorId e, ExecutorId waker, double now) {
+    const int pool = pool_of_[e];
+    available_at_[e] = last_active_[e] = now + pool_value(setup_.pool_wake_latency, pool);
+    push(available_at_[e], EventKind::kAvailable, e);
+    if (waker < 0 || waker == e || !executor_free_[waker]) return;
+    available_at_[waker] =
+        std::max(now, available_at_[waker]) + pool_value(setup_.pool_wake_cost, pool);
+    last_active_[waker] = available_at_[waker];
+    push(available_at_[waker], EventKind::kAvailable, waker);
   }
 
   // Keeps `e` among the executors dispatch() looks at while it is free with a ready task or a
@@ -249,7 +296,8 @@ class Replay {
     // Free executors poll their in-flight polled tasks first: the next round, or completion.
     const std::vector<ExecutorId> polling(wanting_.begin(), wanting_.end());
     for (ExecutorId e : polling) {
-      if (!executor_free_[e] || awaiting_[e].empty()) continue;
+      if (!executor_free_[e] || awaiting_[e].empty() || available_at_[e] > now) continue;
+      last_active_[e] = now;
       std::vector<long> polled;
       polled.swap(awaiting_[e]);
       const int pool = pool_of_[e];
@@ -277,7 +325,7 @@ class Replay {
     }
     std::vector<std::tuple<double, ExecutorId>> waiting;
     for (ExecutorId e : wanting_)
-      if (executor_free_[e] && !ready_[e].empty())
+      if (executor_free_[e] && !ready_[e].empty() && available_at_[e] <= now)
         waiting.emplace_back(ready_at_[ready_[e].top().second], e);
     std::sort(waiting.begin(), waiting.end());
     for (const auto& [since, e] : waiting) {
@@ -287,6 +335,7 @@ class Replay {
       const long instance = ready_[e].top().second;
       ready_[e].pop();
       executor_free_[e] = false;
+      last_active_[e] = now;
       const TaskId t = task_of(instance);
       TaskInterval& in = sim_.intervals[instance];
       in.start = now;
@@ -308,8 +357,15 @@ class Replay {
     if (e.kind == EventKind::kGateOpen) {
       const int group = static_cast<int>(e.payload / iterations_);
       const int k = static_cast<int>(e.payload % iterations_);
+      // The measured gap between runs includes waking the executors: they start awake.
+      for (size_t x = 0; x < group_of_.size(); ++x)
+        if (group_of_[x] == group) last_active_[x] = std::max(last_active_[x], now);
       for (TaskId t = 0; t < n_; ++t)
-        if (group_of_task(t) == group) release(static_cast<long>(k) * n_ + t, now);
+        if (group_of_task(t) == group) release(static_cast<long>(k) * n_ + t, now, -1);
+      return;
+    }
+    if (e.kind == EventKind::kAvailable) {
+      consider(static_cast<ExecutorId>(e.payload));
       return;
     }
     const long instance = e.payload;
@@ -322,11 +378,15 @@ class Replay {
     if (e.kind == EventKind::kBusyEnd) {
       in.busy_end = now;
       sim_.executor_busy[executor] += c.busy;
+      last_active_[executor] = now;
       const int pool = pool_of_[executor];
       if (pool >= 0) ++free_cores_[pool];
       if (!c.hold_executor) {
         executor_free_[executor] = true;
         consider(executor);
+        // Until it completes, its thread polls it and does not sleep.
+        flying_[instance] = true;
+        ++in_flight_[executor];
       }
       if (c.collective >= 0) {
         auto& arrived = arrivals_[{c.collective, iteration_of(instance)}];
@@ -427,9 +487,9 @@ class Replay {
     consider(e);
   }
 
-  void release(long instance, double now) {
+  void release(long instance, double now, ExecutorId waker) {
     CHECK_GT(waiting_[instance], 0);
-    if (--waiting_[instance] == 0) make_ready(instance, now);
+    if (--waiting_[instance] == 0) make_ready(instance, now, waker);
   }
 
   void complete(long instance, double now) {
@@ -437,9 +497,15 @@ class Replay {
     const int k = iteration_of(instance);
     sim_.intervals[instance].end = now;
     waiting_[instance] = -1;
+    const ExecutorId executor = plan_.tasks()[t].executor;
+    if (flying_[instance]) {
+      flying_[instance] = false;
+      --in_flight_[executor];
+      last_active_[executor] = std::max(last_active_[executor], now);
+    }
     const long base = static_cast<long>(k) * n_;
     for (const TaskId* s = schedule_.successors_begin(t); s != schedule_.successors_end(t); ++s)
-      release(base + *s, now);
+      release(base + *s, now, executor);
     const int group = group_of_task(t);
     double& end = sim_.iteration_end[group][k];
     end = std::max(end, now);
@@ -471,6 +537,12 @@ class Replay {
   using Ready = std::pair<long, long>;  // (order key, instance)
   std::vector<std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>>> ready_;
   std::vector<bool> executor_free_, channel_free_;
+  // Per executor (SimulationSetup::pool_wake_cost): when it last started, ended or polled a task,
+  // when it may take a task again (after waking up, or waking another), and its tasks in flight
+  // (busy part done, transfer not completed: polled, so it does not sleep).
+  std::vector<double> last_active_, available_at_;
+  std::vector<int> in_flight_;
+  std::vector<bool> flying_;                  // per instance: counted in its executor's in_flight_
   std::vector<std::deque<long>> waiting_on_;  // per channel: the transfers waiting, in order
   std::vector<int> hop_;                      // per instance: the channel of its route it is at
   std::set<int> changed_channels_;  // freed, or given a waiting transfer, since the last start

@@ -22,6 +22,7 @@
 // share a pool of cores (threads of one CPU): a task's busy part then also needs a free core; the
 // executors waiting for one are served by the ready time of their next task, then by executor id.
 // With time slicing, a pool's polled transfers take shares of its cores from its busy tasks.
+// A pool's executors may sleep when idle, and waking one costs time (pool_wake_cost, _latency).
 //
 // Iterations: executor_group says which process (rank) each executor belongs to. Iteration k+1
 // of a group starts (its tasks may become ready) once every task of that group has completed
@@ -71,6 +72,14 @@ struct SimulationSetup {
   // shares the cores with the busy tasks: while more of them run than the pool has cores, each
   // advances at cores / running (processor sharing; busy tasks still wait for a free core).
   std::vector<bool> pool_time_slicing;
+  // Per pool (empty: none): sleeping threads. An executor of the pool idle for longer than
+  // idle_spin (nothing ready, nothing in flight) sleeps, as the dispatcher's threads do
+  // (EngineOptions::idle_spin); a task made ready for it then starts wake_latency later, and the
+  // executor whose task completion made it ready, if it is between tasks, loses wake_cost (the
+  // futex wake; on a virtual machine an interrupt to a halted virtual CPU). A group's executors
+  // count as awake when its iteration starts: the gap between runs includes that wake-up.
+  std::vector<double> pool_wake_cost, pool_wake_latency;
+  double idle_spin = 0;
   int channels = 0;  // channel ids in costs are below this
   int iterations = 1;
   double iteration_gap = 0;  // seconds between a group's iterations

@@ -3,6 +3,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "base/error.hpp"
+#include "dispatcher/engine.hpp"
 #include "dispatcher/simulator.hpp"
 #include "purine/compile.hpp"
 #include "purine/graph.hpp"
@@ -121,11 +123,20 @@ struct Placement {
   std::vector<int> pool_of_rank;                // the core pool of its host threads
   std::vector<std::string> channel_names;
   std::vector<int> pool_cores;
-  std::vector<double> pool_poll_delay;  // seconds
+  std::vector<double> pool_poll_delay;                    // seconds
+  std::vector<double> pool_wake_cost, pool_wake_latency;  // seconds
 };
 
 int devices_per_rank(const TrainOptions& o) {
   return o.devices.empty() ? 0 : static_cast<int>(o.devices.size());
+}
+
+// A core pool of `cores` cores of a node of `group`.
+void add_pool(Placement& p, const proto::NodeGroupProto& group, int cores) {
+  p.pool_cores.push_back(cores);
+  p.pool_poll_delay.push_back(group.poll_delay_us() * kUs);
+  p.pool_wake_cost.push_back(group.wake_cost_us() * kUs);
+  p.pool_wake_latency.push_back(group.wake_latency_us() * kUs);
 }
 
 Placement place(const proto::ClusterProto& cluster, const TrainOptions& o, bool by_node) {
@@ -144,8 +155,7 @@ Placement place(const proto::ClusterProto& cluster, const TrainOptions& o, bool 
           (group.name().empty() ? "node" + std::to_string(group_index) : group.name()) +
           (count > 1 ? "[" + std::to_string(k) + "]" : "");
       Placement::Node node{&group, static_cast<int>(p.pool_cores.size()), 0, 0, 0, 0};
-      p.pool_cores.push_back(group.cores());
-      p.pool_poll_delay.push_back(group.poll_delay_us() * kUs);
+      add_pool(p, group, group.cores());
       auto channel = [&](const std::string& what) {
         p.channel_names.push_back(name + ":" + what);
         return static_cast<int>(p.channel_names.size()) - 1;
@@ -169,10 +179,7 @@ Placement place(const proto::ClusterProto& cluster, const TrainOptions& o, bool 
     // A bound rank's threads take turns on its own cores.
     p.pool_of_rank.push_back(group.cores_per_rank() > 0 ? static_cast<int>(p.pool_cores.size())
                                                         : p.nodes[id].pool);
-    if (group.cores_per_rank() > 0) {
-      p.pool_cores.push_back(group.cores_per_rank());
-      p.pool_poll_delay.push_back(group.poll_delay_us() * kUs);
-    }
+    if (group.cores_per_rank() > 0) add_pool(p, group, group.cores_per_rank());
   };
   const auto placed = [&] { return static_cast<int>(p.node_of_rank.size()); };
   const int nodes = static_cast<int>(p.nodes.size());
@@ -313,6 +320,9 @@ CostModel model_costs(const SimulationPlan& sp, const SimulateOptions& options, 
   setup.channels = static_cast<int>(p.channel_names.size());
   setup.pool_cores = p.pool_cores;
   setup.pool_poll_delay = p.pool_poll_delay;
+  setup.pool_wake_cost = p.pool_wake_cost;
+  setup.pool_wake_latency = p.pool_wake_latency;
+  setup.idle_spin = std::chrono::duration<double>(dispatch::EngineOptions{}.idle_spin).count();
   // A non-blocking collective's transfer is done by its polling thread (MPI_Test copies and sums
   // in shared memory), which takes its share of the node's cores.
   setup.pool_time_slicing.assign(p.pool_cores.size(), options.time_slicing);
@@ -558,6 +568,10 @@ proto::ClusterProto parse_cluster(const std::string& text, const std::string& so
             g.ranks_per_node());
     require(g.poll_delay_us() >= 0 && std::isfinite(g.poll_delay_us()), where,
             ".poll_delay_us must be >= 0, got ", g.poll_delay_us());
+    require(g.wake_cost_us() >= 0 && std::isfinite(g.wake_cost_us()), where,
+            ".wake_cost_us must be >= 0, got ", g.wake_cost_us());
+    require(g.wake_latency_us() >= 0 && std::isfinite(g.wake_latency_us()), where,
+            ".wake_latency_us must be >= 0, got ", g.wake_latency_us());
     require(g.cores_per_rank() >= 0 && g.cores_per_rank() <= g.cores(), where,
             ".cores_per_rank must be in [0, cores = ", g.cores(), "], got ", g.cores_per_rank());
     check_rank_speeds(g.rank_speed(), where + ".rank_speed");

@@ -1,7 +1,7 @@
 // The discrete-event simulation of plans (dispatcher/simulator.hpp) on hand-made plans whose
 // timelines are known by hand: a chain, a fork and join, two executors, an order edge, a
 // resource, two transfers sharing one channel, a collective, a core pool and its time slicing,
-// iterations per group, and the serial engine's order when every cost is equal.
+// sleeping threads, iterations per group, and the serial engine's order when every cost is equal.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <random>
@@ -337,6 +337,72 @@ TEST_CASE("simulate: executors sharing one core take turns", "[simulator]") {
   CHECK(sim.makespan == 5);
   setup.pool_cores = {2};
   CHECK(pd::simulate(plan, setup).makespan == 3);
+}
+
+TEST_CASE("simulate: handing a task to a sleeping executor costs both threads", "[simulator]") {
+  // a (3 s on e0) makes b ready on e1, idle since 0, and c on e0. Idle past the spin, e1 sleeps:
+  // b starts the wake latency late, and e0, which wakes it, starts c the wake cost late.
+  pd::Plan plan;
+  const auto e0 = plan.add_executor({"main"}), e1 = plan.add_executor({"side"});
+  const auto a = add(plan, "a", e0), b = add(plan, "b", e1), c = add(plan, "c", e0);
+  plan.add_dependency(a, b);
+  plan.add_dependency(a, c);
+  pd::SimulationSetup setup = busy_times(plan, {3, 1, 1});
+  setup.executor_pool = {0, 0};
+  setup.pool_cores = {2};
+  setup.pool_wake_cost = {0.25};
+  setup.pool_wake_latency = {2};
+  setup.idle_spin = 0.5;
+  pd::Simulation sim = pd::simulate(plan, setup);
+  CHECK(sim.at(b).start == 5);
+  CHECK(sim.at(c).start == 3.25);
+  CHECK(sim.makespan == 6);
+  CHECK(sim.executor_busy[e0] == 4);  // waking is not work
+
+  // The gap between iterations includes waking the executors: each iteration starts awake.
+  setup.iterations = 2;
+  setup.iteration_gap = 1;
+  sim = pd::simulate(plan, setup);
+  CHECK(sim.at(a, 1).start == 7);
+  CHECK(sim.at(b, 1).start == 12);
+  CHECK(sim.at(c, 1).start == 10.25);
+  setup.iterations = 1;
+
+  setup.idle_spin = 4;  // e1 still spinning at 3: a hand-over costs nothing
+  sim = pd::simulate(plan, setup);
+  CHECK(sim.at(b).start == 3);
+  CHECK(sim.at(c).start == 3);
+
+  setup.idle_spin = 0.5;
+  setup.pool_wake_cost.clear();  // pools without wake costs: nobody sleeps
+  setup.pool_wake_latency.clear();
+  sim = pd::simulate(plan, setup);
+  CHECK(sim.at(b).start == 3);
+  CHECK(sim.at(c).start == 3);
+}
+
+TEST_CASE("simulate: a thread with a transfer in flight polls it and does not sleep",
+          "[simulator]") {
+  // e1 sends (busy 0.5, then 3 s on the wire) and waits; a, 2 s on e0, then hands it b.
+  pd::Plan plan;
+  const auto e0 = plan.add_executor({"main"}), e1 = plan.add_executor({"comm"});
+  const auto send = add(plan, "send", e1), a = add(plan, "a", e0), b = add(plan, "b", e1);
+  plan.add_dependency(a, b);
+  pd::SimulationSetup setup = busy_times(plan, {0.5, 2, 1});
+  setup.costs[send].transfer = 3;
+  setup.executor_pool = {0, 0};
+  setup.pool_cores = {2};
+  setup.pool_wake_cost = {0.25};
+  setup.pool_wake_latency = {2};
+  setup.idle_spin = 0.5;
+  pd::Simulation sim = pd::simulate(plan, setup);
+  CHECK(sim.at(b).start == 2);  // e1 still polls its send, in flight until 3.5
+  CHECK(sim.at(send).end == 3.5);
+
+  setup.costs[send].transfer = 1;  // done at 1.5: e1 sleeps from 2 on, just past its spin
+  setup.costs[a].busy = 2.25;
+  sim = pd::simulate(plan, setup);
+  CHECK(sim.at(b).start == 4.25);
 }
 
 TEST_CASE("simulate: each group starts its next iteration once its own tasks are done",

@@ -106,6 +106,10 @@ TEST_CASE("cluster files: mistakes are refused naming the line or the field", "[
       Contains("nodes[0].cpu.peak_gflops must be positive, got -1"));
   CHECK_THROWS_WITH(parse_cluster("nodes { cores: 2 cores_per_rank: 3 " + cpu + " }", "c.pbtxt"),
                     Contains("nodes[0].cores_per_rank must be in [0, cores = 2], got 3"));
+  CHECK_THROWS_WITH(parse_cluster("nodes { cores: 2 wake_cost_us: -2 " + cpu + " }", "c.pbtxt"),
+                    Contains("nodes[0].wake_cost_us must be >= 0, got -2"));
+  CHECK_THROWS_WITH(parse_cluster("nodes { cores: 2 wake_latency_us: -1 " + cpu + " }", "c.pbtxt"),
+                    Contains("nodes[0].wake_latency_us must be >= 0, got -1"));
   CHECK_THROWS_WITH(load_cluster("/nonexistent/cluster.pbtxt"),
                     Contains("cluster file '/nonexistent/cluster.pbtxt': cannot open it"));
 }

@@ -183,6 +183,50 @@ double handover_floor_ns() {
   return std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kHandovers;
 }
 
+// A hand-over to an executor that has been idle for `idle_us`: task A on executor 0 works that
+// long, then its successors B (on executor 1) and C (on executor 0) become ready. Returns the
+// medians over `runs` runs of how long after A's end C started (what the hand-over cost the
+// giver) and B started (when the receiver took it). Idle past EngineOptions::idle_spin, the
+// receiver sleeps on its condition variable and the giver has to wake it.
+struct HandOver {
+  double giver_us = 0;
+  double receiver_us = 0;
+};
+
+void busy_wait(std::chrono::microseconds duration) {
+  const Clock::time_point until = Clock::now() + duration;
+  while (Clock::now() < until) {
+  }
+}
+
+HandOver hand_over(int idle_us, int runs) {
+  Clock::time_point a_end, b_start, c_start;
+  pd::Plan plan;
+  plan.add_executor({"cpu/0"});
+  plan.add_executor({"cpu/1"});
+  const pd::TaskId a = plan.add_task({"a", "", 0, [&] {
+                                        busy_wait(std::chrono::microseconds(idle_us));
+                                        a_end = Clock::now();
+                                      }});
+  const pd::TaskId b = plan.add_task({"b", "", 1, [&] { b_start = Clock::now(); }});
+  const pd::TaskId c = plan.add_task({"c", "", 0, [&] { c_start = Clock::now(); }});
+  plan.add_dependency(a, b);
+  plan.add_dependency(a, c);
+  pd::EngineOptions options;
+  options.idle_spin = std::chrono::microseconds(FLAGS_idle_spin_us);
+  pd::Engine engine(std::move(plan), options);
+  std::vector<double> giver, receiver;
+  engine.run();  // warm-up
+  for (int r = 0; r < runs; ++r) {
+    engine.run();
+    giver.push_back(std::chrono::duration<double, std::micro>(c_start - a_end).count());
+    receiver.push_back(std::chrono::duration<double, std::micro>(b_start - a_end).count());
+  }
+  std::sort(giver.begin(), giver.end());
+  std::sort(receiver.begin(), receiver.end());
+  return {giver[giver.size() / 2], receiver[receiver.size() / 2]};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -225,5 +269,16 @@ int main(int argc, char** argv) {
   }
   std::printf("thread hand-over floor (two threads bouncing an atomic, yielding): %.1f ns\n",
               handover_floor_ns());
+  // What purine simulate's cluster files call wake_cost_us and wake_latency_us: the asleep row
+  // less the awake one.
+  const HandOver awake = hand_over(FLAGS_idle_spin_us / 5, 101);
+  const HandOver asleep = hand_over(std::max(1000, 20 * FLAGS_idle_spin_us), 101);
+  std::printf(
+      "hand-over to an executor idle %d us (spinning) / %d us (asleep), median of 101: the giver's "
+      "next task after %.1f / %.1f us, the receiver's after %.1f / %.1f us; waking costs the giver "
+      "%.1f us and the receiver starts %.1f us later\n",
+      FLAGS_idle_spin_us / 5, std::max(1000, 20 * FLAGS_idle_spin_us), awake.giver_us,
+      asleep.giver_us, awake.receiver_us, asleep.receiver_us, asleep.giver_us - awake.giver_us,
+      asleep.receiver_us - awake.receiver_us);
   return 0;
 }

@@ -177,6 +177,8 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = scale ]; then
   # KEEP/traces.
   TRACE_DIR=${KEEP:-/tmp}/traces bash "$here/tools/bench/weak_scaling.sh" "1 2 4 8" $iters \
     $rounds | tee /tmp/weak_scaling.txt || status=1
+  step "dispatcher hand-overs to sleeping threads (cluster files' wake_cost_us, wake_latency_us)"
+  "$here/bin/bench_dispatcher" --shapes= --tbb=false || status=1
   step "purine simulate against 4 and 8 real ranks (issue 24, check (b))"
   # With and without the ranks' shared memory modelled, from the ceiling measured above.
   RANK_SPEED=$(sed -n 's/^rank speed ([^)]*): //p' /tmp/weak_scaling.txt) \
