@@ -15,7 +15,9 @@
 // oneDNN except in the backward passes with C < 8 or O < 8 channels, the weight gradient of
 // small output planes (49 pixels or fewer with oneDNN's AVX2 kernels, 9 with its AVX-512
 // ones) and the forward of 2x2 or smaller ones (1x1 with AVX-512), where im2col is faster, and
-// where oneDNN declines the geometry. Each op instance caches its primitives and
+// where oneDNN declines the geometry; a convolution with one output pixel that sees every input
+// pixel runs as a dense layer in every direction ("gemm:one pixel", cpu/conv_one_pixel.cpp: the
+// taps that meet the input times the whole batch). Each op instance caches its primitives and
 // buffers for the last geometry and thread count it ran with; convolutions under 2^20
 // multiply-adds run on the calling thread alone. Thread counts and results: every kernel is
 // bit-identical for any thread count, on any ISA oneDNN picks. im2col by construction
@@ -23,7 +25,8 @@
 // the weight gradient (both engines) sums fixed chunks of the batch (at most 8; oneDNN's of at
 // least 4,096 output pixels each), each on one thread, and adds them in chunk order; GEMMs
 // over groups of images ("im2col:image groups", cpu/conv_image_groups.cpp) compute fixed
-// tiles, one GEMM each, the groups of the weight gradient added in order.
+// tiles, one GEMM each, the groups of the weight gradient added in order; the one-pixel GEMMs
+// fixed blocks of the output, one GEMM each.
 // `deterministic` (conv_grad_weight; default: deterministic_kernels(), on unless turned off,
 // operators/kernel_determinism.hpp): 0 runs oneDNN's weight gradient as one primitive over all
 // threads instead, whose bits depend on the thread count and the ISA (its blocked kernels split

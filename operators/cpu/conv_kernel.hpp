@@ -1,4 +1,4 @@
-// What the CPU convolution kernels share (operators/cpu/conv.cpp, conv_image_groups.cpp): the
+// What the CPU convolution kernels share (operators/cpu/conv.cpp and conv_*.cpp): the
 // kernel interface, the scoped OpenMP thread count, one-thread GEMMs and im2col.
 #pragma once
 
@@ -100,6 +100,12 @@ inline void add_bias_relu(const float* in, float b, int64_t n, float* out) {
 // input (conv_shifted_rows.cpp); it fits where the CPU has AVX2 and FMA.
 bool shifted_rows_fit(const ConvGeometry& g);
 std::unique_ptr<ConvKernel> make_shifted_rows_kernel(const ConvGeometry& g, int threads);
+
+// Convolutions with one output pixel that see every input pixel, as dense layers
+// (conv_one_pixel.cpp), in every direction.
+bool one_pixel_fits(const ConvGeometry& g);
+std::unique_ptr<ConvKernel> make_one_pixel_kernel(ConvDirection direction, const ConvGeometry& g,
+                                                  int threads, bool bias_relu);
 
 // The forward (kForward) or weight gradient (kBackwardWeights) of small output planes as GEMMs
 // over groups of images (conv_image_groups.cpp).

@@ -1,12 +1,9 @@
 #include "operators/inner_product.hpp"
 
-#include <glog/logging.h>
-#include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
-
 #include <algorithm>
 
 #include "base/error.hpp"
+#include "operators/cpu/blocked_sgemm.hpp"
 #include "operators/cpu/fused_parts.hpp"
 #include "operators/cpu/thread_workspace.hpp"
 #include "operators/registry.hpp"
@@ -14,59 +11,6 @@
 namespace purine {
 
 namespace {
-
-// Row-major C[M, N] = op(A) op(B) with op(A) [M, K], op(B) [K, N]; trans_* is 'N' or 'T'.
-// C is split along its longer side into 1, 2 or 4 blocks chosen from the shapes alone; each
-// block is one single-threaded oneDNN GEMM (oneDNN runs sequentially inside an OpenMP region),
-// so the result does not depend on the thread count. On 2 threads this matches oneDNN's own
-// threading (batch 64: 784 -> 256 and 3136 -> 1024, all three products); more blocks made the
-// 3136 x 1024 weight gradient twice as slow (each block packs the shared operand again).
-void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  constexpr int64_t kMinBlockWork = int64_t{1} << 18;  // multiply-adds
-  constexpr int64_t kMinBlockSide = 32;
-  const bool split_rows = m > n;
-  const int64_t side = split_rows ? m : n;
-  const int64_t work = m * n * std::max<int64_t>(k, 1);
-  int64_t blocks = 1;
-  while (blocks < 4 && work / (2 * blocks) >= kMinBlockWork &&
-         side / (2 * blocks) >= kMinBlockSide) {
-    blocks *= 2;
-  }
-  const int64_t block = (side + blocks - 1) / blocks;
-  auto run = [&](int64_t begin) {
-    const int64_t len = std::min(block, side - begin);
-    const float* a_block = a;
-    const float* b_block = b;
-    float* c_block = c;
-    int64_t rows = m, cols = n;
-    if (split_rows) {
-      a_block += trans_a == 'N' ? begin * lda : begin;
-      c_block += begin * ldc;
-      rows = len;
-    } else {
-      b_block += trans_b == 'N' ? begin : begin * ldb;
-      c_block += begin;
-      cols = len;
-    }
-    dnnl_status_t status = dnnl_sgemm(trans_a, trans_b, rows, cols, k, 1.0f, a_block, lda, b_block,
-                                      ldb, 0.0f, c_block, ldc);
-    CHECK_EQ(status, dnnl_success) << "dnnl_sgemm failed";
-  };
-  if (blocks == 1) {
-    // One block: keep it on this thread so that it matches a one-thread run bit for bit.
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
-    run(0);
-    omp_set_num_threads(saved);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < blocks; ++i) {
-    if (i * block < side) run(i * block);
-  }
-}
 
 // Checks x [N, ...] with rank >= 2 and returns K, the features per sample.
 int64_t features(const std::string& type, const Shape& x) {
@@ -108,7 +52,7 @@ void inner_product_cpu(const Tensor& x, const Tensor& w, Tensor& y) {
   const int64_t o = w.shape()[0];
   if (o * k < kWeightFirstMinFloats) {
     // y [N, O] = x [N, K] * w [O, K]^T
-    sgemm('N', 'T', n, o, k, x.data(), k, w.data(), k, y.mutable_data(), o);
+    blocked_sgemm('N', 'T', n, o, k, x.data(), k, w.data(), k, y.mutable_data(), o);
     return;
   }
   // y^T [O, N] = w [O, K] * x [N, K]^T, then transposed into y. oneDNN's sgemm reads a large
@@ -117,7 +61,7 @@ void inner_product_cpu(const Tensor& x, const Tensor& w, Tensor& y) {
   // 0.65 at N 16); for weights of 1 M floats or fewer the two were within 0.83-1.45x either way
   // (GoogLeNet's 1000 x 1024 classifier at N 128: 1.10x, 0.97x capped at AVX2).
   float* transposed = workspace_floats(thread_workspace(sizeof(float) * o * n), 0);
-  sgemm('N', 'T', o, n, k, w.data(), k, x.data(), k, transposed, n);
+  blocked_sgemm('N', 'T', o, n, k, w.data(), k, x.data(), k, transposed, n);
   float* out = y.mutable_data();
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < o; ++j) out[i * o + j] = transposed[j * n + i];
@@ -147,8 +91,8 @@ void InnerProductGradDataOp::compute_cpu(const std::vector<const Tensor*>& input
   const int64_t o = inputs[0]->shape()[1];
   const int64_t k = inputs[1]->shape()[1];
   // dx [N, K] = dy [N, O] * w [O, K]
-  sgemm('N', 'N', n, k, o, inputs[0]->data(), o, inputs[1]->data(), k, outputs[0]->mutable_data(),
-        k);
+  blocked_sgemm('N', 'N', n, k, o, inputs[0]->data(), o, inputs[1]->data(), k,
+                outputs[0]->mutable_data(), k);
 }
 
 std::vector<Shape> InnerProductGradWeightOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -167,8 +111,8 @@ void InnerProductGradWeightOp::compute_cpu(const std::vector<const Tensor*>& inp
   const int64_t o = inputs[0]->shape()[1];
   const int64_t k = inputs[1]->shape().count_from(1);
   // dw [O, K] = dy [N, O]^T * x [N, K]
-  sgemm('T', 'N', o, k, n, inputs[0]->data(), o, inputs[1]->data(), k, outputs[0]->mutable_data(),
-        k);
+  blocked_sgemm('T', 'N', o, k, n, inputs[0]->data(), o, inputs[1]->data(), k,
+                outputs[0]->mutable_data(), k);
 }
 
 PURINE_REGISTER_OPERATOR(InnerProductOp);

@@ -235,15 +235,29 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
     CHECK(four[2].rfind("onednn:", 0) == 0);
   else
     CHECK(four[2] == "im2col:image groups");
-  // 2x2 output planes: the forward too with AVX2 kernels; 1x1 planes: the forward too.
+  // 2x2 output planes: the forward too with AVX2 kernels.
   auto two = check_against_naive({4, 16, 4, 4, 24, 3, 3, 2, 2, 1, 1}, 36);
   CHECK((two[0] == "im2col:image groups") == !avx512);
   CHECK(two[1].rfind("onednn:", 0) == 0);
   CHECK(two[2] == "im2col:image groups");
-  auto one = check_against_naive({6, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0}, 36);
-  CHECK(one[0] == "im2col:image groups");
-  CHECK(one[1].rfind("onednn:", 0) == 0);
-  CHECK(one[2] == "im2col:image groups");
+}
+
+TEST_CASE("conv of one output pixel runs as a dense layer in every direction", "[conv]") {
+  // The taps that meet the input: the centre of 3x3 and 5x5 kernels over a padded 1x1 plane, a
+  // 1x1 kernel, a kernel the input's size (no cropping), a 2x2 block of a 4x4 kernel over a
+  // padded 2x2 plane.
+  for (const Geometry& g :
+       {Geometry{5, 12, 1, 1, 40, 3, 3, 1, 1, 1, 1}, Geometry{5, 12, 1, 1, 40, 5, 5, 1, 1, 2, 2},
+        Geometry{5, 12, 1, 1, 40, 1, 1, 1, 1, 0, 0}, Geometry{3, 4, 3, 2, 7, 3, 2, 1, 1, 0, 0},
+        Geometry{3, 4, 2, 2, 7, 4, 4, 1, 1, 1, 1}}) {
+    INFO(g.c << " -> " << g.o << " channels, " << g.h << "x" << g.w << ", kernel " << g.kh << "x"
+             << g.kw << ", pad " << g.pad_h);
+    for (const std::string& name : check_against_naive(g, 45)) CHECK(name == "gemm:one pixel");
+  }
+  // One output pixel whose stride skips input rows (3x3 over 5x5, stride 3): not a dense layer
+  // of the whole input.
+  for (const std::string& name : check_against_naive({2, 3, 5, 5, 4, 3, 3, 3, 3, 0, 0}, 46))
+    CHECK(name != "gemm:one pixel");
 }
 
 TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
@@ -275,10 +289,11 @@ TEST_CASE("conv weight gradient by shifted rows matches naive loops at any threa
 }
 
 TEST_CASE("conv weight gradient of an empty batch is zero with every kernel", "[conv]") {
-  // 1x1 output planes (GEMMs over image groups) and 10x10 ones (im2col's per-image chunks; with
-  // no images oneDNN is never asked).
-  for (const Geometry& g : {Geometry{0, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0},
-                            Geometry{0, 16, 12, 12, 24, 3, 3, 1, 1, 0, 0}}) {
+  // 1x1 output planes (one-pixel GEMMs), 2x2 ones (GEMMs over image groups) and 10x10 ones
+  // (im2col's per-image chunks; with no images oneDNN is never asked).
+  for (const Geometry& g :
+       {Geometry{0, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0}, Geometry{0, 16, 4, 4, 24, 3, 3, 1, 1, 0, 0},
+        Geometry{0, 16, 12, 12, 24, 3, 3, 1, 1, 0, 0}}) {
     for (const char* engine : {"auto", "onednn", "im2col"}) {
       INFO(g.h << "x" << g.w << ", engine " << engine);
       Tensor x({g.n, g.c, g.h, g.w}), w({g.o, g.c, g.kh, g.kw}), dy({g.n, g.o, g.ho(), g.wo()});
@@ -318,7 +333,7 @@ TEST_CASE("conv results do not depend on the thread count", "[conv][determinism]
   // by thread), the 2-conv network's second layer at batch 64, a batch that does not split
   // evenly into chunks (5x5 planes: the weights by GEMMs over image groups under auto with
   // oneDNN's AVX2 kernels, by its chunks with AVX-512, and the forward by image groups under
-  // im2col), and 1x1 planes (image groups forward and weights under auto).
+  // im2col), and 1x1 planes (one-pixel GEMMs under auto).
   for (Geometry g :
        {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2}, Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1},
         Geometry{64, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},

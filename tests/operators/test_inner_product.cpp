@@ -1,5 +1,6 @@
 #include <omp.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 
@@ -93,6 +94,16 @@ TEST_CASE("inner_product gradient kernels match naive products", "[inner_product
     for (int64_t k = 0; k < 120; ++k) xt.mutable_data()[k * 64 + i] = x.data()[i * 120 + k];
   }
   check_close(dw, naive_inner_product(dyt, xt), 1e-4);
+}
+
+TEST_CASE("inner_product weight gradient of an empty batch is zero", "[inner_product]") {
+  Tensor dy({0, 6}), x({0, 5});
+  Tensor dw({6, 5});
+  std::fill(dw.mutable_data(), dw.mutable_data() + dw.count(), 7.0f);  // overwritten
+  auto op = OperatorRegistry::create("inner_product_grad_weight", {});
+  OpContext context;
+  op->compute({&dy, &x}, {&dw}, context);
+  CHECK(std::all_of(dw.data(), dw.data() + dw.count(), [](float v) { return v == 0.0f; }));
 }
 
 TEST_CASE("inner_product results do not depend on the thread count",
