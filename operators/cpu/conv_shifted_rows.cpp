@@ -22,6 +22,7 @@
 
 #include "operators/cpu/conv_kernel.hpp"
 #include "operators/cpu/thread_workspace.hpp"
+#include "operators/cpu/vector_isa.hpp"
 
 namespace purine {
 
@@ -179,7 +180,8 @@ class ShiftedRowsKernel : public ConvKernel {
 }  // namespace
 
 bool shifted_rows_fit(const ConvGeometry& g) {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  // Under an ONEDNN_MAX_CPU_ISA cap below AVX2 as on a CPU without it (vector_isa.hpp).
+  static const bool avx2 = vector_isa() != VectorIsa::kBaseline && __builtin_cpu_supports("fma");
   return avx2 && g.stride_h == 1 && g.stride_w == 1;
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/cpu/vector_isa.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -38,7 +39,7 @@ __attribute__((always_inline)) inline int64_t count_chunks(const float* x, int64
 }
 
 // The same loop compiled for AVX-512 and AVX2 too (the build targets plain x86-64), chosen by
-// the CPU at the first call: about 3.5x fewer microseconds than the 64-bit loop on an AVX-512
+// vector_isa(): about 3.5x fewer microseconds than the 64-bit loop on an AVX-512
 // machine. Chosen by hand rather than by target_clones, whose load-time resolvers run before
 // ThreadSanitizer's runtime is up and crash its builds.
 __attribute__((target("avx512f"))) int64_t count_avx512(const float* x, int64_t n) {
@@ -50,10 +51,15 @@ __attribute__((target("avx2"))) int64_t count_avx2(const float* x, int64_t n) {
 int64_t count_baseline(const float* x, int64_t n) { return count_chunks(x, n); }
 
 int64_t count_non_finite(const float* x, int64_t n) {
-  static const auto best = __builtin_cpu_supports("avx512f") ? count_avx512
-                           : __builtin_cpu_supports("avx2")  ? count_avx2
-                                                             : count_baseline;
-  return best(x, n);
+  switch (vector_isa()) {
+    case VectorIsa::kAvx512:
+      return count_avx512(x, n);
+    case VectorIsa::kAvx2:
+      return count_avx2(x, n);
+    case VectorIsa::kBaseline:
+      break;
+  }
+  return count_baseline(x, n);
 }
 
 // Blocks of the input counted by the OpenMP team: an integer count, so the sum of the blocks'

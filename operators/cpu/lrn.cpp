@@ -5,6 +5,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/threading.hpp"
+#include "operators/cpu/vector_isa.hpp"
 #include "operators/registry.hpp"
 
 namespace purine {
@@ -14,9 +15,16 @@ namespace {
 // Spatial positions per work item: a strip of every channel of one sample.
 constexpr int64_t kStrip = 256;
 
+// The strips' loops are compiled for AVX-512 and AVX2 too (the build targets plain x86-64), one
+// chosen by vector_isa(); the helpers below are inlined into each version. Square roots, divisions,
+// products and sums are exact IEEE operations and lrn.cpp builds with -ffp-contract=off (no fused
+// multiply-adds), so every version gives the same bits. 2 Zen 5 cores, 2026-11-28: see the README's
+// bench_pool_layers entry.
+#define PURINE_LRN_INLINE inline __attribute__((always_inline))
+
 // power[i] = scale[i]^-beta for i < n, with the AlexNet beta = 0.75 done by square roots (the
 // branch outside the loops, and lrn.cpp built with -fno-math-errno: the square roots vectorize).
-void inverse_powers(const float* scale, int64_t n, float beta, float* power) {
+PURINE_LRN_INLINE void inverse_powers(const float* scale, int64_t n, float beta, float* power) {
   if (beta == 0.75f) {
     for (int64_t i = 0; i < n; ++i) {
       const float root = std::sqrt(scale[i]);
@@ -38,7 +46,8 @@ struct Layout {
 
 // scale [C, len] for the strip at `x` (pointing at channel 0 of the strip; channels are
 // `spatial` apart).
-void compute_scale(const LrnParams& p, const Layout& l, const float* x, int64_t len, float* scale) {
+PURINE_LRN_INLINE void compute_scale(const LrnParams& p, const Layout& l, const float* x,
+                                     int64_t len, float* scale) {
   const int64_t half = (p.size - 1) / 2;
   const float coef = p.alpha / static_cast<float>(p.size);
   for (int64_t c = 0; c < l.c; ++c) {
@@ -50,6 +59,111 @@ void compute_scale(const LrnParams& p, const Layout& l, const float* x, int64_t 
       for (int64_t s = 0; s < len; ++s) out[s] += in[s] * in[s];
     }
     for (int64_t s = 0; s < len; ++s) out[s] = p.k + coef * out[s];
+  }
+}
+
+// y = x scale^-beta for one strip: x and y at its channel 0, channels l.spatial apart; scale is
+// [C, len] of scratch.
+PURINE_LRN_INLINE void forward_strip_body(const LrnParams& p, const Layout& l, const float* x,
+                                          int64_t len, float* scale, float* y) {
+  compute_scale(p, l, x, len, scale);
+  inverse_powers(scale, l.c * len, p.beta, scale);
+  for (int64_t c = 0; c < l.c; ++c) {
+    const float* in = x + c * l.spatial;
+    const float* power = scale + c * len;
+    float* out = y + c * l.spatial;
+    for (int64_t s = 0; s < len; ++s) out[s] = in[s] * power[s];
+  }
+}
+
+// One strip's x, y and dy (at channel 0), and its [C, len] scratch (window: [len]).
+struct StripInputs {
+  const float *x, *y, *dy;
+};
+struct StripScratch {
+  float *scale, *power, *ratio, *window;
+};
+
+// dx of one strip.
+PURINE_LRN_INLINE void backward_strip_body(const LrnParams& p, const Layout& l, StripInputs in,
+                                           int64_t len, StripScratch t, float* dx) {
+  const int64_t half = (p.size - 1) / 2;
+  const float coef = 2.0f * p.alpha * p.beta / static_cast<float>(p.size);
+  compute_scale(p, l, in.x, len, t.scale);
+  inverse_powers(t.scale, l.c * len, p.beta, t.power);
+  // ratio[c] = dy[c] y[c] / scale[c]
+  for (int64_t c = 0; c < l.c; ++c) {
+    const float* g = in.dy + c * l.spatial;
+    const float* out = in.y + c * l.spatial;
+    const float* sc = t.scale + c * len;
+    float* r = t.ratio + c * len;
+    for (int64_t s = 0; s < len; ++s) r[s] = g[s] * out[s] / sc[s];
+  }
+  for (int64_t c = 0; c < l.c; ++c) {
+    // The channels whose windows contain c: the same symmetric window around c.
+    std::fill(t.window, t.window + len, 0.0f);
+    const int64_t first = std::max<int64_t>(0, c - half), last = std::min(l.c - 1, c + half);
+    for (int64_t cc = first; cc <= last; ++cc) {
+      const float* r = t.ratio + cc * len;
+      for (int64_t s = 0; s < len; ++s) t.window[s] += r[s];
+    }
+    const float* xc = in.x + c * l.spatial;
+    const float* g = in.dy + c * l.spatial;
+    const float* pw = t.power + c * len;
+    float* out = dx + c * l.spatial;
+    for (int64_t s = 0; s < len; ++s) out[s] = g[s] * pw[s] - coef * xc[s] * t.window[s];
+  }
+}
+
+__attribute__((target("avx512f"))) void forward_avx512(const LrnParams& p, const Layout& l,
+                                                       const float* x, int64_t len, float* scale,
+                                                       float* y) {
+  forward_strip_body(p, l, x, len, scale, y);
+}
+__attribute__((target("avx2"))) void forward_avx2(const LrnParams& p, const Layout& l,
+                                                  const float* x, int64_t len, float* scale,
+                                                  float* y) {
+  forward_strip_body(p, l, x, len, scale, y);
+}
+void forward_baseline(const LrnParams& p, const Layout& l, const float* x, int64_t len,
+                      float* scale, float* y) {
+  forward_strip_body(p, l, x, len, scale, y);
+}
+__attribute__((target("avx512f"))) void backward_avx512(const LrnParams& p, const Layout& l,
+                                                        StripInputs in, int64_t len, StripScratch t,
+                                                        float* dx) {
+  backward_strip_body(p, l, in, len, t, dx);
+}
+__attribute__((target("avx2"))) void backward_avx2(const LrnParams& p, const Layout& l,
+                                                   StripInputs in, int64_t len, StripScratch t,
+                                                   float* dx) {
+  backward_strip_body(p, l, in, len, t, dx);
+}
+void backward_baseline(const LrnParams& p, const Layout& l, StripInputs in, int64_t len,
+                       StripScratch t, float* dx) {
+  backward_strip_body(p, l, in, len, t, dx);
+}
+
+void forward_strip(const LrnParams& p, const Layout& l, const float* x, int64_t len, float* scale,
+                   float* y) {
+  switch (vector_isa()) {
+    case VectorIsa::kAvx512:
+      return forward_avx512(p, l, x, len, scale, y);
+    case VectorIsa::kAvx2:
+      return forward_avx2(p, l, x, len, scale, y);
+    case VectorIsa::kBaseline:
+      return forward_baseline(p, l, x, len, scale, y);
+  }
+}
+void backward_strip(const LrnParams& p, const Layout& l, StripInputs in, int64_t len,
+                    StripScratch t, float* dx) {
+  switch (vector_isa()) {
+    case VectorIsa::kAvx512:
+      return backward_avx512(p, l, in, len, t, dx);
+    case VectorIsa::kAvx2:
+      return backward_avx2(p, l, in, len, t, dx);
+    case VectorIsa::kBaseline:
+      return backward_baseline(p, l, in, len, t, dx);
   }
 }
 
@@ -97,14 +211,7 @@ void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const int64_t i = item / l.strips, s0 = (item % l.strips) * kStrip;
       const int64_t len = std::min(kStrip, l.spatial - s0);
       const int64_t base = i * l.c * l.spatial + s0;
-      compute_scale(p, l, x + base, len, scale.data());
-      inverse_powers(scale.data(), l.c * len, p.beta, scale.data());
-      for (int64_t c = 0; c < l.c; ++c) {
-        const float* in = x + base + c * l.spatial;
-        const float* power = scale.data() + c * len;
-        float* out = y + base + c * l.spatial;
-        for (int64_t s = 0; s < len; ++s) out[s] = in[s] * power[s];
-      }
+      forward_strip(p, l, x + base, len, scale.data(), y + base);
     }
   });
 }
@@ -123,8 +230,6 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* y = inputs[1]->data();
   const float* dy = inputs[2]->data();
   float* dx = outputs[0]->mutable_data();
-  const int64_t half = (p.size - 1) / 2;
-  const float coef = 2.0f * p.alpha * p.beta / static_cast<float>(p.size);
   parallel_region(l.n * l.c * l.spatial > kParallelMinNormalization, [&] {
     const int64_t strip = std::min(kStrip, l.spatial);
     std::vector<float> scale(l.c * strip), power(l.c * strip), ratio(l.c * strip), window(strip);
@@ -133,30 +238,8 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const int64_t i = item / l.strips, s0 = (item % l.strips) * kStrip;
       const int64_t len = std::min(kStrip, l.spatial - s0);
       const int64_t base = i * l.c * l.spatial + s0;
-      compute_scale(p, l, x + base, len, scale.data());
-      inverse_powers(scale.data(), l.c * len, p.beta, power.data());
-      // ratio[c] = dy[c] y[c] / scale[c]
-      for (int64_t c = 0; c < l.c; ++c) {
-        const float* g = dy + base + c * l.spatial;
-        const float* out = y + base + c * l.spatial;
-        const float* sc = scale.data() + c * len;
-        float* r = ratio.data() + c * len;
-        for (int64_t s = 0; s < len; ++s) r[s] = g[s] * out[s] / sc[s];
-      }
-      for (int64_t c = 0; c < l.c; ++c) {
-        // The channels whose windows contain c: the same symmetric window around c.
-        std::fill(window.begin(), window.begin() + len, 0.0f);
-        const int64_t first = std::max<int64_t>(0, c - half), last = std::min(l.c - 1, c + half);
-        for (int64_t cc = first; cc <= last; ++cc) {
-          const float* r = ratio.data() + cc * len;
-          for (int64_t s = 0; s < len; ++s) window[s] += r[s];
-        }
-        const float* in = x + base + c * l.spatial;
-        const float* g = dy + base + c * l.spatial;
-        const float* pw = power.data() + c * len;
-        float* out = dx + base + c * l.spatial;
-        for (int64_t s = 0; s < len; ++s) out[s] = g[s] * pw[s] - coef * in[s] * window[s];
-      }
+      backward_strip(p, l, {x + base, y + base, dy + base}, len,
+                     {scale.data(), power.data(), ratio.data(), window.data()}, dx + base);
     }
   });
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "operators/conv.hpp"
+#include "operators/cpu/vector_isa.hpp"
 #include "operators/kernel_determinism.hpp"
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
@@ -106,6 +107,11 @@ bool onednn_has_avx512() {
   return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
 }
 
+// Whether the shifted-rows kernel runs: AVX2 and FMA, under the ISA cap (vector_isa.hpp).
+bool shifted_rows_run() {
+  return purine::vector_isa() != purine::VectorIsa::kBaseline && __builtin_cpu_supports("fma");
+}
+
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(float) * a.count()) == 0;
 }
@@ -191,9 +197,7 @@ TEST_CASE("conv engine auto picks im2col for the backward passes of few channels
   if (onednn_has_avx512())
     CHECK(many[2].rfind("onednn:", 0) == 0);
   else
-    CHECK(many[2] == (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                          ? "im2col:shifted rows"
-                          : "im2col"));
+    CHECK(many[2] == (shifted_rows_run() ? "im2col:shifted rows" : "im2col"));
   // 5x5 weights stay with oneDNN on every ISA.
   auto five = check_against_naive({2, 8, 9, 9, 16, 5, 5, 1, 1, 2, 2}, 37);
   for (const auto& name : five) CHECK(name.rfind("onednn:", 0) == 0);
@@ -277,8 +281,10 @@ TEST_CASE("conv weight gradient by shifted rows matches naive loops at any threa
   // Stride 1: square and non-square kernels, no, symmetric and uneven padding, output channels
   // and taps that fill no whole tile (4 x 3), rows whose padded length is no multiple of 8, a
   // batch that splits unevenly into chunks, and groups of several images (small planes).
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-    WARN("skipped: this CPU has no AVX2 and FMA, which the shifted-rows kernel needs");
+  if (!shifted_rows_run()) {
+    WARN(
+        "skipped: no AVX2 and FMA (on this CPU or under ONEDNN_MAX_CPU_ISA), which the "
+        "shifted-rows kernel needs");
     return;
   }
   for (const Geometry& g :

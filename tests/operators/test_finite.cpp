@@ -12,7 +12,7 @@
 using namespace purine;
 using namespace purine::testing;
 
-TEST_CASE("count_non_finite counts NaN and infinities over all its inputs", "[finite]") {
+TEST_CASE("count_non_finite counts NaN and infinities over all its inputs", "[finite][isa]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const float biggest = std::numeric_limits<float>::max();

@@ -1,5 +1,8 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
@@ -29,6 +32,49 @@ std::vector<double> naive_lrn(const Tensor& x, int64_t size, double alpha, doubl
   }
   return y;
 }
+
+// The CPU kernel's float arithmetic in its order, one element at a time: the window's squares
+// summed in channel order, k + alpha / size * sum, scale^-0.75 as 1 / (r sqrt(r)) with r the
+// square root, then for the gradient dy y / scale summed over the same windows.
+struct ScalarLrn {
+  int64_t n, c, s, size;
+  float alpha, beta = 0.75f, k;
+  int64_t at(int64_t i, int64_t j, int64_t l) const { return (i * c + j) * s + l; }
+  float scale(const float* x, int64_t i, int64_t j, int64_t l) const {
+    float sum = 0.0f;
+    for (int64_t jj = std::max<int64_t>(0, j - (size - 1) / 2);
+         jj <= std::min(c - 1, j + (size - 1) / 2); ++jj)
+      sum += x[at(i, jj, l)] * x[at(i, jj, l)];
+    return k + alpha / static_cast<float>(size) * sum;
+  }
+  static float inverse_power(float scale) {
+    const float root = std::sqrt(scale);
+    return 1.0f / (root * std::sqrt(root));
+  }
+  std::vector<float> forward(const float* x) const {
+    std::vector<float> y(n * c * s);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        for (int64_t l = 0; l < s; ++l)
+          y[at(i, j, l)] = x[at(i, j, l)] * inverse_power(scale(x, i, j, l));
+    return y;
+  }
+  std::vector<float> backward(const float* x, const float* y, const float* dy) const {
+    const float coef = 2.0f * alpha * beta / static_cast<float>(size);
+    std::vector<float> dx(n * c * s);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        for (int64_t l = 0; l < s; ++l) {
+          float window = 0.0f;
+          for (int64_t jj = std::max<int64_t>(0, j - (size - 1) / 2);
+               jj <= std::min(c - 1, j + (size - 1) / 2); ++jj)
+            window += dy[at(i, jj, l)] * y[at(i, jj, l)] / scale(x, i, jj, l);
+          const float g = dy[at(i, j, l)];
+          dx[at(i, j, l)] = g * inverse_power(scale(x, i, j, l)) - coef * x[at(i, j, l)] * window;
+        }
+    return dx;
+  }
+};
 
 }  // namespace
 
@@ -79,4 +125,22 @@ TEST_CASE("lrn rejects an even size and a bad shape", "[lrn]") {
           "lrn_grad", {},
           {random_tensor({1, 5}, rng), random_tensor({1, 5}, rng), random_tensor({1, 4}, rng)}),
       Catch::Contains("input 2 (dy) has shape [1,4], expected input 0's (x) shape [1,5]"));
+}
+
+TEST_CASE("lrn gives the bits of scalar arithmetic in every vector version",
+          "[lrn][determinism][isa]") {
+  // Its loops run in AVX-512, AVX2 or baseline versions (vector_isa(): ctest reruns this under
+  // ONEDNN_MAX_CPU_ISA=AVX2 and SSE41); each must give the bits of the same operations one
+  // element at a time. 300 positions: strips of 256 and a remainder; 7 channels, windows cut at
+  // both ends.
+  const ScalarLrn ref{3, 7, 300, 5, 2e-2f, 0.75f, 1.5f};
+  Rng rng(17);
+  Tensor x = random_tensor({3, 7, 15, 20}, rng), dy = random_tensor({3, 7, 15, 20}, rng);
+  const Attrs attrs = Attrs().set("size", 5).set("alpha", 2e-2).set("beta", 0.75).set("k", 1.5);
+  Tensor y = run_forward("lrn", attrs, {x})[0];
+  Tensor dx = run_forward("lrn_grad", attrs, {x, y, dy})[0];
+  const std::vector<float> y_ref = ref.forward(x.data());
+  const std::vector<float> dx_ref = ref.backward(x.data(), y.data(), dy.data());
+  CHECK(std::memcmp(y.data(), y_ref.data(), sizeof(float) * y_ref.size()) == 0);
+  CHECK(std::memcmp(dx.data(), dx_ref.data(), sizeof(float) * dx_ref.size()) == 0);
 }
