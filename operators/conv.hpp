@@ -17,7 +17,9 @@
 // ones) and the forward of 2x2 or smaller ones (1x1 with AVX-512), where im2col is faster, and
 // where oneDNN declines the geometry; a convolution with one output pixel that sees every input
 // pixel runs as a dense layer in every direction ("gemm:one pixel", cpu/conv_one_pixel.cpp: the
-// taps that meet the input times the whole batch). Each op instance caches its primitives and
+// taps that meet the input times the whole batch), and a stride-1 kernel whose outer taps meet
+// only padding as the convolution of its other taps ("cropped KxK:...",
+// cpu/conv_cropped_taps.cpp). Each op instance caches its primitives and
 // buffers for the last geometry and thread count it ran with; convolutions under 2^20
 // multiply-adds run on the calling thread alone. Thread counts and results: every kernel is
 // bit-identical for any thread count, on any ISA oneDNN picks. im2col by construction

@@ -489,6 +489,13 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // against 3.7; GoogLeNet's training 1.06-1.14x in alternating runs).
   if (engine == "auto" && one_pixel_fits(g))
     return make_one_pixel_kernel(direction, g, threads, bias_relu);
+  // Outer taps that meet only padding (GoogLeNet's 5x5 kernels over 2x2 planes at 28x28): the
+  // convolution of the taps that meet the input, by the kernel for that geometry.
+  ConvGeometry inner;
+  if (engine == "auto" && crop_taps(g, &inner))
+    return make_cropped_taps_kernel(
+        direction, g, inner,
+        make_kernel(engine, deterministic, direction, inner, threads, bias_relu), threads);
   bool onednn = engine == "onednn";
   if (engine == "auto") {
     onednn = !small && !avx2_small_kernel_weights &&

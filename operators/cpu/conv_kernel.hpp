@@ -107,6 +107,25 @@ bool one_pixel_fits(const ConvGeometry& g);
 std::unique_ptr<ConvKernel> make_one_pixel_kernel(ConvDirection direction, const ConvGeometry& g,
                                                   int threads, bool bias_relu);
 
+// A block of a kernel's taps: kh x kw from row first_h, column first_w.
+struct TapBlock {
+  int64_t first_h, first_w, kh, kw;
+};
+// cropped [O, C, b.kh, b.kw] = the block of w [O, C, g.kh, g.kw], on the caller's team.
+void crop_weights(const ConvGeometry& g, const TapBlock& b, const float* w, float* cropped);
+// dw [O, C, g.kh, g.kw] = the block's gradient `cropped` in place, zero elsewhere.
+void widen_weight_gradient(const ConvGeometry& g, const TapBlock& b, const float* cropped,
+                           float* dw);
+
+// Stride-1 convolutions whose outer taps meet only padding: `inner` is the geometry of the
+// taps that meet the input (conv_cropped_taps.cpp); false when every tap does. The kernel runs
+// `kernel`, made for `inner`, on cropped weights.
+bool crop_taps(const ConvGeometry& g, ConvGeometry* inner);
+std::unique_ptr<ConvKernel> make_cropped_taps_kernel(ConvDirection direction, const ConvGeometry& g,
+                                                     const ConvGeometry& inner,
+                                                     std::unique_ptr<ConvKernel> kernel,
+                                                     int threads);
+
 // The forward (kForward) or weight gradient (kBackwardWeights) of small output planes as GEMMs
 // over groups of images (conv_image_groups.cpp).
 std::unique_ptr<ConvKernel> make_image_group_kernel(ConvDirection direction, const ConvGeometry& g,

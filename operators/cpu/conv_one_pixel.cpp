@@ -47,7 +47,7 @@ class OnePixelKernel : public ConvKernel {
           blocked_sgemm('T', 'N', g.o, k_, g.n, a, g.o, b, k_, out, k_);
         } else {
           blocked_sgemm('T', 'N', g.o, k_, g.n, a, g.o, b, k_, cropped, k_);
-          uncrop(cropped, out);
+          widen_weight_gradient(g_, taps(), cropped, out);
         }
         break;
     }
@@ -58,29 +58,10 @@ class OnePixelKernel : public ConvKernel {
   // input's h, w (w itself when the kernel is the input's size).
   const float* crop(const float* w, float* cropped) const {
     if (whole_kernel_) return w;
-    const ConvGeometry& g = g_;
-    const int64_t taps = g.kh * g.kw, first = g.pad_h * g.kw + g.pad_w;
-    parallel_for(g.o * g.c, g.o * g.c * taps > kParallelMinCopy, [&](int64_t oc) {
-      const float* from = w + oc * taps + first;
-      float* to = cropped + oc * g.h * g.w;
-      for (int64_t i = 0; i < g.h; ++i)
-        for (int64_t j = 0; j < g.w; ++j) to[i * g.w + j] = from[i * g.kw + j];
-    });
+    crop_weights(g_, taps(), w, cropped);
     return cropped;
   }
-
-  // dw [O, C, kh, kw] from the cropped taps' gradient, zero at the taps that meet only padding.
-  void uncrop(const float* cropped, float* dw) const {
-    const ConvGeometry& g = g_;
-    const int64_t taps = g.kh * g.kw, first = g.pad_h * g.kw + g.pad_w;
-    parallel_for(g.o * g.c, g.o * g.c * taps > kParallelMinCopy, [&](int64_t oc) {
-      float* to = dw + oc * taps;
-      for (int64_t t = 0; t < taps; ++t) to[t] = 0.0f;
-      const float* from = cropped + oc * g.h * g.w;
-      for (int64_t i = 0; i < g.h; ++i)
-        for (int64_t j = 0; j < g.w; ++j) to[first + i * g.kw + j] = from[i * g.w + j];
-    });
-  }
+  TapBlock taps() const { return {g_.pad_h, g_.pad_w, g_.h, g_.w}; }
 
   // row[o] = max(row[o] + bias[o], 0): one image's outputs (add_bias_relu's arithmetic).
   void add_bias_relus(const float* bias, float* row) const {

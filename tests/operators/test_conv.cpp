@@ -246,6 +246,21 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
   CHECK(two[2] == "im2col:image groups");
 }
 
+TEST_CASE("conv without the taps that meet only padding gives the same results", "[conv]") {
+  // 5x5 kernels padded by 2 over 2x2 planes (GoogLeNet's at 28x28): only the middle 3x3 taps
+  // ever meet the input; 5x3 padded by 2 and 1 over 2x3: the middle 3 rows. The dropped taps'
+  // weight gradients must come out zero (the naive loops' values).
+  for (const Geometry& g :
+       {Geometry{6, 12, 2, 2, 20, 5, 5, 1, 1, 2, 2}, Geometry{3, 4, 2, 3, 5, 5, 3, 1, 1, 2, 1}}) {
+    INFO(g.h << "x" << g.w << ", kernel " << g.kh << "x" << g.kw);
+    for (const std::string& name : check_against_naive(g, 47))
+      CHECK(name.rfind("cropped 3x3:", 0) == 0);
+  }
+  // Every tap meets the input somewhere (3x3 padded by 1): nothing to crop.
+  for (const std::string& name : check_against_naive({2, 4, 2, 2, 5, 3, 3, 1, 1, 1, 1}, 48))
+    CHECK(name.rfind("cropped", 0) == std::string::npos);
+}
+
 TEST_CASE("conv of one output pixel runs as a dense layer in every direction", "[conv]") {
   // The taps that meet the input: the centre of 3x3 and 5x5 kernels over a padded 1x1 plane, a
   // 1x1 kernel, a kernel the input's size (no cropping), a 2x2 block of a 4x4 kernel over a
@@ -339,12 +354,13 @@ TEST_CASE("conv results do not depend on the thread count", "[conv][determinism]
   // by thread), the 2-conv network's second layer at batch 64, a batch that does not split
   // evenly into chunks (5x5 planes: the weights by GEMMs over image groups under auto with
   // oneDNN's AVX2 kernels, by its chunks with AVX-512, and the forward by image groups under
-  // im2col), and 1x1 planes (one-pixel GEMMs under auto).
+  // im2col), 1x1 planes (one-pixel GEMMs under auto) and 5x5 kernels over 2x2 planes (their
+  // middle 3x3 taps under auto).
   for (Geometry g :
        {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2}, Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1},
         Geometry{64, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
-        Geometry{11, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1},
-        Geometry{64, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1}}) {
+        Geometry{11, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1}, Geometry{64, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1},
+        Geometry{64, 48, 2, 2, 64, 5, 5, 1, 1, 2, 2}}) {
     Rng rng(38);
     Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
     Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
