@@ -674,6 +674,25 @@ void set_rank_speeds(proto::ClusterProto& cluster, const std::string& text) {
   for (proto::NodeGroupProto& g : *cluster.mutable_nodes()) *g.mutable_rank_speed() = speeds;
 }
 
+void set_wake_costs(proto::ClusterProto& cluster, const std::string& text) {
+  const size_t colon = text.find(':');
+  char* end = nullptr;
+  double cost = -1, latency = -1;
+  if (colon != std::string::npos && colon > 0 && colon + 1 < text.size()) {
+    cost = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + colon) cost = -1;
+    latency = std::strtod(text.c_str() + colon + 1, &end);
+    if (end != text.c_str() + text.size()) latency = -1;
+  }
+  require(cost >= 0 && latency >= 0 && std::isfinite(cost) && std::isfinite(latency),
+          "--wake-us: '", text,
+          "' is not COST:LATENCY, two microsecond figures >= 0 (e.g. 31.6:100)");
+  for (proto::NodeGroupProto& g : *cluster.mutable_nodes()) {
+    g.set_wake_cost_us(cost);
+    g.set_wake_latency_us(latency);
+  }
+}
+
 proto::ClusterProto load_cluster(const std::string& path) {
   return parse_cluster(read_text(path, "cluster file"), path);
 }

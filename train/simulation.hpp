@@ -47,6 +47,10 @@ double rank_speed_at(const proto::NodeGroupProto& group, int ranks);
 // Replaces every node group's rank_speed with "RANKS:SPEED,..." (purine simulate --rank-speed,
 // e.g. "2:0.94,4:0.96,8:0.82"); throws purine::Error naming the flag and the entry.
 void set_rank_speeds(proto::ClusterProto& cluster, const std::string& text);
+// Sets every node group's wake_cost_us and wake_latency_us from "COST:LATENCY" in microseconds
+// (purine simulate --wake-us, e.g. "31.6:100", bench_dispatcher's hand-over line); throws
+// purine::Error naming the flag.
+void set_wake_costs(proto::ClusterProto& cluster, const std::string& text);
 // One node with the cores of this machine and a modest CPU speed, for runs without --cluster.
 proto::ClusterProto default_cluster();
 

@@ -393,6 +393,12 @@ TEST_CASE("simulated ranks sharing a node's memory compute at the measured speed
       Contains("--rank-speed, entry[1].ranks must exceed the entry before's (4), got 2"));
   CHECK_THROWS_WITH(set_rank_speeds(overridden, "4=0.5"), Contains("'4=0.5' is not RANKS:SPEED"));
   CHECK_THROWS_WITH(set_rank_speeds(overridden, "4:"), Contains("'4:' is not RANKS:SPEED"));
+  // --wake-us sets every node's wake costs.
+  set_wake_costs(overridden, "31.5:120");
+  CHECK(overridden.nodes(0).wake_cost_us() == 31.5);
+  CHECK(overridden.nodes(0).wake_latency_us() == 120);
+  for (const char* bad : {"31", "31:", ":5", "a:5", "3:-1", "3:5x"})
+    CHECK_THROWS_WITH(set_wake_costs(overridden, bad), Contains("is not COST:LATENCY"));
   CHECK_THROWS_WITH(
       one_node("rank_speed { ranks: 1 speed: 0.5 }"),
       Contains("cluster file node.pbtxt: nodes[0].rank_speed[0].ranks must be at least 2"));

@@ -21,7 +21,8 @@
 # Environment: PURINE_BIN (default build/tools/purine), PURINE_MPIRUN_ARGS (extra mpirun args),
 # RANK_SPEED (purine simulate --rank-speed: how fast a rank computes beside others on its node,
 # e.g. from tools/bench/weak_scaling.sh's "rank speed" line of the same session): each row then
-# also predicts with it, in two more columns.
+# also predicts with it, in two more columns. WAKE_US (purine simulate --wake-us=COST:LATENCY,
+# from build/tools/bench_dispatcher's hand-over line): every prediction uses it.
 # On a shared machine run it under the build lock: flock /tmp/purine-build.lock tools/bench/...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -98,7 +99,8 @@ predict() {
   local trace=$1 ranks=$2
   shift 2
   "$purine" simulate --model="$model" "$@" --ranks="$ranks" --cluster="$cluster" \
-    --calibrate="$trace" >"$work/sim.txt" 2>&1 || { cat "$work/sim.txt" >&2; exit 1; }
+    --calibrate="$trace" ${WAKE_US:+--wake-us="$WAKE_US"} >"$work/sim.txt" 2>&1 ||
+    { cat "$work/sim.txt" >&2; exit 1; }
   local bubble
   bubble=$(sed -n 's/.*bubble \([0-9.]*\).*/\1/p' "$work/sim.txt" | head -1)
   echo "${bubble:-0}" >"$work/sim_bubble"
@@ -128,7 +130,7 @@ print(f'{name:<22} {n:>5} {p:11.1f} {m:11.1f} {100 * (p - m) / m:+7.1f}%  {bubbl
 }
 
 echo "model $model, --threads=$threads per replica, $iters iterations, best of $rounds; cluster" \
-  "$cluster${RANK_SPEED:+, --rank-speed=$RANK_SPEED}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$cluster${RANK_SPEED:+, --rank-speed=$RANK_SPEED}${WAKE_US:+, --wake-us=$WAKE_US}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # calibrate OUT ARGS...: a traced 1-rank run, the fastest of `rounds` (a shared machine slows
 # some runs down; the trace should time the ops, not the neighbours).
 calibrate() {

@@ -47,6 +47,12 @@ DEFINE_string(rank_speed, "",
               "the cluster (its rank_speed; tools/bench/weak_scaling.sh's ceiling measures it); "
               "empty: the cluster file's");
 
+DEFINE_string(wake_us, "",
+              "simulate: COST:LATENCY in microseconds (e.g. 31.6:100) for every node of the "
+              "cluster: what waking a sleeping dispatcher thread costs the thread that hands it a "
+              "task, and how much later that task starts (build/tools/bench_dispatcher's "
+              "hand-over line measures both); empty: the cluster file's");
+
 namespace purine::cli {
 namespace {
 
@@ -134,9 +140,8 @@ void print_report(const SimulateOptions& s, const SimulationReport& r) {
         "(--nocuda-graph: a launch per op)\n",
         r.device_graph_tasks);
   if (o.stages > 1) {
-    std::printf("  pipeline of %s, %d micro-batches (%s): bubble %.3f\n",
-                pipeline_shape(o).c_str(), o.micro_batches, name_of(o.schedule),
-                r.pipeline_bubble);
+    std::printf("  pipeline of %s, %d micro-batches (%s): bubble %.3f\n", pipeline_shape(o).c_str(),
+                o.micro_batches, name_of(o.schedule), r.pipeline_bubble);
     std::printf("  %s", stages_line(r.pipeline_stages).c_str());
   }
   std::printf("  busiest executor of rank 0: %s, %.0f%% busy\n", r.busiest_executor.c_str(),
@@ -179,6 +184,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"fit_images_per_second", ""},
       {"time_slicing", ""},
       {"rank_speed", ""},
+      {"wake_us", ""},
       {"map_by", ""},
       {"plot", ""},
       {"trace",
@@ -225,6 +231,7 @@ int run_simulate() {
   require(FLAGS_ranks >= 1, "--ranks must be at least 1, got ", FLAGS_ranks);
   if (!FLAGS_cluster.empty()) s.cluster = load_cluster(FLAGS_cluster);
   if (!FLAGS_rank_speed.empty()) set_rank_speeds(s.cluster, FLAGS_rank_speed);
+  if (!FLAGS_wake_us.empty()) set_wake_costs(s.cluster, FLAGS_wake_us);
   if (!FLAGS_calibrate.empty()) s.calibration = read_trace_times(FLAGS_calibrate);
   require(FLAGS_sim_iterations >= 2, "--sim-iterations must be at least 2, got ",
           FLAGS_sim_iterations);

@@ -178,9 +178,12 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = scale ]; then
   TRACE_DIR=${KEEP:-/tmp}/traces bash "$here/tools/bench/weak_scaling.sh" "1 2 4 8" $iters \
     $rounds | tee /tmp/weak_scaling.txt || status=1
   step "dispatcher hand-overs to sleeping threads (cluster files' wake_cost_us, wake_latency_us)"
-  "$here/bin/bench_dispatcher" --shapes= --tbb=false || status=1
+  "$here/bin/bench_dispatcher" --shapes= --tbb=false | tee /tmp/hand_over.txt || status=1
   step "purine simulate against 4 and 8 real ranks (issue 24, check (b))"
   # With and without the ranks' shared memory modelled, from the ceiling measured above.
+  # With the wake-up costs just measured (the cluster file has none of its own).
+  WAKE_US=$(sed -n 's/.*costs the giver \([0-9.]*\) us and the receiver starts \([0-9.]*\) us.*/\1:\2/p' \
+    /tmp/hand_over.txt) \
   RANK_SPEED=$(sed -n 's/^rank speed ([^)]*): //p' /tmp/weak_scaling.txt) \
     PURINE_MPIRUN_ARGS="--bind-to core" bash "$here/tools/bench/simulate_vs_real.sh" $iters \
     $rounds convnet 1 "ring mpi" tools/sim/clusters/host_16_cores.pbtxt "4 8" || status=1
