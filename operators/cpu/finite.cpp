@@ -51,15 +51,7 @@ __attribute__((target("avx2"))) int64_t count_avx2(const float* x, int64_t n) {
 int64_t count_baseline(const float* x, int64_t n) { return count_chunks(x, n); }
 
 int64_t count_non_finite(const float* x, int64_t n) {
-  switch (vector_isa()) {
-    case VectorIsa::kAvx512:
-      return count_avx512(x, n);
-    case VectorIsa::kAvx2:
-      return count_avx2(x, n);
-    case VectorIsa::kBaseline:
-      break;
-  }
-  return count_baseline(x, n);
+  return call_for_vector_isa(count_avx512, count_avx2, count_baseline, x, n);
 }
 
 // Blocks of the input counted by the OpenMP team: an integer count, so the sum of the blocks'

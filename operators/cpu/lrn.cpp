@@ -144,29 +144,6 @@ void backward_baseline(const LrnParams& p, const Layout& l, StripInputs in, int6
   backward_strip_body(p, l, in, len, t, dx);
 }
 
-void forward_strip(const LrnParams& p, const Layout& l, const float* x, int64_t len, float* scale,
-                   float* y) {
-  switch (vector_isa()) {
-    case VectorIsa::kAvx512:
-      return forward_avx512(p, l, x, len, scale, y);
-    case VectorIsa::kAvx2:
-      return forward_avx2(p, l, x, len, scale, y);
-    case VectorIsa::kBaseline:
-      return forward_baseline(p, l, x, len, scale, y);
-  }
-}
-void backward_strip(const LrnParams& p, const Layout& l, StripInputs in, int64_t len,
-                    StripScratch t, float* dx) {
-  switch (vector_isa()) {
-    case VectorIsa::kAvx512:
-      return backward_avx512(p, l, in, len, t, dx);
-    case VectorIsa::kAvx2:
-      return backward_avx2(p, l, in, len, t, dx);
-    case VectorIsa::kBaseline:
-      return backward_baseline(p, l, in, len, t, dx);
-  }
-}
-
 }  // namespace
 
 LrnParams::LrnParams(const Attrs& attrs, const char* type)
@@ -211,7 +188,8 @@ void LrnOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const int64_t i = item / l.strips, s0 = (item % l.strips) * kStrip;
       const int64_t len = std::min(kStrip, l.spatial - s0);
       const int64_t base = i * l.c * l.spatial + s0;
-      forward_strip(p, l, x + base, len, scale.data(), y + base);
+      call_for_vector_isa(forward_avx512, forward_avx2, forward_baseline, p, l, x + base, len,
+                          scale.data(), y + base);
     }
   });
 }
@@ -238,8 +216,10 @@ void LrnGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       const int64_t i = item / l.strips, s0 = (item % l.strips) * kStrip;
       const int64_t len = std::min(kStrip, l.spatial - s0);
       const int64_t base = i * l.c * l.spatial + s0;
-      backward_strip(p, l, {x + base, y + base, dy + base}, len,
-                     {scale.data(), power.data(), ratio.data(), window.data()}, dx + base);
+      call_for_vector_isa(backward_avx512, backward_avx2, backward_baseline, p, l,
+                          StripInputs{x + base, y + base, dy + base}, len,
+                          StripScratch{scale.data(), power.data(), ratio.data(), window.data()},
+                          dx + base);
     }
   });
 }

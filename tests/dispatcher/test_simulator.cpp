@@ -36,6 +36,16 @@ pd::SimulationSetup busy_times(const pd::Plan& plan, std::vector<double> busy) {
   return setup;
 }
 
+// Both executors of `setup` in one pool of 2 cores whose idle threads sleep after 0.5 s; waking
+// one costs its waker 0.25 s and starts its task 2 s late.
+void with_sleeping_threads(pd::SimulationSetup& setup) {
+  setup.executor_pool = {0, 0};
+  setup.pool_cores = {2};
+  setup.pool_wake_cost = {0.25};
+  setup.pool_wake_latency = {2};
+  setup.idle_spin = 0.5;
+}
+
 }  // namespace
 
 TEST_CASE("simulate: a chain runs back to back", "[simulator]") {
@@ -348,11 +358,7 @@ TEST_CASE("simulate: handing a task to a sleeping executor costs both threads", 
   plan.add_dependency(a, b);
   plan.add_dependency(a, c);
   pd::SimulationSetup setup = busy_times(plan, {3, 1, 1});
-  setup.executor_pool = {0, 0};
-  setup.pool_cores = {2};
-  setup.pool_wake_cost = {0.25};
-  setup.pool_wake_latency = {2};
-  setup.idle_spin = 0.5;
+  with_sleeping_threads(setup);
   pd::Simulation sim = pd::simulate(plan, setup);
   CHECK(sim.at(b).start == 5);
   CHECK(sim.at(c).start == 3.25);
@@ -390,11 +396,7 @@ TEST_CASE("simulate: a thread with a transfer in flight polls it and does not sl
   plan.add_dependency(a, b);
   pd::SimulationSetup setup = busy_times(plan, {0.5, 2, 1});
   setup.costs[send].transfer = 3;
-  setup.executor_pool = {0, 0};
-  setup.pool_cores = {2};
-  setup.pool_wake_cost = {0.25};
-  setup.pool_wake_latency = {2};
-  setup.idle_spin = 0.5;
+  with_sleeping_threads(setup);
   pd::Simulation sim = pd::simulate(plan, setup);
   CHECK(sim.at(b).start == 2);  // e1 still polls its send, in flight until 3.5
   CHECK(sim.at(send).end == 3.5);
