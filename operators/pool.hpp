@@ -13,6 +13,7 @@
 // pool is differentiable; pool_grad is not. All tensors must be contiguous.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,16 @@ struct PoolGeometry {
   int64_t planes, h, w, ho, wo;
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 };
+
+// The window of output (oh, ow) clipped to the input: rows [h0, h1), columns [w0, w1).
+struct PoolWindow {
+  int64_t h0, h1, w0, w1;
+};
+inline PoolWindow pool_window(const PoolGeometry& g, int64_t oh, int64_t ow) {
+  const int64_t hs = oh * g.stride_h - g.pad_h, ws = ow * g.stride_w - g.pad_w;
+  return {std::max<int64_t>(hs, 0), std::min(hs + g.kernel_h, g.h), std::max<int64_t>(ws, 0),
+          std::min(ws + g.kernel_w, g.w)};
+}
 
 // The attributes of pool and pool_grad, read and checked once when an op is made.
 struct PoolParams {

@@ -1,13 +1,12 @@
 #include "operators/pool.hpp"
 
-#include <xmmintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "base/error.hpp"
+#include "operators/cpu/pool_lanes.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
 
@@ -15,18 +14,8 @@ namespace purine {
 
 namespace {
 
-// The window of output (oh, ow) clipped to the input: rows [h0, h1), columns [w0, w1).
-struct Window {
-  int64_t h0, h1, w0, w1;
-};
-inline Window window(const PoolGeometry& g, int64_t oh, int64_t ow) {
-  const int64_t hs = oh * g.stride_h - g.pad_h, ws = ow * g.stride_w - g.pad_w;
-  return {std::max<int64_t>(hs, 0), std::min(hs + g.kernel_h, g.h), std::max<int64_t>(ws, 0),
-          std::min(ws + g.kernel_w, g.w)};
-}
-
 // Offset in the plane of the first maximum of the window (never empty: pad < kernel).
-inline int64_t argmax(const PoolGeometry& g, const float* x, const Window& win) {
+inline int64_t argmax(const PoolGeometry& g, const float* x, const PoolWindow& win) {
   int64_t best = win.h0 * g.w + win.w0;
   float m = x[best];
   for (int64_t h = win.h0; h < win.h1; ++h) {
@@ -75,7 +64,7 @@ void pool_plane(const PoolGeometry& g, const float* x, float* y) {
   const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
   for (int64_t oh = 0; oh < g.ho; ++oh) {
     for (int64_t ow = 0; ow < g.wo; ++ow) {
-      const Window win = window(g, oh, ow);
+      const PoolWindow win = pool_window(g, oh, ow);
       if (g.max) {
         y[oh * g.wo + ow] = x[argmax(g, x, win)];
       } else {
@@ -128,7 +117,7 @@ void pool_grad_plane(const PoolGeometry& g, const float* x, const float* dy, flo
   const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
   for (int64_t oh = 0; oh < g.ho; ++oh) {
     for (int64_t ow = 0; ow < g.wo; ++ow) {
-      const Window win = window(g, oh, ow);
+      const PoolWindow win = pool_window(g, oh, ow);
       const float v = dy[oh * g.wo + ow];
       if (g.max) {
         dx[argmax(g, x, win)] += v;
@@ -141,176 +130,6 @@ void pool_grad_plane(const PoolGeometry& g, const float* x, const float* dy, flo
     }
   }
 }
-
-// Pooling of up to kLanes planes at once, for planes of at most kMaxLanePlane pixels: the
-// planes are copied pixel-major into a tile of vectors (tile[pixel][lane]), and each step of a
-// window is one vector operation across the planes, where plane by plane a window is a chain of
-// scalar operations. The windows are listed once per call (Windows), not found per output and
-// plane. Each plane's operations keep the plane-by-plane order (max: the first maximum in
-// row-major order; avg: the sum in row-major order, then the scale), so the floats are the same.
-// 4 lanes: 16-byte vectors, what the x86-64 baseline build has (8 lanes, 32 bytes, were split
-// into pieces by the compiler and ran 2x slower than plane by plane).
-constexpr int64_t kLanes = 4;
-constexpr int64_t kMaxLanePlane = 4096;
-typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
-typedef int32_t LaneOffsets __attribute__((vector_size(kLanes * sizeof(int32_t))));
-
-bool use_lanes(const PoolGeometry& g) { return !is_max_2x2(g) && g.h * g.w <= kMaxLanePlane; }
-
-// The input offsets of every output's window, output by output, each in row-major order:
-// window o is offsets[begin[o]] .. offsets[begin[o + 1] - 1].
-struct Windows {
-  std::vector<int32_t> begin;
-  std::vector<int32_t> offsets;
-};
-
-Windows windows_of(const PoolGeometry& g) {
-  Windows list;
-  list.begin.reserve(g.ho * g.wo + 1);
-  for (int64_t oh = 0; oh < g.ho; ++oh)
-    for (int64_t ow = 0; ow < g.wo; ++ow) {
-      list.begin.push_back(static_cast<int32_t>(list.offsets.size()));
-      const Window win = window(g, oh, ow);
-      for (int64_t h = win.h0; h < win.h1; ++h)
-        for (int64_t w = win.w0; w < win.w1; ++w)
-          list.offsets.push_back(static_cast<int32_t>(h * g.w + w));
-    }
-  list.begin.push_back(static_cast<int32_t>(list.offsets.size()));
-  return list;
-}
-
-// tile[q][l] = x[l * plane + q] for the first `lanes` planes (the other lanes keep whatever they
-// held: computed on, never stored). Whole blocks of 4 planes go by 4x4 transposes, or for planes
-// of one pixel (GoogLeNet's last inceptions at 28x28) as one vector.
-void to_tile(const float* x, int64_t plane, int64_t lanes, Lanes* tile) {
-  int64_t q = 0;
-  if (lanes == kLanes && plane == 1) {
-    tile[0] = reinterpret_cast<Lanes>(_mm_loadu_ps(x));
-    return;
-  }
-  if (lanes == kLanes) {
-    for (; q + 4 <= plane; q += 4) {
-      __m128 r0 = _mm_loadu_ps(x + q), r1 = _mm_loadu_ps(x + plane + q);
-      __m128 r2 = _mm_loadu_ps(x + 2 * plane + q), r3 = _mm_loadu_ps(x + 3 * plane + q);
-      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-      tile[q] = reinterpret_cast<Lanes>(r0);
-      tile[q + 1] = reinterpret_cast<Lanes>(r1);
-      tile[q + 2] = reinterpret_cast<Lanes>(r2);
-      tile[q + 3] = reinterpret_cast<Lanes>(r3);
-    }
-  }
-  for (; q < plane; ++q)
-    for (int64_t l = 0; l < lanes; ++l) tile[q][l] = x[l * plane + q];
-}
-
-// The inverse: y[l * plane + q] = tile[q][l] for the first `lanes` planes.
-void from_tile(const Lanes* tile, int64_t plane, int64_t lanes, float* y) {
-  int64_t q = 0;
-  if (lanes == kLanes && plane == 1) {
-    _mm_storeu_ps(y, reinterpret_cast<__m128>(tile[0]));
-    return;
-  }
-  if (lanes == kLanes) {
-    for (; q + 4 <= plane; q += 4) {
-      __m128 r0 = reinterpret_cast<__m128>(tile[q]), r1 = reinterpret_cast<__m128>(tile[q + 1]);
-      __m128 r2 = reinterpret_cast<__m128>(tile[q + 2]), r3 = reinterpret_cast<__m128>(tile[q + 3]);
-      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-      _mm_storeu_ps(y + q, r0);
-      _mm_storeu_ps(y + plane + q, r1);
-      _mm_storeu_ps(y + 2 * plane + q, r2);
-      _mm_storeu_ps(y + 3 * plane + q, r3);
-    }
-  }
-  for (; q < plane; ++q)
-    for (int64_t l = 0; l < lanes; ++l) y[l * plane + q] = tile[q][l];
-}
-
-// out[o] = the maximum of window o of `in` (the first, in row-major order).
-void max_of_windows(const Windows& windows, const Lanes* __restrict in, int64_t outputs,
-                    Lanes* __restrict out) {
-  const int32_t* begin = windows.begin.data();
-  const int32_t* offsets = windows.offsets.data();
-  for (int64_t o = 0; o < outputs; ++o) {
-    Lanes m = in[offsets[begin[o]]];
-    for (int32_t k = begin[o] + 1; k < begin[o + 1]; ++k) {
-      const Lanes v = in[offsets[k]];
-      m = v > m ? v : m;
-    }
-    out[o] = m;
-  }
-}
-// out[o] = the sum over window o of `in` times inv_area (average pooling divides by the kernel's
-// area, padding included).
-void mean_of_windows(const Windows& windows, const Lanes* __restrict in, int64_t outputs,
-                     float inv_area, Lanes* __restrict out) {
-  const int32_t* begin = windows.begin.data();
-  const int32_t* offsets = windows.offsets.data();
-  for (int64_t o = 0; o < outputs; ++o) {
-    Lanes sum = {};
-    for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum += in[offsets[k]];
-    out[o] = sum * inv_area;
-  }
-}
-
-// Planes [first, last) of x, kLanes at a time, into y.
-void pool_lanes(const PoolGeometry& g, const Windows& windows, const float* x, int64_t first,
-                int64_t last, float* y) {
-  const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-  std::vector<Lanes> in(in_plane), out(out_plane);
-  const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
-  for (int64_t p = first; p < last; p += kLanes) {
-    const int64_t lanes = std::min(kLanes, last - p);
-    to_tile(x + p * in_plane, in_plane, lanes, in.data());
-    if (g.max)
-      max_of_windows(windows, in.data(), out_plane, out.data());
-    else
-      mean_of_windows(windows, in.data(), out_plane, inv_area, out.data());
-    from_tile(out.data(), out_plane, lanes, y + p * out_plane);
-  }
-}
-
-// The gradient of planes [first, last): dx from x and dy, kLanes planes at a time.
-void pool_grad_lanes(const PoolGeometry& g, const Windows& windows, const float* x, const float* dy,
-                     int64_t first, int64_t last, float* dx) {
-  const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-  std::vector<Lanes> in(in_plane), grad(out_plane);  // in: x for max, dx for avg
-  const int32_t* begin = windows.begin.data();
-  const int32_t* offsets = windows.offsets.data();
-  const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
-  for (int64_t p = first; p < last; p += kLanes) {
-    const int64_t lanes = std::min(kLanes, last - p);
-    to_tile(dy + p * out_plane, out_plane, lanes, grad.data());
-    float* dxp = dx + p * in_plane;
-    if (g.max) {
-      // Each output's gradient goes to its window's first maximum, output by output.
-      to_tile(x + p * in_plane, in_plane, lanes, in.data());
-      std::fill(dxp, dxp + lanes * in_plane, 0.0f);
-      for (int64_t o = 0; o < out_plane; ++o) {
-        const int32_t at = offsets[begin[o]];
-        Lanes m = in[at];
-        LaneOffsets best = LaneOffsets{} + at;
-        for (int32_t k = begin[o] + 1; k < begin[o + 1]; ++k) {
-          const Lanes v = in[offsets[k]];
-          const LaneOffsets more = v > m;
-          m = more ? v : m;
-          best = more ? LaneOffsets{} + offsets[k] : best;
-        }
-        for (int64_t l = 0; l < lanes; ++l) dxp[l * in_plane + best[l]] += grad[o][l];
-      }
-      continue;
-    }
-    std::fill(in.begin(), in.end(), Lanes{});
-    for (int64_t o = 0; o < out_plane; ++o) {
-      const Lanes share = grad[o] * inv_area;
-      for (int32_t k = begin[o]; k < begin[o + 1]; ++k) in[offsets[k]] += share;
-    }
-    from_tile(in.data(), in_plane, lanes, dxp);
-  }
-}
-
-// Planes per task of the lane paths: whole blocks, enough that a task's set-up (its tiles) is
-// small beside its work on planes of a pixel or a few.
-constexpr int64_t kLanePlanesPerTask = 64 * kLanes;
 
 }  // namespace
 
@@ -382,15 +201,7 @@ void PoolOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-  if (use_lanes(g)) {
-    const Windows windows = windows_of(g);
-    const int64_t tasks = (g.planes + kLanePlanesPerTask - 1) / kLanePlanesPerTask;
-    parallel_for(tasks, g.planes * in_plane > kParallelMinArithmetic, [&](int64_t t) {
-      const int64_t first = t * kLanePlanesPerTask;
-      pool_lanes(g, windows, x, first, std::min(g.planes, first + kLanePlanesPerTask), y);
-    });
-    return;
-  }
+  if (use_pool_lanes(g)) return pool_lanes(g, x, y);
   parallel_for(g.planes, g.planes * in_plane > kParallelMinArithmetic,
                [&](int64_t p) { pool_plane(g, x + p * in_plane, y + p * out_plane); });
 }
@@ -413,15 +224,7 @@ void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* dy = inputs[2]->data();
   float* dx = outputs[0]->mutable_data();
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-  if (use_lanes(g)) {
-    const Windows windows = windows_of(g);
-    const int64_t tasks = (g.planes + kLanePlanesPerTask - 1) / kLanePlanesPerTask;
-    parallel_for(tasks, g.planes * in_plane > kParallelMinArithmetic, [&](int64_t t) {
-      const int64_t first = t * kLanePlanesPerTask;
-      pool_grad_lanes(g, windows, x, dy, first, std::min(g.planes, first + kLanePlanesPerTask), dx);
-    });
-    return;
-  }
+  if (use_pool_lanes(g)) return pool_grad_lanes(g, x, dy, dx);
   parallel_for(g.planes, g.planes * in_plane > kParallelMinArithmetic, [&](int64_t p) {
     pool_grad_plane(g, x + p * in_plane, dy + p * out_plane, dx + p * in_plane);
   });

@@ -1,0 +1,22 @@
+// Pooling of many small planes at once, as vectors across planes: blocks of planes are turned
+// pixel-major into a tile of vectors (tile[pixel][plane of the block]), so that each step of a
+// window is one vector operation across the block, where plane by plane a window is a chain of
+// scalar operations. The windows are listed once per call. Each plane's operations keep the
+// plane-by-plane order of operators/cpu/pool.cpp (max: the first maximum in row-major order; avg:
+// the sum in row-major order, then the scale), so every vector width gives those bits.
+// Blocks of 16 planes under AVX-512, 8 under AVX2, 4 in the x86-64 baseline (vector_isa()).
+#pragma once
+
+#include "operators/pool.hpp"
+
+namespace purine {
+
+// Whether the lane path takes this geometry: planes of at most 4,096 pixels, and not max 2x2
+// stride 2 (whose disjoint windows go row by row faster).
+bool use_pool_lanes(const PoolGeometry& g);
+
+// y = pool(x) and dx = pool_grad(x, dy) over all g.planes planes (threaded over blocks).
+void pool_lanes(const PoolGeometry& g, const float* x, float* y);
+void pool_grad_lanes(const PoolGeometry& g, const float* x, const float* dy, float* dx);
+
+}  // namespace purine
