@@ -105,6 +105,27 @@ class ImageGroupKernel : public ConvKernel {
   }
 
  private:
+  // out[0 .. plane_) = in[0 .. plane_): a copy of a fixed size for the small planes, where a
+  // call to memcpy per image and channel cost as much as the GEMM.
+  void copy_plane(const float* in, float* out) const {
+    switch (plane_) {
+      case 1:
+        *out = *in;
+        return;
+      case 4:
+        std::memcpy(out, in, 4 * sizeof(float));
+        return;
+      case 9:
+        std::memcpy(out, in, 9 * sizeof(float));
+        return;
+      case 16:
+        std::memcpy(out, in, 16 * sizeof(float));
+        return;
+      default:
+        std::memcpy(out, in, plane_ * sizeof(float));
+    }
+  }
+
   // Inside a parallel region: columns_ [C kh kw, images Ho Wo] of the group's images xg.
   void build_columns(const float* xg, int64_t images) {
     const ConvGeometry& g = g_;
@@ -113,8 +134,7 @@ class ImageGroupKernel : public ConvKernel {
 #pragma omp for schedule(static)
       for (int64_t c = 0; c < g.c; ++c)
         for (int64_t i = 0; i < images; ++i)
-          std::memcpy(columns_ + c * ld + i * plane_, xg + (i * g.c + c) * plane_,
-                      sizeof(float) * plane_);
+          copy_plane(xg + (i * g.c + c) * plane_, columns_ + c * ld + i * plane_);
     } else if (g.wo < kWideRow) {
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < rows_; ++r) im2col_row_of_images(g, xg, images, r, columns_ + r * ld);
@@ -153,7 +173,7 @@ class ImageGroupKernel : public ConvKernel {
             if (bias) {
               add_bias_relu(in, bias[o], plane_, row);
             } else {
-              std::copy_n(in, plane_, row);
+              copy_plane(in, row);
             }
           }
         }
@@ -182,7 +202,7 @@ class ImageGroupKernel : public ConvKernel {
         for (int64_t o = 0; o < g.o; ++o) {
           float* row = by_channel_ + o * ld;
           for (int64_t i = 0; i < images; ++i)
-            std::copy_n(dyg + (i * g.o + o) * plane_, plane_, row + i * plane_);
+            copy_plane(dyg + (i * g.o + o) * plane_, row + i * plane_);
         }
 #pragma omp for schedule(dynamic)
         for (int64_t tile = 0; tile < tiles; ++tile) {

@@ -281,12 +281,15 @@ TEST_CASE("conv of one output pixel runs as a dense layer in every direction", "
 
 TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
           "[conv][determinism]") {
-  // Each way of building a group's columns (1x1 without padding: x itself; output rows under 8
-  // wide: position by position for all the images; wider rows: image by image), dw in several
-  // tiles (over 64 output channels, over 64 columns), and 150 images of 5x8 output planes in
-  // two groups (at most 4,096 plane pixels a group: 102 and 48 images) added in order.
+  // Each way of building a group's columns (1x1 without padding: x itself, copied in pieces of a
+  // fixed size for planes of 1, 4, 9 and 16 pixels; output rows under 8 wide: position by
+  // position for all the images; wider rows: image by image), dw in several tiles (over 64
+  // output channels, over 64 columns), and 150 images of 5x8 output planes in two groups (at
+  // most 4,096 plane pixels a group: 102 and 48 images) added in order.
   for (const Geometry& g :
-       {Geometry{64, 80, 2, 2, 72, 1, 1, 1, 1, 0, 0}, Geometry{64, 16, 1, 1, 72, 3, 3, 1, 1, 1, 1},
+       {Geometry{64, 80, 2, 2, 72, 1, 1, 1, 1, 0, 0}, Geometry{9, 24, 1, 1, 20, 1, 1, 1, 1, 0, 0},
+        Geometry{9, 24, 3, 3, 20, 1, 1, 1, 1, 0, 0}, Geometry{7, 10, 4, 4, 12, 1, 1, 1, 1, 0, 0},
+        Geometry{3, 6, 5, 8, 9, 1, 1, 1, 1, 0, 0}, Geometry{64, 16, 1, 1, 72, 3, 3, 1, 1, 1, 1},
         Geometry{5, 12, 7, 5, 70, 3, 2, 2, 1, 1, 0}, Geometry{150, 4, 5, 8, 8, 3, 3, 1, 1, 1, 1}})
     check_im2col_weight_kernel(g, 44, "im2col:image groups");
 }
