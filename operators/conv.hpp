@@ -15,9 +15,10 @@
 // oneDNN except in the backward passes with C < 8 or O < 8 channels, the weight gradient of
 // small output planes (49 pixels or fewer with oneDNN's AVX2 kernels, 9 with its AVX-512
 // ones) and the forward of 2x2 or smaller ones (1x1 with AVX-512), where im2col is faster, and
-// where oneDNN declines the geometry; a convolution with one output pixel that sees every input
-// pixel runs as a dense layer in every direction ("gemm:one pixel", cpu/conv_one_pixel.cpp: the
-// taps that meet the input times the whole batch), and a stride-1 kernel whose outer taps meet
+// where oneDNN declines the geometry; a convolution in which every output pixel sees every input
+// pixel runs as a dense layer in every direction ("gemm:dense planes", cpu/conv_dense_planes.cpp:
+// the whole batch times a matrix of the taps joining each pair of pixels; GoogLeNet's 1x1 and
+// 2x2 planes at 28x28), and a stride-1 kernel whose outer taps meet
 // only padding as the convolution of its other taps ("cropped KxK:...",
 // cpu/conv_cropped_taps.cpp). Each op instance caches its primitives and
 // buffers for the last geometry and thread count it ran with; convolutions under 2^20
@@ -27,8 +28,8 @@
 // the weight gradient (both engines) sums fixed chunks of the batch (at most 8; oneDNN's of at
 // least 4,096 output pixels each), each on one thread, and adds them in chunk order; GEMMs
 // over groups of images ("im2col:image groups", cpu/conv_image_groups.cpp) compute fixed
-// tiles, one GEMM each, the groups of the weight gradient added in order; the one-pixel GEMMs
-// fixed blocks of the output, one GEMM each.
+// tiles, one GEMM each, the groups of the weight gradient added in order; the dense planes'
+// GEMMs fixed blocks of the output, one GEMM each, each tap's pairs then added in order.
 // `deterministic` (conv_grad_weight; default: deterministic_kernels(), on unless turned off,
 // operators/kernel_determinism.hpp): 0 runs oneDNN's weight gradient as one primitive over all
 // threads instead, whose bits depend on the thread count and the ISA (its blocked kernels split

@@ -1,6 +1,6 @@
 // A GEMM split into a few fixed blocks, each one single-threaded oneDNN GEMM, so that its
-// results do not depend on the thread count: the inner products' and the one-pixel
-// convolutions' (inner_product.cpp, conv_one_pixel.cpp).
+// results do not depend on the thread count: the inner products' and the dense planes'
+// convolutions' (inner_product.cpp, conv_dense_planes.cpp).
 #pragma once
 
 #include <cstdint>

@@ -483,12 +483,13 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // its 1e-5). About 1% of convnet_bn's step.
   const bool avx2_small_kernel_weights = direction == ConvDirection::kBackwardWeights &&
                                          deterministic && g.kh * g.kw <= 9 && !onednn_has_avx512();
-  // One output pixel (GoogLeNet's 1x1 planes at 28x28): a dense layer of the taps that meet the
-  // input, in every direction (2 Zen 5 cores, 2026-11-28, GoogLeNet's 48 convolution ops of its
-  // 1x1 planes in training traces: 8.0 against 3.0 ms per iteration, capped at AVX2 11.0
-  // against 3.7; GoogLeNet's training 1.06-1.14x in alternating runs).
-  if (engine == "auto" && one_pixel_fits(g))
-    return make_one_pixel_kernel(direction, g, threads, bias_relu);
+  // Every output pixel sees every input pixel (GoogLeNet's 1x1 and 2x2 planes at 28x28): a dense
+  // layer of the taps joining each pair of pixels, in every direction (2 Zen 5 cores,
+  // 2026-11-28, in training traces: the 48 convolution ops of its 1x1 planes 8.0 against 3.0 ms
+  // per iteration, capped at AVX2 11.0 against 3.7; the 30 of the 3x3 and 5x5 kernels over its
+  // 2x2 planes 13.0 against 8.8).
+  if (engine == "auto" && dense_planes_fit(g))
+    return make_dense_planes_kernel(direction, g, threads, bias_relu);
   // Outer taps that meet only padding (GoogLeNet's 5x5 kernels over 2x2 planes at 28x28): the
   // convolution of the taps that meet the input, by the kernel for that geometry.
   ConvGeometry inner;

@@ -101,11 +101,11 @@ inline void add_bias_relu(const float* in, float b, int64_t n, float* out) {
 bool shifted_rows_fit(const ConvGeometry& g);
 std::unique_ptr<ConvKernel> make_shifted_rows_kernel(const ConvGeometry& g, int threads);
 
-// Convolutions with one output pixel that see every input pixel, as dense layers
-// (conv_one_pixel.cpp), in every direction.
-bool one_pixel_fits(const ConvGeometry& g);
-std::unique_ptr<ConvKernel> make_one_pixel_kernel(ConvDirection direction, const ConvGeometry& g,
-                                                  int threads, bool bias_relu);
+// Convolutions in which every output pixel sees every input pixel, as dense layers
+// (conv_dense_planes.cpp), in every direction.
+bool dense_planes_fit(const ConvGeometry& g);
+std::unique_ptr<ConvKernel> make_dense_planes_kernel(ConvDirection direction, const ConvGeometry& g,
+                                                     int threads, bool bias_relu);
 
 // A block of a kernel's taps: kh x kw from row first_h, column first_w.
 struct TapBlock {

@@ -247,36 +247,44 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
 }
 
 TEST_CASE("conv without the taps that meet only padding gives the same results", "[conv]") {
-  // 5x5 kernels padded by 2 over 2x2 planes (GoogLeNet's at 28x28): only the middle 3x3 taps
-  // ever meet the input; 5x3 padded by 2 and 1 over 2x3: the middle 3 rows. The dropped taps'
-  // weight gradients must come out zero (the naive loops' values).
+  // 5x3 kernels padded by 2 and 1 over 2x4 and 2x3 planes: only the middle 3 rows ever meet the
+  // input, and the columns' windows differ (not dense planes, which take GoogLeNet's 5x5 over
+  // 2x2). The dropped taps' weight gradients must come out zero (the naive loops' values).
   for (const Geometry& g :
-       {Geometry{6, 12, 2, 2, 20, 5, 5, 1, 1, 2, 2}, Geometry{3, 4, 2, 3, 5, 5, 3, 1, 1, 2, 1}}) {
+       {Geometry{6, 12, 2, 4, 20, 5, 3, 1, 1, 2, 1}, Geometry{3, 4, 2, 3, 5, 5, 3, 1, 1, 2, 1}}) {
     INFO(g.h << "x" << g.w << ", kernel " << g.kh << "x" << g.kw);
     for (const std::string& name : check_against_naive(g, 47))
       CHECK(name.rfind("cropped 3x3:", 0) == 0);
   }
-  // Every tap meets the input somewhere (3x3 padded by 1): nothing to crop.
-  for (const std::string& name : check_against_naive({2, 4, 2, 2, 5, 3, 3, 1, 1, 1, 1}, 48))
+  // Every tap meets the input somewhere (3x3 padded by 1 over 4x4): nothing to crop.
+  for (const std::string& name : check_against_naive({2, 4, 4, 4, 5, 3, 3, 1, 1, 1, 1}, 48))
     CHECK(name.rfind("cropped", 0) == std::string::npos);
 }
 
-TEST_CASE("conv of one output pixel runs as a dense layer in every direction", "[conv]") {
-  // The taps that meet the input: the centre of 3x3 and 5x5 kernels over a padded 1x1 plane, a
-  // 1x1 kernel, a kernel the input's size (no cropping), a 2x2 block of a 4x4 kernel over a
-  // padded 2x2 plane.
+TEST_CASE("conv where every output pixel sees every input pixel runs as a dense layer", "[conv]") {
+  // One output pixel: the centre of 3x3 and 5x5 kernels over a padded 1x1 plane, a 1x1 kernel, a
+  // kernel the input's size (w itself), a 2x2 block of a 4x4 kernel over a padded 2x2 plane.
+  // Several: 3x3 padded by 1 and 5x5 padded by 2 over 2x2 planes (GoogLeNet's at 28x28, the
+  // centre tap joining 4 pairs of pixels, the corners one), 5x5 padded by 2 over 3x3, 3x5 padded
+  // by 1 and 2 over 2x3, and 5x5 with stride 2 padded by 2 over 3x3 (2x2 outputs).
   for (const Geometry& g :
        {Geometry{5, 12, 1, 1, 40, 3, 3, 1, 1, 1, 1}, Geometry{5, 12, 1, 1, 40, 5, 5, 1, 1, 2, 2},
         Geometry{5, 12, 1, 1, 40, 1, 1, 1, 1, 0, 0}, Geometry{3, 4, 3, 2, 7, 3, 2, 1, 1, 0, 0},
-        Geometry{3, 4, 2, 2, 7, 4, 4, 1, 1, 1, 1}}) {
+        Geometry{3, 4, 2, 2, 7, 4, 4, 1, 1, 1, 1}, Geometry{6, 9, 2, 2, 11, 3, 3, 1, 1, 1, 1},
+        Geometry{6, 9, 2, 2, 11, 5, 5, 1, 1, 2, 2}, Geometry{4, 5, 3, 3, 6, 5, 5, 1, 1, 2, 2},
+        Geometry{4, 5, 2, 3, 6, 3, 5, 1, 1, 1, 2}, Geometry{4, 5, 3, 3, 6, 5, 5, 2, 2, 2, 2}}) {
     INFO(g.c << " -> " << g.o << " channels, " << g.h << "x" << g.w << ", kernel " << g.kh << "x"
-             << g.kw << ", pad " << g.pad_h);
-    for (const std::string& name : check_against_naive(g, 45)) CHECK(name == "gemm:one pixel");
+             << g.kw << ", stride " << g.stride_h << ", pad " << g.pad_h << "x" << g.pad_w);
+    for (const std::string& name : check_against_naive(g, 45)) CHECK(name == "gemm:dense planes");
   }
-  // One output pixel whose stride skips input rows (3x3 over 5x5, stride 3): not a dense layer
-  // of the whole input.
-  for (const std::string& name : check_against_naive({2, 3, 5, 5, 4, 3, 3, 3, 3, 0, 0}, 46))
-    CHECK(name != "gemm:one pixel");
+  // Not dense: one output pixel whose stride skips input rows (3x3 over 5x5, stride 3), 1x1
+  // kernels over 2x2 planes, 3x3 padded by 1 over 3x3.
+  for (const Geometry& g :
+       {Geometry{2, 3, 5, 5, 4, 3, 3, 3, 3, 0, 0}, Geometry{2, 3, 2, 2, 4, 1, 1, 1, 1, 0, 0},
+        Geometry{2, 3, 3, 3, 4, 3, 3, 1, 1, 1, 1}}) {
+    INFO(g.h << "x" << g.w << ", kernel " << g.kh << "x" << g.kw);
+    for (const std::string& name : check_against_naive(g, 46)) CHECK(name != "gemm:dense planes");
+  }
 }
 
 TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
@@ -313,7 +321,7 @@ TEST_CASE("conv weight gradient by shifted rows matches naive loops at any threa
 }
 
 TEST_CASE("conv weight gradient of an empty batch is zero with every kernel", "[conv]") {
-  // 1x1 output planes (one-pixel GEMMs), 2x2 ones (GEMMs over image groups) and 10x10 ones
+  // 1x1 output planes (dense planes), 2x2 ones (GEMMs over image groups) and 10x10 ones
   // (im2col's per-image chunks; with no images oneDNN is never asked).
   for (const Geometry& g :
        {Geometry{0, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0}, Geometry{0, 16, 4, 4, 24, 3, 3, 1, 1, 0, 0},
@@ -357,8 +365,7 @@ TEST_CASE("conv results do not depend on the thread count", "[conv][determinism]
   // by thread), the 2-conv network's second layer at batch 64, a batch that does not split
   // evenly into chunks (5x5 planes: the weights by GEMMs over image groups under auto with
   // oneDNN's AVX2 kernels, by its chunks with AVX-512, and the forward by image groups under
-  // im2col), 1x1 planes (one-pixel GEMMs under auto) and 5x5 kernels over 2x2 planes (their
-  // middle 3x3 taps under auto).
+  // im2col), and 1x1 planes and 5x5 kernels over 2x2 planes (dense planes under auto).
   for (Geometry g :
        {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2}, Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1},
         Geometry{64, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
@@ -581,12 +588,13 @@ FusedAndUnfused conv_bias_relu_both_ways(const Geometry& g, const char* engine, 
 TEST_CASE("conv_bias_relu equals conv then bias then relu bit for bit", "[conv][determinism]") {
   // The convnet's two convolutions, GoogLeNet's 1x1, 3x3 and 5x5 shapes (more input channels
   // than one oneDNN block, so the sum is split over channel blocks), a stride, few channels, and
-  // a 1x1 output plane (GEMMs over image groups under auto and im2col).
+  // 1x1 and 2x2 output planes (dense planes under auto, GEMMs over image groups under im2col).
   for (Geometry g :
        {Geometry{8, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2}, Geometry{8, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
         Geometry{4, 192, 7, 7, 64, 1, 1, 1, 1, 0, 0}, Geometry{4, 96, 7, 7, 128, 3, 3, 1, 1, 1, 1},
         Geometry{4, 16, 7, 7, 32, 5, 5, 1, 1, 2, 2}, Geometry{5, 3, 9, 9, 7, 3, 3, 2, 2, 1, 1},
-        Geometry{16, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1}}) {
+        Geometry{16, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1},
+        Geometry{16, 48, 2, 2, 40, 3, 3, 1, 1, 1, 1}}) {
     for (const char* engine : {"auto", "onednn", "im2col"}) {
       for (int threads : {1, 2}) {
         INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", kernel " << g.kh
