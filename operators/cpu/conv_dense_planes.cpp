@@ -13,6 +13,8 @@
 // each a blocked_sgemm (fixed blocks, so the bits do not depend on the thread count). These are
 // the convolution's multiply-adds that meet the input and no others. With one output pixel, wd
 // is the kernel's taps that meet the input, or w itself when the kernel is the input's size.
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "operators/cpu/blocked_sgemm.hpp"
@@ -35,20 +37,16 @@ class DensePlanesKernel : public ConvKernel {
         q_(g.ho * g.wo),
         whole_kernel_(q_ == 1 && g.kh == g.h && g.kw == g.w),
         dense_at_(workspace_.add(whole_kernel_ ? 0 : sizeof(float) * g.o * q_ * g.c * p_)) {
+    std::vector<bool> seen(g.kh * g.kw, false);
     for (int64_t oh = 0; oh < g.ho; ++oh)
       for (int64_t ow = 0; ow < g.wo; ++ow)
         for (int64_t ih = 0; ih < g.h; ++ih)
           for (int64_t iw = 0; iw < g.w; ++iw) {
             const int64_t i = ih - oh * g.stride_h + g.pad_h, j = iw - ow * g.stride_w + g.pad_w;
             tap_of_pair_.push_back(i * g.kw + j);
-            pair_offset_.push_back((oh * g.wo + ow) * g.c * p_ + ih * g.w + iw);
+            first_of_tap_.push_back(!seen[i * g.kw + j]);
+            seen[i * g.kw + j] = true;
           }
-    for (int64_t t = 0; t < g.kh * g.kw; ++t) {
-      tap_pairs_begin_.push_back(static_cast<int64_t>(tap_pairs_.size()));
-      for (int64_t pair = 0; pair < q_ * p_; ++pair)
-        if (tap_of_pair_[pair] == t) tap_pairs_.push_back(pair_offset_[pair]);
-    }
-    tap_pairs_begin_.push_back(static_cast<int64_t>(tap_pairs_.size()));
   }
 
   std::string name() const override { return "gemm:dense planes"; }
@@ -85,37 +83,39 @@ class DensePlanesKernel : public ConvKernel {
   }
 
  private:
-  // wd [O Q, C P] from w [O, C, kh, kw] (w itself for a kernel the input's size): for each o
-  // and c, its taps read once and written to the Q rows of o's block.
+  // wd [O Q, C P] from w [O, C, kh, kw] (w itself for a kernel the input's size): row (o, q) is
+  // w[o, c, tap(q, p)] for c, then p, written a pair (q, p) at a time over c.
   const float* expand(const float* w, float* dense) const {
     if (whole_kernel_) return w;
     const ConvGeometry& g = g_;
-    const int64_t taps = g.kh * g.kw, pairs = q_ * p_;
-    parallel_for(g.o, g.o * pairs * g.c > kParallelMinCopy, [&](int64_t o) {
-      for (int64_t c = 0; c < g.c; ++c) {
-        const float* from = w + (o * g.c + c) * taps;
-        float* to = dense + o * q_ * g.c * p_ + c * p_;
-        for (int64_t pair = 0; pair < pairs; ++pair)
-          to[pair_offset_[pair]] = from[tap_of_pair_[pair]];
+    const int64_t taps = g.kh * g.kw, columns = g.c * p_;
+    parallel_for(g.o * q_, g.o * q_ * columns > kParallelMinCopy, [&](int64_t row) {
+      const float* from = w + row / q_ * g.c * taps;
+      float* to = dense + row * columns;
+      for (int64_t p = 0; p < p_; ++p) {
+        const int64_t t = tap_of_pair_[row % q_ * p_ + p];
+        for (int64_t c = 0; c < g.c; ++c) to[c * p_ + p] = from[c * taps + t];
       }
     });
     return dense;
   }
 
   // dw [O, C, kh, kw] from dwd [O Q, C P]: each tap the sum of its pairs' elements in (q, p)
-  // order, from the first (a tap of one pair takes its element as it is), zero for none.
+  // order, from the first (a tap of one pair takes its element as it is), zero for none; a pair
+  // at a time over c.
   void fold(const float* dense, float* dw) const {
     const ConvGeometry& g = g_;
-    const int64_t taps = g.kh * g.kw;
-    parallel_for(g.o, g.o * q_ * p_ * g.c > kParallelMinCopy, [&](int64_t o) {
-      for (int64_t c = 0; c < g.c; ++c) {
-        const float* from = dense + o * q_ * g.c * p_ + c * p_;
-        float* to = dw + (o * g.c + c) * taps;
-        for (int64_t t = 0; t < taps; ++t) {
-          const int64_t first = tap_pairs_begin_[t], last = tap_pairs_begin_[t + 1];
-          float sum = first < last ? from[tap_pairs_[first]] : 0.0f;
-          for (int64_t k = first + 1; k < last; ++k) sum += from[tap_pairs_[k]];
-          to[t] = sum;
+    const int64_t taps = g.kh * g.kw, columns = g.c * p_;
+    parallel_for(g.o, g.o * q_ * columns > kParallelMinCopy, [&](int64_t o) {
+      float* to = dw + o * g.c * taps;
+      std::fill(to, to + g.c * taps, 0.0f);
+      for (int64_t pair = 0; pair < q_ * p_; ++pair) {
+        const float* from = dense + (o * q_ + pair / p_) * columns + pair % p_;
+        const int64_t t = tap_of_pair_[pair];
+        if (first_of_tap_[pair]) {
+          for (int64_t c = 0; c < g.c; ++c) to[c * taps + t] = from[c * p_];
+        } else {
+          for (int64_t c = 0; c < g.c; ++c) to[c * taps + t] += from[c * p_];
         }
       }
     });
@@ -123,12 +123,10 @@ class DensePlanesKernel : public ConvKernel {
 
   const int64_t p_, q_;      // the input's and the output's plane pixels
   const bool whole_kernel_;  // one output pixel, the kernel the input's size: wd is w
-  // Per pair q P + p: the tap joining output pixel q to input pixel p, and the pair's offset in
-  // wd from element (o Q, c P): q C P + p.
-  std::vector<int64_t> tap_of_pair_, pair_offset_;
-  // Per tap t, its pairs' offsets in (q, p) order: tap_pairs_[tap_pairs_begin_[t] ..
-  // tap_pairs_begin_[t + 1]).
-  std::vector<int64_t> tap_pairs_begin_, tap_pairs_;
+  // Per pair q P + p: the tap joining output pixel q to input pixel p, and whether the pair is
+  // its tap's first in (q, p) order.
+  std::vector<int64_t> tap_of_pair_;
+  std::vector<uint8_t> first_of_tap_;
   WorkspaceLayout workspace_;
   const size_t dense_at_;  // wd, or dwd
 };
