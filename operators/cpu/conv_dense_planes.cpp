@@ -84,7 +84,7 @@ class DensePlanesKernel : public ConvKernel {
 
  private:
   // wd [O Q, C P] from w [O, C, kh, kw] (w itself for a kernel the input's size): row (o, q) is
-  // w[o, c, tap(q, p)] for c, then p, written a pair (q, p) at a time over c.
+  // w[o, c, tap(q, p)] for c, then p.
   const float* expand(const float* w, float* dense) const {
     if (whole_kernel_) return w;
     const ConvGeometry& g = g_;
@@ -92,8 +92,24 @@ class DensePlanesKernel : public ConvKernel {
     parallel_for(g.o * q_, g.o * q_ * columns > kParallelMinCopy, [&](int64_t row) {
       const float* from = w + row / q_ * g.c * taps;
       float* to = dense + row * columns;
+      const int64_t* tap = tap_of_pair_.data() + row % q_ * p_;
+      // 2x2 planes: the row in one pass, its four taps held in registers (the 20 such ops of
+      // GoogLeNet-28's forward and data gradients: 4.8 / 5.4 -> 4.1 / 4.5 ms in training,
+      // against a pass per pixel).
+      if (p_ == 4) {
+        const int64_t t0 = tap[0], t1 = tap[1], t2 = tap[2], t3 = tap[3];
+        for (int64_t c = 0; c < g.c; ++c) {
+          const float* f = from + c * taps;
+          float* d = to + c * 4;
+          d[0] = f[t0];
+          d[1] = f[t1];
+          d[2] = f[t2];
+          d[3] = f[t3];
+        }
+        return;
+      }
       for (int64_t p = 0; p < p_; ++p) {
-        const int64_t t = tap_of_pair_[row % q_ * p_ + p];
+        const int64_t t = tap[p];
         for (int64_t c = 0; c < g.c; ++c) to[c * p_ + p] = from[c * taps + t];
       }
     });
