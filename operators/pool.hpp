@@ -38,6 +38,11 @@ inline PoolWindow pool_window(const PoolGeometry& g, int64_t oh, int64_t ow) {
   return {std::max<int64_t>(hs, 0), std::min(hs + g.kernel_h, g.h), std::max<int64_t>(ws, 0),
           std::min(ws + g.kernel_w, g.w)};
 }
+// Max pooling 2x2 with stride 2 and no padding: disjoint windows (the CPU's row-by-row path).
+inline bool is_max_2x2(const PoolGeometry& g) {
+  return g.max && g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 &&
+         g.pad_h == 0 && g.pad_w == 0;
+}
 
 // The attributes of pool and pool_grad, read and checked once when an op is made.
 struct PoolParams {

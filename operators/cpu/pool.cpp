@@ -39,11 +39,6 @@ inline float masked(float v, uint32_t take) {
   return out;
 }
 
-bool is_max_2x2(const PoolGeometry& g) {
-  return g.max && g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 &&
-         g.pad_h == 0 && g.pad_w == 0;
-}
-
 // One plane of pooling.
 void pool_plane(const PoolGeometry& g, const float* x, float* y) {
   if (is_max_2x2(g)) {  // the common case, written so that it vectorizes

@@ -326,11 +326,7 @@ void for_plane_ranges(const PoolGeometry& g, Fn fn) {
 
 }  // namespace
 
-bool use_pool_lanes(const PoolGeometry& g) {
-  const bool max_2x2 = g.max && g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 &&
-                       g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
-  return !max_2x2 && g.h * g.w <= kMaxLanePlane;
-}
+bool use_pool_lanes(const PoolGeometry& g) { return !is_max_2x2(g) && g.h * g.w <= kMaxLanePlane; }
 
 void pool_lanes(const PoolGeometry& g, const float* x, float* y) {
   const Windows windows = windows_of(g);
