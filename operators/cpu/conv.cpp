@@ -490,6 +490,14 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // 2x2 planes 6.3 against 12.4, oneDNN's and the image groups' before).
   if (engine == "auto" && dense_planes_fit(g))
     return make_dense_planes_kernel(direction, g, threads, bias_relu);
+  // 1x1 kernels over planes of up to 4 pixels: one GEMM of the batch in channels-last order
+  // (same machine and day, GoogLeNet-28's 2x2 planes, bench_conv_layers: forward 2.73 / data
+  // 2.59 / weights 3.55 ms as oneDNN's 1x1 kernels and image groups against 2.64 / 2.43 / 3.07;
+  // capped at AVX2 5.00 / 4.92 / 5.25 against 4.06 / 4.77 / 5.51; in two alternating traced
+  // training pairs its 1x1 ops 22.4 / 22.0 against 20.9 / 20.5 ms). Not at 4x4 and up: the
+  // weight gradients there lost to oneDNN's chunks (1.11 against 1.68 ms), the rest level.
+  if (engine == "auto" && channels_last_fit(g))
+    return make_channels_last_kernel(direction, g, threads, bias_relu);
   // Outer taps that meet only padding (GoogLeNet's 5x5 kernels over 2x2 planes at 28x28): the
   // convolution of the taps that meet the input, by the kernel for that geometry.
   ConvGeometry inner;

@@ -107,6 +107,13 @@ bool dense_planes_fit(const ConvGeometry& g);
 std::unique_ptr<ConvKernel> make_dense_planes_kernel(ConvDirection direction, const ConvGeometry& g,
                                                      int threads, bool bias_relu);
 
+// 1x1 convolutions (stride 1, no padding) over planes of at most 4 pixels as one GEMM of the
+// batch's pixels in channels-last order (conv_channels_last.cpp), in every direction.
+bool channels_last_fit(const ConvGeometry& g);
+std::unique_ptr<ConvKernel> make_channels_last_kernel(ConvDirection direction,
+                                                      const ConvGeometry& g, int threads,
+                                                      bool bias_relu);
+
 // A block of a kernel's taps: kh x kw from row first_h, column first_w.
 struct TapBlock {
   int64_t first_h, first_w, kh, kw;

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <utility>
 #include <vector>
 
+#include "operators/cpu/lane_tiles.hpp"
 #include "operators/cpu/thread_workspace.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/cpu/vector_isa.hpp"
@@ -43,166 +42,35 @@ Windows windows_of(const PoolGeometry& g) {
 }
 
 // Everything in Blocks is inlined into the entry points at the end, each compiled for its ISA
-// (the build targets plain x86-64). pool_lanes.cpp builds with -ffp-contract=off: avg's gradient
-// scales and then adds, and a fused multiply-add would round once where the baseline rounds
-// twice.
-#define PURINE_POOL_INLINE inline __attribute__((always_inline))
-
-// Vectors of L floats and of L offsets (a struct of their own: GCC 12 drops vector_size from a
-// typedef in the class template that uses it).
-template <int L>
-struct LaneTypes {
-  typedef float Lanes __attribute__((vector_size(L * sizeof(float))));
-  typedef int32_t Offsets __attribute__((vector_size(L * sizeof(int32_t))));
-};
+// (lane_tiles.hpp). pool_lanes.cpp builds with -ffp-contract=off: avg's gradient scales and then
+// adds, and a fused multiply-add would round once where the baseline rounds twice.
 
 // Pooling in blocks of L planes, one vector of L floats per pixel.
 template <int L>
-struct Blocks {
+struct Blocks : LaneTiles<L> {
   using Lanes = typename LaneTypes<L>::Lanes;
   using Offsets = typename LaneTypes<L>::Offsets;
 
-  static PURINE_POOL_INLINE Lanes load(const float* p) {
-    Lanes v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  static PURINE_POOL_INLINE void store(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
-
-  // The even and the odd elements of a then b; and the inverse, a and b interleaved element by
-  // element (zip_low: their first halves, zip_high: their second halves).
-  template <int... I>
-  static PURINE_POOL_INLINE Lanes even(Lanes a, Lanes b, std::integer_sequence<int, I...>) {
-    return __builtin_shufflevector(a, b, (2 * I)...);
-  }
-  template <int... I>
-  static PURINE_POOL_INLINE Lanes odd(Lanes a, Lanes b, std::integer_sequence<int, I...>) {
-    return __builtin_shufflevector(a, b, (2 * I + 1)...);
-  }
-  template <int... I>
-  static PURINE_POOL_INLINE Lanes zip_low(Lanes a, Lanes b, std::integer_sequence<int, I...>) {
-    return __builtin_shufflevector(a, b, (I % 2 ? L + I / 2 : I / 2)...);
-  }
-  template <int... I>
-  static PURINE_POOL_INLINE Lanes zip_high(Lanes a, Lanes b, std::integer_sequence<int, I...>) {
-    return __builtin_shufflevector(a, b, (I % 2 ? L + L / 2 + I / 2 : L / 2 + I / 2)...);
-  }
-  using Index = std::make_integer_sequence<int, L>;
-
-  // v[0..P) hold P * L consecutive floats; afterwards v[q] holds those at q, q + P, q + 2P, ...
-  // (P a power of two): log2(P) rounds of splitting pairs into even and odd elements. With P =
-  // L this transposes L x L.
-  template <int P>
-  static PURINE_POOL_INLINE void deinterleave(Lanes* v) {
-#pragma GCC unroll 4
-    for (int round = 1; round < P; round *= 2) {
-      Lanes next[P];
-#pragma GCC unroll 16
-      for (int i = 0; i < P / 2; ++i) {
-        next[i] = even(v[2 * i], v[2 * i + 1], Index());
-        next[i + P / 2] = odd(v[2 * i], v[2 * i + 1], Index());
-      }
-#pragma GCC unroll 16
-      for (int i = 0; i < P; ++i) v[i] = next[i];
-    }
-  }
-  // The inverse of deinterleave<P>.
-  template <int P>
-  static PURINE_POOL_INLINE void interleave(Lanes* v) {
-#pragma GCC unroll 4
-    for (int round = 1; round < P; round *= 2) {
-      Lanes next[P];
-#pragma GCC unroll 16
-      for (int i = 0; i < P / 2; ++i) {
-        next[2 * i] = zip_low(v[i], v[i + P / 2], Index());
-        next[2 * i + 1] = zip_high(v[i], v[i + P / 2], Index());
-      }
-#pragma GCC unroll 16
-      for (int i = 0; i < P; ++i) v[i] = next[i];
-    }
-  }
-
-  // A whole block whose planes have P pixels (P = 1, 2, 4, ... up to L) lies in P consecutive
-  // vectors: tile[q][l] = x[l * P + q] by deinterleave<P>. False when `plane` is none of those.
-  template <int P = 1>
-  static PURINE_POOL_INLINE bool packed_to_tile(const float* x, int64_t plane, Lanes* tile) {
-    if constexpr (P > L) {
-      return false;
-    } else {
-      if (plane != P) return packed_to_tile<2 * P>(x, plane, tile);
-      Lanes v[P];
-#pragma GCC unroll 16
-      for (int i = 0; i < P; ++i) v[i] = load(x + i * L);
-      deinterleave<P>(v);
-#pragma GCC unroll 16
-      for (int i = 0; i < P; ++i) tile[i] = v[i];
-      return true;
-    }
-  }
-  template <int P = 1>
-  static PURINE_POOL_INLINE bool packed_from_tile(const Lanes* tile, int64_t plane, float* y) {
-    if constexpr (P > L) {
-      return false;
-    } else {
-      if (plane != P) return packed_from_tile<2 * P>(tile, plane, y);
-      Lanes v[P];
-#pragma GCC unroll 16
-      for (int i = 0; i < P; ++i) v[i] = tile[i];
-      interleave<P>(v);
-#pragma GCC unroll 16
-      for (int i = 0; i < P; ++i) store(y + i * L, v[i]);
-      return true;
-    }
-  }
-
   // tile[q][l] = x[l * plane + q] for the first `lanes` planes (the other lanes keep whatever
-  // they held: computed on, never stored). Whole blocks go by shuffles: packed, or L pixels at a
-  // time as L x L transposes of rows `plane` apart.
-  static PURINE_POOL_INLINE void to_tile(const float* x, int64_t plane, int64_t lanes,
-                                         Lanes* tile) {
-    int64_t q = 0;
-    if (lanes == L) {
-      if (packed_to_tile(x, plane, tile)) return;
-      for (; q + L <= plane; q += L) {
-        Lanes v[L];
-#pragma GCC unroll 16
-        for (int l = 0; l < L; ++l) v[l] = load(x + l * plane + q);
-        deinterleave<L>(v);
-#pragma GCC unroll 16
-        for (int i = 0; i < L; ++i) tile[q + i] = v[i];
-      }
-    }
-    for (; q < plane; ++q)
-      for (int64_t l = 0; l < lanes; ++l) tile[q][l] = x[l * plane + q];
+  // they held: computed on, never stored), and the inverse.
+  static PURINE_LANES_INLINE void to_tile(const float* x, int64_t plane, int64_t lanes,
+                                          Lanes* tile) {
+    LaneTiles<L>::to_rows(x, plane, lanes, reinterpret_cast<float*>(tile), L);
   }
-  // The inverse: y[l * plane + q] = tile[q][l] for the first `lanes` planes.
-  static PURINE_POOL_INLINE void from_tile(const Lanes* tile, int64_t plane, int64_t lanes,
-                                           float* y) {
-    int64_t q = 0;
-    if (lanes == L) {
-      if (packed_from_tile(tile, plane, y)) return;
-      for (; q + L <= plane; q += L) {
-        Lanes v[L];
-#pragma GCC unroll 16
-        for (int i = 0; i < L; ++i) v[i] = tile[q + i];
-        interleave<L>(v);
-#pragma GCC unroll 16
-        for (int l = 0; l < L; ++l) store(y + l * plane + q, v[l]);
-      }
-    }
-    for (; q < plane; ++q)
-      for (int64_t l = 0; l < lanes; ++l) y[l * plane + q] = tile[q][l];
+  static PURINE_LANES_INLINE void from_tile(const Lanes* tile, int64_t plane, int64_t lanes,
+                                            float* y) {
+    LaneTiles<L>::from_rows(reinterpret_cast<const float*>(tile), L, plane, lanes, y);
   }
 
   // The piece at `offset` of the calling thread's workspace, as a tile (64-byte aligned, as
   // vectors of 16 floats need; a std::vector of them is not).
-  static PURINE_POOL_INLINE Lanes* tile_at(char* workspace, size_t offset) {
+  static PURINE_LANES_INLINE Lanes* tile_at(char* workspace, size_t offset) {
     return reinterpret_cast<Lanes*>(workspace + offset);
   }
 
   // Planes [first, last) of x pooled into y, L at a time.
-  static PURINE_POOL_INLINE void pool(const PoolGeometry& g, const Windows& windows, const float* x,
-                                      int64_t first, int64_t last, float* y) {
+  static PURINE_LANES_INLINE void pool(const PoolGeometry& g, const Windows& windows,
+                                       const float* x, int64_t first, int64_t last, float* y) {
     const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
     const int32_t* begin = windows.begin.data();
     const int32_t* offsets = windows.offsets.data();
@@ -238,9 +106,9 @@ struct Blocks {
   // output by output as plane by plane. Max adds each output's gradient to every element of its
   // window, masked to +0 but at the first maximum: adding +0 leaves every sum of floats started
   // at +0 as it was, so the bits are those of adding the gradient at the maximum alone.
-  static PURINE_POOL_INLINE void pool_grad(const PoolGeometry& g, const Windows& windows,
-                                           const float* x, const float* dy, int64_t first,
-                                           int64_t last, float* dx) {
+  static PURINE_LANES_INLINE void pool_grad(const PoolGeometry& g, const Windows& windows,
+                                            const float* x, const float* dy, int64_t first,
+                                            int64_t last, float* dx) {
     const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
     const int32_t* begin = windows.begin.data();
     const int32_t* offsets = windows.offsets.data();

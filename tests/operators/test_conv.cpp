@@ -287,6 +287,30 @@ TEST_CASE("conv where every output pixel sees every input pixel runs as a dense 
   }
 }
 
+// Tagged [isa]: the transposes to and from channels-last rows run under the AVX2 and SSE4.1
+// caps too (blocks of 8 and 4 channels where AVX-512 takes 16).
+TEST_CASE("conv 1x1 over planes of a few pixels runs as one GEMM in channels-last order",
+          "[conv][isa]") {
+  // 2x2 planes (GoogLeNet's at 28x28) with channel counts that fill whole blocks of 16, 8 and 4
+  // and ones that leave a remainder on each side (19 -> 21, 40 -> 5), and planes of 2, 3 and 4
+  // pixels in one row or column.
+  for (const Geometry& g :
+       {Geometry{6, 32, 2, 2, 48, 1, 1, 1, 1, 0, 0}, Geometry{5, 19, 2, 2, 21, 1, 1, 1, 1, 0, 0},
+        Geometry{3, 40, 2, 2, 5, 1, 1, 1, 1, 0, 0}, Geometry{4, 17, 1, 2, 9, 1, 1, 1, 1, 0, 0},
+        Geometry{4, 9, 3, 1, 17, 1, 1, 1, 1, 0, 0}, Geometry{4, 33, 1, 4, 18, 1, 1, 1, 1, 0, 0}}) {
+    INFO(g.n << " images, " << g.c << " -> " << g.o << " channels, " << g.h << "x" << g.w);
+    for (const std::string& name : check_against_naive(g, 49)) CHECK(name == "gemm:channels last");
+  }
+  // Not channels last: a 1x1 plane (dense planes), 3x3 planes (more than 4 pixels), a stride,
+  // padding.
+  for (const Geometry& g :
+       {Geometry{2, 3, 1, 1, 4, 1, 1, 1, 1, 0, 0}, Geometry{2, 3, 3, 3, 4, 1, 1, 1, 1, 0, 0},
+        Geometry{2, 3, 3, 3, 4, 1, 1, 2, 2, 0, 0}, Geometry{2, 3, 2, 2, 4, 1, 1, 1, 1, 1, 1}}) {
+    INFO(g.h << "x" << g.w << ", stride " << g.stride_h << ", pad " << g.pad_h);
+    for (const std::string& name : check_against_naive(g, 50)) CHECK(name != "gemm:channels last");
+  }
+}
+
 TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
           "[conv][determinism]") {
   // Each way of building a group's columns (1x1 without padding: x itself, copied in pieces of a
@@ -321,10 +345,12 @@ TEST_CASE("conv weight gradient by shifted rows matches naive loops at any threa
 }
 
 TEST_CASE("conv weight gradient of an empty batch is zero with every kernel", "[conv]") {
-  // 1x1 output planes (dense planes), 2x2 ones (GEMMs over image groups) and 10x10 ones
-  // (im2col's per-image chunks; with no images oneDNN is never asked).
+  // 1x1 output planes (dense planes), 2x2 ones (GEMMs over image groups; with a 1x1 kernel,
+  // channels last) and 10x10 ones (im2col's per-image chunks; with no images oneDNN is never
+  // asked).
   for (const Geometry& g :
        {Geometry{0, 16, 3, 3, 24, 3, 3, 1, 1, 0, 0}, Geometry{0, 16, 4, 4, 24, 3, 3, 1, 1, 0, 0},
+        Geometry{0, 16, 2, 2, 24, 1, 1, 1, 1, 0, 0},
         Geometry{0, 16, 12, 12, 24, 3, 3, 1, 1, 0, 0}}) {
     for (const char* engine : {"auto", "onednn", "im2col"}) {
       INFO(g.h << "x" << g.w << ", engine " << engine);
@@ -365,12 +391,14 @@ TEST_CASE("conv results do not depend on the thread count", "[conv][determinism]
   // by thread), the 2-conv network's second layer at batch 64, a batch that does not split
   // evenly into chunks (5x5 planes: the weights by GEMMs over image groups under auto with
   // oneDNN's AVX2 kernels, by its chunks with AVX-512, and the forward by image groups under
-  // im2col), and 1x1 planes and 5x5 kernels over 2x2 planes (dense planes under auto).
+  // im2col), 1x1 planes and 5x5 kernels over 2x2 planes (dense planes under auto), and 1x1
+  // kernels over 2x2 planes (channels last under auto).
   for (Geometry g :
        {Geometry{16, 1, 16, 16, 16, 5, 5, 1, 1, 2, 2}, Geometry{8, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1},
         Geometry{64, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
         Geometry{11, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1}, Geometry{64, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1},
-        Geometry{64, 48, 2, 2, 64, 5, 5, 1, 1, 2, 2}}) {
+        Geometry{64, 48, 2, 2, 64, 5, 5, 1, 1, 2, 2},
+        Geometry{64, 200, 2, 2, 72, 1, 1, 1, 1, 0, 0}}) {
     Rng rng(38);
     Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
     Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
@@ -588,13 +616,14 @@ FusedAndUnfused conv_bias_relu_both_ways(const Geometry& g, const char* engine, 
 TEST_CASE("conv_bias_relu equals conv then bias then relu bit for bit", "[conv][determinism]") {
   // The convnet's two convolutions, GoogLeNet's 1x1, 3x3 and 5x5 shapes (more input channels
   // than one oneDNN block, so the sum is split over channel blocks), a stride, few channels, and
-  // 1x1 and 2x2 output planes (dense planes under auto, GEMMs over image groups under im2col).
+  // 1x1 and 2x2 output planes (dense planes under auto, GEMMs over image groups under im2col),
+  // and a 1x1 kernel over 2x2 planes (channels last under auto).
   for (Geometry g :
        {Geometry{8, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2}, Geometry{8, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2},
         Geometry{4, 192, 7, 7, 64, 1, 1, 1, 1, 0, 0}, Geometry{4, 96, 7, 7, 128, 3, 3, 1, 1, 1, 1},
         Geometry{4, 16, 7, 7, 32, 5, 5, 1, 1, 2, 2}, Geometry{5, 3, 9, 9, 7, 3, 3, 2, 2, 1, 1},
-        Geometry{16, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1},
-        Geometry{16, 48, 2, 2, 40, 3, 3, 1, 1, 1, 1}}) {
+        Geometry{16, 64, 1, 1, 96, 3, 3, 1, 1, 1, 1}, Geometry{16, 48, 2, 2, 40, 3, 3, 1, 1, 1, 1},
+        Geometry{16, 40, 2, 2, 24, 1, 1, 1, 1, 0, 0}}) {
     for (const char* engine : {"auto", "onednn", "im2col"}) {
       for (int threads : {1, 2}) {
         INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", kernel " << g.kh
