@@ -4,6 +4,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/fused_parts.hpp"
+#include "operators/cpu/plane_sums.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/formulas.hpp"
 #include "operators/registry.hpp"
@@ -76,6 +77,10 @@ void sum_channels(const Shape& shape, const float* d, float* db) {
       const float* row = d + i * c;
       for (int64_t j = 0; j < c; ++j) db[j] += row[j];
     }
+    return;
+  }
+  if (inner <= kMaxSummedPlane) {  // small planes: L channels at a time, the same bits
+    sum_small_planes(n, c, inner, d, db);
     return;
   }
   // One channel per iteration.
@@ -157,7 +162,10 @@ void BiasReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* dy = inputs[1]->data();
   float* dx = outputs[0]->mutable_data();
   // relu_grad's pass, then bias_grad's over its result: on the CPU faster than one pass that
-  // sums each plane as it writes it (channel by channel, strided), and the same floats.
+  // sums each plane as it writes it (channel by channel, strided), and the same floats. Also
+  // faster for small planes than one pass over blocks of channels image by image (GoogLeNet-28's
+  // 57 ops, 2 Zen 5 cores, 2026-11-28, two alternating traced pairs: 1.88 / 1.92 ms against
+  // 2.21 / 2.18), whose three strided streams the prefetchers follow worse.
   const int64_t n = inputs[0]->count();
   parallel_for(n, n > kParallelMinArithmetic, [&](int64_t i) {
     dx[i] = formula::ReluGrad()(y[i], dy[i]);  // dy loaded first: a vectorized blend

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
@@ -52,6 +53,49 @@ TEST_CASE("bias_grad sums over every axis but the channels", "[bias]") {
   }
 }
 
+// Tagged [isa]: the sums of small planes run in blocks of 16, 8 and 4 channels under AVX-512,
+// AVX2 and the baseline (ctest reruns [isa] under each cap), and each must give these bits.
+TEST_CASE("bias_grad sums every plane in the same order whatever the plane size",
+          "[bias][determinism][isa]") {
+  // The order: per plane eight interleaved partial sums (pixel q into q % 8) added in order,
+  // then the planes in image order, each from +0.
+  auto expected = [](const Tensor& dy) {
+    const int64_t n = dy.shape()[0], c = dy.shape()[1], inner = dy.shape().count_from(2);
+    std::vector<float> db(c);
+    for (int64_t j = 0; j < c; ++j) {
+      float total = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        float partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t q = 0; q < inner; ++q) partial[q % 8] += dy.data()[(i * c + j) * inner + q];
+        float plane = 0;
+        for (float p : partial) plane += p;
+        total += plane;
+      }
+      db[j] = total;
+    }
+    return db;
+  };
+  Rng rng(23);
+  // Planes of 2 to 100 pixels (the small ones by blocks of channels, 64 and up to 100 channel
+  // by channel), channel counts that fill whole blocks of 16 and leave remainders, and a
+  // tensor large enough to be threaded.
+  for (const Shape& shape :
+       {Shape{3, 5, 2}, Shape{2, 17, 3}, Shape{4, 40, 2, 2}, Shape{5, 16, 7}, Shape{2, 9, 3, 3},
+        Shape{3, 33, 4, 4}, Shape{2, 7, 7, 7}, Shape{2, 20, 8, 8}, Shape{2, 6, 65},
+        Shape{2, 5, 10, 10}, Shape{64, 96, 2, 2}}) {
+    INFO("dy " << shape);
+    Tensor dy = random_tensor(shape, rng);
+    // Large magnitudes apart, so that another order of the adds rounds differently.
+    for (int64_t i = 0; i < dy.count(); i += 3) dy.mutable_data()[i] *= 1e4f;
+    const Tensor db = run_forward("bias_grad", {}, {dy})[0];
+    const std::vector<float> want = expected(dy);
+    for (int64_t j = 0; j < shape[1]; ++j) {
+      INFO("channel " << j);
+      CHECK(db.data()[j] == want[j]);
+    }
+  }
+}
+
 TEST_CASE("bias gradient aliases dy and passes the numeric check", "[bias]") {
   auto op = OperatorRegistry::create("bias");
   GradientSpec spec = op->gradient();
@@ -92,11 +136,20 @@ TEST_CASE("bias_relu gives bias then relu bit for bit, threaded or not", "[bias]
       Catch::Contains("bias_relu: input 1 (bias) has shape [2], expected [3]"));
 }
 
-TEST_CASE("bias_relu_grad gives relu_grad then bias_grad bit for bit, threaded or not", "[bias]") {
+// Tagged [isa]: small planes take one pass in blocks of 16, 8 or 4 channels by the ISA.
+TEST_CASE("bias_relu_grad gives relu_grad then bias_grad bit for bit, threaded or not",
+          "[bias][isa]") {
   Rng rng(27);
-  for (const Shape& shape : {Shape{6, 5}, Shape{8, 16, 20, 20}, Shape{3, 4, 7}, Shape{0, 3}}) {
+  // Rows, large planes, and small ones (one pass over blocks of channels: with remainders, and
+  // threaded at GoogLeNet-28's 2x2).
+  for (const Shape& shape : {Shape{6, 5}, Shape{8, 16, 20, 20}, Shape{3, 4, 7}, Shape{0, 3},
+                             Shape{5, 19, 3, 3}, Shape{2, 33, 8, 8}, Shape{64, 40, 2, 2}}) {
     INFO("y " << shape);
-    const Tensor y = random_tensor(shape, rng), dy = random_tensor(shape, rng);
+    Tensor y = random_tensor(shape, rng);
+    const Tensor dy = random_tensor(shape, rng);
+    // Values at the ReLU's edge: -0, NaN and infinities pass no gradient but +infinity's.
+    const float edges[] = {-0.0f, std::nanf(""), INFINITY, -INFINITY};
+    for (int64_t i = 0; i < y.count(); i += 5) y.mutable_data()[i] = edges[i / 5 % 4];
     const std::vector<Tensor> fused = run_forward("bias_relu_grad", {}, {y, dy});
     const Tensor dx = run_forward("relu_grad", {}, {y, dy})[0];
     const Tensor db = run_forward("bias_grad", {}, {dx})[0];
