@@ -8,8 +8,9 @@
 namespace purine::cpu {
 
 // Sum of f(i) for i in [0, n).
+// (Always inlined: batch_norm.cpp's versions for each vector ISA compile these in.)
 template <typename F>
-double lane_sum(int64_t n, F f) {
+inline __attribute__((always_inline)) double lane_sum(int64_t n, F f) {
   float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -22,15 +23,16 @@ double lane_sum(int64_t n, F f) {
 }
 
 // Sum of p.
-inline double row_sum(const float* p, int64_t n) {
+inline __attribute__((always_inline)) double row_sum(const float* p, int64_t n) {
   return lane_sum(n, [p](int64_t i) { return p[i]; });
 }
 // Sum of (p - mean)^2.
-inline double row_square_sum(const float* p, int64_t n, float mean) {
+inline __attribute__((always_inline)) double row_square_sum(const float* p, int64_t n, float mean) {
   return lane_sum(n, [p, mean](int64_t i) { return (p[i] - mean) * (p[i] - mean); });
 }
 // Sum of g * (p - mean).
-inline double row_dot_centered(const float* g, const float* p, int64_t n, float mean) {
+inline __attribute__((always_inline)) double row_dot_centered(const float* g, const float* p,
+                                                              int64_t n, float mean) {
   return lane_sum(n, [g, p, mean](int64_t i) { return g[i] * (p[i] - mean); });
 }
 

@@ -84,6 +84,84 @@ TEST_CASE("batch_norm on a large tensor matches a double reference", "[batch_nor
   }
 }
 
+namespace {
+
+// Sum of f(i) for i < n in batch norm's order: eight interleaved float partial sums (element i
+// into i % 8), then those eight added in double.
+template <typename F>
+double eight_lane_sum(int64_t n, F f) {
+  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t i = 0; i < n; ++i) lanes[i % 8] += f(i);
+  double total = 0;
+  for (float lane : lanes) total += lane;
+  return total;
+}
+
+}  // namespace
+
+// Tagged [isa]: the kernels run compiled for AVX-512, AVX2 or the baseline (ctest reruns [isa]
+// under each cap), and every version must give these bits.
+TEST_CASE("batch_norm and its gradient keep one order of operations under every vector ISA",
+          "[batch_norm][determinism][isa]") {
+  Rng rng(75);
+  // Rows shorter than the eight lanes, with a tail, of whole vectors of 16; and a tensor large
+  // enough to be threaded.
+  for (const Shape& shape :
+       {Shape{3, 5, 7}, Shape{4, 3, 5, 5}, Shape{2, 4, 32}, Shape{16, 8, 20, 20}}) {
+    INFO("x " << shape);
+    const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
+    const Tensor x = random_tensor(shape, rng, -3, 5), dy = random_tensor(shape, rng);
+    const Tensor gamma = random_tensor({channels}, rng), beta = random_tensor({channels}, rng);
+    const Tensor rm = random_tensor({channels}, rng),
+                 rv = random_tensor({channels}, rng, 0.5f, 1.5f);
+    const Attrs attrs = Attrs().set("momentum", 0.8);
+    const auto out = run_forward("batch_norm", attrs, {x, gamma, beta, rm, rv});
+    const auto grad = run_forward("batch_norm_grad", attrs, {x, gamma, out[1], out[2], dy});
+    const float eps = 1e-5f, momentum = 0.8f;
+    const double m = static_cast<double>(n * inner);
+    for (int64_t c = 0; c < channels; ++c) {
+      INFO("channel " << c);
+      auto at = [&](const Tensor& t, int64_t i, int64_t s) {
+        return t.data()[(i * channels + c) * inner + s];
+      };
+      double sum = 0, squares = 0, sum_dy = 0, sum_dy_centered = 0;
+      for (int64_t i = 0; i < n; ++i)
+        sum += eight_lane_sum(inner, [&](int64_t s) { return at(x, i, s); });
+      const float mean = static_cast<float>(sum / m);
+      for (int64_t i = 0; i < n; ++i) {
+        squares += eight_lane_sum(
+            inner, [&](int64_t s) { return (at(x, i, s) - mean) * (at(x, i, s) - mean); });
+        sum_dy += eight_lane_sum(inner, [&](int64_t s) { return at(dy, i, s); });
+        sum_dy_centered +=
+            eight_lane_sum(inner, [&](int64_t s) { return at(dy, i, s) * (at(x, i, s) - mean); });
+      }
+      const float inv_std = 1.0f / std::sqrt(static_cast<float>(squares / m) + eps);
+      CHECK(out[1].data()[c] == mean);
+      CHECK(out[2].data()[c] == inv_std);
+      CHECK(out[3].data()[c] == momentum * rm.data()[c] + (1.0f - momentum) * mean);
+      CHECK(out[4].data()[c] ==
+            momentum * rv.data()[c] + (1.0f - momentum) * static_cast<float>(squares / (m - 1)));
+      const float scale = gamma.data()[c] * inv_std, shift = beta.data()[c] - mean * scale;
+      const float dg = static_cast<float>(sum_dy_centered) * inv_std;
+      CHECK(grad[1].data()[c] == dg);
+      CHECK(grad[2].data()[c] == static_cast<float>(sum_dy));
+      const float mean_dy = static_cast<float>(sum_dy / m),
+                  slope = static_cast<float>(dg * inv_std / m);
+      int64_t wrong_y = 0, wrong_dx = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t s = 0; s < inner; ++s) {
+          const float y = at(x, i, s) * scale + shift;
+          const float dx = scale * (at(dy, i, s) - mean_dy - (at(x, i, s) - mean) * slope);
+          wrong_y += std::memcmp(&y, &out[0].data()[(i * channels + c) * inner + s], 4) != 0;
+          wrong_dx += std::memcmp(&dx, &grad[0].data()[(i * channels + c) * inner + s], 4) != 0;
+        }
+      }
+      CHECK(wrong_y == 0);
+      CHECK(wrong_dx == 0);
+    }
+  }
+}
+
 TEST_CASE("batch_norm gradient passes the numeric check", "[batch_norm]") {
   Rng rng(72);
   GradientCheckOptions options;
@@ -126,7 +204,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("batch_norm_relu is batch_norm then relu bit for bit, and its gradient theirs",
-          "[batch_norm][fusion][determinism]") {
+          "[batch_norm][fusion][determinism][isa]") {
   Rng rng(74);
   const Tensor x = random_tensor({6, 4, 5, 5}, rng, -2, 2), dy = random_tensor({6, 4, 5, 5}, rng);
   const Tensor gamma = random_tensor({4}, rng), beta = random_tensor({4}, rng);
