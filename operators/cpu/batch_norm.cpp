@@ -5,8 +5,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/channel_sums.hpp"
-#include "operators/cpu/threading.hpp"
-#include "operators/cpu/vector_isa.hpp"
+#include "operators/cpu/isa_loops.hpp"
 #include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
@@ -74,163 +73,128 @@ GradientSpec BatchNormOp::gradient() const {
 
 namespace {
 
-// Everything below up to the entry points is inlined into them, each compiled for its vector ISA
-// (vector_isa.hpp; batch_norm.cpp builds with -ffp-contract=off, so no version fuses a multiply
-// and an add that the baseline rounds twice). Each channel's sums keep the order of
-// channel_sums.hpp's eight lanes whatever the vector width, so every version gives the same bits.
-#define PURINE_BN_INLINE inline __attribute__((always_inline))
+// The kernels run a copy compiled for AVX2 where the CPU has it (isa_loops.hpp; this file builds
+// with -ffp-contract=off). Each channel's sums keep channel_sums.hpp's order of eight lanes
+// whatever the vector width, so every copy gives the same bits. Measured on 2 Zen 5 cores
+// (2026-11-28, five alternating traced training pairs, resnet20's 19 batch norms both ways per
+// iteration): the baseline alone 12.3 / 10.9 / 12.4 / 13.4 / 13.9 ms, with the AVX2 copy 10.7 /
+// 9.3 / 10.7 / 12.7 / 12.5.
 
-using Inputs = std::vector<const Tensor*>;
-using Outputs = std::vector<Tensor*>;
-
-// batch_norm's kernel (batch_norm_relu's with `relu`) for channel c.
-PURINE_BN_INLINE void forward_channel(const BatchNormParams& p, const Inputs& inputs,
-                                      const Outputs& outputs, bool relu, int64_t c) {
+// batch_norm's kernel, or batch_norm_relu's with `relu`.
+void batch_norm_forward(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
+                        const std::vector<Tensor*>& outputs, bool relu) {
+  const bool train = p.training;
+  const float eps = p.eps, momentum = p.momentum;
   const Shape& shape = inputs[0]->shape();
-  const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2), m = n * inner;
+  const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
+  const int64_t m = n * inner;
   const float* x = inputs[0]->data();
-  float mean, var;
-  const float old_mean = inputs[3]->data()[c], old_var = inputs[4]->data()[c];
-  if (p.training) {
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += row_sum(x + (i * channels + c) * inner, inner);
-    mean = static_cast<float>(sum / static_cast<double>(m));
-    double squares = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      squares += row_square_sum(x + (i * channels + c) * inner, inner, mean);
-    }
-    var = static_cast<float>(squares / static_cast<double>(m));
-    const float unbiased = static_cast<float>(squares / static_cast<double>(m - 1));
-    outputs[3]->mutable_data()[c] = p.momentum * old_mean + (1.0f - p.momentum) * mean;
-    outputs[4]->mutable_data()[c] = p.momentum * old_var + (1.0f - p.momentum) * unbiased;
-  } else {
-    mean = old_mean;
-    var = old_var;
-    outputs[3]->mutable_data()[c] = old_mean;
-    outputs[4]->mutable_data()[c] = old_var;
-  }
-  const float inv_std = 1.0f / std::sqrt(var + p.eps);
-  outputs[1]->mutable_data()[c] = mean;
-  outputs[2]->mutable_data()[c] = inv_std;
-  const formula::BatchNormAffine affine(inputs[1]->data()[c], inputs[2]->data()[c], mean, inv_std);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* in = x + (i * channels + c) * inner;
-    float* out = outputs[0]->mutable_data() + (i * channels + c) * inner;
-    if (relu) {  // relu's formula: the unfused chain's bits
-      for (int64_t s = 0; s < inner; ++s) out[s] = formula::Relu()(affine(in[s]));
+  const float* gamma = inputs[1]->data();
+  const float* beta = inputs[2]->data();
+  const float* running_mean = inputs[3]->data();
+  const float* running_var = inputs[4]->data();
+  float* y = outputs[0]->mutable_data();
+  float* saved_mean = outputs[1]->mutable_data();
+  float* saved_inv_std = outputs[2]->mutable_data();
+  float* new_mean = outputs[3]->mutable_data();
+  float* new_var = outputs[4]->mutable_data();
+
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
+    float mean, var;
+    const float old_mean = running_mean[c], old_var = running_var[c];
+    if (train) {
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += row_sum(x + (i * channels + c) * inner, inner);
+      mean = static_cast<float>(sum / static_cast<double>(m));
+      double squares = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        squares += row_square_sum(x + (i * channels + c) * inner, inner, mean);
+      }
+      var = static_cast<float>(squares / static_cast<double>(m));
+      const float unbiased = static_cast<float>(squares / static_cast<double>(m - 1));
+      new_mean[c] = momentum * old_mean + (1.0f - momentum) * mean;
+      new_var[c] = momentum * old_var + (1.0f - momentum) * unbiased;
     } else {
-      for (int64_t s = 0; s < inner; ++s) out[s] = affine(in[s]);
+      mean = old_mean;
+      var = old_var;
+      new_mean[c] = old_mean;
+      new_var[c] = old_var;
     }
-  }
+    const float inv_std = 1.0f / std::sqrt(var + eps);
+    saved_mean[c] = mean;
+    saved_inv_std[c] = inv_std;
+    const formula::BatchNormAffine affine(gamma[c], beta[c], mean, inv_std);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* in = x + (i * channels + c) * inner;
+      float* out = y + (i * channels + c) * inner;
+      if (relu) {  // relu's formula: the unfused chain's bits
+        for (int64_t s = 0; s < inner; ++s) out[s] = formula::Relu()(affine(in[s]));
+      } else {
+        for (int64_t s = 0; s < inner; ++s) out[s] = affine(in[s]);
+      }
+    }
+  };
+  parallel_for_isa(channels, m * channels > kParallelMinArithmetic, channel);
 }
 
-// batch_norm_grad's kernel of (x, gamma, saved_mean, saved_inv_std, dy) for channel c, or with
-// `y` batch_norm_relu_grad's: dy masked where y is not positive first.
-PURINE_BN_INLINE void backward_channel(const BatchNormParams& p, const Inputs& inputs,
-                                       const float* y, const float* dy, const Outputs& outputs,
-                                       int64_t c) {
+// batch_norm_grad's kernel of (x, gamma, saved_mean, saved_inv_std, dy), or with `y`
+// batch_norm_relu_grad's: dy masked where y is not positive first.
+void batch_norm_backward(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
+                         const float* y, const float* dy, const std::vector<Tensor*>& outputs) {
+  const bool train = p.training;
   const Shape& shape = inputs[0]->shape();
   const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
   const double m = static_cast<double>(n * inner);
   const float* x = inputs[0]->data();
+  const float* gamma = inputs[1]->data();
+  const float* saved_mean = inputs[2]->data();
+  const float* saved_inv_std = inputs[3]->data();
   float* dx = outputs[0]->mutable_data();
-  // With a ReLU, its gradient goes into this channel's rows of dx (relu_grad's expression,
-  // cpu/activation.cpp), each row summed while it is in L1, and dx's pass then reads them as
-  // the unfused op reads its dy: the same floats.
-  const float* g = y ? dx : dy;
-  const float mean = inputs[2]->data()[c], inv_std = inputs[3]->data()[c];
-  double sum_dy = 0, sum_dy_centered = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t offset = (i * channels + c) * inner;
-    if (y) {
-      for (int64_t s = 0; s < inner; ++s) {
-        // dy loaded before the select: a blend, not a branch
-        dx[offset + s] = formula::ReluGrad()(y[offset + s], dy[offset + s]);
+  float* dgamma = outputs[1]->mutable_data();
+  float* dbeta = outputs[2]->mutable_data();
+
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
+    // With a ReLU, its gradient goes into this channel's rows of dx (relu_grad's expression,
+    // cpu/activation.cpp), each row summed while it is in L1, and dx's pass then reads them as
+    // the unfused op reads its dy: the same floats.
+    const float* g = y ? dx : dy;
+    const float mean = saved_mean[c], inv_std = saved_inv_std[c];
+    double sum_dy = 0, sum_dy_centered = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t offset = (i * channels + c) * inner;
+      if (y) {
+        for (int64_t s = 0; s < inner; ++s) {
+          // dy loaded before the select: a blend, not a branch
+          dx[offset + s] = formula::ReluGrad()(y[offset + s], dy[offset + s]);
+        }
+      }
+      sum_dy += row_sum(g + offset, inner);
+      sum_dy_centered += row_dot_centered(g + offset, x + offset, inner, mean);
+    }
+    // dgamma = sum(dy xhat) = inv_std sum(dy (x - mean))
+    const float dg = static_cast<float>(sum_dy_centered) * inv_std;
+    dgamma[c] = dg;
+    dbeta[c] = static_cast<float>(sum_dy);
+    const float scale = gamma[c] * inv_std;
+    // train: dx = scale (dy - sum_dy / M - (x - mean) inv_std * dg / M)
+    const float mean_dy = train && m > 0 ? static_cast<float>(sum_dy / m) : 0.0f;
+    const float slope = train && m > 0 ? static_cast<float>(dg * inv_std / m) : 0.0f;
+    const auto gradient = [&](float d, float in) {
+      return scale * (d - mean_dy - (in - mean) * slope);
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t offset = (i * channels + c) * inner;
+      const float* in = x + offset;
+      float* out = dx + offset;
+      if (y) {  // in place: a loop over dy and dx would see them overlap and not vectorize
+        for (int64_t s = 0; s < inner; ++s) out[s] = gradient(out[s], in[s]);
+      } else {
+        const float* d = dy + offset;
+        for (int64_t s = 0; s < inner; ++s) out[s] = gradient(d[s], in[s]);
       }
     }
-    sum_dy += row_sum(g + offset, inner);
-    sum_dy_centered += row_dot_centered(g + offset, x + offset, inner, mean);
-  }
-  // dgamma = sum(dy xhat) = inv_std sum(dy (x - mean))
-  const float dg = static_cast<float>(sum_dy_centered) * inv_std;
-  outputs[1]->mutable_data()[c] = dg;
-  outputs[2]->mutable_data()[c] = static_cast<float>(sum_dy);
-  const float scale = inputs[1]->data()[c] * inv_std;
-  // train: dx = scale (dy - sum_dy / M - (x - mean) inv_std * dg / M)
-  const float mean_dy = p.training && m > 0 ? static_cast<float>(sum_dy / m) : 0.0f;
-  const float slope = p.training && m > 0 ? static_cast<float>(dg * inv_std / m) : 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t offset = (i * channels + c) * inner;
-    const float* in = x + offset;
-    float* out = dx + offset;
-    if (y) {  // in place: a loop over dy and dx would see them overlap and not vectorize
-      for (int64_t s = 0; s < inner; ++s) {
-        out[s] = scale * (out[s] - mean_dy - (in[s] - mean) * slope);
-      }
-    } else {
-      const float* d = dy + offset;
-      for (int64_t s = 0; s < inner; ++s)
-        out[s] = scale * (d[s] - mean_dy - (in[s] - mean) * slope);
-    }
-  }
-}
-
-// The entry points, one per ISA (vector_isa.hpp). Measured on 2 Zen 5 cores (2026-11-28, four
-// alternating traced training pairs, resnet20's 19 batch norms both ways per iteration): the
-// baseline alone 10.5 / 14.1 / 14.3 / 11.6 ms, with these 9.5 / 13.1 / 13.3 / 10.0 (the
-// small planes gain most: its 7x7 ones' backward 1.1-1.6 -> 0.9-1.4); convnet_bn's, bound by
-// memory, 2.69 / 2.75 -> 2.63 / 2.59.
-__attribute__((target("avx512f"))) void forward_avx512(const BatchNormParams& p,
-                                                       const Inputs& inputs, const Outputs& outputs,
-                                                       bool relu, int64_t c) {
-  forward_channel(p, inputs, outputs, relu, c);
-}
-__attribute__((target("avx2"))) void forward_avx2(const BatchNormParams& p, const Inputs& inputs,
-                                                  const Outputs& outputs, bool relu, int64_t c) {
-  forward_channel(p, inputs, outputs, relu, c);
-}
-void forward_baseline(const BatchNormParams& p, const Inputs& inputs, const Outputs& outputs,
-                      bool relu, int64_t c) {
-  forward_channel(p, inputs, outputs, relu, c);
-}
-__attribute__((target("avx512f"))) void backward_avx512(const BatchNormParams& p,
-                                                        const Inputs& inputs, const float* y,
-                                                        const float* dy, const Outputs& outputs,
-                                                        int64_t c) {
-  backward_channel(p, inputs, y, dy, outputs, c);
-}
-__attribute__((target("avx2"))) void backward_avx2(const BatchNormParams& p, const Inputs& inputs,
-                                                   const float* y, const float* dy,
-                                                   const Outputs& outputs, int64_t c) {
-  backward_channel(p, inputs, y, dy, outputs, c);
-}
-void backward_baseline(const BatchNormParams& p, const Inputs& inputs, const float* y,
-                       const float* dy, const Outputs& outputs, int64_t c) {
-  backward_channel(p, inputs, y, dy, outputs, c);
-}
-
-// Every channel of x [N, C, ...] by `kernel(c)`, threaded over channels when large.
-template <class Kernel>
-void for_channels(const Shape& x, Kernel kernel) {
-  parallel_for(x[1], x.count() > kParallelMinArithmetic, kernel);
-}
-
-// batch_norm's kernel, or batch_norm_relu's with `relu`.
-void batch_norm_forward(const BatchNormParams& p, const Inputs& inputs, const Outputs& outputs,
-                        bool relu) {
-  for_channels(inputs[0]->shape(), [&](int64_t c) {
-    call_for_vector_isa(forward_avx512, forward_avx2, forward_baseline, p, inputs, outputs, relu,
-                        c);
-  });
-}
-
-// batch_norm_grad's kernel, or with `y` batch_norm_relu_grad's.
-void batch_norm_backward(const BatchNormParams& p, const Inputs& inputs, const float* y,
-                         const float* dy, const Outputs& outputs) {
-  for_channels(inputs[0]->shape(), [&](int64_t c) {
-    call_for_vector_isa(backward_avx512, backward_avx2, backward_baseline, p, inputs, y, dy,
-                        outputs, c);
-  });
+  };
+  parallel_for_isa(channels, n * inner * channels > kParallelMinArithmetic, channel);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include "base/error.hpp"
 #include "operators/cpu/channel_sums.hpp"
-#include "operators/cpu/threading.hpp"
+#include "operators/cpu/isa_loops.hpp"
 #include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
@@ -52,11 +52,12 @@ void BatchNormSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* sums = outputs[0]->mutable_data();
-  parallel_for(l.channels, l.count() > kParallelMinArithmetic, [&](int64_t c) {
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
     double sum = 0;
     for (int64_t i = 0; i < l.n; ++i) sum += row_sum(x + l.offset(i, c), l.inner);
     sums[c] = static_cast<float>(sum);
-  });
+  };
+  parallel_for_isa(l.channels, l.count() > kParallelMinArithmetic, channel);
   sums[l.channels] = static_cast<float>(l.n * l.inner);
 }
 
@@ -76,12 +77,13 @@ void BatchNormSquareSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs
   const float* totals = inputs[1]->data();
   float* squares = outputs[0]->mutable_data();
   const double count = totals[l.channels];
-  parallel_for(l.channels, l.count() > kParallelMinArithmetic, [&](int64_t c) {
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
     const float mean = static_cast<float>(totals[c] / count);
     double sum = 0;
     for (int64_t i = 0; i < l.n; ++i) sum += row_square_sum(x + l.offset(i, c), l.inner, mean);
     squares[c] = static_cast<float>(sum);
-  });
+  };
+  parallel_for_isa(l.channels, l.count() > kParallelMinArithmetic, channel);
   squares[l.channels] = static_cast<float>(l.n * l.inner);
 }
 
@@ -134,7 +136,7 @@ void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const double m = sums[l.channels];
   require(m > 1, type(), ": training needs more than one value per channel over the replicas; ",
           "the totals count ", m, " (use a larger batch)");
-  parallel_for(l.channels, l.count() > kParallelMinArithmetic, [&](int64_t c) {
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
     const float mean = static_cast<float>(sums[c] / m);
     const float var = static_cast<float>(squares[c] / m);
     const float unbiased = static_cast<float>(squares[c] / (m - 1));
@@ -149,7 +151,8 @@ void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       float* out = y + l.offset(i, c);
       for (int64_t s = 0; s < l.inner; ++s) out[s] = affine(in[s]);
     }
-  });
+  };
+  parallel_for_isa(l.channels, l.count() > kParallelMinArithmetic, channel);
 }
 
 // ---- batch_norm_grad_sums ----
@@ -169,7 +172,7 @@ void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* mean = inputs[1]->data();
   const float* dy = inputs[2]->data();
   float* sums = outputs[0]->mutable_data();
-  parallel_for(l.channels, 2 * l.count() > kParallelMinArithmetic, [&](int64_t c) {
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
     double sum_dy = 0, sum_dy_centered = 0;
     for (int64_t i = 0; i < l.n; ++i) {
       sum_dy += row_sum(dy + l.offset(i, c), l.inner);
@@ -178,7 +181,8 @@ void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     }
     sums[c] = static_cast<float>(sum_dy);
     sums[l.channels + c] = static_cast<float>(sum_dy_centered);
-  });
+  };
+  parallel_for_isa(l.channels, 2 * l.count() > kParallelMinArithmetic, channel);
   sums[2 * l.channels] = static_cast<float>(l.n * l.inner);
 }
 
@@ -209,7 +213,7 @@ void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* dgamma = outputs[1]->mutable_data();
   float* dbeta = outputs[2]->mutable_data();
   const double m = total[2 * l.channels];
-  parallel_for(l.channels, l.count() > kParallelMinArithmetic, [&](int64_t c) {
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
     const float mean = saved_mean[c], inv_std = saved_inv_std[c];
     dgamma[c] = local[l.channels + c] * inv_std;
     dbeta[c] = local[c];
@@ -225,7 +229,8 @@ void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
       for (int64_t s = 0; s < l.inner; ++s)
         out[s] = scale * (g[s] - mean_dy - (in[s] - mean) * slope);
     }
-  });
+  };
+  parallel_for_isa(l.channels, l.count() > kParallelMinArithmetic, channel);
 }
 
 PURINE_REGISTER_OPERATOR(BatchNormSumsOp);

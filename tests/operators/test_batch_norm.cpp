@@ -5,6 +5,7 @@
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
+#include "tests/operators/lane_order.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -84,23 +85,8 @@ TEST_CASE("batch_norm on a large tensor matches a double reference", "[batch_nor
   }
 }
 
-namespace {
-
-// Sum of f(i) for i < n in batch norm's order: eight interleaved float partial sums (element i
-// into i % 8), then those eight added in double.
-template <typename F>
-double eight_lane_sum(int64_t n, F f) {
-  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t i = 0; i < n; ++i) lanes[i % 8] += f(i);
-  double total = 0;
-  for (float lane : lanes) total += lane;
-  return total;
-}
-
-}  // namespace
-
-// Tagged [isa]: the kernels run compiled for AVX-512, AVX2 or the baseline (ctest reruns [isa]
-// under each cap), and every version must give these bits.
+// Tagged [isa]: the kernels run compiled for AVX2 or the baseline (isa_loops.hpp; ctest reruns
+// [isa] under each cap), and every version must give these bits.
 TEST_CASE("batch_norm and its gradient keep one order of operations under every vector ISA",
           "[batch_norm][determinism][isa]") {
   Rng rng(75);

@@ -6,6 +6,7 @@
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
+#include "tests/operators/lane_order.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -58,6 +59,44 @@ TEST_CASE("sync batch norm over one replica equals batch_norm", "[batch_norm][sy
   for (int i = 0; i < 3; ++i) {
     INFO("gradient " << i);
     CHECK(max_difference(synced_grad[i], plain_grad[i]) < 1e-5);
+  }
+}
+
+// Tagged [isa]: the sums run compiled for AVX2 or the baseline (isa_loops.hpp; ctest reruns
+// [isa] under each cap), each in batch_norm's order of operations.
+TEST_CASE("sync batch norm's partial sums keep one order of operations under every vector ISA",
+          "[batch_norm][sync_bn][determinism][isa]") {
+  Rng rng(6);
+  for (const Shape& shape : {Shape{3, 5, 7}, Shape{4, 3, 5, 5}, Shape{16, 8, 20, 20}}) {
+    INFO("x " << shape);
+    const int64_t n = shape[0], channels = shape[1], inner = shape.count_from(2);
+    const Tensor x = random_tensor(shape, rng, -3, 5), dy = random_tensor(shape, rng);
+    const Tensor sums = run_forward("batch_norm_sums", {}, {x})[0];
+    const Tensor squares = run_forward("batch_norm_square_sums", {}, {x, sums})[0];
+    const Tensor mean = random_tensor({channels}, rng);
+    const Tensor grad_sums = run_forward("batch_norm_grad_sums", {}, {x, mean, dy})[0];
+    for (int64_t c = 0; c < channels; ++c) {
+      INFO("channel " << c);
+      auto at = [&](const Tensor& t, int64_t i, int64_t s) {
+        return t.data()[(i * channels + c) * inner + s];
+      };
+      const float batch_mean = static_cast<float>(sums.data()[c] / sums.data()[channels]);
+      const float m = mean.data()[c];
+      double sum = 0, square = 0, sum_dy = 0, sum_dy_centered = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        sum += eight_lane_sum(inner, [&](int64_t s) { return at(x, i, s); });
+        square += eight_lane_sum(inner, [&](int64_t s) {
+          return (at(x, i, s) - batch_mean) * (at(x, i, s) - batch_mean);
+        });
+        sum_dy += eight_lane_sum(inner, [&](int64_t s) { return at(dy, i, s); });
+        sum_dy_centered +=
+            eight_lane_sum(inner, [&](int64_t s) { return at(dy, i, s) * (at(x, i, s) - m); });
+      }
+      CHECK(sums.data()[c] == static_cast<float>(sum));
+      CHECK(squares.data()[c] == static_cast<float>(square));
+      CHECK(grad_sums.data()[c] == static_cast<float>(sum_dy));
+      CHECK(grad_sums.data()[channels + c] == static_cast<float>(sum_dy_centered));
+    }
   }
 }
 
