@@ -8,7 +8,7 @@
 namespace purine::cpu {
 
 // Sum of f(i) for i in [0, n).
-// (Always inlined: batch_norm.cpp's versions for each vector ISA compile these in.)
+// (Always inlined: the batch norms' copies for each vector ISA, isa_loops.hpp, compile them in.)
 template <typename F>
 inline __attribute__((always_inline)) double lane_sum(int64_t n, F f) {
   float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
