@@ -102,6 +102,18 @@ std::vector<std::string> check_against_naive(const Geometry& g, uint64_t seed,
   return names;
 }
 
+// check_against_naive for each geometry, each of which must run `kernel` in every direction
+// (with takes false: none may).
+void check_kernel_choice(const std::vector<Geometry>& geometries, uint64_t seed,
+                         const std::string& kernel, bool takes) {
+  for (const Geometry& g : geometries) {
+    INFO(g.n << " images, " << g.c << " -> " << g.o << " channels, " << g.h << "x" << g.w
+             << ", kernel " << g.kh << "x" << g.kw << ", stride " << g.stride_h << ", pad "
+             << g.pad_h << "x" << g.pad_w);
+    for (const std::string& name : check_against_naive(g, seed)) CHECK((name == kernel) == takes);
+  }
+}
+
 // Whether oneDNN runs AVX-512 kernels here (ONEDNN_MAX_CPU_ISA=AVX2 caps it), as make_kernel asks.
 bool onednn_has_avx512() {
   return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
@@ -267,24 +279,19 @@ TEST_CASE("conv where every output pixel sees every input pixel runs as a dense 
   // Several: 3x3 padded by 1 and 5x5 padded by 2 over 2x2 planes (GoogLeNet's at 28x28, the
   // centre tap joining 4 pairs of pixels, the corners one), 5x5 padded by 2 over 3x3, 3x5 padded
   // by 1 and 2 over 2x3, and 5x5 with stride 2 padded by 2 over 3x3 (2x2 outputs).
-  for (const Geometry& g :
-       {Geometry{5, 12, 1, 1, 40, 3, 3, 1, 1, 1, 1}, Geometry{5, 12, 1, 1, 40, 5, 5, 1, 1, 2, 2},
-        Geometry{5, 12, 1, 1, 40, 1, 1, 1, 1, 0, 0}, Geometry{3, 4, 3, 2, 7, 3, 2, 1, 1, 0, 0},
-        Geometry{3, 4, 2, 2, 7, 4, 4, 1, 1, 1, 1}, Geometry{6, 9, 2, 2, 11, 3, 3, 1, 1, 1, 1},
-        Geometry{6, 9, 2, 2, 11, 5, 5, 1, 1, 2, 2}, Geometry{4, 5, 3, 3, 6, 5, 5, 1, 1, 2, 2},
-        Geometry{4, 5, 2, 3, 6, 3, 5, 1, 1, 1, 2}, Geometry{4, 5, 3, 3, 6, 5, 5, 2, 2, 2, 2}}) {
-    INFO(g.c << " -> " << g.o << " channels, " << g.h << "x" << g.w << ", kernel " << g.kh << "x"
-             << g.kw << ", stride " << g.stride_h << ", pad " << g.pad_h << "x" << g.pad_w);
-    for (const std::string& name : check_against_naive(g, 45)) CHECK(name == "gemm:dense planes");
-  }
+  check_kernel_choice(
+      {Geometry{5, 12, 1, 1, 40, 3, 3, 1, 1, 1, 1}, Geometry{5, 12, 1, 1, 40, 5, 5, 1, 1, 2, 2},
+       Geometry{5, 12, 1, 1, 40, 1, 1, 1, 1, 0, 0}, Geometry{3, 4, 3, 2, 7, 3, 2, 1, 1, 0, 0},
+       Geometry{3, 4, 2, 2, 7, 4, 4, 1, 1, 1, 1}, Geometry{6, 9, 2, 2, 11, 3, 3, 1, 1, 1, 1},
+       Geometry{6, 9, 2, 2, 11, 5, 5, 1, 1, 2, 2}, Geometry{4, 5, 3, 3, 6, 5, 5, 1, 1, 2, 2},
+       Geometry{4, 5, 2, 3, 6, 3, 5, 1, 1, 1, 2}, Geometry{4, 5, 3, 3, 6, 5, 5, 2, 2, 2, 2}},
+      45, "gemm:dense planes", true);
   // Not dense: one output pixel whose stride skips input rows (3x3 over 5x5, stride 3), 1x1
   // kernels over 2x2 planes, 3x3 padded by 1 over 3x3.
-  for (const Geometry& g :
-       {Geometry{2, 3, 5, 5, 4, 3, 3, 3, 3, 0, 0}, Geometry{2, 3, 2, 2, 4, 1, 1, 1, 1, 0, 0},
-        Geometry{2, 3, 3, 3, 4, 3, 3, 1, 1, 1, 1}}) {
-    INFO(g.h << "x" << g.w << ", kernel " << g.kh << "x" << g.kw);
-    for (const std::string& name : check_against_naive(g, 46)) CHECK(name != "gemm:dense planes");
-  }
+  check_kernel_choice(
+      {Geometry{2, 3, 5, 5, 4, 3, 3, 3, 3, 0, 0}, Geometry{2, 3, 2, 2, 4, 1, 1, 1, 1, 0, 0},
+       Geometry{2, 3, 3, 3, 4, 3, 3, 1, 1, 1, 1}},
+      46, "gemm:dense planes", false);
 }
 
 // Tagged [isa]: the transposes to and from channels-last rows run under the AVX2 and SSE4.1
@@ -294,21 +301,17 @@ TEST_CASE("conv 1x1 over planes of a few pixels runs as one GEMM in channels-las
   // 2x2 planes (GoogLeNet's at 28x28) with channel counts that fill whole blocks of 16, 8 and 4
   // and ones that leave a remainder on each side (19 -> 21, 40 -> 5), and planes of 2, 3 and 4
   // pixels in one row or column.
-  for (const Geometry& g :
-       {Geometry{6, 32, 2, 2, 48, 1, 1, 1, 1, 0, 0}, Geometry{5, 19, 2, 2, 21, 1, 1, 1, 1, 0, 0},
-        Geometry{3, 40, 2, 2, 5, 1, 1, 1, 1, 0, 0}, Geometry{4, 17, 1, 2, 9, 1, 1, 1, 1, 0, 0},
-        Geometry{4, 9, 3, 1, 17, 1, 1, 1, 1, 0, 0}, Geometry{4, 33, 1, 4, 18, 1, 1, 1, 1, 0, 0}}) {
-    INFO(g.n << " images, " << g.c << " -> " << g.o << " channels, " << g.h << "x" << g.w);
-    for (const std::string& name : check_against_naive(g, 49)) CHECK(name == "gemm:channels last");
-  }
+  check_kernel_choice(
+      {Geometry{6, 32, 2, 2, 48, 1, 1, 1, 1, 0, 0}, Geometry{5, 19, 2, 2, 21, 1, 1, 1, 1, 0, 0},
+       Geometry{3, 40, 2, 2, 5, 1, 1, 1, 1, 0, 0}, Geometry{4, 17, 1, 2, 9, 1, 1, 1, 1, 0, 0},
+       Geometry{4, 9, 3, 1, 17, 1, 1, 1, 1, 0, 0}, Geometry{4, 33, 1, 4, 18, 1, 1, 1, 1, 0, 0}},
+      49, "gemm:channels last", true);
   // Not channels last: a 1x1 plane (dense planes), 3x3 planes (more than 4 pixels), a stride,
   // padding.
-  for (const Geometry& g :
-       {Geometry{2, 3, 1, 1, 4, 1, 1, 1, 1, 0, 0}, Geometry{2, 3, 3, 3, 4, 1, 1, 1, 1, 0, 0},
-        Geometry{2, 3, 3, 3, 4, 1, 1, 2, 2, 0, 0}, Geometry{2, 3, 2, 2, 4, 1, 1, 1, 1, 1, 1}}) {
-    INFO(g.h << "x" << g.w << ", stride " << g.stride_h << ", pad " << g.pad_h);
-    for (const std::string& name : check_against_naive(g, 50)) CHECK(name != "gemm:channels last");
-  }
+  check_kernel_choice(
+      {Geometry{2, 3, 1, 1, 4, 1, 1, 1, 1, 0, 0}, Geometry{2, 3, 3, 3, 4, 1, 1, 1, 1, 0, 0},
+       Geometry{2, 3, 3, 3, 4, 1, 1, 2, 2, 0, 0}, Geometry{2, 3, 2, 2, 4, 1, 1, 1, 1, 1, 1}},
+      50, "gemm:channels last", false);
 }
 
 TEST_CASE("conv weight gradient as GEMMs over image groups matches naive loops",
