@@ -55,6 +55,33 @@ Candidates candidates(Graph& graph) {
   return c;
 }
 
+// The scope of the op that stands for sibling convolutions: their own scopes joined by "+" under
+// the scope they share (inception_4a::1x1::conv_bias_relu and
+// inception_4a::3x3_reduce::conv_bias_relu -> "inception_4a::1x1+3x3_reduce").
+std::string siblings_scope(const std::vector<Op*>& ops) {
+  std::string shared = scope_of(ops[0]->name());
+  for (const Op* op : ops)
+    while (!shared.empty() && op->name().compare(0, shared.size(), shared) != 0)
+      shared = scope_of(shared.substr(0, shared.size() - 2));
+  const std::string suffix = "::conv_bias_relu";
+  std::string scope = shared;
+  for (const Op* op : ops) {
+    std::string own = op->name().substr(shared.size());
+    if (own.size() > suffix.size() &&
+        own.compare(own.size() - suffix.size(), suffix.size(), suffix) == 0)
+      own.resize(own.size() - suffix.size());
+    scope += (op == ops[0] ? "" : "+") + own;
+  }
+  return scope;
+}
+
+// An op `name` concatenating `parts` along their first axis into `whole`.
+void join(Graph& graph, const std::string& name, const std::vector<Blob*>& parts, Blob* whole) {
+  Op* concat = graph.add_op(name, "concat", Attrs().set("axis", int64_t{0}));
+  graph.set_inputs(concat, parts);
+  graph.set_outputs(concat, {whole});
+}
+
 // The update ops fuse_updates joins: per weight `tensors` inputs (the weight, its gradient, its
 // states), then `scalars` inputs shared by all weights.
 struct UpdateForm {
@@ -148,9 +175,69 @@ int fuse_inner_product_bias(Graph& graph, bool gpus_only) {
   return fused;
 }
 
-int fuse_forward(Graph& graph) {
+int fuse_sibling_convolutions(Graph& graph) {
+  const Candidates c = candidates(graph);
+  // The conv_bias_relu ops that may be one, by input, place, attributes and kernel size, in the
+  // ops' order. (Blobs by name: the groups' order, and so the new vertices' names, must not
+  // follow addresses.)
+  using Key = std::tuple<std::string, Location, std::string, OpRole,
+                         std::map<std::string, AttrValue>, int64_t, int64_t>;
+  std::map<Key, std::vector<Op*>> groups;
+  for (const auto& op : graph.ops()) {
+    if (op->type() != "conv_bias_relu" || op->inputs().size() != 3 || op->outputs().size() != 1 ||
+        !op->location().is_cpu() || c.ordered.count(op.get()))
+      continue;
+    const Blob* x = op->inputs()[0];
+    const Blob* y = op->outputs()[0];
+    const Shape& w = op->inputs()[1]->shape();
+    if (op->inputs()[1] == x || op->inputs()[2] == x || y->writers().size() != 1 ||
+        y->accumulating() || w.ndim() != 4)
+      continue;
+    groups[{x->name(), op->location(), op->thread(), op->role(), op->kernel().attrs().values(),
+            w[2], w[3]}]
+        .push_back(op.get());
+  }
+  int fused = 0;
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    std::vector<Blob*> weights, biases, tops;
+    std::vector<int64_t> sizes;
+    int64_t total = 0;
+    for (const Op* op : members) {
+      weights.push_back(op->inputs()[1]);
+      biases.push_back(op->inputs()[2]);
+      tops.push_back(op->outputs()[0]);
+      sizes.push_back(op->inputs()[1]->shape()[0]);
+      total += sizes.back();
+    }
+    std::vector<Blob*> released = weights;
+    released.insert(released.end(), biases.begin(), biases.end());
+    released.insert(released.end(), tops.begin(), tops.end());
+    const Shape& w = weights[0]->shape();
+    const Shape& y = tops[0]->shape();
+    Graph::Scope scope(graph, siblings_scope(members), /*absolute=*/true);
+    Graph::Placement at(graph, members[0]->location(), members[0]->thread());
+    Graph::RoleScope role(graph, members[0]->role());
+    Blob* weight = graph.add_blob("weight", Shape{total, w[1], w[2], w[3]});
+    Blob* bias = graph.add_blob("bias", Shape{total});
+    Blob* top = graph.add_blob("top", Shape{y[0], total, y[2], y[3]});
+    graph.replace_ops(members, {}, graph.full_name("conv_bias_relu"), "conv_bias_relu",
+                      members[0]->kernel().attrs(), {members[0]->inputs()[0], weight, bias}, {top},
+                      released);
+    join(graph, "weight::concat", weights, weight);
+    join(graph, "bias::concat", biases, bias);
+    Op* split = graph.add_op("split", "split", Attrs().set("axis", int64_t{1}).set("sizes", sizes));
+    graph.set_inputs(split, {top});
+    graph.set_outputs(split, tops);
+    ++fused;
+  }
+  return fused;
+}
+
+int fuse_forward(Graph& graph, bool siblings) {
   return fuse_conv_bias_relu(graph) + fuse_bias_relu(graph) + fuse_batch_norm_relu(graph) +
-         fuse_inner_product_bias(graph, /*gpus_only=*/true);
+         fuse_inner_product_bias(graph, /*gpus_only=*/true) +
+         (siblings ? fuse_sibling_convolutions(graph) : 0);
 }
 
 std::vector<Blob*> count_in_updates(Graph& graph, const std::vector<Blob*>& weights,

@@ -40,6 +40,24 @@
 // scope>::inner_product_bias" (fc1::inner_product_bias); the same floats on a CPU or an emulated
 // device, and on a GPU a product whose algorithm cuBLASLt picks (parity within float rounding).
 //
+// sibling conv_bias_relu ops -> concat, one conv_bias_relu, split (at CPU locations): two or more
+// conv_bias_relu ops reading the same input, at one location, thread and role, with the same
+// attributes and kernel size, none in an order (GoogLeNet's 1x1, 3x3_reduce and 5x5_reduce of
+// each inception module), become one convolution over all their output channels: two concat ops
+// join their weights and biases (a copy of the weights per run), one conv_bias_relu writes the
+// whole output, and a split along the channels writes each member's output blob, whose name does
+// not change. Named after the members' own scopes under the scope they share
+// (inception_4a::1x1+3x3_reduce+5x5_reduce::conv_bias_relu, with ::weight, ::bias, ::top,
+// ::weight::concat, ::bias::concat and ::split). One GEMM of O1 + O2 + ... columns instead of
+// several narrow ones, the input read (and turned to channels-last rows) once, and backward one
+// bias_relu_grad, one data gradient and one weight gradient (split into the members' as views)
+// instead of one per member plus the sum of their data gradients. Not the same floats: x's
+// gradient becomes one sum over all the members' channels, where the separate ops sum each
+// member's and then add those in order; the forward and the weight gradients stay the same
+// floats where the kernel's sum for one output channel does not depend on the others
+// (tests/graphs/test_fusion.cpp). The whole output and the members' outputs are both kept for
+// the backward pass. Not at GPU locations: not measured there.
+//
 // sgd_update ops -> one sgd_update of several weights (operators/sgd_update.hpp), and the same
 // for adam_update (operators/adam_update.hpp), a rewrite of a whole training graph (after the
 // optimizer is added): the updates of one type at one location and thread, with the same
@@ -76,10 +94,13 @@ int fuse_batch_norm_relu(Graph& graph);
 // Fuses every inner product + bias (or bias_relu) that qualifies (at GPU locations only with
 // `gpus_only`). Returns how many.
 int fuse_inner_product_bias(Graph& graph, bool gpus_only);
-// The four, conv chains first, then bias_relu, batch_norm_relu, then inner_product_bias at GPUs
-// (what training graphs get unless TrainOptions::fuse is off). Returns how many chains became one
-// op.
-int fuse_forward(Graph& graph);
+// Fuses every group of sibling conv_bias_relu ops that qualifies (above). Returns how many
+// groups.
+int fuse_sibling_convolutions(Graph& graph);
+// The four, conv chains first, then bias_relu, batch_norm_relu, then inner_product_bias at GPUs,
+// and the sibling convolutions with `siblings` (what training graphs get unless
+// TrainOptions::fuse, or fuse_siblings, is off). Returns how many fused ops it made.
+int fuse_forward(Graph& graph, bool siblings);
 // Fuses the updates that qualify (at GPU locations only with `gpus_only`). Returns how many
 // updates became part of a fused one.
 int fuse_updates(Graph& graph, bool gpus_only);

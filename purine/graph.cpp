@@ -208,7 +208,8 @@ bool Graph::held_outside_ops(const Blob* blob) const {
 
 Op* Graph::replace_ops(const std::vector<Op*>& chain, const std::vector<Blob*>& inner,
                        const std::string& full_name, const std::string& type, const Attrs& attrs,
-                       const std::vector<Blob*>& inputs, const std::vector<Blob*>& outputs) {
+                       const std::vector<Blob*>& inputs, const std::vector<Blob*>& outputs,
+                       const std::vector<Blob*>& released) {
   require(!chain.empty(), "replace_ops: no ops to replace with '", full_name, "'");
   const std::set<const Op*> old(chain.begin(), chain.end());
   const std::set<const Blob*> removed(inner.begin(), inner.end());
@@ -222,11 +223,15 @@ Op* Graph::replace_ops(const std::vector<Op*>& chain, const std::vector<Blob*>& 
         require(old.count(op), what, "blob '", b->name(), "' is used by op '", op->name(),
                 "', which is not replaced");
   }
+  for (const Blob* b : released)
+    require(!removed.count(b), what, "blob '", b->name(), "' is both removed and released");
+  auto listed = [](const std::vector<Blob*>& list, const Blob* b) {
+    return std::find(list.begin(), list.end(), b) != list.end();
+  };
   for (const Op* op : chain) {
     for (const std::vector<Blob*>* blobs : {&op->inputs(), &op->outputs()})
       for (const Blob* b : *blobs)
-        require(removed.count(b) || std::find(inputs.begin(), inputs.end(), b) != inputs.end() ||
-                    std::find(outputs.begin(), outputs.end(), b) != outputs.end(),
+        require(removed.count(b) || listed(inputs, b) || listed(outputs, b) || listed(released, b),
                 what, "op '", op->name(), "' uses blob '", b->name(),
                 "', which the new op neither reads nor writes");
   }
@@ -275,6 +280,11 @@ Op* Graph::replace_ops(const std::vector<Op*>& chain, const std::vector<Blob*>& 
       relink(b->readers_, static_cast<size_t>(std::count(inputs.begin(), inputs.end(), b)));
       relink(b->writers_, static_cast<size_t>(std::count(outputs.begin(), outputs.end(), b)));
     }
+  for (Blob* b : released) {
+    if (!linked.insert(b).second) continue;
+    relink(b->readers_, 0);
+    relink(b->writers_, 0);
+  }
   for (auto it = ops_.begin(); it != ops_.end();) {
     if (it->get() == first) {
       op_by_name_.erase(first->name());

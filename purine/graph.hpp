@@ -231,14 +231,17 @@ class Graph {
   // `type` reading `inputs` and writing `outputs`, and the blobs `inner` (what only the chain
   // reads and writes) are removed. The new op takes chain[0]'s location, thread, role and place
   // in the ops' order (topological ties stay as they were; `full_name` may be chain[0]'s name,
-  // any other must be new), and the chain's place among the
-  // readers of `inputs` and the writers of `outputs`. Throws purine::Error, changing nothing, if
-  // an op outside the chain reads or writes a blob of `inner`, a blob of `inner` is
-  // held_outside_ops, an op of the chain is in an order (add_order), the chain's ops touch a blob
-  // outside `inner`, `inputs` and `outputs`, or the new op's output shapes are not `outputs`'.
+  // any other must be new), and the chain's place among the readers of `inputs` and the writers
+  // of `outputs`. The blobs `released` stay, without the chain's ops among their readers and
+  // writers: a rewrite into several ops links them to its other ops itself. Throws
+  // purine::Error, changing nothing, if an op outside the chain reads or writes a blob of
+  // `inner`, a blob of `inner` is held_outside_ops or released, an op of the chain is in an
+  // order (add_order), the chain's ops touch a blob outside `inner`, `inputs`, `outputs` and
+  // `released`, or the new op's output shapes are not `outputs`'.
   Op* replace_ops(const std::vector<Op*>& chain, const std::vector<Blob*>& inner,
                   const std::string& full_name, const std::string& type, const Attrs& attrs,
-                  const std::vector<Blob*>& inputs, const std::vector<Blob*>& outputs);
+                  const std::vector<Blob*>& inputs, const std::vector<Blob*>& outputs,
+                  const std::vector<Blob*>& released = {});
 
   // Parameters (trained by the optimizer), in registration order. A composite registers its
   // parameters when it is set up, so the non-const form first sets up every pending composite

@@ -159,6 +159,11 @@ struct TrainOptions {
   // set of optimizer attributes. The same floats, names and checkpoints. False keeps every op
   // (to compare, or to trace each one).
   bool fuse = true;
+  // With fuse, convolutions that read the same input with the same geometry, each with its bias
+  // and ReLU (GoogLeNet's 1x1 and reduce branches), run as one op over all their output channels
+  // (graphs/fusion.hpp). Not the same floats: their input's gradient is summed in one pass over
+  // all those channels. False keeps them apart, with the same floats as unfused ops.
+  bool fuse_siblings = true;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,
   // every blob keeps its own (its values stay readable after a run, for debugging).

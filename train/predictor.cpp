@@ -24,7 +24,7 @@ Blob* build_forward(Graph& g, const PredictorOptions& o, Blob* images, bool fuse
   spec.classes = o.classes;
   Blob* logits = find_model(o.model)(g, images, spec);
   Blob* probabilities = g.apply("softmax", "softmax", {}, {logits}, {"probabilities"})[0];
-  if (fuse) fuse_forward(g);
+  if (fuse) fuse_forward(g, /*siblings=*/true);
   return probabilities;
 }
 

@@ -199,7 +199,7 @@ ReplicaOutputs build_micro_network(Graph& g, const TrainOptions& o, const std::s
   for (Blob** b : {&out.loss, &out.accuracy})
     if (*b && (*b)->location() != here) *b = g.copy_to(*b, here, Graph::kMainThread);
   // The forward graph is whole: fuse before autodiff derives the backward pass from it.
-  if (o.fuse) fuse_forward(g);
+  if (o.fuse) fuse_forward(g, o.fuse_siblings);
   return out;
 }
 

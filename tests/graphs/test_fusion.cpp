@@ -141,7 +141,7 @@ struct BnNet {
     auto& xent = g.add<SoftmaxLossLayer>("loss");
     B{x, labels} >> xent;
     loss = xent.top(0);
-    if (fuse) fuse_forward(g);
+    if (fuse) fuse_forward(g, /*siblings=*/true);
     wrt = {images};
     for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);
     grads = backward(g, loss, wrt);
@@ -233,6 +233,133 @@ TEST_CASE("a chain whose pre-activation has another reader is not fused", "[fusi
   }
 }
 
+namespace {
+
+// images -> three 1x1 convolutions with ReLUs ("a", "b", "c": 5, 3 and 2 channels) and a 3x3 one
+// ("d": 4 channels, pad 1), all reading the images; their outputs concatenated -> fc -> softmax
+// loss. Fused as training fuses (the conv chains, then the siblings when `siblings`).
+// Equal within 1e-6 of the largest magnitude in `want`, which must not be all zeros.
+void check_close(const Tensor& got, const Tensor& want) {
+  const std::vector<float> a = got.values(), b = want.values();
+  REQUIRE(a.size() == b.size());
+  float largest = 0;
+  for (float v : b) largest = std::max(largest, std::abs(v));
+  CHECK(largest > 0);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-6f * largest));
+}
+
+struct SiblingNet {
+  Graph g;
+  Blob* loss = nullptr;
+  Gradients grads;
+  std::vector<Blob*> wrt, tops;
+
+  SiblingNet(bool siblings, int64_t plane) {
+    Blob* images = g.add_blob("images", {4, 6, plane, plane});
+    Blob* labels = g.add_blob("labels", {4});
+    auto conv_relu = [&](const std::string& name, int64_t outputs, int64_t kernel) {
+      return (B{images} >>
+              g.add<ConvLayer>(name, ConvLayer::Options{outputs, kernel, 1, kernel / 2}) >>
+              g.add<ActivationLayer>(name + "_relu", "relu"))
+          .top(0);
+    };
+    tops = {conv_relu("a", 5, 1), conv_relu("b", 3, 1), conv_relu("c", 2, 1), conv_relu("d", 4, 3)};
+    Blob* x = (B{tops} >> g.add<ConcatLayer>("concat", 1) >>
+               g.add<InnerProductLayer>("fc", InnerProductLayer::Options{3}))
+                  .top(0);
+    auto& xent = g.add<SoftmaxLossLayer>("loss");
+    B{x, labels} >> xent;
+    loss = xent.top(0);
+    REQUIRE(fuse_forward(g, siblings) == (siblings ? 4 + 1 : 4));  // 4 conv chains, 1 group
+    wrt = {images};
+    for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);
+    grads = backward(g, loss, wrt);
+    initialize_parameters(g, 13);
+    Rng rng(14);
+    std::vector<float> pixels(images->shape().count());
+    for (float& v : pixels) v = static_cast<float>(rng.uniform(-1, 1));
+    images->tensor().set_values(pixels);
+    labels->tensor().set_values({1, 2, 0, 1});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("sibling convolutions of one input become one op over all their channels", "[fusion]") {
+  // 2x2 planes: the channels-last GEMMs GoogLeNet's 4a-4e take; 3x3: the general kernels.
+  for (int64_t plane : {2, 3}) {
+    INFO("planes of " << plane << "x" << plane);
+    SiblingNet fused(true, plane), plain(false, plane);
+    const Graph& g = fused.g;
+    CHECK(count_type(g, "conv_bias_relu") == 2);  // a+b+c's and d's (another kernel size)
+    const Op* op = g.op("a+b+c::conv_bias_relu");
+    REQUIRE(op->inputs().size() == 3);
+    CHECK(op->inputs()[0]->name() == "images");
+    CHECK(op->inputs()[1]->name() == "a+b+c::weight");
+    CHECK(op->inputs()[1]->shape() == Shape{10, 6, 1, 1});
+    CHECK(op->inputs()[2]->shape() == Shape{10});
+    CHECK(op->outputs()[0]->shape() == Shape{4, 10, plane, plane});
+    std::vector<std::string> joined;
+    for (const Blob* b : g.op("a+b+c::weight::concat")->inputs()) joined.push_back(b->name());
+    CHECK(joined == std::vector<std::string>{"a::weight", "b::weight", "c::weight"});
+    // Each member's output keeps its name, written by the split.
+    const Op* split = g.op("a+b+c::split");
+    REQUIRE(split->outputs().size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(split->outputs()[i] == fused.tops[i]);
+      CHECK(fused.tops[i]->writers() == std::vector<Op*>{const_cast<Op*>(split)});
+    }
+    CHECK(g.find_op("a::conv_bias_relu") == nullptr);
+    CHECK(g.op("d::conv_bias_relu")->inputs()[0]->name() == "images");
+    REQUIRE(g.parameters().size() == plain.g.parameters().size());
+    for (size_t i = 0; i < g.parameters().size(); ++i)
+      CHECK(g.parameters()[i].blob->name() == plain.g.parameters()[i].blob->name());
+
+    // Close to the separate ops, not the same floats: the images' gradient is one sum over the
+    // 10 channels instead of three added, and a GEMM over more columns may sum in another order
+    // (oneDNN's AVX2 sgemm does over the 2x2 planes).
+    Runnable(fused.g).run();
+    Runnable(plain.g).run();
+    for (size_t i = 0; i < fused.tops.size(); ++i)
+      check_close(fused.tops[i]->tensor(), plain.tops[i]->tensor());
+    check_close(fused.loss->tensor(), plain.loss->tensor());
+    for (size_t i = 0; i < fused.wrt.size(); ++i) {
+      INFO(plain.wrt[i]->name());
+      check_close(fused.grads.of(fused.wrt[i])->tensor(), plain.grads.of(plain.wrt[i])->tensor());
+    }
+  }
+}
+
+TEST_CASE("sibling convolutions are left apart at a GPU, in an order or with other attributes",
+          "[fusion]") {
+  Graph g;
+  Blob* x = g.add_blob("x", {2, 4, 3, 3});
+  auto conv_relu = [&](const std::string& name, int64_t stride) {
+    return (B{x} >> g.add<ConvLayer>(name, ConvLayer::Options{2, 1, stride, 0}) >>
+            g.add<ActivationLayer>(name + "_relu", "relu"))
+        .top(0);
+  };
+  conv_relu("a", 1);
+  conv_relu("b", 2);  // another stride
+  REQUIRE(fuse_conv_bias_relu(g) == 2);
+  CHECK(fuse_sibling_convolutions(g) == 0);
+  {
+    Graph::Placement gpu(g, Location::gpu(0));
+    Blob* y = g.add_blob("y", {2, 4, 3, 3});
+    for (const char* name : {"c", "d"})
+      B{y} >> g.add<ConvLayer>(name, ConvLayer::Options{2, 1, 1, 0}) >>
+          g.add<ActivationLayer>(std::string(name) + "_relu", "relu");
+  }
+  Blob* z = g.add_blob("z", {2, 4, 3, 3});
+  for (const char* name : {"e", "f"})
+    B{z} >> g.add<ConvLayer>(name, ConvLayer::Options{2, 1, 1, 0}) >>
+        g.add<ActivationLayer>(std::string(name) + "_relu", "relu");
+  REQUIRE(fuse_conv_bias_relu(g) == 4);
+  g.add_order(g.op("e::conv_bias_relu"), g.op("f::conv_bias_relu"));
+  CHECK(fuse_sibling_convolutions(g) == 0);
+  CHECK(count_type(g, "conv_bias_relu") == 6);
+}
+
 TEST_CASE("replace_ops refuses a chain whose inner blob is read outside it", "[fusion]") {
   Graph g;
   Blob* x = g.add_blob("x", {2, 3});
@@ -243,6 +370,8 @@ TEST_CASE("replace_ops refuses a chain whose inner blob is read outside it", "[f
                     Catch::Contains("is used by op 'c', which is not replaced"));
   CHECK(g.ops().size() == 3);  // nothing changed
   CHECK(g.find_blob("a::out0") != nullptr);
+  CHECK_THROWS_WITH(g.replace_ops({g.op("b")}, {z}, "b2", "relu", {}, {y}, {}, {z}),
+                    Catch::Contains("blob 'b::out0' is both removed and released"));
 }
 
 namespace {
@@ -268,7 +397,8 @@ struct Mlp {
     auto& xent = g.add<SoftmaxLossLayer>("loss");
     B{x, labels} >> xent;
     loss = xent.top(0);
-    if (fuse) REQUIRE(fuse_forward(g) == 2);  // at a CPU: the bias_relu pairs only
+    if (fuse)
+      REQUIRE(fuse_forward(g, /*siblings=*/true) == 2);  // at a CPU: the bias_relu pairs only
     if (fuse && products) REQUIRE(fuse_inner_product_bias(g, /*gpus_only=*/false) == 3);
     if (wrt_images) wrt.push_back(images);
     for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);

@@ -193,10 +193,11 @@ TEST_CASE("GoogLeNet collapsed is some 140 vertices in bands, expanded every op"
   // layer has no op of its own and GoogLeNet has three bands.)
   CHECK(has(collapsed, "subgraph cluster_0_2 {"));
   CHECK(has(collapsed, "label=\"inception_3a: 12 weights\\n163.7k values\""));
-  CHECK(has(collapsed, "label=\"d pool2.top\\n[64,192,4,4]\\n(4 parts)\""));
+  // Two parts: the 1x1 and reduce branches are one op (fused siblings), and the pool branch.
+  CHECK(has(collapsed, "label=\"d pool2.top\\n[64,192,4,4]\\n(2 parts)\""));
   DotPicture expanded;
   expanded.collapse = false;
-  CHECK(count(draw_dot(*g, expanded), "shape=circle") > 400);
+  CHECK(count(draw_dot(*g, expanded), "shape=circle") > 350);
   // Unfused, the picture has the bias and relu ops and a band more.
   o.fuse = false;
   const std::unique_ptr<Graph> unfused = build_training_graph(o);

@@ -178,6 +178,11 @@ DEFINE_bool(fuse, true,
             "the CPU, cuDNN's fused forward on a GPU), any other bias followed by a ReLU as "
             "one bias_relu op, and at a GPU the weights' updates as one op (the same results); "
             "--nofuse keeps every op");
+DEFINE_bool(fuse_siblings, true,
+            "with --fuse, at a CPU: run convolutions that read the same input with the same "
+            "geometry (GoogLeNet's 1x1 and reduce branches) as one op over all their output "
+            "channels (their input's gradient then rounds differently); --nofuse_siblings keeps "
+            "them apart, with the same results as --nofuse");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
               "--batch split among them; the data is read on the CPU");
@@ -337,6 +342,7 @@ TrainOptions options_from_flags(int ranks) {
   o.cuda_graph = FLAGS_cuda_graph;
   o.run_ahead = FLAGS_run_ahead;
   o.fuse = FLAGS_fuse;
+  o.fuse_siblings = FLAGS_fuse_siblings;
   o.split = parse_name_list(FLAGS_split, "--split");
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
   o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}
