@@ -28,7 +28,8 @@ namespace purine {
 void model_parallel(Graph& graph, const std::vector<std::string>& layers,
                     const std::vector<Location>& locations);
 
-// The layer an entry of model_parallel's list names ("conv1" for "conv1:batch").
+// The layer an entry of model_parallel's list names ("conv1" for "conv1:batch"; a name may
+// carry its scope: "googlenet::inception_4a" for "googlenet::inception_4a:batch").
 std::string split_layer_name(const std::string& entry);
 
 }  // namespace purine

@@ -245,3 +245,16 @@ TEST_CASE("a split larger than the layer is refused, naming the layer", "[model_
   CHECK_THROWS_WITH(model_parallel(g, {"fc1"}, {kHome, kHome}),
                     Catch::Contains("layer 'fc1': a location is listed twice"));
 }
+
+TEST_CASE("a split entry's layer may carry its scope before the axis", "[model_parallel]") {
+  CHECK(split_layer_name("conv1") == "conv1");
+  CHECK(split_layer_name("conv1:batch") == "conv1");
+  CHECK(split_layer_name("convnet::conv2") == "convnet::conv2");
+  CHECK(split_layer_name("convnet::conv2:inputs") == "convnet::conv2");
+  CHECK(split_layer_name("a::b::c:outputs") == "a::b::c");
+  Graph g;
+  CHECK_THROWS_WITH(
+      model_parallel(g, {"convnet::conv2:sideways"}, kTwo),
+      Catch::Contains("'convnet::conv2:sideways': the axis must be outputs, inputs or "
+                      "batch"));
+}
