@@ -103,6 +103,24 @@ TEST_CASE("large concat takes the threaded path", "[concat_split]") {
   check_concatenation(y, parts, 1);
 }
 
+TEST_CASE("a long concat and split along the first axis are copied in pieces, parts straddled",
+          "[concat_split]") {
+  // Rows of 1, 40,000, 70,001 and 33,000 floats: 32K-float pieces start inside parts and end
+  // in the next ones, and the 1-float part lies inside the first piece.
+  Rng rng(4);
+  const std::vector<Tensor> flat = {
+      random_tensor({1, 1, 1}, rng), random_tensor({40000, 1, 1}, rng),
+      random_tensor({70001, 1, 1}, rng), random_tensor({33000, 1, 1}, rng)};
+  Tensor y = run_forward("concat", Attrs().set("axis", int64_t{0}), flat)[0];
+  check_concatenation(y, flat, 0);
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : flat) sizes.push_back(t.shape()[0]);
+  const std::vector<Tensor> back =
+      run_forward("split", Attrs().set("axis", int64_t{0}).set("sizes", sizes), {y});
+  REQUIRE(back.size() == flat.size());
+  for (size_t k = 0; k < flat.size(); ++k) CHECK(back[k].values() == flat[k].values());
+}
+
 TEST_CASE("concat and split gradients pass the numeric check", "[concat_split]") {
   Rng rng(15);
   check_gradient("concat", {}, {random_tensor({2, 2, 3}, rng), random_tensor({2, 3, 3}, rng)});
