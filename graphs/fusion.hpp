@@ -51,12 +51,12 @@
 // ::weight::concat, ::bias::concat and ::split). One GEMM of O1 + O2 + ... columns instead of
 // several narrow ones, the input read (and turned to channels-last rows) once, and backward one
 // bias_relu_grad, one data gradient and one weight gradient (split into the members' as views)
-// instead of one per member plus the sum of their data gradients. Not the same floats: x's
-// gradient becomes one sum over all the members' channels, where the separate ops sum each
-// member's and then add those in order; the forward and the weight gradients stay the same
-// floats where the kernel's sum for one output channel does not depend on the others
-// (tests/graphs/test_fusion.cpp). The whole output and the members' outputs are both kept for
-// the backward pass. Not at GPU locations: not measured there.
+// instead of one per member plus the sum of their data gradients. Not the same floats, close to
+// them (tests/graphs/test_fusion.cpp): x's gradient becomes one sum over all the members'
+// channels, where the separate ops sum each member's and then add those in order, and a GEMM
+// over more output columns may sum each output in another order (oneDNN's AVX2 sgemm does, over
+// 2x2 planes). The whole output and the members' outputs are both kept for the backward pass.
+// Not at GPU locations: not measured there.
 //
 // sgd_update ops -> one sgd_update of several weights (operators/sgd_update.hpp), and the same
 // for adam_update (operators/adam_update.hpp), a rewrite of a whole training graph (after the
@@ -97,8 +97,8 @@ int fuse_inner_product_bias(Graph& graph, bool gpus_only);
 // Fuses every group of sibling conv_bias_relu ops that qualifies (above). Returns how many
 // groups.
 int fuse_sibling_convolutions(Graph& graph);
-// The four, conv chains first, then bias_relu, batch_norm_relu, then inner_product_bias at GPUs,
-// and the sibling convolutions with `siblings` (what training graphs get unless
+// The forward fusions: conv chains first, then bias_relu, batch_norm_relu, inner_product_bias at
+// GPUs, and the sibling convolutions with `siblings` (what training graphs get unless
 // TrainOptions::fuse, or fuse_siblings, is off). Returns how many fused ops it made.
 int fuse_forward(Graph& graph, bool siblings);
 // Fuses the updates that qualify (at GPU locations only with `gpus_only`). Returns how many

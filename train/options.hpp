@@ -161,8 +161,9 @@ struct TrainOptions {
   bool fuse = true;
   // With fuse, convolutions that read the same input with the same geometry, each with its bias
   // and ReLU (GoogLeNet's 1x1 and reduce branches), run as one op over all their output channels
-  // (graphs/fusion.hpp). Not the same floats: their input's gradient is summed in one pass over
-  // all those channels. False keeps them apart, with the same floats as unfused ops.
+  // (graphs/fusion.hpp). Not the same floats, close: their input's gradient is summed in one
+  // pass over all those channels, and the wider GEMMs may round otherwise. False keeps them
+  // apart, with the same floats as unfused ops.
   bool fuse_siblings = true;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,

@@ -181,7 +181,7 @@ DEFINE_bool(fuse, true,
 DEFINE_bool(fuse_siblings, true,
             "with --fuse, at a CPU: run convolutions that read the same input with the same "
             "geometry (GoogLeNet's 1x1 and reduce branches) as one op over all their output "
-            "channels (their input's gradient then rounds differently); --nofuse_siblings keeps "
+            "channels (the results then round differently); --nofuse_siblings keeps "
             "them apart, with the same results as --nofuse");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
