@@ -44,6 +44,30 @@ struct Layout {
   int64_t items() const { return n * strips; }
 };
 
+// out[s] = finish(the sum over channels cc = first..last of term(rows[cc * stride + s])) for
+// s < len, each sum from 0 in channel order: the bits of adding every channel into a zeroed
+// row, but 16 positions at a time held in registers (adding into the row in memory was half of
+// the LRN's time: a load and a store per channel and position).
+template <class Term, class Finish>
+PURINE_LRN_INLINE void window_sums(const float* rows, int64_t stride, int64_t first, int64_t last,
+                                   int64_t len, Term term, Finish finish, float* out) {
+  constexpr int64_t kBlock = 16;
+  int64_t s = 0;
+  for (; s + kBlock <= len; s += kBlock) {
+    float sum[kBlock] = {};
+    for (int64_t cc = first; cc <= last; ++cc) {
+      const float* in = rows + cc * stride + s;
+      for (int64_t j = 0; j < kBlock; ++j) sum[j] += term(in[j]);
+    }
+    for (int64_t j = 0; j < kBlock; ++j) out[s + j] = finish(sum[j]);
+  }
+  for (; s < len; ++s) {
+    float sum = 0.0f;
+    for (int64_t cc = first; cc <= last; ++cc) sum += term(rows[cc * stride + s]);
+    out[s] = finish(sum);
+  }
+}
+
 // scale [C, len] for the strip at `x` (pointing at channel 0 of the strip; channels are
 // `spatial` apart).
 PURINE_LRN_INLINE void compute_scale(const LrnParams& p, const Layout& l, const float* x,
@@ -51,14 +75,10 @@ PURINE_LRN_INLINE void compute_scale(const LrnParams& p, const Layout& l, const 
   const int64_t half = (p.size - 1) / 2;
   const float coef = p.alpha / static_cast<float>(p.size);
   for (int64_t c = 0; c < l.c; ++c) {
-    float* out = scale + c * len;
-    std::fill(out, out + len, 0.0f);
     const int64_t first = std::max<int64_t>(0, c - half), last = std::min(l.c - 1, c + half);
-    for (int64_t cc = first; cc <= last; ++cc) {
-      const float* in = x + cc * l.spatial;
-      for (int64_t s = 0; s < len; ++s) out[s] += in[s] * in[s];
-    }
-    for (int64_t s = 0; s < len; ++s) out[s] = p.k + coef * out[s];
+    window_sums(
+        x, l.spatial, first, last, len, [](float v) { return v * v; },
+        [&](float sum) { return p.k + coef * sum; }, scale + c * len);
   }
 }
 
@@ -101,12 +121,10 @@ PURINE_LRN_INLINE void backward_strip_body(const LrnParams& p, const Layout& l, 
   }
   for (int64_t c = 0; c < l.c; ++c) {
     // The channels whose windows contain c: the same symmetric window around c.
-    std::fill(t.window, t.window + len, 0.0f);
     const int64_t first = std::max<int64_t>(0, c - half), last = std::min(l.c - 1, c + half);
-    for (int64_t cc = first; cc <= last; ++cc) {
-      const float* r = t.ratio + cc * len;
-      for (int64_t s = 0; s < len; ++s) t.window[s] += r[s];
-    }
+    window_sums(
+        t.ratio, len, first, last, len, [](float v) { return v; }, [](float sum) { return sum; },
+        t.window);
     const float* xc = in.x + c * l.spatial;
     const float* g = in.dy + c * l.spatial;
     const float* pw = t.power + c * len;
