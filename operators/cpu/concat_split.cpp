@@ -59,16 +59,19 @@ struct Blocks {
 // alone copied 2 M floats in 217 us, two in 105 (2 Zen 5 cores, warm caches).
 constexpr int64_t kRowPiece = int64_t{1} << 15;
 
-// copy(whole_at, part, part_at, count) for the pieces of one row made of parts of `extents` floats
-// each, on the team when the row is long enough.
+// copy(whole_at, part, part_at, count) for the pieces of one row made of parts of extents[k] *
+// inner floats each, on the team when the row is long enough.
 template <class Copy>
-void copy_row_in_pieces(const std::vector<int64_t>& extents, int64_t row, Copy copy) {
+void copy_row_in_pieces(const std::vector<int64_t>& extents, int64_t inner, int64_t row,
+                        Copy copy) {
+  std::vector<int64_t> lengths;
+  for (int64_t e : extents) lengths.push_back(e * inner);
   const int64_t pieces = (row + kRowPiece - 1) / kRowPiece;
   parallel_for(pieces, row > kParallelMinCopy, [&](int64_t piece) {
     const int64_t begin = piece * kRowPiece, end = std::min(row, begin + kRowPiece);
     int64_t part_begin = 0;
-    for (size_t k = 0; k < extents.size() && part_begin < end; part_begin += extents[k++]) {
-      const int64_t from = std::max(begin, part_begin), to = std::min(end, part_begin + extents[k]);
+    for (size_t k = 0; k < lengths.size() && part_begin < end; part_begin += lengths[k++]) {
+      const int64_t from = std::max(begin, part_begin), to = std::min(end, part_begin + lengths[k]);
       if (from < to) copy(from, k, from - part_begin, to - from);
     }
   });
@@ -79,11 +82,10 @@ void gather(float* whole, const std::vector<const float*>& parts,
             const std::vector<int64_t>& extents, const Blocks& b) {
   const int64_t n = static_cast<int64_t>(parts.size());
   if (b.outer == 1) {
-    std::vector<int64_t> lengths;
-    for (int64_t e : extents) lengths.push_back(e * b.inner);
-    copy_row_in_pieces(lengths, b.row, [&](int64_t at, size_t k, int64_t part_at, int64_t count) {
-      std::memcpy(whole + at, parts[k] + part_at, count * sizeof(float));
-    });
+    copy_row_in_pieces(extents, b.inner, b.row,
+                       [&](int64_t at, size_t k, int64_t part_at, int64_t count) {
+                         std::memcpy(whole + at, parts[k] + part_at, count * sizeof(float));
+                       });
     return;
   }
   parallel_for(b.outer, b.parallel, [&](int64_t o) {
@@ -101,11 +103,10 @@ void scatter(const float* whole, const std::vector<float*>& parts,
              const std::vector<int64_t>& extents, const Blocks& b) {
   const int64_t n = static_cast<int64_t>(parts.size());
   if (b.outer == 1) {
-    std::vector<int64_t> lengths;
-    for (int64_t e : extents) lengths.push_back(e * b.inner);
-    copy_row_in_pieces(lengths, b.row, [&](int64_t at, size_t k, int64_t part_at, int64_t count) {
-      std::memcpy(parts[k] + part_at, whole + at, count * sizeof(float));
-    });
+    copy_row_in_pieces(extents, b.inner, b.row,
+                       [&](int64_t at, size_t k, int64_t part_at, int64_t count) {
+                         std::memcpy(parts[k] + part_at, whole + at, count * sizeof(float));
+                       });
     return;
   }
   parallel_for(b.outer, b.parallel, [&](int64_t o) {
