@@ -75,13 +75,6 @@ std::string siblings_scope(const std::vector<Op*>& ops) {
   return scope;
 }
 
-// An op `name` concatenating `parts` along their first axis into `whole`.
-void join(Graph& graph, const std::string& name, const std::vector<Blob*>& parts, Blob* whole) {
-  Op* concat = graph.add_op(name, "concat", Attrs().set("axis", int64_t{0}));
-  graph.set_inputs(concat, parts);
-  graph.set_outputs(concat, {whole});
-}
-
 // The update ops fuse_updates joins: per weight `tensors` inputs (the weight, its gradient, its
 // states), then `scalars` inputs shared by all weights.
 struct UpdateForm {
@@ -213,19 +206,17 @@ int fuse_sibling_convolutions(Graph& graph) {
     std::vector<Blob*> released = weights;
     released.insert(released.end(), biases.begin(), biases.end());
     released.insert(released.end(), tops.begin(), tops.end());
-    const Shape& w = weights[0]->shape();
     const Shape& y = tops[0]->shape();
     Graph::Scope scope(graph, siblings_scope(members), /*absolute=*/true);
     Graph::Placement at(graph, members[0]->location(), members[0]->thread());
     Graph::RoleScope role(graph, members[0]->role());
-    Blob* weight = graph.add_blob("weight", Shape{total, w[1], w[2], w[3]});
-    Blob* bias = graph.add_blob("bias", Shape{total});
+    const Attrs rows = Attrs().set("axis", int64_t{0});
+    Blob* weight = graph.apply("weight::concat", "concat", rows, weights, {"weight"})[0];
+    Blob* bias = graph.apply("bias::concat", "concat", rows, biases, {"bias"})[0];
     Blob* top = graph.add_blob("top", Shape{y[0], total, y[2], y[3]});
     graph.replace_ops(members, {}, graph.full_name("conv_bias_relu"), "conv_bias_relu",
                       members[0]->kernel().attrs(), {members[0]->inputs()[0], weight, bias}, {top},
                       released);
-    join(graph, "weight::concat", weights, weight);
-    join(graph, "bias::concat", biases, bias);
     Op* split = graph.add_op("split", "split", Attrs().set("axis", int64_t{1}).set("sizes", sizes));
     graph.set_inputs(split, {top});
     graph.set_outputs(split, tops);
