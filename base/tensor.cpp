@@ -100,6 +100,26 @@ Tensor Tensor::pinned(Shape shape, Location location) {
 
 bool Tensor::is_contiguous() const { return strides_ == shape_.contiguous_strides(); }
 
+void Tensor::set_channel_block(int block) {
+  if (block == 0) {
+    channel_block_ = 0;
+    return;
+  }
+  require(block > 0 && location_.is_cpu() && shape_.ndim() == 4 && is_contiguous() &&
+              shape_[1] % block == 0,
+          "channel blocks of ", block, " for a tensor of shape ", shape_, " at ", location_,
+          ": they need a contiguous [N, C, H, W] at a CPU location, C a multiple of the block");
+  channel_block_ = block;
+}
+
+// Refuses a view other than whole images of a channel-blocked tensor (`what` names it).
+void Tensor::require_plain(const char* what) const {
+  require(channel_block_ == 0, what, " of a tensor of shape ", shape_,
+          " held in channel blocks of ", channel_block_,
+          ": only slices along axis 0 keep whole images (copy it to a plain "
+          "tensor first)");
+}
+
 // Not require(): the message is built only on failure (data() is on every kernel's path).
 void Tensor::check_allocated(const char* use) const {
   if (!storage_)
@@ -127,6 +147,7 @@ Tensor Tensor::at_current_memory() const {
 }
 
 Tensor Tensor::view(int64_t offset, Shape shape) const {
+  require_plain("a view");
   require(is_contiguous(), "a view of ", shape, " into a strided tensor of shape ", shape_,
           ": views need contiguous memory (copy it first)");
   require(offset >= 0 && offset + shape.count() <= count(), "a view of ", shape, " at offset ",
@@ -144,6 +165,7 @@ Tensor Tensor::slice(int axis, int64_t begin, int64_t end) const {
   require(0 <= begin && begin <= end && end <= shape_[axis], "slice [", begin, ", ", end,
           ") along axis ", axis, " of a tensor of shape ", shape_, ": outside [0, ", shape_[axis],
           "]");
+  if (axis != 0) require_plain("a slice along an axis other than 0");
   Tensor v = *this;
   v.offset_ = offset_ + begin * strides_[axis];
   v.shape_[axis] = end - begin;
@@ -151,6 +173,7 @@ Tensor Tensor::slice(int axis, int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::reshaped(Shape shape) const {
+  require_plain("a reshape");
   require(is_contiguous(), "reshape of a strided tensor of shape ", shape_, " to ", shape,
           ": copy it to contiguous memory first");
   require(shape.count() == count(), "reshape of a tensor of shape ", shape_, " (", count(),
@@ -197,6 +220,14 @@ void strided_copy(int dim, const Shape& shape, const float* src, const std::vect
 }
 }  // namespace
 
+std::vector<int64_t> Tensor::block_strides(int64_t b) const {
+  const std::vector<int64_t>& s = strides_;
+  if (channel_block_ == 0) return {s[0], b * s[1], s[2], s[3], s[1]};
+  // The blocks of C/b, then H, W, and b lanes (a slice of images keeps the image stride).
+  const int64_t lanes = channel_block_, plane = shape_[2] * shape_[3];
+  return {s[0], plane * lanes, shape_[3] * lanes, lanes, 1};
+}
+
 std::vector<float> Tensor::values() const {
   Tensor dense(shape_, Location::cpu(location_.rank));
   dense.copy_from(*this);
@@ -220,13 +251,25 @@ void Tensor::copy_from(const Tensor& source) {
     require(is_contiguous() && source.is_contiguous(), "copy of a strided tensor of shape ", shape_,
             " between ", source.location_, " and ", location_,
             ": copies to and from a GPU take contiguous tensors");
+    require(channel_block_ == 0 && source.channel_block_ == 0, "copy of a tensor of shape ", shape_,
+            " held in channel blocks between ", source.location_, " and ", location_,
+            ": copies to and from a GPU take plain tensors");
     const int device = location_.is_cpu() ? source.location_.device : location_.device;
     require_device(device,
                    "copy from " + source.location_.to_string() + " to " + location_.to_string())
         .copy(mutable_data(), location_, source.data(), source.location_, count() * sizeof(float));
     return;
   }
-  if (is_contiguous() && source.is_contiguous()) {
+  if (channel_block_ != source.channel_block_) {
+    require(channel_block_ == 0 || source.channel_block_ == 0, "copy of a tensor of shape ", shape_,
+            " in channel blocks of ", source.channel_block_, " into one in blocks of ",
+            channel_block_, ": copy through a plain tensor");
+    // Both as [N, C/b, H, W, b] (b the blocked side's; plain is a block of 1), one strided copy.
+    const int64_t b = std::max(channel_block_, source.channel_block_);
+    const Shape blocks{shape_[0], shape_[1] / b, shape_[2], shape_[3], b};
+    strided_copy(0, blocks, source.data(), source.block_strides(b), mutable_data(),
+                 block_strides(b));
+  } else if (is_contiguous() && source.is_contiguous()) {
     std::memcpy(mutable_data(), source.data(), count() * sizeof(float));
   } else if (shape_.ndim() == 0) {
     *mutable_data() = *source.data();

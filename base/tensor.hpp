@@ -92,6 +92,18 @@ class Tensor {
   bool allocated() const { return storage_ != nullptr; }
   bool is_contiguous() const;
 
+  // Channel blocks (CPU tensors of shape [N, C, H, W] only): with a block b > 0 the memory holds
+  // [N, C/b, H, W, b], the order oneDNN's blocked convolutions read and write (nChw16c, nChw8c),
+  // so that a convolution next to another needs no reorder (graphs/channel_blocks.hpp). The
+  // shape and everything read or written through values(), set_values() and copy_from() stay
+  // [N, C, H, W]; only a kernel's data() sees the blocks. A blocked tensor is dense (contiguous
+  // strides) and has no view but slices along axis 0 (whole images). 0: plain row-major order.
+  int channel_block() const { return channel_block_; }
+  // Sets the block of a whole tensor before it holds values (a blob's tensor as it is made).
+  // Throws purine::Error unless the tensor is a contiguous [N, C, H, W] at a CPU location whose
+  // C is a multiple of `block` (or `block` is 0).
+  void set_channel_block(int block);
+
   // Pointers into the storage: host memory for CPU locations, device memory for GPU ones (for
   // kernels only; the host reads and writes those with values() and set_values()). They go stale
   // when the storage's buffer is exchanged: every run() of a graph with weight swaps
@@ -137,11 +149,16 @@ class Tensor {
  private:
   // Throws purine::Error, naming `use` ("reading"), when the tensor has no storage.
   void check_allocated(const char* use) const;
+  // Throws purine::Error, naming `what`, when the tensor is held in channel blocks.
+  void require_plain(const char* what) const;
+  // The strides of [N, C/b, H, W, b] over this tensor's memory (plain or in blocks of b).
+  std::vector<int64_t> block_strides(int64_t b) const;
   std::shared_ptr<Storage> storage_;
   Shape shape_;
   std::vector<int64_t> strides_;
   int64_t offset_ = 0;
   Location location_;
+  int channel_block_ = 0;
 };
 
 }  // namespace purine

@@ -21,6 +21,9 @@ class ActivationOp : public SameShapeOp {
   int num_inputs() const override { return 1; }
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>&, int) const override {
+    return ChannelBlocking::uniform_all(1, 1);  // element-wise: any order of the elements
+  }
 
  protected:
   // The gradient kernel's type, e.g. ReluGradOp::kType.
@@ -32,6 +35,9 @@ class ActivationGradOp : public SameShapeOp {
  public:
   using SameShapeOp::SameShapeOp;
   int num_inputs() const override { return 2; }
+  ChannelBlocking channel_blocking(const std::vector<Shape>&, int) const override {
+    return ChannelBlocking::uniform_all(2, 1);
+  }
 
  protected:
   std::vector<std::string> input_names() const override { return {"y", "dy"}; }

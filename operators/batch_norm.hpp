@@ -47,6 +47,9 @@ class BatchNormFamily : public Operator {
  public:
   BatchNormFamily(Attrs attrs, const char* type);
   const BatchNormParams& params() const { return params_; }
+  // x, y, and the gradients' dy and dx (and batch_norm_relu_grad's y) all blocked or none, in
+  // blocks of a multiple of 8 channels.
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  private:
   const BatchNormParams params_;

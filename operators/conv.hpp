@@ -71,6 +71,19 @@ struct ConvGeometry {
 
 enum class ConvDirection { kForward, kBackwardData, kBackwardWeights };
 
+// The channel blocks (Tensor::channel_block) of a CPU kernel's run(a, b, bias, out) arguments:
+// forward (x, w) -> y, backward data (dy, w) -> dx, backward weights (dy, x) -> dw; 0: plain.
+struct ConvBlocks {
+  int a = 0, b = 0, out = 0;
+  bool operator==(const ConvBlocks& other) const {
+    return a == other.a && b == other.b && out == other.out;
+  }
+};
+
+// The channel block of oneDNN's direct convolutions on this CPU (Tensor::channel_block): 16 with
+// AVX-512, 8 with AVX2 (ONEDNN_MAX_CPU_ISA caps it).
+int conv_channel_block();
+
 class ConvKernel;  // cpu/conv.cpp: the cached primitives or buffers of one direction
 
 // The attributes of the convolution ops (above), read and checked once when an op is made; the
@@ -105,7 +118,11 @@ class ConvOpBase : public Operator {
   // The kernel for `direction` and `g`, built on first use and again whenever the geometry or
   // the calling thread's OpenMP thread count changed. `bias_relu`: the forward of
   // conv_bias_relu.
-  ConvKernel& kernel(ConvDirection direction, const ConvGeometry& g, bool bias_relu = false);
+  ConvKernel& kernel(ConvDirection direction, const ConvGeometry& g, bool bias_relu = false,
+                     ConvBlocks blocks = {});
+  // For channel_blocking(): whether the CPU kernels take activations in channel blocks of
+  // `block` (conv_channel_block(): oneDNN's reads them as they are, the others reorder them).
+  bool takes_blocks(const Shape& x, const Shape& w, int block) const;
 
  private:
   const ConvParams params_;
@@ -124,6 +141,7 @@ class ConvOp : public TypedOperator<ConvOp, ConvOpBase> {
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 
@@ -142,6 +160,7 @@ class ConvBiasReluOp : public TypedOperator<ConvBiasReluOp, ConvOpBase> {
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 
@@ -159,6 +178,7 @@ class ConvGradDataOp : public TypedOperator<ConvGradDataOp, ConvOpBase> {
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
@@ -174,6 +194,7 @@ class ConvGradWeightOp : public TypedOperator<ConvGradWeightOp, ConvOpBase> {
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
   OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

@@ -22,6 +22,9 @@ class SumOp : public TypedOperator<SumOp, SameShapeOp> {
   int num_inputs() const override { return kVariadic; }
   bool differentiable() const override { return true; }
   OperatorTraits traits() const override { return {{Aliasing::kInPlace}}; }
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int) const override {
+    return ChannelBlocking::uniform_all(static_cast<int>(inputs.size()), 1);
+  }
   // Throws: the gradient depends on the number of inputs; use gradient_for().
   GradientSpec gradient() const override;
   GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;

@@ -15,6 +15,23 @@ void run_to_completion(AsyncWork& work) {
   while (!work.done()) std::this_thread::yield();
 }
 
+ChannelBlocking ChannelBlocking::make(Kind kind, std::vector<int> inputs, std::vector<int> outputs,
+                                      std::vector<int> shape_only) {
+  ChannelBlocking blocking;
+  blocking.kind = kind;
+  blocking.inputs = std::move(inputs);
+  blocking.outputs = std::move(outputs);
+  blocking.shape_only = std::move(shape_only);
+  return blocking;
+}
+
+ChannelBlocking ChannelBlocking::uniform_all(int inputs, int outputs) {
+  ChannelBlocking blocking = make(kUniform, {}, {});
+  for (int i = 0; i < inputs; ++i) blocking.inputs.push_back(i);
+  for (int i = 0; i < outputs; ++i) blocking.outputs.push_back(i);
+  return blocking;
+}
+
 GradientSpec Operator::gradient() const {
   throw Error(str("operator '", type(), "' has no gradient"));
 }

@@ -93,6 +93,23 @@ struct OpCost {
   double bytes = 0;
 };
 
+// Which of an op's [N, C, H, W] arguments its CPU kernel can take in channel blocks
+// (Tensor::channel_block), for the rewrite that keeps activations blocked between convolutions
+// (graphs/channel_blocks.hpp). kUniform: the listed arguments are all blocked or none (an
+// element-wise kernel, batch norm); kEach: each listed argument may be blocked or not on its own
+// (a convolution reorders what its primitive wants). Arguments not listed stay plain, but for
+// `shape_only` inputs, whose values the kernel never reads (a convolution's data gradient reads
+// x's shape only).
+struct ChannelBlocking {
+  enum Kind { kNone, kUniform, kEach };
+  Kind kind = kNone;
+  std::vector<int> inputs, outputs, shape_only;
+  // Every input and output, all blocked or none.
+  static ChannelBlocking uniform_all(int inputs, int outputs);
+  static ChannelBlocking make(Kind kind, std::vector<int> inputs, std::vector<int> outputs,
+                              std::vector<int> shape_only = {});
+};
+
 // The asynchronous form of an operator, bound to one op's tensors: start() begins a run's work
 // and returns at once; done() reports completion and is polled by the executor that started
 // it, between its other tasks. Made once per op when a graph is compiled and reused run after
@@ -170,6 +187,11 @@ class Operator {
   // default is an element-wise operator's: a flop per output element, every input and output
   // read or written once (4-byte elements). GEMM-like operators override it.
   virtual OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const;
+  // Which arguments its CPU kernel takes in channel blocks of `block` for these input shapes
+  // (above); the default: none.
+  virtual ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const {
+    return {};
+  }
   // The asynchronous form for these tensors (an input or output of another rank is null), or
   // nullptr when the operator runs synchronously through compute() (the default).
   virtual std::unique_ptr<AsyncWork> bind_async(const std::vector<const Tensor*>& inputs,

@@ -13,13 +13,26 @@
 namespace purine {
 
 Tensor& Blob::tensor() {
-  if (!tensor_) tensor_ = std::make_shared<Tensor>(shape_, location_);
+  if (!tensor_) {
+    tensor_ = std::make_shared<Tensor>(shape_, location_);
+    tensor_->set_channel_block(channel_block_);
+  }
   return *tensor_;
 }
 
 Tensor& Blob::deferred_tensor() {
-  if (!tensor_) tensor_ = std::make_shared<Tensor>(Tensor::deferred(shape_, location_));
+  if (!tensor_) {
+    tensor_ = std::make_shared<Tensor>(Tensor::deferred(shape_, location_));
+    tensor_->set_channel_block(channel_block_);
+  }
   return *tensor_;
+}
+
+void Blob::set_channel_block(int block) {
+  require(!tensor_, "blob '", name_, "' already has a tensor: its channel block is fixed");
+  // The same checks as the tensor's, made now rather than when it is made.
+  Tensor::deferred(shape_, location_).set_channel_block(block);
+  channel_block_ = block;
 }
 
 void Blob::share_tensor(Blob& other) {
@@ -27,6 +40,9 @@ void Blob::share_tensor(Blob& other) {
           "': shapes ", shape_, " and ", other.shape_, " differ");
   require(location_ == other.location_, "blob '", name_, "' at ", location_,
           " cannot share the tensor of '", other.name_, "' at ", other.location_);
+  require(channel_block_ == other.channel_block_, "blob '", name_, "' cannot share the tensor of '",
+          other.name_, "': channel blocks ", channel_block_, " and ", other.channel_block_,
+          " differ");
   other.tensor();
   tensor_ = other.tensor_;
 }
@@ -34,6 +50,7 @@ void Blob::share_tensor(Blob& other) {
 void Blob::alias(const Tensor& view) {
   CHECK(!tensor_) << "blob '" << name_ << "' already has a tensor";
   CHECK(view.shape() == shape_ && view.location() == location_) << name_;
+  CHECK_EQ(view.channel_block(), channel_block_) << name_;
   tensor_ = std::make_shared<Tensor>(view);
 }
 

@@ -60,6 +60,11 @@ class Blob {
   Tensor& deferred_tensor();
   // Makes this blob use `other`'s tensor object (equal shapes required).
   void share_tensor(Blob& other);
+  // The channel block its tensor is made with (Tensor::channel_block; 0: plain), set by the
+  // channel-blocks rewrite (graphs/channel_blocks.hpp) before the blob has a tensor. Throws
+  // purine::Error once the blob has one, or for a shape or location that cannot take it.
+  int channel_block() const { return channel_block_; }
+  void set_channel_block(int block);
   // Makes this blob's tensor `view` (a view into another blob's memory: zero-copy split,
   // concat and reshape; or memory allocated its own way, as pinned host memory). Only before
   // the blob has a tensor of its own.
@@ -73,6 +78,7 @@ class Blob {
   Shape shape_;
   Location location_;
   bool accumulating_ = false;
+  int channel_block_ = 0;
   std::vector<Op*> writers_;
   std::vector<Op*> readers_;
   std::shared_ptr<Tensor> tensor_;

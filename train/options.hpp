@@ -165,6 +165,11 @@ struct TrainOptions {
   // pass over all those channels, and the wider GEMMs may round otherwise. False keeps them
   // apart, with the same floats as unfused ops.
   bool fuse_siblings = true;
+  // At CPU locations, activations between oneDNN's convolutions, batch norms and element-wise
+  // ops are held in the channel blocks those convolutions compute in, so that no convolution
+  // reorders them on every run (graphs/channel_blocks.hpp). The same floats; false keeps every
+  // tensor plain.
+  bool block_channels = true;
   // Blobs never needed at the same time share memory (purine/internal/memory_plan.hpp): a
   // pipeline under 1F1B then holds the activations of at most S micro-batches per stage. Off,
   // every blob keeps its own (its values stay readable after a run, for debugging).

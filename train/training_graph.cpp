@@ -6,11 +6,13 @@
 #include <optional>
 
 #include "base/error.hpp"
+#include "graphs/channel_blocks.hpp"
 #include "graphs/copies.hpp"
 #include "graphs/fusion.hpp"
 #include "graphs/layers.hpp"
 #include "graphs/model_parallel.hpp"
 #include "models/models.hpp"
+#include "operators/conv.hpp"
 #include "purine/dsl.hpp"
 
 namespace purine {
@@ -425,6 +427,9 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
   if (out.leader_loss) out.observed.insert(out.leader_loss);
   if (o.run_ahead && o.cuda_graph && !o.devices.empty() && !every_rank)
     add_run_ahead_twins(train, o.rank, out);
+  // The whole graph is built: which activations every op touching them can take in channel
+  // blocks (graphs/channel_blocks.hpp).
+  if (o.block_channels) block_channels(train, conv_channel_block());
   return out;
 }
 

@@ -1,11 +1,14 @@
 #include "operators/batch_norm.hpp"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "base/error.hpp"
 #include "operators/cpu/channel_sums.hpp"
 #include "operators/cpu/isa_loops.hpp"
+#include "operators/cpu/thread_workspace.hpp"
 #include "operators/formulas.hpp"
 #include "operators/registry.hpp"
 
@@ -26,6 +29,17 @@ BatchNormParams::BatchNormParams(const Attrs& attrs, const char* type)
 
 BatchNormFamily::BatchNormFamily(Attrs attrs, const char* type)
     : Operator(std::move(attrs)), params_(attrs_, type) {}
+
+ChannelBlocking BatchNormFamily::channel_blocking(const std::vector<Shape>& inputs,
+                                                  int block) const {
+  if (block % 8 != 0) return {};
+  ChannelBlocking blocking = ChannelBlocking::make(ChannelBlocking::kUniform, {0}, {0});
+  // The gradients (three outputs: dx, dgamma, dbeta) read dy last, after batch_norm_relu's y.
+  if (num_outputs() == 3) {
+    for (int i = 4; i < static_cast<int>(inputs.size()); ++i) blocking.inputs.push_back(i);
+  }
+  return blocking;
+}
 
 namespace {
 
@@ -137,6 +151,123 @@ void batch_norm_forward(const BatchNormParams& p, const std::vector<const Tensor
   parallel_for_isa(channels, m * channels > kParallelMinArithmetic, channel);
 }
 
+// Tensors in channel blocks of b (Tensor::channel_block; b a multiple of 8). The images run in
+// parallel, each summing its own row of every channel (8 channels at a time, the vector across
+// them, each channel in channel_sums.hpp's order); then each channel adds its images' sums in
+// image order, as the plain kernels do: the same bits.
+struct ChannelBlocks {
+  int64_t n, channels, block, inner;  // N, C, b, H W
+  explicit ChannelBlocks(const Tensor& x)
+      : n(x.shape()[0]),
+        channels(x.shape()[1]),
+        block(x.channel_block()),
+        inner(x.shape()[2] * x.shape()[3]) {
+    CHECK_EQ(block % 8, 0) << "channel blocks of " << block;
+  }
+  int64_t image() const { return channels * inner; }
+  // Where channels [c, c + 8) of pixel 0 of image i start (c a multiple of 8).
+  int64_t at(int64_t i, int64_t c) const {
+    return i * image() + c / block * inner * block + c % block;
+  }
+  // total[i C + c] = the sum over pixels s of f(image, s b, c) for each image i and channel c,
+  // images in parallel; f(p, k, c) reads element k of the 8-channel vector p (its channels'
+  // pointer at pixel 0).
+  template <typename F>
+  void image_sums(bool parallel, double* total, F f) const {
+    parallel_for_isa(
+        n, parallel, [&](int64_t i) __attribute__((always_inline)) {
+          for (int64_t c = 0; c < channels; c += 8) {
+            double* sums = total + i * channels + c;
+            for (int ch = 0; ch < 8; ++ch) sums[ch] = 0;
+            const int64_t base = at(i, c);
+            cpu::lane_sums_8_channels(
+                inner, [&](int64_t s, int ch) { return f(base, s * block + ch, c + ch); }, sums);
+          }
+        });
+  }
+  // sums[c] = total[0 C + c] + total[1 C + c] + ... in image order.
+  void add_images(const double* total, double* sums) const {
+    for (int64_t c = 0; c < channels; ++c) sums[c] = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < channels; ++c) sums[c] += total[i * channels + c];
+  }
+  // f(k, c) for element k of channel c's 8-channel vectors, every element, images in parallel.
+  template <typename F>
+  void each(bool parallel, F f) const {
+    parallel_for_isa(
+        n, parallel, [&](int64_t i) __attribute__((always_inline)) {
+          for (int64_t c = 0; c < channels; c += 8) {
+            const int64_t base = at(i, c);
+            for (int64_t s = 0; s < inner; ++s)
+              for (int ch = 0; ch < 8; ++ch) f(base + s * block + ch, c + ch);
+          }
+        });
+  }
+};
+
+// The per-image sums' workspace: (N + 1) C doubles for each of `count` sums.
+double* image_sums_workspace(const ChannelBlocks& e, int count) {
+  return reinterpret_cast<double*>(
+      thread_workspace(sizeof(double) * (e.n + 1) * e.channels * count));
+}
+
+void batch_norm_forward_blocked(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
+                                const std::vector<Tensor*>& outputs, bool relu) {
+  const ChannelBlocks e(*inputs[0]);
+  const int64_t channels = e.channels, m = e.n * e.inner;
+  const bool parallel = m * channels > kParallelMinArithmetic;
+  const float* x = inputs[0]->data();
+  const float* gamma = inputs[1]->data();
+  const float* beta = inputs[2]->data();
+  const float* running_mean = inputs[3]->data();
+  const float* running_var = inputs[4]->data();
+  float* y = outputs[0]->mutable_data();
+  float* saved_mean = outputs[1]->mutable_data();
+  float* saved_inv_std = outputs[2]->mutable_data();
+  float* new_mean = outputs[3]->mutable_data();
+  float* new_var = outputs[4]->mutable_data();
+  double* total = image_sums_workspace(e, 1);
+  double* sums = total + e.n * channels;
+  for (int64_t c = 0; c < channels; ++c) {  // mode test: the running statistics
+    saved_mean[c] = running_mean[c];
+    new_mean[c] = running_mean[c];
+    new_var[c] = running_var[c];
+    saved_inv_std[c] = running_var[c];  // the variance until inv_std below
+  }
+  if (p.training) {
+    e.image_sums(parallel, total, [&](int64_t base, int64_t k, int64_t) { return x[base + k]; });
+    e.add_images(total, sums);
+    for (int64_t c = 0; c < channels; ++c)
+      saved_mean[c] = static_cast<float>(sums[c] / static_cast<double>(m));
+    e.image_sums(parallel, total, [&](int64_t base, int64_t k, int64_t c) {
+      const float d = x[base + k] - saved_mean[c];
+      return d * d;
+    });
+    e.add_images(total, sums);
+    for (int64_t c = 0; c < channels; ++c) {
+      const float unbiased = static_cast<float>(sums[c] / static_cast<double>(m - 1));
+      new_mean[c] = p.momentum * running_mean[c] + (1.0f - p.momentum) * saved_mean[c];
+      new_var[c] = p.momentum * running_var[c] + (1.0f - p.momentum) * unbiased;
+      saved_inv_std[c] = static_cast<float>(sums[c] / static_cast<double>(m));
+    }
+  }
+  // scale and shift as BatchNormAffine makes them, in the workspace's floats after the sums
+  float* scale = reinterpret_cast<float*>(total);
+  float* shift = scale + channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    saved_inv_std[c] = 1.0f / std::sqrt(saved_inv_std[c] + p.eps);
+    const formula::BatchNormAffine affine(gamma[c], beta[c], saved_mean[c], saved_inv_std[c]);
+    scale[c] = affine.scale;
+    shift[c] = affine.shift;
+  }
+  if (relu) {  // relu's formula: the unfused chain's bits
+    e.each(parallel,
+           [&](int64_t k, int64_t c) { y[k] = formula::Relu()(x[k] * scale[c] + shift[c]); });
+  } else {
+    e.each(parallel, [&](int64_t k, int64_t c) { y[k] = x[k] * scale[c] + shift[c]; });
+  }
+}
+
 // batch_norm_grad's kernel of (x, gamma, saved_mean, saved_inv_std, dy), or with `y`
 // batch_norm_relu_grad's: dy masked where y is not positive first.
 void batch_norm_backward(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
@@ -197,11 +328,75 @@ void batch_norm_backward(const BatchNormParams& p, const std::vector<const Tenso
   parallel_for_isa(channels, n * inner * channels > kParallelMinArithmetic, channel);
 }
 
+// batch_norm_backward for tensors in channel blocks (ChannelBlocks above).
+void batch_norm_backward_blocked(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
+                                 const float* y, const float* dy,
+                                 const std::vector<Tensor*>& outputs) {
+  const ChannelBlocks e(*inputs[0]);
+  const int64_t channels = e.channels;
+  const double m = static_cast<double>(e.n * e.inner);
+  const bool parallel = e.n * e.inner * channels > kParallelMinArithmetic;
+  const float* x = inputs[0]->data();
+  const float* gamma = inputs[1]->data();
+  const float* mean = inputs[2]->data();
+  const float* saved_inv_std = inputs[3]->data();
+  float* dx = outputs[0]->mutable_data();
+  float* dgamma = outputs[1]->mutable_data();
+  float* dbeta = outputs[2]->mutable_data();
+  double* total = image_sums_workspace(e, 2);
+  double* centered_total = total + e.n * channels;
+  double* sum_dy = centered_total + e.n * channels;
+  double* sum_centered = sum_dy + channels;
+  // With a ReLU, its gradient goes into dx first (relu_grad's expression), which the sums and
+  // dx's pass then read as the unfused op reads its dy.
+  const float* g = y ? dx : dy;
+  if (y) e.each(parallel, [&](int64_t k, int64_t) { dx[k] = formula::ReluGrad()(y[k], dy[k]); });
+  e.image_sums(parallel, total, [&](int64_t base, int64_t k, int64_t) { return g[base + k]; });
+  e.image_sums(parallel, centered_total, [&](int64_t base, int64_t k, int64_t c) {
+    return g[base + k] * (x[base + k] - mean[c]);
+  });
+  e.add_images(total, sum_dy);
+  e.add_images(centered_total, sum_centered);
+  float* scale = reinterpret_cast<float*>(total);  // the per-image sums are added up
+  float* mean_dy = scale + channels;
+  float* slope = mean_dy + channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float inv_std = saved_inv_std[c];
+    const float dg = static_cast<float>(sum_centered[c]) * inv_std;
+    dgamma[c] = dg;
+    dbeta[c] = static_cast<float>(sum_dy[c]);
+    scale[c] = gamma[c] * inv_std;
+    mean_dy[c] = p.training && m > 0 ? static_cast<float>(sum_dy[c] / m) : 0.0f;
+    slope[c] = p.training && m > 0 ? static_cast<float>(dg * inv_std / m) : 0.0f;
+  }
+  e.each(parallel, [&](int64_t k, int64_t c) {
+    dx[k] = scale[c] * (g[k] - mean_dy[c] - (x[k] - mean[c]) * slope[c]);
+  });
+}
+
+void batch_norm_forward_any(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
+                            const std::vector<Tensor*>& outputs, bool relu) {
+  if (inputs[0]->channel_block() > 0) {
+    batch_norm_forward_blocked(p, inputs, outputs, relu);
+  } else {
+    batch_norm_forward(p, inputs, outputs, relu);
+  }
+}
+
+void batch_norm_backward_any(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
+                             const float* y, const float* dy, const std::vector<Tensor*>& outputs) {
+  if (inputs[0]->channel_block() > 0) {
+    batch_norm_backward_blocked(p, inputs, y, dy, outputs);
+  } else {
+    batch_norm_backward(p, inputs, y, dy, outputs);
+  }
+}
+
 }  // namespace
 
 void BatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                               const std::vector<Tensor*>& outputs, OpContext&) {
-  batch_norm_forward(params(), inputs, outputs, false);
+  batch_norm_forward_any(params(), inputs, outputs, false);
 }
 
 std::vector<Shape> BatchNormGradOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -214,7 +409,7 @@ std::vector<Shape> BatchNormGradOp::output_shapes(const std::vector<Shape>& inpu
 
 void BatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
-  batch_norm_backward(params(), inputs, nullptr, inputs[4]->data(), outputs);
+  batch_norm_backward_any(params(), inputs, nullptr, inputs[4]->data(), outputs);
 }
 
 std::vector<Shape> BatchNormReluOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -233,7 +428,7 @@ GradientSpec BatchNormReluOp::gradient() const {
 
 void BatchNormReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
-  batch_norm_forward(params(), inputs, outputs, true);
+  batch_norm_forward_any(params(), inputs, outputs, true);
 }
 
 std::vector<Shape> BatchNormReluGradOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -248,7 +443,7 @@ std::vector<Shape> BatchNormReluGradOp::output_shapes(const std::vector<Shape>& 
 
 void BatchNormReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                       const std::vector<Tensor*>& outputs, OpContext&) {
-  batch_norm_backward(params(), inputs, inputs[4]->data(), inputs[5]->data(), outputs);
+  batch_norm_backward_any(params(), inputs, inputs[4]->data(), inputs[5]->data(), outputs);
 }
 
 PURINE_REGISTER_OPERATOR(BatchNormOp);

@@ -36,4 +36,24 @@ inline __attribute__((always_inline)) double row_dot_centered(const float* g, co
   return lane_sum(n, [g, p, mean](int64_t i) { return g[i] * (p[i] - mean); });
 }
 
+// The same sums for 8 channels at once, in channel blocks (Tensor::channel_block): f(i, ch) is
+// element i of channel ch's row, and total[ch] += the row's sum, rounded as lane_sum rounds
+// each channel's row alone (the channels are the vector; each keeps its own eight lanes).
+template <typename F>
+inline __attribute__((always_inline)) void lane_sums_8_channels(int64_t n, F f, double* total) {
+  float lanes[8][8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l)
+      for (int ch = 0; ch < 8; ++ch) lanes[l][ch] += f(i + l, ch);
+  }
+  for (int l = 0; i < n; ++i, ++l)
+    for (int ch = 0; ch < 8; ++ch) lanes[l][ch] += f(i, ch);
+  for (int ch = 0; ch < 8; ++ch) {
+    double sum = 0;
+    for (int l = 0; l < 8; ++l) sum += lanes[l][ch];
+    total[ch] += sum;
+  }
+}
+
 }  // namespace purine::cpu

@@ -36,8 +36,8 @@ class DnnlConvKernel : public ConvKernel {
  public:
   // Throws dnnl::error when oneDNN has no implementation for the geometry.
   DnnlConvKernel(ConvDirection direction, const ConvGeometry& g, int threads,
-                 bool bias_relu = false)
-      : ConvKernel(direction, g, threads, bias_relu) {
+                 bool bias_relu = false, ConvBlocks blocks = {})
+      : ConvKernel(direction, g, threads, bias_relu, blocks) {
     OmpThreads scope(team_);  // oneDNN sizes its scratchpads for the creating thread count
     using dnnl::memory;
     using tag = memory::format_tag;
@@ -50,8 +50,14 @@ class DnnlConvKernel : public ConvKernel {
               (g.wo - 1) * g.stride_w + g.kw - g.w - g.pad_w};
     const memory::desc src_any(src, f32, tag::any), weights_any(weights, f32, tag::any),
         dst_any(dst, f32, tag::any);
-    const memory::desc src_plain(src, f32, tag::nchw), weights_plain(weights, f32, tag::oihw),
-        dst_plain(dst, f32, tag::nchw);
+    // Our tensors' layouts: activations plain (nchw) or in channel blocks, weights plain.
+    const auto activation = [&](const memory::dims& dims, int block) {
+      return memory::desc(dims, f32,
+                          block == 16  ? tag::nChw16c
+                          : block == 8 ? tag::nChw8c
+                                       : tag::nchw);
+    };
+    const memory::desc weights_plain(weights, f32, tag::oihw);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     // conv_bias_relu: the bias as a binary post-op (broadcast over [1, O, 1, 1]) rather than the
@@ -78,9 +84,9 @@ class DnnlConvKernel : public ConvKernel {
         primitive_ = dnnl::convolution_forward(forward);
         impl_ = forward.impl_info_str();
         scratchpad = forward.scratchpad_desc();
-        add_arg(DNNL_ARG_SRC, src_plain, forward.src_desc(), false);
+        add_arg(DNNL_ARG_SRC, activation(src, blocks.a), forward.src_desc(), false);
         add_arg(DNNL_ARG_WEIGHTS, weights_plain, forward.weights_desc(), false);
-        add_arg(DNNL_ARG_DST, dst_plain, forward.dst_desc(), true);
+        add_arg(DNNL_ARG_DST, activation(dst, blocks.out), forward.dst_desc(), true);
         if (bias_relu)
           add_arg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, bias_plain, bias_plain,
                   false);
@@ -93,9 +99,9 @@ class DnnlConvKernel : public ConvKernel {
         primitive_ = dnnl::convolution_backward_data(pd);
         impl_ = pd.impl_info_str();
         scratchpad = pd.scratchpad_desc();
-        add_arg(DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc(), false);
+        add_arg(DNNL_ARG_DIFF_DST, activation(dst, blocks.a), pd.diff_dst_desc(), false);
         add_arg(DNNL_ARG_WEIGHTS, weights_plain, pd.weights_desc(), false);
-        add_arg(DNNL_ARG_DIFF_SRC, src_plain, pd.diff_src_desc(), true);
+        add_arg(DNNL_ARG_DIFF_SRC, activation(src, blocks.out), pd.diff_src_desc(), true);
         break;
       }
       case ConvDirection::kBackwardWeights: {
@@ -106,8 +112,8 @@ class DnnlConvKernel : public ConvKernel {
         primitive_ = dnnl::convolution_backward_weights(pd);
         impl_ = pd.impl_info_str();
         scratchpad = pd.scratchpad_desc();
-        add_arg(DNNL_ARG_DIFF_DST, dst_plain, pd.diff_dst_desc(), false);
-        add_arg(DNNL_ARG_SRC, src_plain, pd.src_desc(), false);
+        add_arg(DNNL_ARG_DIFF_DST, activation(dst, blocks.a), pd.diff_dst_desc(), false);
+        add_arg(DNNL_ARG_SRC, activation(src, blocks.b), pd.src_desc(), false);
         add_arg(DNNL_ARG_DIFF_WEIGHTS, weights_plain, pd.diff_weights_desc(), true);
         break;
       }
@@ -143,19 +149,19 @@ class DnnlConvKernel : public ConvKernel {
 
  private:
   struct Arg {
-    dnnl::memory user;   // plain layout on our tensor; the data handle is set on every run
+    dnnl::memory user;   // our tensor's layout; the data handle is set on every run
     dnnl::memory inner;  // what the primitive reads or writes (user itself if layouts agree)
     dnnl::reorder reorder;
     bool reordered = false;
     size_t offset = 0;  // of `inner` in the thread's workspace, when reordered
   };
 
-  void add_arg(int id, const dnnl::memory::desc& plain, const dnnl::memory::desc& wanted,
+  void add_arg(int id, const dnnl::memory::desc& user, const dnnl::memory::desc& wanted,
                bool output) {
     const dnnl::engine& engine = dnnl_context::engine();
     Arg arg;
-    arg.user = dnnl::memory(plain, engine, DNNL_MEMORY_NONE);
-    if (wanted == plain) {
+    arg.user = dnnl::memory(user, engine, DNNL_MEMORY_NONE);
+    if (wanted == user) {
       arg.inner = arg.user;
     } else {
       arg.inner = dnnl::memory(wanted, engine, DNNL_MEMORY_NONE);
@@ -200,14 +206,15 @@ int64_t weight_grad_chunks(const ConvGeometry& g) {
 class ChunkedDnnlWeightGradKernel : public ConvKernel {
  public:
   // Throws dnnl::error when oneDNN has no implementation for a chunk's geometry.
-  ChunkedDnnlWeightGradKernel(const ConvGeometry& g, int threads)
-      : ConvKernel(ConvDirection::kBackwardWeights, g, threads),
+  ChunkedDnnlWeightGradKernel(const ConvGeometry& g, int threads, ConvBlocks blocks)
+      : ConvKernel(ConvDirection::kBackwardWeights, g, threads, false, blocks),
         chunks_(weight_grad_chunks(g)),
         size_(g.o * g.c * g.kh * g.kw) {
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
       ConvGeometry part = g;
       part.n = chunk_begin(g.n, chunk + 1, chunks_) - chunk_begin(g.n, chunk, chunks_);
-      parts_.push_back(std::make_unique<DnnlConvKernel>(direction_, part, 1));
+      // A chunk of whole images is contiguous in channel blocks too.
+      parts_.push_back(std::make_unique<DnnlConvKernel>(direction_, part, 1, false, blocks));
     }
     partials_.resize(static_cast<size_t>(chunks_) * size_);
   }
@@ -231,6 +238,70 @@ class ChunkedDnnlWeightGradKernel : public ConvKernel {
   const int64_t size_;                                  // O C kh kw
   std::vector<std::unique_ptr<DnnlConvKernel>> parts_;  // one-thread primitives, one per chunk
   std::vector<float> partials_;                         // one [O, C, kh, kw] sum per chunk
+};
+
+// A kernel that reads and writes plain tensors, for arguments in channel blocks: each blocked
+// argument goes through a plain copy of its own (oneDNN reorders), as oneDNN's kernels reorder
+// what their primitives want. For the convolutions whose kernel is not oneDNN's (a stem of 3
+// input channels, small planes) next to blocked activations.
+class BlockedArgsKernel : public ConvKernel {
+ public:
+  BlockedArgsKernel(std::unique_ptr<ConvKernel> plain, ConvDirection direction,
+                    const ConvGeometry& g, int threads, bool bias_relu, ConvBlocks blocks)
+      : ConvKernel(direction, g, threads, bias_relu, blocks), plain_(std::move(plain)) {
+    const dnnl::memory::dims x{g.n, g.c, g.h, g.w}, y{g.n, g.o, g.ho, g.wo};
+    const bool forward = direction == ConvDirection::kForward;
+    a_ = Copy(forward ? x : y, blocks.a, /*to_plain=*/true);
+    b_ = Copy(x, direction == ConvDirection::kBackwardWeights ? blocks.b : 0, true);
+    out_ =
+        Copy(forward ? y : x, direction == ConvDirection::kBackwardWeights ? 0 : blocks.out, false);
+  }
+
+  std::string name() const override { return plain_->name() + " (channel blocks reordered)"; }
+
+  void run(const float* a, const float* b, const float* bias, float* out) override {
+    OmpThreads scope(team_);
+    float* result = out_.blocked() ? out_.plain.data() : out;
+    plain_->run(a_.to_plain(a), b_.to_plain(b), bias, result);
+    if (out_.blocked()) out_.from_plain(out);
+  }
+
+ private:
+  // One argument: a plain copy and the reorder between it and the blocked tensor.
+  struct Copy {
+    Copy() = default;
+    Copy(const dnnl::memory::dims& dims, int block, bool to_plain) {
+      if (block == 0) return;
+      using tag = dnnl::memory::format_tag;
+      const dnnl::engine& engine = dnnl_context::engine();
+      const auto f32 = dnnl::memory::data_type::f32;
+      blocked_memory = dnnl::memory({dims, f32, block == 16 ? tag::nChw16c : tag::nChw8c}, engine,
+                                    DNNL_MEMORY_NONE);
+      plain.resize(dims[0] * dims[1] * dims[2] * dims[3]);
+      plain_memory = dnnl::memory({dims, f32, tag::nchw}, engine, plain.data());
+      reorder = to_plain ? dnnl::reorder(blocked_memory, plain_memory)
+                         : dnnl::reorder(plain_memory, blocked_memory);
+    }
+    bool blocked() const { return !plain.empty(); }
+    const float* to_plain(const float* blocked) {
+      if (!this->blocked()) return blocked;
+      blocked_memory.set_data_handle(const_cast<float*>(blocked));
+      reorder.execute(dnnl_context::stream(), blocked_memory, plain_memory);
+      dnnl_context::stream().wait();
+      return plain.data();
+    }
+    void from_plain(float* blocked) {
+      blocked_memory.set_data_handle(blocked);
+      reorder.execute(dnnl_context::stream(), plain_memory, blocked_memory);
+      dnnl_context::stream().wait();
+    }
+    std::vector<float> plain;  // its own memory: the plain kernel uses the thread's workspace
+    dnnl::memory blocked_memory, plain_memory;
+    dnnl::reorder reorder;
+  };
+
+  std::unique_ptr<ConvKernel> plain_;
+  Copy a_, b_, out_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -436,10 +507,48 @@ bool onednn_has_avx512() {
   return has;
 }
 
-// `engine` is "auto", "onednn" or "im2col" (validated by the caller).
+// Whether make_kernel's "auto" picks oneDNN for `direction` and `g` once the special kernels
+// (dense planes, channels last, cropped taps) have passed (the measurements: make_kernel).
+bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGeometry& g) {
+  const int64_t plane = g.ho * g.wo;
+  const SmallPlanes& small_planes = onednn_has_avx512() ? kSmallPlanesAvx512 : kSmallPlanesAvx2;
+  const bool small =
+      (direction == ConvDirection::kBackwardWeights && plane <= small_planes.weights) ||
+      (direction == ConvDirection::kForward && plane <= small_planes.forward);
+  const bool avx2_small_kernel_weights = direction == ConvDirection::kBackwardWeights &&
+                                         deterministic && g.kh * g.kw <= 9 && !onednn_has_avx512();
+  return !small && !avx2_small_kernel_weights &&
+         (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
+}
+
+// Whether make_kernel gives oneDNN's kernel (unless oneDNN has none for the geometry).
+bool takes_onednn(const std::string& engine, bool deterministic, ConvDirection direction,
+                  const ConvGeometry& g) {
+  if (engine != "auto") return engine == "onednn";
+  ConvGeometry inner;
+  return !dense_planes_fit(g) && !channels_last_fit(g) && !crop_taps(g, &inner) &&
+         auto_takes_onednn(deterministic, direction, g);
+}
+
+// `engine` is "auto", "onednn" or "im2col" (validated by the caller). Arguments in channel
+// blocks (`blocks`) go to oneDNN's kernel as they are, to the others through plain copies.
 std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool deterministic,
                                         ConvDirection direction, const ConvGeometry& g, int threads,
-                                        bool bias_relu) {
+                                        bool bias_relu, ConvBlocks blocks) {
+  if (!(blocks == ConvBlocks{})) {
+    if (takes_onednn(engine, deterministic, direction, g) && g.n > 0) {
+      try {
+        if (direction == ConvDirection::kBackwardWeights && deterministic)
+          return std::make_unique<ChunkedDnnlWeightGradKernel>(g, threads, blocks);
+        return std::make_unique<DnnlConvKernel>(direction, g, threads, bias_relu, blocks);
+      } catch (const dnnl::error&) {
+        // No oneDNN implementation for this geometry: the plain kernel, as below.
+      }
+    }
+    return std::make_unique<BlockedArgsKernel>(
+        make_kernel(engine, deterministic, direction, g, threads, bias_relu, {}), direction, g,
+        threads, bias_relu, blocks);
+  }
   // Measured on 2 Zen 3 cores (batch 64, 5x5, pad 2): oneDNN's blocked kernels win everywhere
   // except the backward passes with few channels, where blocking pads C up to 8
   // (1 -> 32 channels, 28x28: im2col 1.0 / 1.4 ms for data / weights vs oneDNN 6.4 / 6.3 ms).
@@ -470,19 +579,13 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // 1x1 plane: 0.68-0.94 against 0.10-0.14 ms). Training images/s, alternating runs: GoogLeNet
   // 1.06-1.10x, resnet20 1.21x.
   const int64_t plane = g.ho * g.wo;
-  const SmallPlanes& small_planes = onednn_has_avx512() ? kSmallPlanesAvx512 : kSmallPlanesAvx2;
-  const bool small =
-      (direction == ConvDirection::kBackwardWeights && plane <= small_planes.weights) ||
-      (direction == ConvDirection::kForward && plane <= small_planes.forward);
   // With AVX-512, oneDNN's chunks would also win the weight gradients of stems with fewer than 8
   // input channels (same machine and day: convnet_bn's 1 -> 32 5x5 at 28x28 0.42 against 0.72 ms
   // as shifted rows, GoogLeNet's 1 -> 64 7x7 0.35 against 0.81 as im2col), but stems keep our
   // kernels: those sum each image alone, so replicas of half a batch add up to the whole batch's
   // gradient almost bit for bit, which oneDNN's chunks do not (test_trainer_sync_bn: 2 x 16
   // synchronized images drifted 6.8e-4 in the loss from 1 x 32 after 12 iterations, against
-  // its 1e-5). About 1% of convnet_bn's step.
-  const bool avx2_small_kernel_weights = direction == ConvDirection::kBackwardWeights &&
-                                         deterministic && g.kh * g.kw <= 9 && !onednn_has_avx512();
+  // its 1e-5). About 1% of convnet_bn's step. (These choices: auto_takes_onednn.)
   // Every output pixel sees every input pixel (GoogLeNet's 1x1 and 2x2 planes at 28x28): a dense
   // layer of the taps joining each pair of pixels, in every direction (2 Zen 5 cores,
   // 2026-11-28, in training traces: the 48 convolution ops of its 1x1 planes 8.0 against 3.0 ms
@@ -504,16 +607,13 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   if (engine == "auto" && crop_taps(g, &inner))
     return make_cropped_taps_kernel(
         direction, g, inner,
-        make_kernel(engine, deterministic, direction, inner, threads, bias_relu), threads);
-  bool onednn = engine == "onednn";
-  if (engine == "auto") {
-    onednn = !small && !avx2_small_kernel_weights &&
-             (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
-  }
+        make_kernel(engine, deterministic, direction, inner, threads, bias_relu, {}), threads);
+  const bool onednn =
+      engine == "onednn" || (engine == "auto" && auto_takes_onednn(deterministic, direction, g));
   if (onednn && g.n > 0) {
     try {
       if (direction == ConvDirection::kBackwardWeights && deterministic)
-        return std::make_unique<ChunkedDnnlWeightGradKernel>(g, threads);
+        return std::make_unique<ChunkedDnnlWeightGradKernel>(g, threads, ConvBlocks{});
       return std::make_unique<DnnlConvKernel>(direction, g, threads, bias_relu);
     } catch (const dnnl::error& e) {
       // No oneDNN implementation for this geometry: im2col handles every geometry.
@@ -589,17 +689,50 @@ ConvGeometry ConvOpBase::geometry(const Shape& x, int x_input, const Shape& w, i
   return g;
 }
 
-ConvKernel& ConvOpBase::kernel(ConvDirection direction, const ConvGeometry& g, bool bias_relu) {
+ConvKernel& ConvOpBase::kernel(ConvDirection direction, const ConvGeometry& g, bool bias_relu,
+                               ConvBlocks blocks) {
   const int threads = omp_get_max_threads();
-  if (!kernel_ || !kernel_->matches(g, threads)) {
+  if (!kernel_ || !kernel_->matches(g, threads, blocks)) {
     try {
       kernel_ = make_kernel(params_.engine, params_.deterministic_now(), direction, g, threads,
-                            bias_relu);
+                            bias_relu, blocks);
     } catch (const Error& e) {
       throw Error(str(type(), ": ", e.what()));
     }
   }
   return *kernel_;
+}
+
+// oneDNN's direct convolutions keep activations in blocks of 16 channels with AVX-512 and of 8
+// with AVX2 (nChw16c, nChw8c); blocks of that size meet no reorder there, and the other kernels
+// reorder them (BlockedArgsKernel).
+int conv_channel_block() { return onednn_has_avx512() ? 16 : 8; }
+
+bool ConvOpBase::takes_blocks(const Shape& x, const Shape& w, int block) const {
+  return block == conv_channel_block() && x.ndim() == 4 && w.ndim() == 4;
+}
+
+ChannelBlocking ConvOp::channel_blocking(const std::vector<Shape>& inputs, int block) const {
+  if (!takes_blocks(inputs[0], inputs[1], block)) return {};
+  return ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0});
+}
+
+ChannelBlocking ConvBiasReluOp::channel_blocking(const std::vector<Shape>& inputs,
+                                                 int block) const {
+  if (!takes_blocks(inputs[0], inputs[1], block)) return {};
+  return ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0});
+}
+
+ChannelBlocking ConvGradDataOp::channel_blocking(const std::vector<Shape>& inputs,
+                                                 int block) const {
+  if (!takes_blocks(inputs[2], inputs[1], block)) return {};
+  return ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0}, {2});  // x: its shape only
+}
+
+ChannelBlocking ConvGradWeightOp::channel_blocking(const std::vector<Shape>& inputs,
+                                                   int block) const {
+  if (!takes_blocks(inputs[1], inputs[2], block)) return {};
+  return ChannelBlocking::make(ChannelBlocking::kEach, {0, 1}, {});
 }
 
 std::vector<Shape> ConvOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -621,7 +754,8 @@ void ConvOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
   ConvGeometry g = geometry(inputs[0]->shape(), 0, inputs[1]->shape(), 1);
   if (outputs[0]->count() == 0) return;
-  kernel(ConvDirection::kForward, g)
+  kernel(ConvDirection::kForward, g, false,
+         {inputs[0]->channel_block(), 0, outputs[0]->channel_block()})
       .run(inputs[0]->data(), inputs[1]->data(), nullptr, outputs[0]->mutable_data());
 }
 
@@ -651,7 +785,8 @@ void ConvBiasReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                  const std::vector<Tensor*>& outputs, OpContext&) {
   ConvGeometry g = geometry(inputs[0]->shape(), 0, inputs[1]->shape(), 1);
   if (outputs[0]->count() == 0) return;
-  kernel(ConvDirection::kForward, g, /*bias_relu=*/true)
+  kernel(ConvDirection::kForward, g, /*bias_relu=*/true,
+         {inputs[0]->channel_block(), 0, outputs[0]->channel_block()})
       .run(inputs[0]->data(), inputs[1]->data(), inputs[2]->data(), outputs[0]->mutable_data());
 }
 
@@ -673,7 +808,8 @@ void ConvGradDataOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                  const std::vector<Tensor*>& outputs, OpContext&) {
   ConvGeometry g = geometry(inputs[2]->shape(), 2, inputs[1]->shape(), 1);
   if (outputs[0]->count() == 0) return;
-  kernel(ConvDirection::kBackwardData, g)
+  kernel(ConvDirection::kBackwardData, g, false,
+         {inputs[0]->channel_block(), 0, outputs[0]->channel_block()})
       .run(inputs[0]->data(), inputs[1]->data(), nullptr, outputs[0]->mutable_data());
 }
 
@@ -688,7 +824,8 @@ void ConvGradWeightOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                    const std::vector<Tensor*>& outputs, OpContext&) {
   ConvGeometry g = geometry(inputs[1]->shape(), 1, inputs[2]->shape(), 2);
   if (outputs[0]->count() == 0) return;
-  kernel(ConvDirection::kBackwardWeights, g)
+  kernel(ConvDirection::kBackwardWeights, g, false,
+         {inputs[0]->channel_block(), inputs[1]->channel_block(), 0})
       .run(inputs[0]->data(), inputs[1]->data(), nullptr, outputs[0]->mutable_data());
 }
 

@@ -25,9 +25,11 @@ class ConvKernel {
   // Convolutions of fewer multiply-adds than this run on the calling thread alone.
   static constexpr int64_t kParallelWork = int64_t{1} << 20;
 
-  ConvKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu = false)
+  ConvKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu = false,
+             ConvBlocks blocks = {})
       : direction_(direction),
         bias_relu_(bias_relu),
+        blocks_(blocks),
         g_(g),
         threads_(threads),
         team_(g.n * g.o * g.c * g.kh * g.kw * g.ho * g.wo >= kParallelWork ? threads : 1) {}
@@ -35,13 +37,16 @@ class ConvKernel {
   ConvKernel(const ConvKernel&) = delete;
   ConvKernel& operator=(const ConvKernel&) = delete;
 
-  bool matches(const ConvGeometry& g, int threads) const { return g == g_ && threads == threads_; }
+  bool matches(const ConvGeometry& g, int threads, ConvBlocks blocks) const {
+    return g == g_ && threads == threads_ && blocks == blocks_;
+  }
   virtual std::string name() const = 0;
   virtual void run(const float* a, const float* b, const float* bias, float* out) = 0;
 
  protected:
   const ConvDirection direction_;
-  const bool bias_relu_;  // kForward: conv_bias_relu's
+  const bool bias_relu_;     // kForward: conv_bias_relu's
+  const ConvBlocks blocks_;  // of run()'s arguments (only oneDNN's kernels take blocks)
   const ConvGeometry g_;
   const int threads_;  // the OpenMP thread count the kernel was built for
   const int team_;     // the threads it uses: threads_, or 1 for small convolutions

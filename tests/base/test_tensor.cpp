@@ -138,3 +138,54 @@ TEST_CASE("a caller's mistakes on a tensor throw purine::Error naming the shapes
   // Nothing changed on the way.
   CHECK(t.values() == std::vector<float>(6, 0.0f));
 }
+
+TEST_CASE("a tensor in channel blocks holds [N, C/b, H, W, b] and reads as [N, C, H, W]",
+          "[tensor]") {
+  const Shape shape{2, 16, 2, 3};
+  std::vector<float> values(static_cast<size_t>(shape.count()));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  Tensor blocked(shape);
+  blocked.set_channel_block(8);
+  CHECK(blocked.channel_block() == 8);
+  blocked.set_values(values);
+  CHECK(blocked.values() == values);
+  // Element (n, c, h, w) of the plain order lies at ((n 2 + c / 8) 6 + h 3 + w) 8 + c % 8.
+  const auto at = [](int64_t n, int64_t c, int64_t h, int64_t w) {
+    return ((n * 2 + c / 8) * 6 + h * 3 + w) * 8 + c % 8;
+  };
+  const auto plain_at = [](int64_t n, int64_t c, int64_t h, int64_t w) {
+    return ((n * 16 + c) * 2 + h) * 3 + w;
+  };
+  for (int64_t n : {0, 1})
+    for (int64_t c : {0, 5, 8, 15})
+      for (int64_t h : {0, 1})
+        for (int64_t w : {0, 2})
+          REQUIRE(blocked.data()[at(n, c, h, w)] == values[plain_at(n, c, h, w)]);
+  // Copies either way, and between blocks of one size.
+  Tensor plain(shape);
+  plain.copy_from(blocked);
+  CHECK(plain.values() == values);
+  Tensor again(shape);
+  again.set_channel_block(8);
+  again.copy_from(blocked);
+  CHECK(std::equal(again.data(), again.data() + again.count(), blocked.data()));
+  // A slice of whole images keeps the blocks.
+  const Tensor second = blocked.slice(0, 1, 2);
+  CHECK(second.channel_block() == 8);
+  CHECK(second.values() == std::vector<float>(values.begin() + shape.count() / 2, values.end()));
+}
+
+TEST_CASE("a tensor in channel blocks refuses views and blocks that do not fit", "[tensor]") {
+  Tensor blocked(Shape{2, 16, 2, 2});
+  blocked.set_channel_block(16);
+  CHECK_THROWS_WITH(blocked.view(0, Shape{16}), Catch::Contains("held in channel blocks of 16"));
+  CHECK_THROWS_WITH(blocked.reshaped(Shape{2, 64}), Catch::Contains("a reshape"));
+  CHECK_THROWS_WITH(blocked.slice(1, 0, 8), Catch::Contains("only slices along axis 0"));
+  Tensor other(Shape{2, 16, 2, 2});
+  other.set_channel_block(8);
+  CHECK_THROWS_WITH(other.copy_from(blocked), Catch::Contains("blocks"));
+  Tensor odd(Shape{2, 12, 2, 2});
+  CHECK_THROWS_WITH(odd.set_channel_block(8), Catch::Contains("C a multiple of the block"));
+  Tensor flat(Shape{4, 16});
+  CHECK_THROWS_WITH(flat.set_channel_block(8), Catch::Contains("[N, C, H, W]"));
+}

@@ -26,5 +26,12 @@ Tensor tensor_of(const Shape& shape, const std::vector<float>& values);
 // Runs one operator forward on CPU tensors and returns its outputs.
 std::vector<Tensor> run_forward(const std::string& type, const Attrs& attrs,
                                 const std::vector<Tensor>& inputs, uint64_t rng_seed = 7);
+// The same with the arguments the operator takes in channel blocks of `block`
+// (Operator::channel_blocking), where their channels are a multiple of it, given to it in those
+// blocks: the inputs copied into blocked
+// tensors, the outputs made blocked (read them with values()). `blocked` counts them.
+std::vector<Tensor> run_forward_blocked(const std::string& type, const Attrs& attrs,
+                                        const std::vector<Tensor>& inputs, int block,
+                                        int* blocked = nullptr);
 
 }  // namespace purine::testing

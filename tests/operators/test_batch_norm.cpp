@@ -182,9 +182,10 @@ TEST_CASE("batch_norm rejects mismatched shapes", "[batch_norm]") {
 
 namespace {
 
+// Element by element in [N, C, H, W] order (values(): tensors in channel blocks too).
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() &&
-         std::memcmp(a.data(), b.data(), sizeof(float) * a.shape().count()) == 0;
+  const std::vector<float> x = a.values(), y = b.values();
+  return a.shape() == b.shape() && std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) == 0;
 }
 
 }  // namespace
@@ -235,4 +236,39 @@ TEST_CASE("batch_norm_relu_grad rejects a y or dy of another shape", "[batch_nor
   REQUIRE_THROWS_WITH(
       run_forward("batch_norm_relu", {}, {random_tensor({1, 3}, rng), c3, c3, c3, c3}),
       Catch::Contains("batch_norm_relu: training needs more than one value"));
+}
+
+TEST_CASE("batch_norm in channel blocks gives the plain kernels' bits", "[batch_norm][isa]") {
+  Rng rng(75);
+  for (const Shape& shape : {Shape{6, 16, 5, 5}, Shape{3, 32, 7, 7}, Shape{4, 16, 4, 4}}) {
+    const int64_t c = shape[1];
+    const Tensor x = random_tensor(shape, rng, -2, 2), dy = random_tensor(shape, rng);
+    const Tensor gamma = random_tensor({c}, rng), beta = random_tensor({c}, rng);
+    const Tensor rm = random_tensor({c}, rng), rv = random_tensor({c}, rng, 0.5f, 1.5f);
+    for (int block : {8, 16}) {
+      for (const char* mode : {"train", "test"}) {
+        INFO(shape << " in blocks of " << block << ", mode " << mode);
+        const Attrs attrs = Attrs().set("mode", mode).set("momentum", 0.8);
+        for (const char* type : {"batch_norm", "batch_norm_relu"}) {
+          INFO(type);
+          const std::vector<Tensor> in{x, gamma, beta, rm, rv};
+          const auto plain = run_forward(type, attrs, in);
+          int blocked = 0;
+          const auto got = run_forward_blocked(type, attrs, in, block, &blocked);
+          CHECK(blocked == 2);  // x and y
+          for (int i = 0; i < 5; ++i) CHECK(same_bits(got[i], plain[i]));
+
+          const bool relu = std::string(type) == "batch_norm_relu";
+          std::vector<Tensor> grad_in{x, gamma, plain[1], plain[2]};
+          if (relu) grad_in.push_back(plain[0]);
+          grad_in.push_back(dy);
+          const std::string grad = std::string(type) + "_grad";
+          const auto plain_grad = run_forward(grad, attrs, grad_in);
+          const auto got_grad = run_forward_blocked(grad, attrs, grad_in, block, &blocked);
+          CHECK(blocked == (relu ? 4 : 3));  // x, (y,) dy and dx
+          for (int i = 0; i < 3; ++i) CHECK(same_bits(got_grad[i], plain_grad[i]));
+        }
+      }
+    }
+  }
 }

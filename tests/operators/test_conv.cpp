@@ -124,8 +124,10 @@ bool shifted_rows_run() {
   return purine::vector_isa() != purine::VectorIsa::kBaseline && __builtin_cpu_supports("fma");
 }
 
+// Element by element in [N, C, H, W] order (values(): tensors in channel blocks too).
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(float) * a.count()) == 0;
+  const std::vector<float> x = a.values(), y = b.values();
+  return a.shape() == b.shape() && std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) == 0;
 }
 
 // conv_grad_weight of `g` with `engine`: matches the naive loops on one thread within
@@ -672,4 +674,49 @@ TEST_CASE("conv_bias_relu rejects a bias of the wrong size", "[conv]") {
                                 {random_tensor({1, 2, 4, 4}, rng), random_tensor({3, 2, 3, 3}, rng),
                                  random_tensor({2}, rng)}),
                     Catch::Contains("input 2 (bias) has shape [2], expected [3]"));
+}
+
+// Tagged [isa]: it runs under ONEDNN_MAX_CPU_ISA=AVX2 as well (blocks of 8 there).
+TEST_CASE("conv in channel blocks gives the plain kernels' bits in every direction",
+          "[conv][isa]") {
+  const int block = conv_channel_block();
+  CHECK(block ==
+        ((dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core
+             ? 16
+             : 8));
+  // oneDNN's kernels (3x3 over 8x8, a stride), a stem of 3 input channels (only y and dy in
+  // blocks; its weight gradient by shifted rows, through plain copies), and 1x1 planes (the
+  // dense planes' kernel, through plain copies).
+  for (Geometry g :
+       {Geometry{4, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1}, Geometry{3, 32, 9, 9, 16, 3, 3, 2, 2, 1, 1},
+        Geometry{4, 3, 8, 8, 16, 3, 3, 1, 1, 1, 1}, Geometry{8, 16, 1, 1, 32, 3, 3, 1, 1, 1, 1}}) {
+    INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", kernel " << g.kh
+             << ", stride " << g.stride_h);
+    Rng rng(77);
+    const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+    const Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+    const Tensor b = random_tensor({g.o}, rng);
+    const Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+    const Attrs attrs = g.attrs();
+    const bool c_blocks = g.c % block == 0;  // x and dx can take blocks
+    struct Case {
+      const char* type;
+      std::vector<Tensor> inputs;
+      int blocked;  // the arguments given in blocks
+    };
+    for (const Case& c :
+         {Case{"conv", {x, w}, 1 + c_blocks}, Case{"conv_bias_relu", {x, w, b}, 1 + c_blocks},
+          Case{"conv_grad_data", {dy, w, x}, 1 + c_blocks},
+          Case{"conv_grad_weight", {dy, x, w}, 1 + c_blocks}}) {
+      INFO(c.type);
+      int blocked = 0;
+      const auto got = run_forward_blocked(c.type, attrs, c.inputs, block, &blocked);
+      CHECK(blocked == c.blocked);
+      CHECK(same_bits(got[0], run_forward(c.type, attrs, c.inputs)[0]));
+    }
+  }
+  // Blocks of another size than the kernels' are not taken.
+  auto conv = OperatorRegistry::create("conv", {});
+  CHECK(conv->channel_blocking({Shape{2, 32, 4, 4}, Shape{32, 32, 3, 3}}, block / 2).kind ==
+        ChannelBlocking::kNone);
 }

@@ -473,7 +473,7 @@ TEST_CASE("train --config reads a TrainConfig, flags override it, --print-config
                                  Contains("stages: 3\n") && Contains("optimizer: \"sgd\"\n"));
   // Every field of TrainConfig, each from its flag, after four lines naming the two flags that
   // are no fields (tests/tools/test_config.cpp checks each flag).
-  CHECK(lines(printed.output) == 4 + 64);
+  CHECK(lines(printed.output) == 4 + 65);
   Result unknown = run_purine("train --config=" + dir.file("unknown.pbtxt"));
   CHECK(unknown.status != 0);
   CHECK(unknown.output == "error: --config=" + dir.file("unknown.pbtxt") +

@@ -36,6 +36,7 @@ void write_summary(const std::string& path, const TrainOptions& options,
       << "  \"run_ahead\": " << (options.run_ahead ? "true" : "false") << ",\n"
       << "  \"fuse\": " << (options.fuse ? "true" : "false") << ",\n"
       << "  \"fuse_siblings\": " << (options.fuse_siblings ? "true" : "false") << ",\n"
+      << "  \"block_channels\": " << (options.block_channels ? "true" : "false") << ",\n"
       << "  \"replayed_iterations\": " << result.replayed_iterations << ",\n"
       << "  \"iterations\": " << result.iterations << ",\n"
       << "  \"images_per_sec\": " << json_number(result.images_per_sec, 8)

@@ -183,6 +183,10 @@ DEFINE_bool(fuse_siblings, true,
             "geometry (GoogLeNet's 1x1 and reduce branches) as one op over all their output "
             "channels (the results then round differently); --nofuse_siblings keeps "
             "them apart, with the same results as --nofuse");
+DEFINE_bool(block_channels, true,
+            "at a CPU: hold the activations between convolutions, batch norms and element-wise "
+            "ops in the channel blocks of oneDNN's convolutions (no reorders on every run; the "
+            "same results); --noblock_channels keeps every tensor plain");
 DEFINE_string(devices, "",
               "data parallel over these GPUs of each process (e.g. 0,1), one replica each with "
               "--batch split among them; the data is read on the CPU");
@@ -343,6 +347,7 @@ TrainOptions options_from_flags(int ranks) {
   o.run_ahead = FLAGS_run_ahead;
   o.fuse = FLAGS_fuse;
   o.fuse_siblings = FLAGS_fuse_siblings;
+  o.block_channels = FLAGS_block_channels;
   o.split = parse_name_list(FLAGS_split, "--split");
   require(FLAGS_device < 0 || FLAGS_devices.empty(), "give --device or --devices, not both");
   o.devices = FLAGS_device >= 0 ? std::vector<int>{FLAGS_device}
