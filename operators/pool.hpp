@@ -76,6 +76,7 @@ class PoolOp : public TypedOperator<PoolOp, PoolOpBase> {
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
   bool differentiable() const override { return true; }
   GradientSpec gradient() const override;
 
@@ -92,6 +93,7 @@ class PoolGradOp : public TypedOperator<PoolGradOp, PoolOpBase> {
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

@@ -6,8 +6,10 @@
 #include <set>
 
 #include "base/error.hpp"
+#include "graphs/channel_blocks.hpp"
 #include "graphs/fusion.hpp"
 #include "models/models.hpp"
+#include "operators/conv.hpp"
 #include "operators/data_source.hpp"
 #include "operators/registry.hpp"
 #include "purine/graph.hpp"
@@ -17,14 +19,18 @@ namespace purine {
 
 namespace {
 
-// The model's forward graph on `images` with class probabilities; fused where `fuse`.
+// The model's forward graph on `images` with class probabilities; where `fuse`, fused and its
+// activations in channel blocks (graphs/channel_blocks.hpp), as training runs them.
 Blob* build_forward(Graph& g, const PredictorOptions& o, Blob* images, bool fuse) {
   ModelSpec spec;
   spec.training = false;
   spec.classes = o.classes;
   Blob* logits = find_model(o.model)(g, images, spec);
   Blob* probabilities = g.apply("softmax", "softmax", {}, {logits}, {"probabilities"})[0];
-  if (fuse) fuse_forward(g, /*siblings=*/true);
+  if (fuse) {
+    fuse_forward(g, /*siblings=*/true);
+    block_channels(g, conv_channel_block());
+  }
   return probabilities;
 }
 

@@ -25,8 +25,9 @@ struct PredictorOptions {
   Shape images;         // [batch, C, H, W]: the most images one call takes, and their size
   int64_t classes = 10;
   int threads = 2;
-  // Conv + bias + relu chains and bias + relu pairs run as one op each (graphs/fusion.hpp), as
-  // in training: the same probabilities, bit for bit. False keeps every op.
+  // Conv + bias + relu chains and bias + relu pairs run as one op each (graphs/fusion.hpp), and
+  // activations between convolutions are held in channel blocks (graphs/channel_blocks.hpp), as
+  // in training: the same probabilities, bit for bit. False keeps every op and tensor plain.
   bool fuse = true;
 };
 

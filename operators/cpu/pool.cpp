@@ -1,11 +1,15 @@
 #include "operators/pool.hpp"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "base/error.hpp"
+#include "operators/cpu/masked.hpp"
+#include "operators/cpu/pool_blocks.hpp"
 #include "operators/cpu/pool_lanes.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/registry.hpp"
@@ -27,16 +31,6 @@ inline int64_t argmax(const PoolGeometry& g, const float* x, const PoolWindow& w
     }
   }
   return best;
-}
-
-// v where take is 1, +0 where it is 0, without a branch.
-inline float masked(float v, uint32_t take) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  bits &= 0u - take;
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
 }
 
 // One plane of pooling.
@@ -190,11 +184,27 @@ GradientSpec PoolOp::gradient() const {
   return spec;
 }
 
+// x and y (and the gradient's dy and dx; its y, only a shape) all in blocks or none, in blocks of
+// a multiple of 8 channels.
+ChannelBlocking PoolOp::channel_blocking(const std::vector<Shape>&, int block) const {
+  if (block % 8 != 0 || block > 16) return {};
+  return ChannelBlocking::make(ChannelBlocking::kUniform, {0}, {0});
+}
+
+ChannelBlocking PoolGradOp::channel_blocking(const std::vector<Shape>&, int block) const {
+  if (block % 8 != 0 || block > 16) return {};
+  return ChannelBlocking::make(ChannelBlocking::kUniform, {0, 2}, {0}, {1});
+}
+
 void PoolOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
   const PoolGeometry g = geometry(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
+  if (const int block = inputs[0]->channel_block()) {
+    CHECK_EQ(outputs[0]->channel_block(), block);
+    return pool_blocks(g, inputs[0]->shape()[0], inputs[0]->shape()[1], block, x, y);
+  }
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
   if (use_pool_lanes(g)) return pool_lanes(g, x, y);
   parallel_for(g.planes, g.planes * in_plane > kParallelMinArithmetic,
@@ -218,6 +228,10 @@ void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* x = inputs[0]->data();
   const float* dy = inputs[2]->data();
   float* dx = outputs[0]->mutable_data();
+  if (const int block = inputs[0]->channel_block()) {
+    CHECK(inputs[2]->channel_block() == block && outputs[0]->channel_block() == block);
+    return pool_grad_blocks(g, inputs[0]->shape()[0], inputs[0]->shape()[1], block, x, dy, dx);
+  }
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
   if (use_pool_lanes(g)) return pool_grad_lanes(g, x, dy, dx);
   parallel_for(g.planes, g.planes * in_plane > kParallelMinArithmetic, [&](int64_t p) {

@@ -222,3 +222,43 @@ TEST_CASE("pool rejects bad shapes and attributes", "[pool]") {
   REQUIRE_THROWS_WITH(run_forward("pool", Attrs().set("kernel", 5), {x}),
                       Catch::Contains("kernel 5x5 is larger than the padded input 4x4"));
 }
+
+TEST_CASE("pooling in channel blocks gives the plain kernels' bits", "[pool][isa]") {
+  struct Case {
+    const char* mode;
+    int64_t kernel, stride, pad;
+  };
+  // Disjoint 2x2 windows (odd sizes leave a row and a column out), overlapping padded windows
+  // both ways, and a global average.
+  for (const Case& c : {Case{"max", 2, 2, 0}, Case{"max", 3, 1, 1}, Case{"max", 3, 2, 1},
+                        Case{"avg", 3, 2, 1}, Case{"avg", 7, 7, 0}}) {
+    for (int block : {8, 16}) {
+      INFO(c.mode << " " << c.kernel << "x" << c.kernel << " stride " << c.stride << " pad "
+                  << c.pad << ", blocks of " << block);
+      Rng rng(81);
+      const Shape shape{3, 32, 7, 7};
+      // Small integers: windows with ties, where the first maximum must take the gradient.
+      Tensor x(shape);
+      std::vector<float> values(static_cast<size_t>(shape.count()));
+      for (float& v : values) v = static_cast<float>(static_cast<int>(rng.uniform(0, 4)));
+      x.set_values(values);
+      const Attrs attrs = Attrs()
+                              .set("mode", c.mode)
+                              .set("kernel", c.kernel)
+                              .set("stride", c.stride)
+                              .set("pad", c.pad);
+      const Tensor y = run_forward("pool", attrs, {x})[0];
+      int blocked = 0;
+      const Tensor got = run_forward_blocked("pool", attrs, {x}, block, &blocked)[0];
+      CHECK(blocked == 2);
+      const std::vector<float> y_values = y.values(), got_values = got.values();
+      CHECK(std::memcmp(y_values.data(), got_values.data(), sizeof(float) * y_values.size()) == 0);
+      const Tensor dy = random_tensor(y.shape(), rng);
+      const Tensor dx = run_forward("pool_grad", attrs, {x, y, dy})[0];
+      const Tensor got_dx = run_forward_blocked("pool_grad", attrs, {x, y, dy}, block, &blocked)[0];
+      CHECK(blocked == 3);  // x, dy and dx
+      const std::vector<float> expected = dx.values(), actual = got_dx.values();
+      CHECK(std::memcmp(expected.data(), actual.data(), sizeof(float) * expected.size()) == 0);
+    }
+  }
+}

@@ -152,3 +152,38 @@ TEST_CASE("a checkpoint of any layout predicts at any batch size and evaluates a
   CHECK_THROWS_WITH(Predictor(mlp_predictor(dir.file("none"), 1)),
                     Catch::Contains(dir.file("none")));
 }
+
+TEST_CASE("the predictor holds resnet20's activations in channel blocks, the same probabilities",
+          "[predictor][channel_blocks]") {
+  testing::TempDir dir;
+  TrainOptions o;
+  o.model = "resnet20";
+  o.data_dir = "synthetic:1x28x28:10";
+  o.max_iters = 2;
+  o.batch = 8;
+  o.evaluate = false;
+  o.checkpoint_path = dir.file("resnet20.ckpt");
+  Trainer(o).train();
+  PredictorOptions p;
+  p.model = "resnet20";
+  p.weights = dir.file("resnet20.ckpt");
+  p.images = {4, 1, 28, 28};
+  Predictor blocked(p);
+  p.fuse = false;
+  Predictor plain(p);
+  const auto blocked_blobs = [](const Graph& g) {
+    int n = 0;
+    for (const auto& blob : g.blobs()) n += blob->channel_block() > 0;
+    return n;
+  };
+  CHECK(blocked_blobs(blocked.graph()) > 10);
+  CHECK(blocked_blobs(plain.graph()) == 0);
+  Rng rng(5);
+  Tensor images(p.images);
+  std::vector<float> pixels(static_cast<size_t>(images.count()));
+  for (float& v : pixels) v = static_cast<float>(rng.uniform(0, 1));
+  images.set_values(pixels);
+  const std::vector<float> got = blocked.probabilities(images).values();
+  CHECK(got == plain.probabilities(images).values());
+  CHECK(got.size() == 40);
+}
