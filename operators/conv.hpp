@@ -115,9 +115,9 @@ class ConvOpBase : public Operator {
   ConvGeometry geometry(const Shape& x, int x_input, const Shape& w, int w_input) const;
 
  protected:
-  // The kernel for `direction` and `g`, built on first use and again whenever the geometry or
-  // the calling thread's OpenMP thread count changed. `bias_relu`: the forward of
-  // conv_bias_relu.
+  // The kernel for `direction` and `g`, built on first use and again whenever the geometry,
+  // the arguments' channel blocks or the calling thread's OpenMP thread count changed. `bias_relu`:
+  // the forward of conv_bias_relu.
   ConvKernel& kernel(ConvDirection direction, const ConvGeometry& g, bool bias_relu = false,
                      ConvBlocks blocks = {});
   // For channel_blocking(): whether the CPU kernels take activations in channel blocks of

@@ -169,9 +169,9 @@ struct ChannelBlocks {
   int64_t at(int64_t i, int64_t c) const {
     return i * image() + c / block * inner * block + c % block;
   }
-  // total[i C + c] = the sum over pixels s of f(image, s b, c) for each image i and channel c,
-  // images in parallel; f(p, k, c) reads element k of the 8-channel vector p (its channels'
-  // pointer at pixel 0).
+  // total[i C + c] = the sum over pixels s of f(base, s b + c % 8, c) for each image i and
+  // channel c, images in parallel, where base = at(i, c - c % 8): f reads the element at
+  // base + k.
   template <typename F>
   void image_sums(bool parallel, double* total, F f) const {
     parallel_for_isa(
@@ -205,10 +205,9 @@ struct ChannelBlocks {
   }
 };
 
-// The per-image sums' workspace: (N + 1) C doubles for each of `count` sums.
-double* image_sums_workspace(const ChannelBlocks& e, int count) {
-  return reinterpret_cast<double*>(
-      thread_workspace(sizeof(double) * (e.n + 1) * e.channels * count));
+// `count` doubles of the calling thread's workspace (the per-image and per-channel sums).
+double* workspace_doubles(int64_t count) {
+  return reinterpret_cast<double*>(thread_workspace(sizeof(double) * count));
 }
 
 void batch_norm_forward_blocked(const BatchNormParams& p, const std::vector<const Tensor*>& inputs,
@@ -226,13 +225,18 @@ void batch_norm_forward_blocked(const BatchNormParams& p, const std::vector<cons
   float* saved_inv_std = outputs[2]->mutable_data();
   float* new_mean = outputs[3]->mutable_data();
   float* new_var = outputs[4]->mutable_data();
-  double* total = image_sums_workspace(e, 1);
+  // Per-image sums [N C], their per-channel sums [C], the variances [C]; then the scales and
+  // shifts over the per-image sums, once those are added up.
+  double* total = workspace_doubles((e.n + 2) * channels);
   double* sums = total + e.n * channels;
+  float* var = reinterpret_cast<float*>(sums + channels);
+  float* scale = reinterpret_cast<float*>(total);
+  float* shift = scale + channels;
   for (int64_t c = 0; c < channels; ++c) {  // mode test: the running statistics
     saved_mean[c] = running_mean[c];
     new_mean[c] = running_mean[c];
     new_var[c] = running_var[c];
-    saved_inv_std[c] = running_var[c];  // the variance until inv_std below
+    var[c] = running_var[c];
   }
   if (p.training) {
     e.image_sums(parallel, total, [&](int64_t base, int64_t k, int64_t) { return x[base + k]; });
@@ -248,14 +252,11 @@ void batch_norm_forward_blocked(const BatchNormParams& p, const std::vector<cons
       const float unbiased = static_cast<float>(sums[c] / static_cast<double>(m - 1));
       new_mean[c] = p.momentum * running_mean[c] + (1.0f - p.momentum) * saved_mean[c];
       new_var[c] = p.momentum * running_var[c] + (1.0f - p.momentum) * unbiased;
-      saved_inv_std[c] = static_cast<float>(sums[c] / static_cast<double>(m));
+      var[c] = static_cast<float>(sums[c] / static_cast<double>(m));
     }
   }
-  // scale and shift as BatchNormAffine makes them, in the workspace's floats after the sums
-  float* scale = reinterpret_cast<float*>(total);
-  float* shift = scale + channels;
-  for (int64_t c = 0; c < channels; ++c) {
-    saved_inv_std[c] = 1.0f / std::sqrt(saved_inv_std[c] + p.eps);
+  for (int64_t c = 0; c < channels; ++c) {  // scale and shift as BatchNormAffine makes them
+    saved_inv_std[c] = 1.0f / std::sqrt(var[c] + p.eps);
     const formula::BatchNormAffine affine(gamma[c], beta[c], saved_mean[c], saved_inv_std[c]);
     scale[c] = affine.scale;
     shift[c] = affine.shift;
@@ -343,7 +344,7 @@ void batch_norm_backward_blocked(const BatchNormParams& p, const std::vector<con
   float* dx = outputs[0]->mutable_data();
   float* dgamma = outputs[1]->mutable_data();
   float* dbeta = outputs[2]->mutable_data();
-  double* total = image_sums_workspace(e, 2);
+  double* total = workspace_doubles(2 * (e.n + 1) * channels);
   double* centered_total = total + e.n * channels;
   double* sum_dy = centered_total + e.n * channels;
   double* sum_centered = sum_dy + channels;
@@ -357,7 +358,7 @@ void batch_norm_backward_blocked(const BatchNormParams& p, const std::vector<con
   });
   e.add_images(total, sum_dy);
   e.add_images(centered_total, sum_centered);
-  float* scale = reinterpret_cast<float*>(total);  // the per-image sums are added up
+  float* scale = reinterpret_cast<float*>(total);  // over the per-image sums, added up
   float* mean_dy = scale + channels;
   float* slope = mean_dy + channels;
   for (int64_t c = 0; c < channels; ++c) {

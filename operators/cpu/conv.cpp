@@ -530,6 +530,15 @@ bool takes_onednn(const std::string& engine, bool deterministic, ConvDirection d
          auto_takes_onednn(deterministic, direction, g);
 }
 
+// oneDNN's kernel; throws dnnl::error when oneDNN has no implementation for the geometry.
+std::unique_ptr<ConvKernel> make_onednn_kernel(bool deterministic, ConvDirection direction,
+                                               const ConvGeometry& g, int threads, bool bias_relu,
+                                               ConvBlocks blocks) {
+  if (direction == ConvDirection::kBackwardWeights && deterministic)
+    return std::make_unique<ChunkedDnnlWeightGradKernel>(g, threads, blocks);
+  return std::make_unique<DnnlConvKernel>(direction, g, threads, bias_relu, blocks);
+}
+
 // `engine` is "auto", "onednn" or "im2col" (validated by the caller). Arguments in channel
 // blocks (`blocks`) go to oneDNN's kernel as they are, to the others through plain copies.
 std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool deterministic,
@@ -538,9 +547,7 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   if (!(blocks == ConvBlocks{})) {
     if (takes_onednn(engine, deterministic, direction, g) && g.n > 0) {
       try {
-        if (direction == ConvDirection::kBackwardWeights && deterministic)
-          return std::make_unique<ChunkedDnnlWeightGradKernel>(g, threads, blocks);
-        return std::make_unique<DnnlConvKernel>(direction, g, threads, bias_relu, blocks);
+        return make_onednn_kernel(deterministic, direction, g, threads, bias_relu, blocks);
       } catch (const dnnl::error&) {
         // No oneDNN implementation for this geometry: the plain kernel, as below.
       }
@@ -612,9 +619,7 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
       engine == "onednn" || (engine == "auto" && auto_takes_onednn(deterministic, direction, g));
   if (onednn && g.n > 0) {
     try {
-      if (direction == ConvDirection::kBackwardWeights && deterministic)
-        return std::make_unique<ChunkedDnnlWeightGradKernel>(g, threads, ConvBlocks{});
-      return std::make_unique<DnnlConvKernel>(direction, g, threads, bias_relu);
+      return make_onednn_kernel(deterministic, direction, g, threads, bias_relu, {});
     } catch (const dnnl::error& e) {
       // No oneDNN implementation for this geometry: im2col handles every geometry.
       require(engine == "auto", "oneDNN has no convolution for this geometry (", e.what(),

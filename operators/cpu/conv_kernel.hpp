@@ -46,7 +46,7 @@ class ConvKernel {
  protected:
   const ConvDirection direction_;
   const bool bias_relu_;     // kForward: conv_bias_relu's
-  const ConvBlocks blocks_;  // of run()'s arguments (only oneDNN's kernels take blocks)
+  const ConvBlocks blocks_;  // of run()'s arguments (oneDNN's or BlockedArgsKernel)
   const ConvGeometry g_;
   const int threads_;  // the OpenMP thread count the kernel was built for
   const int team_;     // the threads it uses: threads_, or 1 for small convolutions

@@ -240,7 +240,9 @@ TEST_CASE("batch_norm_relu_grad rejects a y or dy of another shape", "[batch_nor
 
 TEST_CASE("batch_norm in channel blocks gives the plain kernels' bits", "[batch_norm][isa]") {
   Rng rng(75);
-  for (const Shape& shape : {Shape{6, 16, 5, 5}, Shape{3, 32, 7, 7}, Shape{4, 16, 4, 4}}) {
+  // One image too: the kernels' workspace then holds as many per-image sums as channel sums.
+  for (const Shape& shape :
+       {Shape{6, 16, 5, 5}, Shape{3, 32, 7, 7}, Shape{4, 16, 4, 4}, Shape{1, 16, 3, 3}}) {
     const int64_t c = shape[1];
     const Tensor x = random_tensor(shape, rng, -2, 2), dy = random_tensor(shape, rng);
     const Tensor gamma = random_tensor({c}, rng), beta = random_tensor({c}, rng);
