@@ -13,15 +13,15 @@
 // shape, and what the host reads or writes through it, stays [N, C, H, W].
 //
 // A blob is left plain when any op that touches it cannot take the blocks (concat, LRN, the
-// bias-ReLU gradient, an inner product's reshape, a copy, synchronized batch norm, an op at a
-// GPU), when it is held outside the ops (a parameter, a copy's source, a view:
-// Graph::held_outside_ops), accumulates several writers, or already has a tensor; and the blobs
-// an element-wise op, a batch norm or a pooling reads and writes are blocked together or not at
-// all. The floats do not change: a blocked convolution runs the primitive it ran before
-// without the reorders (exact copies), the element-wise ops compute the same elements in
-// another order, and batch norm and pooling keep each channel's plain order
-// (tests/graphs/test_channel_blocks.cpp, tests/train/test_trainer_channel_blocks.cpp). Training
-// graphs (TrainOptions::block_channels) and the predictor's (train/predictor.hpp) are blocked.
+// bias-ReLU gradient, an inner product's reshape, a copy, an op at a GPU), when it is held outside
+// the ops (a parameter, a copy's source, a view: Graph::held_outside_ops), accumulates several
+// writers, or already has a tensor; and the blobs an element-wise op, a batch norm or a pooling
+// reads and writes are blocked together or not at all. The floats do not change: a blocked
+// convolution runs the primitive it ran before without the reorders (exact copies), the
+// element-wise ops compute the same elements in another order, and batch norm and pooling keep each
+// channel's plain order (tests/graphs/test_channel_blocks.cpp,
+// tests/train/test_trainer_channel_blocks.cpp). Training graphs (TrainOptions::block_channels) and
+// the predictor's (train/predictor.hpp) are blocked.
 #pragma once
 
 #include "purine/graph.hpp"

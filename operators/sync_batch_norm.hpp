@@ -19,9 +19,10 @@
 //                           gradients); dx = gamma inv_std (dy - S1 / M - (x - mean) inv_std S2 /
 //                           M) from the totals over all replicas (S1, S2, M = total_grad_sums).
 // Attributes: eps (1e-5) and momentum (0.9), as batch_norm (mode "train" only). All tensors must be
-// contiguous. Sums run in a fixed order (in double, stored as float), so any thread count gives
-// equal bits; with one replica (every total its partial) the results equal batch_norm's to float
-// rounding.
+// contiguous; x, y, dy and dx may be in channel blocks (Tensor::channel_block), all of one op's
+// or none, with the same bits. Sums run in a fixed order (in double, stored as float), so any
+// thread count gives equal bits; with one replica (every total its partial) the results equal
+// batch_norm's to float rounding.
 #pragma once
 
 #include <utility>
@@ -40,6 +41,7 @@ class BatchNormSumsOp : public TypedOperator<BatchNormSumsOp> {
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
@@ -55,6 +57,7 @@ class BatchNormSquareSumsOp : public TypedOperator<BatchNormSquareSumsOp> {
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
@@ -90,6 +93,7 @@ class BatchNormGradSumsOp : public TypedOperator<BatchNormGradSumsOp> {
   int num_inputs() const override { return 3; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
@@ -106,6 +110,7 @@ class SyncBatchNormGradOp : public TypedOperator<SyncBatchNormGradOp> {
   int num_inputs() const override { return 7; }
   int num_outputs() const override { return 3; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/error.hpp"
+#include "operators/cpu/channel_blocks.hpp"
 #include "operators/cpu/channel_sums.hpp"
 #include "operators/cpu/isa_loops.hpp"
 #include "operators/formulas.hpp"
@@ -10,9 +11,11 @@
 
 namespace purine {
 
+using cpu::ChannelBlocks;
 using cpu::row_dot_centered;
 using cpu::row_square_sum;
 using cpu::row_sum;
+using cpu::workspace_doubles;
 
 namespace {
 
@@ -38,6 +41,24 @@ struct Layout {
   int64_t count() const { return n * channels * inner; }
 };
 
+// The blocked kernels' per-channel sums (ChannelBlocks: per-image sums added in image order, the
+// plain kernels' bits): out[c] = the sum of f(base, k, c) over channel c (f reads element
+// base + k), rounded to float. `workspace` holds (N + 1) C doubles.
+template <typename F>
+void blocked_channel_sums(const ChannelBlocks& e, bool parallel, double* workspace, F f,
+                          float* out) {
+  double* sums = workspace + e.n * e.channels;
+  e.image_sums(parallel, workspace, f);
+  e.add_images(workspace, sums);
+  for (int64_t c = 0; c < e.channels; ++c) out[c] = static_cast<float>(sums[c]);
+}
+
+// ChannelBlocking of an op whose x, dy and dx (the positions given) are blocked together or not.
+ChannelBlocking uniform_blocks(int block, std::vector<int> inputs, std::vector<int> outputs = {}) {
+  if (block % 8 != 0) return {};
+  return ChannelBlocking::make(ChannelBlocking::kUniform, std::move(inputs), std::move(outputs));
+}
+
 }  // namespace
 
 // ---- batch_norm_sums ----
@@ -47,18 +68,30 @@ std::vector<Shape> BatchNormSumsOp::output_shapes(const std::vector<Shape>& inpu
   return {Shape{channels_of(type(), inputs[0]) + 1}};
 }
 
+ChannelBlocking BatchNormSumsOp::channel_blocking(const std::vector<Shape>&, int block) const {
+  return uniform_blocks(block, {0});
+}
+
 void BatchNormSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                   const std::vector<Tensor*>& outputs, OpContext&) {
   const Layout l(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* sums = outputs[0]->mutable_data();
+  sums[l.channels] = static_cast<float>(l.n * l.inner);
+  const bool parallel = l.count() > kParallelMinArithmetic;
+  if (inputs[0]->channel_block() > 0) {
+    const ChannelBlocks e(*inputs[0]);
+    blocked_channel_sums(
+        e, parallel, workspace_doubles((e.n + 1) * e.channels),
+        [&](int64_t base, int64_t k, int64_t) { return x[base + k]; }, sums);
+    return;
+  }
   const auto channel = [&](int64_t c) __attribute__((always_inline)) {
     double sum = 0;
     for (int64_t i = 0; i < l.n; ++i) sum += row_sum(x + l.offset(i, c), l.inner);
     sums[c] = static_cast<float>(sum);
   };
-  parallel_for_isa(l.channels, l.count() > kParallelMinArithmetic, channel);
-  sums[l.channels] = static_cast<float>(l.n * l.inner);
+  parallel_for_isa(l.channels, parallel, channel);
 }
 
 // ---- batch_norm_square_sums ----
@@ -70,6 +103,11 @@ std::vector<Shape> BatchNormSquareSumsOp::output_shapes(const std::vector<Shape>
   return {Shape{c + 1}};
 }
 
+ChannelBlocking BatchNormSquareSumsOp::channel_blocking(const std::vector<Shape>&,
+                                                        int block) const {
+  return uniform_blocks(block, {0});
+}
+
 void BatchNormSquareSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                         const std::vector<Tensor*>& outputs, OpContext&) {
   const Layout l(inputs[0]->shape());
@@ -77,14 +115,28 @@ void BatchNormSquareSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs
   const float* totals = inputs[1]->data();
   float* squares = outputs[0]->mutable_data();
   const double count = totals[l.channels];
+  squares[l.channels] = static_cast<float>(l.n * l.inner);
+  const bool parallel = l.count() > kParallelMinArithmetic;
+  if (inputs[0]->channel_block() > 0) {
+    const ChannelBlocks e(*inputs[0]);
+    double* workspace = workspace_doubles((e.n + 2) * e.channels);
+    float* mean = reinterpret_cast<float*>(workspace + (e.n + 1) * e.channels);
+    for (int64_t c = 0; c < l.channels; ++c) mean[c] = static_cast<float>(totals[c] / count);
+    blocked_channel_sums(
+        e, parallel, workspace,
+        [&](int64_t base, int64_t k, int64_t c) {
+          return (x[base + k] - mean[c]) * (x[base + k] - mean[c]);
+        },
+        squares);
+    return;
+  }
   const auto channel = [&](int64_t c) __attribute__((always_inline)) {
     const float mean = static_cast<float>(totals[c] / count);
     double sum = 0;
     for (int64_t i = 0; i < l.n; ++i) sum += row_square_sum(x + l.offset(i, c), l.inner, mean);
     squares[c] = static_cast<float>(sum);
   };
-  parallel_for_isa(l.channels, l.count() > kParallelMinArithmetic, channel);
-  squares[l.channels] = static_cast<float>(l.n * l.inner);
+  parallel_for_isa(l.channels, parallel, channel);
 }
 
 // ---- sync_batch_norm ----
@@ -136,7 +188,8 @@ void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const double m = sums[l.channels];
   require(m > 1, type(), ": training needs more than one value per channel over the replicas; ",
           "the totals count ", m, " (use a larger batch)");
-  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
+  // Channel c's statistics (into the outputs) and the affine map they give.
+  const auto statistics = [&](int64_t c) __attribute__((always_inline)) {
     const float mean = static_cast<float>(sums[c] / m);
     const float var = static_cast<float>(squares[c] / m);
     const float unbiased = static_cast<float>(squares[c] / (m - 1));
@@ -145,14 +198,30 @@ void SyncBatchNormOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     const float inv_std = 1.0f / std::sqrt(var + eps);
     saved_mean[c] = mean;
     saved_inv_std[c] = inv_std;
-    const formula::BatchNormAffine affine(gamma[c], beta[c], mean, inv_std);
+    return formula::BatchNormAffine(gamma[c], beta[c], mean, inv_std);
+  };
+  const bool parallel = l.count() > kParallelMinArithmetic;
+  if (inputs[0]->channel_block() > 0) {
+    const ChannelBlocks e(*inputs[0]);
+    float* scale = reinterpret_cast<float*>(workspace_doubles(l.channels));
+    float* shift = scale + l.channels;
+    for (int64_t c = 0; c < l.channels; ++c) {
+      const formula::BatchNormAffine affine = statistics(c);
+      scale[c] = affine.scale;
+      shift[c] = affine.shift;
+    }
+    e.each(parallel, [&](int64_t k, int64_t c) { y[k] = x[k] * scale[c] + shift[c]; });
+    return;
+  }
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
+    const formula::BatchNormAffine affine = statistics(c);
     for (int64_t i = 0; i < l.n; ++i) {
       const float* in = x + l.offset(i, c);
       float* out = y + l.offset(i, c);
       for (int64_t s = 0; s < l.inner; ++s) out[s] = affine(in[s]);
     }
   };
-  parallel_for_isa(l.channels, l.count() > kParallelMinArithmetic, channel);
+  parallel_for_isa(l.channels, parallel, channel);
 }
 
 // ---- batch_norm_grad_sums ----
@@ -165,6 +234,10 @@ std::vector<Shape> BatchNormGradSumsOp::output_shapes(const std::vector<Shape>& 
   return {Shape{2 * c + 1}};
 }
 
+ChannelBlocking BatchNormGradSumsOp::channel_blocking(const std::vector<Shape>&, int block) const {
+  return uniform_blocks(block, {0, 2});
+}
+
 void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                                       const std::vector<Tensor*>& outputs, OpContext&) {
   const Layout l(inputs[0]->shape());
@@ -172,6 +245,20 @@ void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* mean = inputs[1]->data();
   const float* dy = inputs[2]->data();
   float* sums = outputs[0]->mutable_data();
+  sums[2 * l.channels] = static_cast<float>(l.n * l.inner);
+  const bool parallel = 2 * l.count() > kParallelMinArithmetic;
+  if (inputs[0]->channel_block() > 0) {
+    const ChannelBlocks e(*inputs[0]);
+    double* workspace = workspace_doubles((e.n + 1) * e.channels);
+    blocked_channel_sums(
+        e, parallel, workspace, [&](int64_t base, int64_t k, int64_t) { return dy[base + k]; },
+        sums);
+    blocked_channel_sums(
+        e, parallel, workspace,
+        [&](int64_t base, int64_t k, int64_t c) { return dy[base + k] * (x[base + k] - mean[c]); },
+        sums + l.channels);
+    return;
+  }
   const auto channel = [&](int64_t c) __attribute__((always_inline)) {
     double sum_dy = 0, sum_dy_centered = 0;
     for (int64_t i = 0; i < l.n; ++i) {
@@ -182,8 +269,7 @@ void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
     sums[c] = static_cast<float>(sum_dy);
     sums[l.channels + c] = static_cast<float>(sum_dy_centered);
   };
-  parallel_for_isa(l.channels, 2 * l.count() > kParallelMinArithmetic, channel);
-  sums[2 * l.channels] = static_cast<float>(l.n * l.inner);
+  parallel_for_isa(l.channels, parallel, channel);
 }
 
 // ---- sync_batch_norm_grad ----
@@ -197,6 +283,10 @@ std::vector<Shape> SyncBatchNormGradOp::output_shapes(const std::vector<Shape>& 
   require_shape(type(), inputs, 5, "grad_sums", Shape{2 * c + 1});
   require_shape(type(), inputs, 6, "total_grad_sums", Shape{2 * c + 1});
   return {inputs[0], Shape{c}, Shape{c}};
+}
+
+ChannelBlocking SyncBatchNormGradOp::channel_blocking(const std::vector<Shape>&, int block) const {
+  return uniform_blocks(block, {0, 4}, {0});
 }
 
 void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
@@ -213,24 +303,43 @@ void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   float* dgamma = outputs[1]->mutable_data();
   float* dbeta = outputs[2]->mutable_data();
   const double m = total[2 * l.channels];
-  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
-    const float mean = saved_mean[c], inv_std = saved_inv_std[c];
+  // Channel c's dgamma and dbeta, and the coefficients of its dx.
+  struct Coefficients {
+    float scale, mean_dy, slope;
+  };
+  const auto coefficients = [&](int64_t c) __attribute__((always_inline)) {
+    const float inv_std = saved_inv_std[c];
     dgamma[c] = local[l.channels + c] * inv_std;
     dbeta[c] = local[c];
     // As batch_norm_grad, with the sums over every replica.
     const float dg = total[l.channels + c] * inv_std;
-    const float scale = gamma[c] * inv_std;
-    const float mean_dy = m > 0 ? static_cast<float>(total[c] / m) : 0.0f;
-    const float slope = m > 0 ? static_cast<float>(dg * inv_std / m) : 0.0f;
+    return Coefficients{gamma[c] * inv_std, m > 0 ? static_cast<float>(total[c] / m) : 0.0f,
+                        m > 0 ? static_cast<float>(dg * inv_std / m) : 0.0f};
+  };
+  const bool parallel = l.count() > kParallelMinArithmetic;
+  if (inputs[0]->channel_block() > 0) {
+    const ChannelBlocks e(*inputs[0]);
+    Coefficients* per_channel = reinterpret_cast<Coefficients*>(
+        workspace_doubles((l.channels * sizeof(Coefficients) + 7) / 8));
+    for (int64_t c = 0; c < l.channels; ++c) per_channel[c] = coefficients(c);
+    e.each(parallel, [&](int64_t k, int64_t c) {
+      const Coefficients& coef = per_channel[c];
+      dx[k] = coef.scale * (dy[k] - coef.mean_dy - (x[k] - saved_mean[c]) * coef.slope);
+    });
+    return;
+  }
+  const auto channel = [&](int64_t c) __attribute__((always_inline)) {
+    const Coefficients coef = coefficients(c);
+    const float mean = saved_mean[c];
     for (int64_t i = 0; i < l.n; ++i) {
       const float* g = dy + l.offset(i, c);
       const float* in = x + l.offset(i, c);
       float* out = dx + l.offset(i, c);
       for (int64_t s = 0; s < l.inner; ++s)
-        out[s] = scale * (g[s] - mean_dy - (in[s] - mean) * slope);
+        out[s] = coef.scale * (g[s] - coef.mean_dy - (in[s] - mean) * coef.slope);
     }
   };
-  parallel_for_isa(l.channels, l.count() > kParallelMinArithmetic, channel);
+  parallel_for_isa(l.channels, parallel, channel);
 }
 
 PURINE_REGISTER_OPERATOR(BatchNormSumsOp);

@@ -2,7 +2,6 @@
 // stay plain, and a blocked graph computes the plain graph's loss and gradients bit for bit.
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,8 +12,10 @@
 #include "purine/autodiff.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
+using purine::testing::same_bits;
 
 namespace {
 
@@ -63,11 +64,6 @@ struct ResidualNet {
 
   int block(const std::string& blob) const { return g.blob(blob)->channel_block(); }
 };
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.values(), y = b.values();
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
 

@@ -14,8 +14,10 @@
 #include "purine/autodiff.hpp"
 #include "purine/dsl.hpp"
 #include "purine/runnable.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
+using purine::testing::same_bits;
 
 namespace {
 
@@ -58,11 +60,6 @@ struct Net {
     labels->tensor().set_values(classes);
   }
 };
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.values(), y = b.values();
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
 #include "tests/operators/lane_order.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -179,16 +180,6 @@ TEST_CASE("batch_norm rejects mismatched shapes", "[batch_norm]") {
   REQUIRE_THROWS_WITH(run_forward("batch_norm", Attrs().set("mode", "eval"), {x, c3, c3, c3, c3}),
                       Catch::Contains("mode is 'eval', expected 'train' or 'test'"));
 }
-
-namespace {
-
-// Element by element in [N, C, H, W] order (values(): tensors in channel blocks too).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.values(), y = b.values();
-  return a.shape() == b.shape() && std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) == 0;
-}
-
-}  // namespace
 
 TEST_CASE("batch_norm_relu is batch_norm then relu bit for bit, and its gradient theirs",
           "[batch_norm][fusion][determinism][isa]") {

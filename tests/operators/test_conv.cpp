@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <memory>
 
 #include "operators/conv.hpp"
@@ -12,6 +11,7 @@
 #include "operators/kernel_determinism.hpp"
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -122,12 +122,6 @@ bool onednn_has_avx512() {
 // Whether the shifted-rows kernel runs: AVX2 and FMA, under the ISA cap (vector_isa.hpp).
 bool shifted_rows_run() {
   return purine::vector_isa() != purine::VectorIsa::kBaseline && __builtin_cpu_supports("fma");
-}
-
-// Element by element in [N, C, H, W] order (values(): tensors in channel blocks too).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.values(), y = b.values();
-  return a.shape() == b.shape() && std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) == 0;
 }
 
 // conv_grad_weight of `g` with `engine`: matches the naive loops on one thread within

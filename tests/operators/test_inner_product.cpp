@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstring>
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -31,10 +31,6 @@ void check_close(const Tensor& got, const std::vector<double>& expected, double 
     INFO("element " << i);
     CHECK(got.data()[i] == Approx(expected[i]).margin(tolerance));
   }
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(float) * a.count()) == 0;
 }
 
 // Runs `type` with `threads` OpenMP threads on this thread.

@@ -7,6 +7,7 @@
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
 #include "tests/operators/lane_order.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -132,4 +133,38 @@ TEST_CASE("sync batch norm over two halves of a batch follows the whole batch",
   // Each replica's dgamma and dbeta are its own share; their sum is the whole batch's.
   CHECK(max_difference(sum_of(local[0][1], local[1][1]), whole_grad[1]) < 1e-5);
   CHECK(max_difference(sum_of(local[0][2], local[1][2]), whole_grad[2]) < 1e-5);
+}
+
+TEST_CASE("sync batch norm in channel blocks gives the plain kernels' bits",
+          "[batch_norm][sync_bn][isa]") {
+  Rng rng(7);
+  for (const Shape& shape : {Shape{6, 16, 5, 5}, Shape{3, 32, 7, 7}, Shape{1, 16, 3, 3}}) {
+    const int64_t c = shape[1];
+    const Tensor x = random_tensor(shape, rng, -2, 2), dy = random_tensor(shape, rng);
+    const Tensor gamma = random_tensor({c}, rng), beta = random_tensor({c}, rng);
+    const Tensor rm = random_tensor({c}, rng), rv = random_tensor({c}, rng, 0.5f, 1.5f);
+    for (int block : {8, 16}) {
+      INFO(shape << " in blocks of " << block);
+      const Attrs attrs = Attrs().set("momentum", 0.8);
+      // Each op plain, then blocked with the plain results as its other inputs; `expected` is
+      // how many of its tensors the blocked run gives blocks.
+      const auto both = [&](const char* type, const std::vector<Tensor>& in, int expected) {
+        INFO(type);
+        const auto plain = run_forward(type, attrs, in);
+        int blocked = 0;
+        const auto got = run_forward_blocked(type, attrs, in, block, &blocked);
+        CHECK(blocked == expected);
+        REQUIRE(got.size() == plain.size());
+        for (size_t i = 0; i < got.size(); ++i) CHECK(same_bits(got[i], plain[i]));
+        return plain;
+      };
+      const Tensor sums = both("batch_norm_sums", {x}, 1)[0];
+      const Tensor squares = both("batch_norm_square_sums", {x, sums}, 1)[0];
+      const auto y = both("sync_batch_norm", {x, gamma, beta, rm, rv, sums, squares}, 2);
+      const Tensor grad_sums = both("batch_norm_grad_sums", {x, y[1], dy}, 2)[0];
+      // Another replica's share in the totals: grad_sums doubled.
+      const Tensor totals = sum_of(grad_sums, grad_sums);
+      both("sync_batch_norm_grad", {x, gamma, y[1], y[2], dy, grad_sums, totals}, 3);
+    }
+  }
 }

@@ -1,7 +1,7 @@
 // TrainOptions::block_channels (graphs/channel_blocks.hpp): resnet20's and convnet_bn's
-// activations between their convolutions, batch norms, ReLUs and pooling are held in oneDNN's
-// channel blocks, and training follows the plain graph's losses and weights bit for bit; the
-// evaluation after it agrees too.
+// activations between their convolutions, batch norms (synchronized ones too, data parallel),
+// ReLUs and pooling are held in oneDNN's channel blocks, and training follows the plain graph's
+// losses and weights bit for bit; the evaluation after it agrees too.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -54,6 +54,12 @@ TEST_CASE("training in channel blocks follows plain training bit for bit",
   SECTION("convnet_bn (the default model): conv1's batch norm and pooling") {
     o.model = "convnet_bn";
     at_least = 4;
+  }
+  SECTION("resnet20 data parallel over 2 locations: synchronized batch norm in blocks") {
+    o.model = "resnet20";
+    o.parallel = ParallelLayout::kData;
+    o.locations = 2;
+    at_least = 80;  // both replicas'
   }
   const Outcome blocked = train(o, true), plain = train(o, false);
   CHECK(blocked.blocked >= at_least);
