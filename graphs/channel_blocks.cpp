@@ -44,6 +44,9 @@ int block_channels(Graph& graph, int block) {
   std::map<const Blob*, size_t> index;
   for (const auto& blob : graph.blobs()) index.emplace(blob.get(), index.size());
   BlockGroups groups(index.size());
+  // The elements that kernels would reorder on every run if each blob stayed plain, or were
+  // blocked (ChannelBlocking::reorders).
+  std::vector<double> reordered_plain(index.size(), 0), reordered_blocked(index.size(), 0);
   for (const auto& entry : index) {
     const Blob* blob = entry.first;
     const Shape& shape = blob->shape();
@@ -62,6 +65,9 @@ int block_channels(Graph& graph, int block) {
       const size_t i = index.at(blob);
       if (takes) {
         allowed.push_back(i);
+        const double elements = static_cast<double>(blob->shape().count());
+        if (blocking.reorders == ChannelBlocking::kInPlain) reordered_plain[i] += elements;
+        if (blocking.reorders == ChannelBlocking::kInBlocks) reordered_blocked[i] += elements;
       } else if (!shape_only) {
         groups.keep_plain(i);
       }
@@ -76,9 +82,16 @@ int block_channels(Graph& graph, int block) {
       for (size_t i : allowed) groups.join(allowed[0], i);
     }
   }
+  // A group is blocked when that reorders no more than keeping it plain would.
+  std::vector<double> group_plain(index.size(), 0), group_blocked(index.size(), 0);
+  for (size_t i = 0; i < index.size(); ++i) {
+    group_plain[groups.root(i)] += reordered_plain[i];
+    group_blocked[groups.root(i)] += reordered_blocked[i];
+  }
   int blocked = 0;
   for (const auto& blob : graph.blobs()) {
-    if (groups.plain(index.at(blob.get()))) continue;
+    const size_t i = index.at(blob.get()), root = groups.root(i);
+    if (groups.plain(i) || group_blocked[root] > group_plain[root]) continue;
     blob->set_channel_block(block);
     ++blocked;
   }

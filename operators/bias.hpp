@@ -8,7 +8,8 @@
 //              of bias_relu, and of conv_bias_relu's bias and ReLU; the same floats as
 //              relu_grad then bias_grad.
 // No attributes. The gradient of bias's x is dy itself (an alias, no op); bias_grad is not
-// differentiable. All tensors must be contiguous; y may share x's memory (in place).
+// differentiable. All tensors must be contiguous; y may share x's memory (in place). The
+// gradients take [N, C, H, W] tensors in channel blocks (Tensor::channel_block), the same bits.
 #pragma once
 
 #include <string>
@@ -58,6 +59,7 @@ class BiasReluGradOp : public TypedOperator<BiasReluGradOp> {
   int num_inputs() const override { return 2; }
   int num_outputs() const override { return 2; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
@@ -72,6 +74,7 @@ class BiasGradOp : public TypedOperator<BiasGradOp> {
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

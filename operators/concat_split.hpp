@@ -8,8 +8,10 @@
 //     Its gradient is concat(dy_0, ..., dy_{n-1}; axis) -> dx (autodiff feeds zeros for
 //     output gradients that are absent).
 // Inputs and outputs may be strided views (a slow element-wise path); contiguous tensors are
-// copied block by block. Their traits let the compile step alias them as views of one buffer
-// when the layout allows, in which case these kernels do not run at all.
+// copied block by block, tensors in channel blocks (Tensor::channel_block) too when cut along
+// the channels at multiples of the block: the same memory copies as plain ones. Their traits let
+// the compile step alias them as views of one buffer when the layout allows, in which case these
+// kernels do not run at all.
 #pragma once
 
 #include <string>
@@ -27,6 +29,10 @@ class ConcatOp : public TypedOperator<ConcatOp> {
   int num_inputs() const override { return kVariadic; }
   int num_outputs() const override { return 1; }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  // Along the channels of [N, C, H, W] with N > 1 and every part's channels a multiple of the
+  // block: all in blocks or none (the same copies). With N = 1 the compile step makes the parts
+  // views of the whole instead, which blocks would refuse.
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
   int64_t axis() const { return axis_; }  // as given: negative counts from the end
   bool differentiable() const override { return true; }
   OperatorTraits traits() const override {
@@ -55,6 +61,10 @@ class SplitOp : public TypedOperator<SplitOp> {
   int num_inputs() const override { return 1; }
   int num_outputs() const override { return static_cast<int>(sizes_.size()); }
   std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  // Along the channels of [N, C, H, W] with N > 1 and every part's channels a multiple of the
+  // block: all in blocks or none (the same copies). With N = 1 the compile step makes the parts
+  // views of the whole instead, which blocks would refuse.
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int block) const override;
   int64_t axis() const { return axis_; }  // as given: negative counts from the end
   bool differentiable() const override { return true; }
   OperatorTraits traits() const override {

@@ -120,9 +120,11 @@ class ConvOpBase : public Operator {
   // the forward of conv_bias_relu.
   ConvKernel& kernel(ConvDirection direction, const ConvGeometry& g, bool bias_relu = false,
                      ConvBlocks blocks = {});
-  // For channel_blocking(): whether the CPU kernels take activations in channel blocks of
-  // `block` (conv_channel_block(): oneDNN's reads them as they are, the others reorder them).
-  bool takes_blocks(const Shape& x, const Shape& w, int block) const;
+  // For channel_blocking(): `blocking` (its arguments) for the CPU kernel of `direction` with
+  // activations in channel blocks of `block`, and which form that kernel reorders; none unless
+  // `block` is conv_channel_block(), oneDNN's.
+  ChannelBlocking blocking(ConvDirection direction, const Shape& x, int x_input, const Shape& w,
+                           int w_input, int block, ChannelBlocking blocking) const;
 
  private:
   const ConvParams params_;

@@ -99,11 +99,16 @@ struct OpCost {
 // element-wise kernel, batch norm); kEach: each listed argument may be blocked or not on its own
 // (a convolution reorders what its primitive wants). Arguments not listed stay plain, but for
 // `shape_only` inputs, whose values the kernel never reads (a convolution's data gradient reads
-// x's shape only).
+// x's shape only). `reorders`: which form of the listed arguments costs the kernel a reorder on
+// every run (a copy of the argument into the other layout), so that the rewrite weighs them:
+// kInPlain (oneDNN's convolutions compute in blocks), kInBlocks (the other convolution kernels
+// compute plain), or kNever (the same work either way).
 struct ChannelBlocking {
   enum Kind { kNone, kUniform, kEach };
+  enum Reorders { kNever, kInPlain, kInBlocks };
   Kind kind = kNone;
   std::vector<int> inputs, outputs, shape_only;
+  Reorders reorders = kNever;
   // Every input and output, all blocked or none.
   static ChannelBlocking uniform_all(int inputs, int outputs);
   static ChannelBlocking make(Kind kind, std::vector<int> inputs, std::vector<int> outputs,

@@ -32,8 +32,8 @@ BatchNormFamily::BatchNormFamily(Attrs attrs, const char* type)
 
 ChannelBlocking BatchNormFamily::channel_blocking(const std::vector<Shape>& inputs,
                                                   int block) const {
-  if (block % 8 != 0) return {};
-  ChannelBlocking blocking = ChannelBlocking::make(ChannelBlocking::kUniform, {0}, {0});
+  ChannelBlocking blocking = cpu::uniform_channel_blocks(block, {0}, {0});
+  if (blocking.kind == ChannelBlocking::kNone) return blocking;
   // The gradients (three outputs: dx, dgamma, dbeta) read dy last, after batch_norm_relu's y.
   if (num_outputs() == 3) {
     for (int i = 4; i < static_cast<int>(inputs.size()); ++i) blocking.inputs.push_back(i);

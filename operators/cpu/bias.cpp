@@ -3,8 +3,10 @@
 #include <string>
 
 #include "base/error.hpp"
+#include "operators/cpu/channel_blocks.hpp"
 #include "operators/cpu/fused_parts.hpp"
 #include "operators/cpu/plane_sums.hpp"
+#include "operators/cpu/thread_workspace.hpp"
 #include "operators/cpu/threading.hpp"
 #include "operators/formulas.hpp"
 #include "operators/registry.hpp"
@@ -91,6 +93,25 @@ void sum_channels(const Shape& shape, const float* d, float* db) {
   });
 }
 
+// sum_channels of d in channel blocks: each image's planes summed as sum_floats sums them
+// (ChannelBlocks), then the images in order: the same bits.
+void sum_channels_blocked(const Tensor& d_tensor, const float* d, float* db) {
+  const cpu::ChannelBlocks e(d_tensor);
+  float* per_image = reinterpret_cast<float*>(thread_workspace(sizeof(float) * e.n * e.channels));
+  e.image_sums(e.n * e.image() > kParallelMinArithmetic, per_image,
+               [&](int64_t base, int64_t k, int64_t) { return d[base + k]; });
+  e.add_images(per_image, db);
+}
+
+// sum_channels of the tensor `d_tensor` whose data is d, plain or in blocks.
+void sum_channels_any(const Tensor& d_tensor, const float* d, float* db) {
+  if (d_tensor.channel_block() > 0) {
+    sum_channels_blocked(d_tensor, d, db);
+  } else {
+    sum_channels(d_tensor.shape(), d, db);
+  }
+}
+
 }  // namespace
 
 void add_bias_cpu(const Tensor& x, const Tensor& b, Tensor& y, bool relu) {
@@ -142,9 +163,13 @@ std::vector<Shape> BiasGradOp::output_shapes(const std::vector<Shape>& inputs) c
   return {Shape{inputs[0][1]}};
 }
 
+ChannelBlocking BiasGradOp::channel_blocking(const std::vector<Shape>&, int block) const {
+  return cpu::uniform_channel_blocks(block, {0}, {});
+}
+
 void BiasGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
-  sum_channels(inputs[0]->shape(), inputs[0]->data(), outputs[0]->mutable_data());
+  sum_channels_any(*inputs[0], inputs[0]->data(), outputs[0]->mutable_data());
 }
 
 std::vector<Shape> BiasReluGradOp::output_shapes(const std::vector<Shape>& inputs) const {
@@ -154,6 +179,10 @@ std::vector<Shape> BiasReluGradOp::output_shapes(const std::vector<Shape>& input
   require(inputs[1] == inputs[0], type(), ": input 1 (dy) has shape ", inputs[1],
           ", expected input 0's (y) shape ", inputs[0]);
   return {inputs[0], Shape{inputs[0][1]}};
+}
+
+ChannelBlocking BiasReluGradOp::channel_blocking(const std::vector<Shape>&, int block) const {
+  return cpu::uniform_channel_blocks(block, {0, 1}, {0});
 }
 
 void BiasReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
@@ -170,7 +199,7 @@ void BiasReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   parallel_for(n, n > kParallelMinArithmetic, [&](int64_t i) {
     dx[i] = formula::ReluGrad()(y[i], dy[i]);  // dy loaded first: a vectorized blend
   });
-  sum_channels(inputs[0]->shape(), dx, outputs[1]->mutable_data());
+  sum_channels_any(*outputs[0], dx, outputs[1]->mutable_data());
 }
 
 PURINE_REGISTER_OPERATOR(BiasOp);

@@ -1,17 +1,21 @@
 // Loops over [N, C, H, W] tensors in channel blocks of b (Tensor::channel_block; b a multiple
 // of 8) that keep each channel's sums in the plain kernels' order (channel_sums.hpp), for batch
-// norm and synchronized batch norm (operators/cpu/batch_norm.cpp, sync_batch_norm.cpp; both
-// build with -ffp-contract=off, as isa_loops.hpp asks).
+// norm, synchronized batch norm and the bias gradients (operators/cpu/batch_norm.cpp,
+// sync_batch_norm.cpp, bias.cpp; the first two build with -ffp-contract=off, as isa_loops.hpp
+// asks; the sums of bias.cpp have no products to contract).
 #pragma once
 
 #include <glog/logging.h>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "base/tensor.hpp"
 #include "operators/cpu/channel_sums.hpp"
 #include "operators/cpu/isa_loops.hpp"
 #include "operators/cpu/thread_workspace.hpp"
+#include "operators/operator.hpp"
 
 namespace purine::cpu {
 
@@ -36,12 +40,12 @@ struct ChannelBlocks {
   // total[i C + c] = the sum over pixels s of f(base, s b + c % 8, c) for each image i and
   // channel c, images in parallel, where base = at(i, c - c % 8): f reads the element at
   // base + k.
-  template <typename F>
-  void image_sums(bool parallel, double* total, F f) const {
+  template <typename Total, typename F>
+  void image_sums(bool parallel, Total* total, F f) const {
     purine::parallel_for_isa(
         n, parallel, [&](int64_t i) __attribute__((always_inline)) {
           for (int64_t c = 0; c < channels; c += 8) {
-            double* sums = total + i * channels + c;
+            Total* sums = total + i * channels + c;
             for (int ch = 0; ch < 8; ++ch) sums[ch] = 0;
             const int64_t base = at(i, c);
             lane_sums_8_channels(
@@ -50,7 +54,8 @@ struct ChannelBlocks {
         });
   }
   // sums[c] = total[0 C + c] + total[1 C + c] + ... in image order.
-  void add_images(const double* total, double* sums) const {
+  template <typename Total>
+  void add_images(const Total* total, Total* sums) const {
     for (int64_t c = 0; c < channels; ++c) sums[c] = 0;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < channels; ++c) sums[c] += total[i * channels + c];
@@ -68,6 +73,14 @@ struct ChannelBlocks {
         });
   }
 };
+
+// The channel blocking of an op whose kernel runs ChannelBlocks' loops (blocks of a multiple of
+// 8): the listed arguments all in blocks or none.
+inline ChannelBlocking uniform_channel_blocks(int block, std::vector<int> inputs,
+                                              std::vector<int> outputs = {}) {
+  if (block % 8 != 0) return {};
+  return ChannelBlocking::make(ChannelBlocking::kUniform, std::move(inputs), std::move(outputs));
+}
 
 // `count` doubles of the calling thread's workspace (the per-image and per-channel sums), for
 // one kernel's whole run (a second call returns the same memory).

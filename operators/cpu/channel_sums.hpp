@@ -1,6 +1,7 @@
 // Sums over a row of floats in a fixed order (eight interleaved float partial sums, added in
 // double at the end), so that any thread count gives equal bits. Shared by batch_norm and
-// sync_batch_norm (operators/cpu/batch_norm.cpp, sync_batch_norm.cpp).
+// sync_batch_norm (operators/cpu/batch_norm.cpp, sync_batch_norm.cpp), and in channel blocks by
+// the bias gradients.
 #pragma once
 
 #include <cstdint>
@@ -38,9 +39,11 @@ inline __attribute__((always_inline)) double row_dot_centered(const float* g, co
 
 // The same sums for 8 channels at once, in channel blocks (Tensor::channel_block): f(i, ch) is
 // element i of channel ch's row, and total[ch] += the row's sum, rounded as lane_sum rounds
-// each channel's row alone (the channels are the vector; each keeps its own eight lanes).
-template <typename F>
-inline __attribute__((always_inline)) void lane_sums_8_channels(int64_t n, F f, double* total) {
+// each channel's row alone (the channels are the vector; each keeps its own eight lanes). With
+// Total = float, the eight lanes are added in float, as the bias gradient's sums are
+// (operators/cpu/bias.cpp).
+template <typename Total, typename F>
+inline __attribute__((always_inline)) void lane_sums_8_channels(int64_t n, F f, Total* total) {
   float lanes[8][8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -50,7 +53,7 @@ inline __attribute__((always_inline)) void lane_sums_8_channels(int64_t n, F f, 
   for (int l = 0; i < n; ++i, ++l)
     for (int ch = 0; ch < 8; ++ch) lanes[l][ch] += f(i, ch);
   for (int ch = 0; ch < 8; ++ch) {
-    double sum = 0;
+    Total sum = 0;
     for (int l = 0; l < 8; ++l) sum += lanes[l][ch];
     total[ch] += sum;
   }

@@ -119,6 +119,17 @@ void scatter(const float* whole, const std::vector<float*>& parts,
   });
 }
 
+// Whether parts of `extents` channels of `whole` can be cut or joined in channel blocks of
+// `block` (ConcatOp::channel_blocking).
+bool channel_parts_take_blocks(const Shape& whole, int64_t axis,
+                               const std::vector<int64_t>& extents, int block) {
+  if (whole.ndim() != 4 || (axis != 1 && axis != -3) || whole[0] < 2) return false;
+  for (int64_t e : extents) {
+    if (e % block != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 ConcatOp::ConcatOp(Attrs attrs)
@@ -157,6 +168,14 @@ GradientSpec ConcatOp::gradient_for(const std::vector<Shape>& input_shapes) cons
   GradientSpec spec;
   spec.ops.push_back(std::move(split));
   return spec;
+}
+
+ChannelBlocking ConcatOp::channel_blocking(const std::vector<Shape>& inputs, int block) const {
+  if (inputs.empty() || inputs[0].ndim() != 4) return {};
+  std::vector<int64_t> extents;
+  for (const Shape& x : inputs) extents.push_back(x[1]);
+  if (!channel_parts_take_blocks(inputs[0], axis_, extents, block)) return {};
+  return ChannelBlocking::uniform_all(static_cast<int>(inputs.size()), 1);
 }
 
 void ConcatOp::compute_cpu(const std::vector<const Tensor*>& inputs,
@@ -208,6 +227,11 @@ GradientSpec SplitOp::gradient() const {
   GradientSpec spec;
   spec.ops.push_back(std::move(concat));
   return spec;
+}
+
+ChannelBlocking SplitOp::channel_blocking(const std::vector<Shape>& inputs, int block) const {
+  if (!channel_parts_take_blocks(inputs[0], axis_, sizes_, block)) return {};
+  return ChannelBlocking::uniform_all(1, num_outputs());
 }
 
 void SplitOp::compute_cpu(const std::vector<const Tensor*>& inputs,

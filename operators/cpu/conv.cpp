@@ -709,35 +709,46 @@ ConvKernel& ConvOpBase::kernel(ConvDirection direction, const ConvGeometry& g, b
 }
 
 // oneDNN's direct convolutions keep activations in blocks of 16 channels with AVX-512 and of 8
-// with AVX2 (nChw16c, nChw8c); blocks of that size meet no reorder there, and the other kernels
-// reorder them (BlockedArgsKernel).
+// with AVX2 (nChw16c, nChw8c); blocks of that size meet no reorder there.
 int conv_channel_block() { return onednn_has_avx512() ? 16 : 8; }
 
-bool ConvOpBase::takes_blocks(const Shape& x, const Shape& w, int block) const {
-  return block == conv_channel_block() && x.ndim() == 4 && w.ndim() == 4;
+ChannelBlocking ConvOpBase::blocking(ConvDirection direction, const Shape& x, int x_input,
+                                     const Shape& w, int w_input, int block,
+                                     ChannelBlocking blocking) const {
+  if (block != conv_channel_block() || x.ndim() != 4 || w.ndim() != 4) return {};
+  // oneDNN's kernel reorders plain arguments; the others (small planes, stems) reorder blocked
+  // ones through plain copies (BlockedArgsKernel). Taking blocks wherever oneDNN's kernel took
+  // them cost GoogLeNet-28, whose small planes go to our kernels, 2-4% of its step (2 Zen 5
+  // cores, 2026-11-29); taking them only there cost resnet20 10%, whose stem's and last
+  // stage's weight gradients are ours. The rewrite weighs both.
+  blocking.reorders = takes_onednn(params_.engine, params_.deterministic_now(), direction,
+                                   geometry(x, x_input, w, w_input))
+                          ? ChannelBlocking::kInPlain
+                          : ChannelBlocking::kInBlocks;
+  return blocking;
 }
 
 ChannelBlocking ConvOp::channel_blocking(const std::vector<Shape>& inputs, int block) const {
-  if (!takes_blocks(inputs[0], inputs[1], block)) return {};
-  return ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0});
+  return blocking(ConvDirection::kForward, inputs[0], 0, inputs[1], 1, block,
+                  ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0}));
 }
 
 ChannelBlocking ConvBiasReluOp::channel_blocking(const std::vector<Shape>& inputs,
                                                  int block) const {
-  if (!takes_blocks(inputs[0], inputs[1], block)) return {};
-  return ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0});
+  return blocking(ConvDirection::kForward, inputs[0], 0, inputs[1], 1, block,
+                  ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0}));
 }
 
 ChannelBlocking ConvGradDataOp::channel_blocking(const std::vector<Shape>& inputs,
                                                  int block) const {
-  if (!takes_blocks(inputs[2], inputs[1], block)) return {};
-  return ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0}, {2});  // x: its shape only
+  return blocking(ConvDirection::kBackwardData, inputs[2], 2, inputs[1], 1, block,
+                  ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0}, {2}));  // x: shape only
 }
 
 ChannelBlocking ConvGradWeightOp::channel_blocking(const std::vector<Shape>& inputs,
                                                    int block) const {
-  if (!takes_blocks(inputs[1], inputs[2], block)) return {};
-  return ChannelBlocking::make(ChannelBlocking::kEach, {0, 1}, {});
+  return blocking(ConvDirection::kBackwardWeights, inputs[1], 1, inputs[2], 2, block,
+                  ChannelBlocking::make(ChannelBlocking::kEach, {0, 1}, {}));
 }
 
 std::vector<Shape> ConvOp::output_shapes(const std::vector<Shape>& inputs) const {

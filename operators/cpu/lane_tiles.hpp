@@ -22,6 +22,8 @@ template <int L>
 struct LaneTypes {
   typedef float Lanes __attribute__((vector_size(L * sizeof(float))));
   typedef int32_t Offsets __attribute__((vector_size(L * sizeof(int32_t))));
+  // Lanes at any float's address (a tensor's memory: unaligned loads and stores).
+  typedef float UnalignedLanes __attribute__((vector_size(L * sizeof(float)), aligned(4)));
 };
 
 template <int L>

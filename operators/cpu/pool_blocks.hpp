@@ -2,7 +2,8 @@
 // across the b channels of a pixel. Each channel gets the plain kernels' bits
 // (operators/cpu/pool.cpp): max takes the first maximum of the window in row-major order, avg
 // sums the window in row-major order and then scales; a max 2x2 stride 2 gradient writes each
-// element once, the others add into zeros in the order of the outputs.
+// element once (here), the others add into zeros in the order of the outputs (pool_lanes.cpp's
+// loops over tiles, which a block already is).
 #pragma once
 
 #include <cstdint>

@@ -68,13 +68,66 @@ struct Blocks : LaneTiles<L> {
     return reinterpret_cast<Lanes*>(workspace + offset);
   }
 
+  // Every output of a tile pooled: out[o s] from in[q s] over the pixels q of o's window (s =
+  // `stride`: tiles of s vectors per pixel, channel blocks wider than L).
+  template <class V>
+  static PURINE_LANES_INLINE void pool_tile(const PoolGeometry& g, const Windows& windows,
+                                            const V* in, int64_t stride, V* out) {
+    const int32_t* begin = windows.begin.data();
+    const int32_t* offsets = windows.offsets.data();
+    const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
+    for (int64_t o = 0; o < g.ho * g.wo; ++o) {
+      if (g.max) {  // the first maximum: a later value wins only when greater
+        V m = in[offsets[begin[o]] * stride];
+        for (int32_t k = begin[o] + 1; k < begin[o + 1]; ++k) {
+          const V v = in[offsets[k] * stride];
+          m = v > m ? v : m;
+        }
+        out[o * stride] = m;
+      } else {  // the kernel's area divides, padding included
+        V sum = {};
+        for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum += in[offsets[k] * stride];
+        out[o * stride] = sum * inv_area;
+      }
+    }
+  }
+
+  // The gradient of a tile, added into sum (zeros or a sum so far), output by output as plane
+  // by plane. Max adds each output's gradient to every element of its window, masked to +0 but
+  // at the first maximum: adding +0 leaves every sum of floats started at +0 as it was, so the
+  // bits are those of adding the gradient at the maximum alone.
+  template <class V>
+  static PURINE_LANES_INLINE void pool_grad_tile(const PoolGeometry& g, const Windows& windows,
+                                                 const V* in, const V* grad, int64_t stride,
+                                                 V* sum) {
+    const int32_t* begin = windows.begin.data();
+    const int32_t* offsets = windows.offsets.data();
+    const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
+    for (int64_t o = 0; o < g.ho * g.wo; ++o) {
+      const V v = grad[o * stride];
+      if (g.max) {
+        const int32_t at = offsets[begin[o]];
+        V m = in[at * stride];
+        Offsets best = Offsets{} + at;
+        for (int32_t k = begin[o] + 1; k < begin[o + 1]; ++k) {
+          const V x = in[offsets[k] * stride];
+          const Offsets more = x > m;
+          m = more ? x : m;
+          best = more ? Offsets{} + offsets[k] : best;
+        }
+        for (int32_t k = begin[o]; k < begin[o + 1]; ++k)
+          sum[offsets[k] * stride] += best == offsets[k] ? v : V{};
+      } else {
+        const V share = v * inv_area;
+        for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum[offsets[k] * stride] += share;
+      }
+    }
+  }
+
   // Planes [first, last) of x pooled into y, L at a time.
   static PURINE_LANES_INLINE void pool(const PoolGeometry& g, const Windows& windows,
                                        const float* x, int64_t first, int64_t last, float* y) {
     const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-    const int32_t* begin = windows.begin.data();
-    const int32_t* offsets = windows.offsets.data();
-    const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
     WorkspaceLayout layout;
     const size_t in_at = layout.add(in_plane * sizeof(Lanes));
     const size_t out_at = layout.add(out_plane * sizeof(Lanes));
@@ -84,35 +137,16 @@ struct Blocks : LaneTiles<L> {
     for (int64_t p = first; p < last; p += L) {
       const int64_t lanes = std::min<int64_t>(L, last - p);
       to_tile(x + p * in_plane, in_plane, lanes, in);
-      for (int64_t o = 0; o < out_plane; ++o) {
-        if (g.max) {  // the first maximum: a later value wins only when greater
-          Lanes m = in[offsets[begin[o]]];
-          for (int32_t k = begin[o] + 1; k < begin[o + 1]; ++k) {
-            const Lanes v = in[offsets[k]];
-            m = v > m ? v : m;
-          }
-          out[o] = m;
-        } else {  // the kernel's area divides, padding included
-          Lanes sum = {};
-          for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum += in[offsets[k]];
-          out[o] = sum * inv_area;
-        }
-      }
+      pool_tile(g, windows, in, 1, out);
       from_tile(out, out_plane, lanes, y + p * out_plane);
     }
   }
 
-  // The gradient of planes [first, last): dx from x and dy, L planes at a time, summed in a tile
-  // output by output as plane by plane. Max adds each output's gradient to every element of its
-  // window, masked to +0 but at the first maximum: adding +0 leaves every sum of floats started
-  // at +0 as it was, so the bits are those of adding the gradient at the maximum alone.
+  // The gradient of planes [first, last): dx from x and dy, L planes at a time, summed in a tile.
   static PURINE_LANES_INLINE void pool_grad(const PoolGeometry& g, const Windows& windows,
                                             const float* x, const float* dy, int64_t first,
                                             int64_t last, float* dx) {
     const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
-    const int32_t* begin = windows.begin.data();
-    const int32_t* offsets = windows.offsets.data();
-    const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
     WorkspaceLayout layout;  // in: x for max
     const size_t in_at = layout.add(in_plane * sizeof(Lanes));
     const size_t sum_at = layout.add(in_plane * sizeof(Lanes));
@@ -125,30 +159,31 @@ struct Blocks : LaneTiles<L> {
       const int64_t lanes = std::min<int64_t>(L, last - p);
       to_tile(dy + p * out_plane, out_plane, lanes, grad);
       std::fill(sum, sum + in_plane, Lanes{});
-      if (g.max) {
-        to_tile(x + p * in_plane, in_plane, lanes, in);
-        for (int64_t o = 0; o < out_plane; ++o) {
-          const int32_t at = offsets[begin[o]];
-          Lanes m = in[at];
-          Offsets best = Offsets{} + at;
-          for (int32_t k = begin[o] + 1; k < begin[o + 1]; ++k) {
-            const Lanes v = in[offsets[k]];
-            const Offsets more = v > m;
-            m = more ? v : m;
-            best = more ? Offsets{} + offsets[k] : best;
-          }
-          const Lanes v = grad[o];
-          for (int32_t k = begin[o]; k < begin[o + 1]; ++k)
-            sum[offsets[k]] += best == offsets[k] ? v : Lanes{};
-        }
-      } else {
-        for (int64_t o = 0; o < out_plane; ++o) {
-          const Lanes share = grad[o] * inv_area;
-          for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum[offsets[k]] += share;
-        }
-      }
+      if (g.max) to_tile(x + p * in_plane, in_plane, lanes, in);
+      pool_grad_tile(g, windows, in, grad, 1, sum);
       from_tile(sum, in_plane, lanes, dx + p * in_plane);
     }
+  }
+
+  // Tensors in channel blocks (Tensor::channel_block) of `block`, a multiple of L: each image's
+  // block of channels is already a tile of block / L vectors per pixel. One (image, block) unit.
+  using Unaligned = typename LaneTypes<L>::UnalignedLanes;
+  static PURINE_LANES_INLINE void pool_unit(const PoolGeometry& g, const Windows& windows,
+                                            int64_t block, const float* x, float* y) {
+    const int64_t s = block / L;
+    for (int64_t j = 0; j < s; ++j)
+      pool_tile(g, windows, reinterpret_cast<const Unaligned*>(x) + j, s,
+                reinterpret_cast<Unaligned*>(y) + j);
+  }
+  static PURINE_LANES_INLINE void pool_grad_unit(const PoolGeometry& g, const Windows& windows,
+                                                 int64_t block, const float* x, const float* dy,
+                                                 float* dx) {
+    const int64_t s = block / L;
+    std::fill(dx, dx + g.h * g.w * block, 0.0f);
+    for (int64_t j = 0; j < s; ++j)
+      pool_grad_tile(g, windows, reinterpret_cast<const Unaligned*>(x) + j,
+                     reinterpret_cast<const Unaligned*>(dy) + j, s,
+                     reinterpret_cast<Unaligned*>(dx) + j);
   }
 };
 
@@ -182,6 +217,50 @@ void grad_baseline(const PoolGeometry& g, const Windows& w, const float* x, cons
   Blocks<4>::pool_grad(g, w, x, dy, first, last, dx);
 }
 
+__attribute__((target("avx512f"))) void unit_avx512(const PoolGeometry& g, const Windows& w,
+                                                    int64_t block, const float* x, float* y) {
+  Blocks<16>::pool_unit(g, w, block, x, y);
+}
+__attribute__((target("avx2"))) void unit_avx2(const PoolGeometry& g, const Windows& w,
+                                               int64_t block, const float* x, float* y) {
+  Blocks<8>::pool_unit(g, w, block, x, y);
+}
+void unit_baseline(const PoolGeometry& g, const Windows& w, int64_t block, const float* x,
+                   float* y) {
+  Blocks<4>::pool_unit(g, w, block, x, y);
+}
+__attribute__((target("avx512f"))) void unit_grad_avx512(const PoolGeometry& g, const Windows& w,
+                                                         int64_t block, const float* x,
+                                                         const float* dy, float* dx) {
+  Blocks<16>::pool_grad_unit(g, w, block, x, dy, dx);
+}
+__attribute__((target("avx2"))) void unit_grad_avx2(const PoolGeometry& g, const Windows& w,
+                                                    int64_t block, const float* x, const float* dy,
+                                                    float* dx) {
+  Blocks<8>::pool_grad_unit(g, w, block, x, dy, dx);
+}
+void unit_grad_baseline(const PoolGeometry& g, const Windows& w, int64_t block, const float* x,
+                        const float* dy, float* dx) {
+  Blocks<4>::pool_grad_unit(g, w, block, x, dy, dx);
+}
+
+// Calls fn(u, unit) for each (image, channel block) unit u of n images of c channels in blocks of
+// `block`, threaded when large enough, with `unit` the widest of the ISA versions whose vectors
+// divide the block.
+template <class Unit, class Fn>
+void for_block_units(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, Unit avx512,
+                     Unit avx2, Unit baseline, Fn fn) {
+  Unit unit = baseline;
+  if (vector_isa() == VectorIsa::kAvx512 && block % 16 == 0) {
+    unit = avx512;
+  } else if (vector_isa() != VectorIsa::kBaseline) {
+    unit = avx2;
+  }
+  const int64_t units = n * (c / block);
+  parallel_for(units, units * g.h * g.w * block > kParallelMinArithmetic,
+               [&](int64_t u) { fn(u, unit); });
+}
+
 // Calls fn(first, last) for the tasks' plane ranges, threaded when the planes are large enough.
 template <class Fn>
 void for_plane_ranges(const PoolGeometry& g, Fn fn) {
@@ -208,6 +287,25 @@ void pool_grad_lanes(const PoolGeometry& g, const float* x, const float* dy, flo
   for_plane_ranges(g, [&](int64_t first, int64_t last) {
     call_for_vector_isa(grad_avx512, grad_avx2, grad_baseline, g, windows, x, dy, first, last, dx);
   });
+}
+
+void pool_lanes_blocked(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, const float* x,
+                        float* y) {
+  const Windows windows = windows_of(g);
+  const int64_t in_unit = g.h * g.w * block, out_unit = g.ho * g.wo * block;
+  for_block_units(g, n, c, block, unit_avx512, unit_avx2, unit_baseline, [&](int64_t u, auto unit) {
+    unit(g, windows, block, x + u * in_unit, y + u * out_unit);
+  });
+}
+
+void pool_grad_lanes_blocked(const PoolGeometry& g, int64_t n, int64_t c, int64_t block,
+                             const float* x, const float* dy, float* dx) {
+  const Windows windows = windows_of(g);
+  const int64_t in_unit = g.h * g.w * block, out_unit = g.ho * g.wo * block;
+  for_block_units(g, n, c, block, unit_grad_avx512, unit_grad_avx2, unit_grad_baseline,
+                  [&](int64_t u, auto unit) {
+                    unit(g, windows, block, x + u * in_unit, dy + u * out_unit, dx + u * in_unit);
+                  });
 }
 
 }  // namespace purine

@@ -53,12 +53,6 @@ void blocked_channel_sums(const ChannelBlocks& e, bool parallel, double* workspa
   for (int64_t c = 0; c < e.channels; ++c) out[c] = static_cast<float>(sums[c]);
 }
 
-// ChannelBlocking of an op whose x, dy and dx (the positions given) are blocked together or not.
-ChannelBlocking uniform_blocks(int block, std::vector<int> inputs, std::vector<int> outputs = {}) {
-  if (block % 8 != 0) return {};
-  return ChannelBlocking::make(ChannelBlocking::kUniform, std::move(inputs), std::move(outputs));
-}
-
 }  // namespace
 
 // ---- batch_norm_sums ----
@@ -69,7 +63,7 @@ std::vector<Shape> BatchNormSumsOp::output_shapes(const std::vector<Shape>& inpu
 }
 
 ChannelBlocking BatchNormSumsOp::channel_blocking(const std::vector<Shape>&, int block) const {
-  return uniform_blocks(block, {0});
+  return cpu::uniform_channel_blocks(block, {0});
 }
 
 void BatchNormSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
@@ -105,7 +99,7 @@ std::vector<Shape> BatchNormSquareSumsOp::output_shapes(const std::vector<Shape>
 
 ChannelBlocking BatchNormSquareSumsOp::channel_blocking(const std::vector<Shape>&,
                                                         int block) const {
-  return uniform_blocks(block, {0});
+  return cpu::uniform_channel_blocks(block, {0});
 }
 
 void BatchNormSquareSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
@@ -235,7 +229,7 @@ std::vector<Shape> BatchNormGradSumsOp::output_shapes(const std::vector<Shape>& 
 }
 
 ChannelBlocking BatchNormGradSumsOp::channel_blocking(const std::vector<Shape>&, int block) const {
-  return uniform_blocks(block, {0, 2});
+  return cpu::uniform_channel_blocks(block, {0, 2});
 }
 
 void BatchNormGradSumsOp::compute_cpu(const std::vector<const Tensor*>& inputs,
@@ -286,7 +280,7 @@ std::vector<Shape> SyncBatchNormGradOp::output_shapes(const std::vector<Shape>& 
 }
 
 ChannelBlocking SyncBatchNormGradOp::channel_blocking(const std::vector<Shape>&, int block) const {
-  return uniform_blocks(block, {0, 4}, {0});
+  return cpu::uniform_channel_blocks(block, {0, 4}, {0});
 }
 
 void SyncBatchNormGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,

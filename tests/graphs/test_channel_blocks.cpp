@@ -121,3 +121,22 @@ TEST_CASE("channel blocks are not given at a GPU, in blocks the kernels do not u
   CHECK_THROWS_WITH(net.g.blob("conv1::top")->set_channel_block(16),
                     Catch::Contains("already has a tensor"));
 }
+
+TEST_CASE("activations between convolutions whose kernels compute plain stay plain",
+          "[channel_blocks]") {
+  // images -> a -> b -> c, 3x3 kernels padded 1 over planes of `side` x `side`: at 2x2 every
+  // output pixel sees every input pixel, a geometry our dense-planes kernel takes in every
+  // direction (plain; in blocks it would reorder them through copies); at 8x8 oneDNN's does.
+  for (int side : {2, 8}) {
+    INFO(side << "x" << side << " planes");
+    Graph g;
+    Blob* images = g.add_blob("images", {4, 16, side, side});
+    const ConvLayer::Options conv{16, 3, 1, 1, /*bias=*/false};
+    B{images} >> g.add<ConvLayer>("a", conv) >> g.add<ConvLayer>("b", conv) >>
+        g.add<ConvLayer>("c", conv);
+    block_channels(g, conv_channel_block());
+    const int expected = side == 2 ? 0 : conv_channel_block();
+    CHECK(g.blob("a::top")->channel_block() == expected);
+    CHECK(g.blob("b::top")->channel_block() == expected);
+  }
+}

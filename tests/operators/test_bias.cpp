@@ -3,6 +3,7 @@
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -178,4 +179,24 @@ TEST_CASE("bias_relu's gradient is one bias_relu_grad op and passes the numeric 
   const auto small_bias = [&](int64_t c) { return random_tensor({c}, rng, -0.05f, 0.05f); };
   check_gradient("bias_relu", {}, {away_from_zero({2, 3, 2, 2}), small_bias(3)});
   check_gradient("bias_relu", {}, {away_from_zero({4, 5}), small_bias(5)});
+}
+
+TEST_CASE("bias gradients in channel blocks give the plain kernels' bits", "[bias][isa]") {
+  Rng rng(23);
+  // Planes of one pixel, small planes (the plain kernel's vector path) and large ones.
+  for (const Shape& shape : {Shape{5, 32, 1, 1}, Shape{4, 16, 3, 3}, Shape{3, 32, 9, 11}}) {
+    const Tensor y = random_tensor(shape, rng), dy = random_tensor(shape, rng);
+    for (int block : {8, 16}) {
+      INFO(shape << " in blocks of " << block);
+      int blocked = 0;
+      const auto plain = run_forward("bias_relu_grad", {}, {y, dy});
+      const auto got = run_forward_blocked("bias_relu_grad", {}, {y, dy}, block, &blocked);
+      CHECK(blocked == 3);  // y, dy and dx
+      CHECK(same_bits(got[0], plain[0]));
+      CHECK(same_bits(got[1], plain[1]));
+      const Tensor db = run_forward("bias_grad", {}, {dy})[0];
+      CHECK(same_bits(run_forward_blocked("bias_grad", {}, {dy}, block, &blocked)[0], db));
+      CHECK(blocked == 1);
+    }
+  }
 }

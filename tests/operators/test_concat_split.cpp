@@ -2,6 +2,7 @@
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -165,4 +166,42 @@ TEST_CASE("concat and split reject bad shapes", "[concat_split]") {
       Catch::Contains("'sizes' sums to 2") && Catch::Contains("extent 3"));
   REQUIRE_THROWS_WITH(OperatorRegistry::create("split"),
                       Catch::Contains("missing attribute 'sizes'"));
+}
+
+TEST_CASE("concat and split along the channels in channel blocks copy the plain bits",
+          "[concat_split]") {
+  Rng rng(31);
+  for (int block : {8, 16}) {
+    INFO("blocks of " << block);
+    const Tensor a = random_tensor({3, 2 * block, 5, 5}, rng);
+    const Tensor b = random_tensor({3, block, 5, 5}, rng);
+    int blocked = 0;
+    const Tensor joined = run_forward("concat", {}, {a, b})[0];
+    CHECK(same_bits(run_forward_blocked("concat", {}, {a, b}, block, &blocked)[0], joined));
+    CHECK(blocked == 3);
+    const Attrs sizes = Attrs().set("sizes", std::vector<int64_t>{block, 2 * block});
+    const auto parts = run_forward("split", sizes, {joined});
+    const auto got = run_forward_blocked("split", sizes, {joined}, block, &blocked);
+    CHECK(blocked == 3);
+    for (size_t k = 0; k < parts.size(); ++k) CHECK(same_bits(got[k], parts[k]));
+  }
+}
+
+TEST_CASE("concat and split take channel blocks only along whole blocks of several images",
+          "[concat_split]") {
+  const auto takes = [](const char* type, const Attrs& attrs, const std::vector<Shape>& shapes) {
+    return OperatorRegistry::create(type, attrs)->channel_blocking(shapes, 16).kind !=
+           ChannelBlocking::kNone;
+  };
+  const Shape a{4, 32, 3, 3}, b{4, 16, 3, 3};
+  CHECK(takes("concat", {}, {a, b}));
+  CHECK(takes("concat", Attrs().set("axis", -3), {a, b}));
+  CHECK_FALSE(takes("concat", {}, {a, Shape{4, 8, 3, 3}}));  // a part of half a block
+  CHECK_FALSE(takes("concat", Attrs().set("axis", 0), {a, a}));
+  CHECK_FALSE(takes("concat", {}, {Shape{1, 32, 3, 3}, Shape{1, 16, 3, 3}}));  // views instead
+  CHECK_FALSE(takes("concat", {}, {Shape{4, 32}, Shape{4, 16}}));
+  const Attrs sizes = Attrs().set("sizes", std::vector<int64_t>{16, 32});
+  CHECK(takes("split", sizes, {Shape{4, 48, 3, 3}}));
+  CHECK_FALSE(
+      takes("split", Attrs().set("sizes", std::vector<int64_t>{8, 40}), {Shape{4, 48, 3, 3}}));
 }

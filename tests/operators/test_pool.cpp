@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -241,6 +242,8 @@ TEST_CASE("pooling in channel blocks gives the plain kernels' bits", "[pool][isa
       Tensor x(shape);
       std::vector<float> values(static_cast<size_t>(shape.count()));
       for (float& v : values) v = static_cast<float>(static_cast<int>(rng.uniform(0, 4)));
+      // NaNs: first in a window (kept as its maximum) and later in one (never greater).
+      values[0] = values[7 * 7 * 5 + 10] = std::nanf("");
       x.set_values(values);
       const Attrs attrs = Attrs()
                               .set("mode", c.mode)
@@ -253,7 +256,10 @@ TEST_CASE("pooling in channel blocks gives the plain kernels' bits", "[pool][isa
       CHECK(blocked == 2);
       const std::vector<float> y_values = y.values(), got_values = got.values();
       CHECK(std::memcmp(y_values.data(), got_values.data(), sizeof(float) * y_values.size()) == 0);
-      const Tensor dy = random_tensor(y.shape(), rng);
+      Tensor dy = random_tensor(y.shape(), rng);
+      std::vector<float> dy_values = dy.values();
+      dy_values[3] = -0.0f;  // a first maximum's -0 adds into +0
+      dy.set_values(dy_values);
       const Tensor dx = run_forward("pool_grad", attrs, {x, y, dy})[0];
       const Tensor got_dx = run_forward_blocked("pool_grad", attrs, {x, y, dy}, block, &blocked)[0];
       CHECK(blocked == 3);  // x, dy and dx

@@ -1,6 +1,7 @@
-// TrainOptions::block_channels (graphs/channel_blocks.hpp): resnet20's and convnet_bn's
-// activations between their convolutions, batch norms (synchronized ones too, data parallel),
-// ReLUs and pooling are held in oneDNN's channel blocks, and training follows the plain graph's
+// TrainOptions::block_channels (graphs/channel_blocks.hpp): resnet20's, convnet_bn's and
+// googlenet_small's activations between their convolutions, batch norms (synchronized ones too,
+// data parallel), ReLUs, pooling, bias-ReLU gradients, concats and splits are held in oneDNN's
+// channel blocks, and training follows the plain graph's
 // losses and weights bit for bit; the evaluation after it agrees too.
 #include <catch2/catch.hpp>
 #include <string>
@@ -54,6 +55,10 @@ TEST_CASE("training in channel blocks follows plain training bit for bit",
   SECTION("convnet_bn (the default model): conv1's batch norm and pooling") {
     o.model = "convnet_bn";
     at_least = 4;
+  }
+  SECTION("googlenet_small: inceptions' concats and splits, pooling, bias-ReLU gradients") {
+    o.model = "googlenet_small";
+    at_least = 150;
   }
   SECTION("resnet20 data parallel over 2 locations: synchronized batch norm in blocks") {
     o.model = "resnet20";
