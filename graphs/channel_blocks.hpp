@@ -18,15 +18,15 @@
 // arguments, the other convolution kernels (small planes, stems) blocked ones
 // (ChannelBlocking::reorders).
 //
-// A blob is left plain when any op that touches it cannot take the blocks (LRN, an inner
-// product's reshape, a copy, a concat or split whose parts are not whole blocks of channels of
-// several images, an op at a GPU), when it is held outside the ops (a parameter, a copy's source, a
-// view: Graph::held_outside_ops), accumulates several writers, or already has a tensor; and the
-// blobs an element-wise op, a batch norm, a pooling, a bias gradient, a concat or a split reads and
-// writes are blocked together or not at all. The floats do not change: a blocked convolution
-// runs the primitive it ran before without the reorders (exact copies), the element-wise ops,
-// concats and splits compute or copy the same elements in another order, and the sums of batch
-// norm and the bias gradients and pooling's windows keep each channel's plain order
+// A blob is left plain when any op that touches it cannot take the blocks (LRN, an inner product's
+// reshape, a copy, a concat or split whose parts are not whole blocks of channels of several
+// images, an op at a GPU), when it is held outside the ops (a parameter, a copy's source, a view:
+// Graph::held_outside_ops), accumulates several writers, or already has a tensor; and the blobs an
+// element-wise op, a batch norm, a bias gradient, a concat or a split reads and writes are blocked
+// together or not at all (a pooling takes each of its own). The floats do not change: a blocked
+// convolution runs the primitive it ran before without the reorders (exact copies), the
+// element-wise ops, concats and splits compute or copy the same elements in another order, and the
+// sums of batch norm and the bias gradients and pooling's windows keep each channel's plain order
 // (tests/graphs/test_channel_blocks.cpp, tests/train/test_trainer_channel_blocks.cpp). Training
 // graphs (TrainOptions::block_channels) and the predictor's (train/predictor.hpp) are blocked.
 #pragma once

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "base/error.hpp"
@@ -184,26 +185,43 @@ GradientSpec PoolOp::gradient() const {
   return spec;
 }
 
-// x and y (and the gradient's dy and dx; its y, only a shape) all in blocks or none, in blocks of
-// a multiple of 8 channels.
+// x and y (and the gradient's dy and dx; its y, only a shape) each in blocks of 8 or 16 channels
+// or plain: the kernels turn plain planes into tiles of vectors across channels anyway
+// (pool_lanes.cpp), which a block already is. So the pooling before an inner product (which
+// reads its input plain) can take its input in blocks.
 ChannelBlocking PoolOp::channel_blocking(const std::vector<Shape>&, int block) const {
   if (block % 8 != 0 || block > 16) return {};
-  return ChannelBlocking::make(ChannelBlocking::kUniform, {0}, {0});
+  return ChannelBlocking::make(ChannelBlocking::kEach, {0}, {0});
 }
 
 ChannelBlocking PoolGradOp::channel_blocking(const std::vector<Shape>&, int block) const {
   if (block % 8 != 0 || block > 16) return {};
-  return ChannelBlocking::make(ChannelBlocking::kUniform, {0, 2}, {0}, {1});
+  return ChannelBlocking::make(ChannelBlocking::kEach, {0, 2}, {0}, {1});
 }
+
+namespace {
+
+// The block of the tensors that have one (all the same), or 0 when all are plain.
+int block_of(std::initializer_list<const Tensor*> tensors) {
+  int block = 0;
+  for (const Tensor* t : tensors) {
+    if (t->channel_block() == 0) continue;
+    CHECK(block == 0 || block == t->channel_block()) << "pooling over blocks of two sizes";
+    block = t->channel_block();
+  }
+  return block;
+}
+
+}  // namespace
 
 void PoolOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs, OpContext&) {
   const PoolGeometry g = geometry(inputs[0]->shape());
   const float* x = inputs[0]->data();
   float* y = outputs[0]->mutable_data();
-  if (const int block = inputs[0]->channel_block()) {
-    CHECK_EQ(outputs[0]->channel_block(), block);
-    return pool_blocks(g, inputs[0]->shape()[0], inputs[0]->shape()[1], block, x, y);
+  if (const int block = block_of({inputs[0], outputs[0]})) {
+    return pool_blocks(g, inputs[0]->shape()[0], inputs[0]->shape()[1], block, x,
+                       inputs[0]->channel_block() > 0, y, outputs[0]->channel_block() > 0);
   }
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
   if (use_pool_lanes(g)) return pool_lanes(g, x, y);
@@ -228,9 +246,10 @@ void PoolGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   const float* x = inputs[0]->data();
   const float* dy = inputs[2]->data();
   float* dx = outputs[0]->mutable_data();
-  if (const int block = inputs[0]->channel_block()) {
-    CHECK(inputs[2]->channel_block() == block && outputs[0]->channel_block() == block);
-    return pool_grad_blocks(g, inputs[0]->shape()[0], inputs[0]->shape()[1], block, x, dy, dx);
+  if (const int block = block_of({inputs[0], inputs[2], outputs[0]})) {
+    return pool_grad_blocks(g, inputs[0]->shape()[0], inputs[0]->shape()[1], block, x,
+                            inputs[0]->channel_block() > 0, dy, inputs[2]->channel_block() > 0, dx,
+                            outputs[0]->channel_block() > 0);
   }
   const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
   if (use_pool_lanes(g)) return pool_grad_lanes(g, x, dy, dx);

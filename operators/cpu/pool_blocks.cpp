@@ -76,8 +76,9 @@ struct BlockPlanes {
 }  // namespace
 
 void pool_blocks(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, const float* x,
-                 float* y) {
-  if (!is_max_2x2(g)) return pool_lanes_blocked(g, n, c, block, x, y);
+                 bool x_blocked, float* y, bool y_blocked) {
+  if (!is_max_2x2(g) || !x_blocked || !y_blocked)
+    return pool_lanes_blocked(g, n, c, block, x, x_blocked, y, y_blocked);
   const BlockPlanes p{g.h * g.w * block, g.ho * g.wo * block};
   const int64_t units = n * (c / block);
   parallel_for_isa(
@@ -90,8 +91,10 @@ void pool_blocks(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, con
 }
 
 void pool_grad_blocks(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, const float* x,
-                      const float* dy, float* dx) {
-  if (!is_max_2x2(g)) return pool_grad_lanes_blocked(g, n, c, block, x, dy, dx);
+                      bool x_blocked, const float* dy, bool dy_blocked, float* dx,
+                      bool dx_blocked) {
+  if (!is_max_2x2(g) || !x_blocked || !dy_blocked || !dx_blocked)
+    return pool_grad_lanes_blocked(g, n, c, block, x, x_blocked, dy, dy_blocked, dx, dx_blocked);
   const BlockPlanes p{g.h * g.w * block, g.ho * g.wo * block};
   const int64_t units = n * (c / block);
   parallel_for_isa(

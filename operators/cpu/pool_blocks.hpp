@@ -12,10 +12,12 @@
 
 namespace purine {
 
-// y = pool(x) and dx = pool_grad(x, dy) over n images of c channels in blocks of `block`.
+// y = pool(x) and dx = pool_grad(x, dy) over n images of c channels, each tensor in blocks of
+// `block` or plain as its flag says (at least one blocked). Max 2x2 stride 2 with every tensor
+// blocked runs here; the rest runs pool_lanes.cpp's tiles.
 void pool_blocks(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, const float* x,
-                 float* y);
+                 bool x_blocked, float* y, bool y_blocked);
 void pool_grad_blocks(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, const float* x,
-                      const float* dy, float* dx);
+                      bool x_blocked, const float* dy, bool dy_blocked, float* dx, bool dx_blocked);
 
 }  // namespace purine

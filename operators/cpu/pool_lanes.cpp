@@ -68,26 +68,26 @@ struct Blocks : LaneTiles<L> {
     return reinterpret_cast<Lanes*>(workspace + offset);
   }
 
-  // Every output of a tile pooled: out[o s] from in[q s] over the pixels q of o's window (s =
-  // `stride`: tiles of s vectors per pixel, channel blocks wider than L).
+  // Every output of a tile pooled: out[o t] from in[q s] over the pixels q of o's window (s, t:
+  // the tiles' strides, in vectors per pixel: more than 1 for channel blocks wider than L).
   template <class V>
   static PURINE_LANES_INLINE void pool_tile(const PoolGeometry& g, const Windows& windows,
-                                            const V* in, int64_t stride, V* out) {
+                                            const V* in, int64_t s, V* out, int64_t t) {
     const int32_t* begin = windows.begin.data();
     const int32_t* offsets = windows.offsets.data();
     const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
     for (int64_t o = 0; o < g.ho * g.wo; ++o) {
       if (g.max) {  // the first maximum: a later value wins only when greater
-        V m = in[offsets[begin[o]] * stride];
+        V m = in[offsets[begin[o]] * s];
         for (int32_t k = begin[o] + 1; k < begin[o + 1]; ++k) {
-          const V v = in[offsets[k] * stride];
+          const V v = in[offsets[k] * s];
           m = v > m ? v : m;
         }
-        out[o * stride] = m;
+        out[o * t] = m;
       } else {  // the kernel's area divides, padding included
         V sum = {};
-        for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum += in[offsets[k] * stride];
-        out[o * stride] = sum * inv_area;
+        for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum += in[offsets[k] * s];
+        out[o * t] = sum * inv_area;
       }
     }
   }
@@ -95,31 +95,32 @@ struct Blocks : LaneTiles<L> {
   // The gradient of a tile, added into sum (zeros or a sum so far), output by output as plane
   // by plane. Max adds each output's gradient to every element of its window, masked to +0 but
   // at the first maximum: adding +0 leaves every sum of floats started at +0 as it was, so the
-  // bits are those of adding the gradient at the maximum alone.
+  // bits are those of adding the gradient at the maximum alone. Strides as pool_tile's: s of in,
+  // t of grad, r of sum.
   template <class V>
   static PURINE_LANES_INLINE void pool_grad_tile(const PoolGeometry& g, const Windows& windows,
-                                                 const V* in, const V* grad, int64_t stride,
-                                                 V* sum) {
+                                                 const V* in, int64_t s, const V* grad, int64_t t,
+                                                 V* sum, int64_t r) {
     const int32_t* begin = windows.begin.data();
     const int32_t* offsets = windows.offsets.data();
     const float inv_area = 1.0f / static_cast<float>(g.kernel_h * g.kernel_w);
     for (int64_t o = 0; o < g.ho * g.wo; ++o) {
-      const V v = grad[o * stride];
+      const V v = grad[o * t];
       if (g.max) {
         const int32_t at = offsets[begin[o]];
-        V m = in[at * stride];
+        V m = in[at * s];
         Offsets best = Offsets{} + at;
         for (int32_t k = begin[o] + 1; k < begin[o + 1]; ++k) {
-          const V x = in[offsets[k] * stride];
+          const V x = in[offsets[k] * s];
           const Offsets more = x > m;
           m = more ? x : m;
           best = more ? Offsets{} + offsets[k] : best;
         }
         for (int32_t k = begin[o]; k < begin[o + 1]; ++k)
-          sum[offsets[k] * stride] += best == offsets[k] ? v : V{};
+          sum[offsets[k] * r] += best == offsets[k] ? v : V{};
       } else {
         const V share = v * inv_area;
-        for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum[offsets[k] * stride] += share;
+        for (int32_t k = begin[o]; k < begin[o + 1]; ++k) sum[offsets[k] * r] += share;
       }
     }
   }
@@ -137,7 +138,7 @@ struct Blocks : LaneTiles<L> {
     for (int64_t p = first; p < last; p += L) {
       const int64_t lanes = std::min<int64_t>(L, last - p);
       to_tile(x + p * in_plane, in_plane, lanes, in);
-      pool_tile(g, windows, in, 1, out);
+      pool_tile(g, windows, in, 1, out, 1);
       from_tile(out, out_plane, lanes, y + p * out_plane);
     }
   }
@@ -160,30 +161,66 @@ struct Blocks : LaneTiles<L> {
       to_tile(dy + p * out_plane, out_plane, lanes, grad);
       std::fill(sum, sum + in_plane, Lanes{});
       if (g.max) to_tile(x + p * in_plane, in_plane, lanes, in);
-      pool_grad_tile(g, windows, in, grad, 1, sum);
+      pool_grad_tile(g, windows, in, 1, grad, 1, sum, 1);
       from_tile(sum, in_plane, lanes, dx + p * in_plane);
     }
   }
 
-  // Tensors in channel blocks (Tensor::channel_block) of `block`, a multiple of L: each image's
-  // block of channels is already a tile of block / L vectors per pixel. One (image, block) unit.
+  // One unit of n images of `block` channels each (image i, channels [b block, (b + 1) block))
+  // where each tensor is in channel blocks (Tensor::channel_block) of `block`, a multiple of L,
+  // or plain (`blocked` says which): a blocked tensor's unit is already a tile of block / L
+  // vectors per pixel; a plain one's, `block` planes, is turned into tiles of L planes (and back)
+  // in the workspace. Either way the unit starts at the same offset, u block H W.
   using Unaligned = typename LaneTypes<L>::UnalignedLanes;
+  struct Tile {
+    Unaligned* at;
+    int64_t stride;
+  };
+  // Where group j (channels [j L, (j + 1) L)) of a unit at `data` is read or written as a tile:
+  // in place when blocked, else `scratch` (for reading: filled from the planes first).
+  static PURINE_LANES_INLINE Tile tile_of(const float* data, bool blocked, int64_t block,
+                                          int64_t plane, int64_t j, Lanes* scratch, bool read) {
+    if (blocked) return {reinterpret_cast<Unaligned*>(const_cast<float*>(data)) + j, block / L};
+    if (read) to_tile(data + j * L * plane, plane, L, scratch);
+    return {reinterpret_cast<Unaligned*>(scratch), 1};
+  }
   static PURINE_LANES_INLINE void pool_unit(const PoolGeometry& g, const Windows& windows,
-                                            int64_t block, const float* x, float* y) {
-    const int64_t s = block / L;
-    for (int64_t j = 0; j < s; ++j)
-      pool_tile(g, windows, reinterpret_cast<const Unaligned*>(x) + j, s,
-                reinterpret_cast<Unaligned*>(y) + j);
+                                            int64_t block, const float* x, bool x_blocked, float* y,
+                                            bool y_blocked) {
+    const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
+    WorkspaceLayout layout;
+    const size_t in_at = layout.add(x_blocked ? 0 : in_plane * sizeof(Lanes));
+    const size_t out_at = layout.add(y_blocked ? 0 : out_plane * sizeof(Lanes));
+    char* workspace = thread_workspace(layout.bytes());
+    for (int64_t j = 0; j < block / L; ++j) {
+      const Tile in = tile_of(x, x_blocked, block, in_plane, j, tile_at(workspace, in_at), true);
+      const Tile out =
+          tile_of(y, y_blocked, block, out_plane, j, tile_at(workspace, out_at), false);
+      pool_tile(g, windows, in.at, in.stride, out.at, out.stride);
+      if (!y_blocked) from_tile(tile_at(workspace, out_at), out_plane, L, y + j * L * out_plane);
+    }
   }
   static PURINE_LANES_INLINE void pool_grad_unit(const PoolGeometry& g, const Windows& windows,
-                                                 int64_t block, const float* x, const float* dy,
-                                                 float* dx) {
-    const int64_t s = block / L;
-    std::fill(dx, dx + g.h * g.w * block, 0.0f);
-    for (int64_t j = 0; j < s; ++j)
-      pool_grad_tile(g, windows, reinterpret_cast<const Unaligned*>(x) + j,
-                     reinterpret_cast<const Unaligned*>(dy) + j, s,
-                     reinterpret_cast<Unaligned*>(dx) + j);
+                                                 int64_t block, const float* x, bool x_blocked,
+                                                 const float* dy, bool dy_blocked, float* dx,
+                                                 bool dx_blocked) {
+    const int64_t in_plane = g.h * g.w, out_plane = g.ho * g.wo;
+    WorkspaceLayout layout;
+    const size_t x_at = layout.add(x_blocked ? 0 : in_plane * sizeof(Lanes));
+    const size_t dy_at = layout.add(dy_blocked ? 0 : out_plane * sizeof(Lanes));
+    const size_t dx_at = layout.add(dx_blocked ? 0 : in_plane * sizeof(Lanes));
+    char* workspace = thread_workspace(layout.bytes());
+    if (dx_blocked) std::fill(dx, dx + in_plane * block, 0.0f);
+    for (int64_t j = 0; j < block / L; ++j) {
+      const Tile in = tile_of(x, x_blocked, block, in_plane, j, tile_at(workspace, x_at), g.max);
+      const Tile grad =
+          tile_of(dy, dy_blocked, block, out_plane, j, tile_at(workspace, dy_at), true);
+      const Tile sum =
+          tile_of(dx, dx_blocked, block, in_plane, j, tile_at(workspace, dx_at), false);
+      if (!dx_blocked) std::fill(sum.at, sum.at + in_plane, Unaligned{});
+      pool_grad_tile(g, windows, in.at, in.stride, grad.at, grad.stride, sum.at, sum.stride);
+      if (!dx_blocked) from_tile(tile_at(workspace, dx_at), in_plane, L, dx + j * L * in_plane);
+    }
   }
 };
 
@@ -218,30 +255,34 @@ void grad_baseline(const PoolGeometry& g, const Windows& w, const float* x, cons
 }
 
 __attribute__((target("avx512f"))) void unit_avx512(const PoolGeometry& g, const Windows& w,
-                                                    int64_t block, const float* x, float* y) {
-  Blocks<16>::pool_unit(g, w, block, x, y);
+                                                    int64_t block, const float* x, bool xb,
+                                                    float* y, bool yb) {
+  Blocks<16>::pool_unit(g, w, block, x, xb, y, yb);
 }
 __attribute__((target("avx2"))) void unit_avx2(const PoolGeometry& g, const Windows& w,
-                                               int64_t block, const float* x, float* y) {
-  Blocks<8>::pool_unit(g, w, block, x, y);
+                                               int64_t block, const float* x, bool xb, float* y,
+                                               bool yb) {
+  Blocks<8>::pool_unit(g, w, block, x, xb, y, yb);
 }
-void unit_baseline(const PoolGeometry& g, const Windows& w, int64_t block, const float* x,
-                   float* y) {
-  Blocks<4>::pool_unit(g, w, block, x, y);
+void unit_baseline(const PoolGeometry& g, const Windows& w, int64_t block, const float* x, bool xb,
+                   float* y, bool yb) {
+  Blocks<4>::pool_unit(g, w, block, x, xb, y, yb);
 }
 __attribute__((target("avx512f"))) void unit_grad_avx512(const PoolGeometry& g, const Windows& w,
-                                                         int64_t block, const float* x,
-                                                         const float* dy, float* dx) {
-  Blocks<16>::pool_grad_unit(g, w, block, x, dy, dx);
+                                                         int64_t block, const float* x, bool xb,
+                                                         const float* dy, bool dyb, float* dx,
+                                                         bool dxb) {
+  Blocks<16>::pool_grad_unit(g, w, block, x, xb, dy, dyb, dx, dxb);
 }
 __attribute__((target("avx2"))) void unit_grad_avx2(const PoolGeometry& g, const Windows& w,
-                                                    int64_t block, const float* x, const float* dy,
-                                                    float* dx) {
-  Blocks<8>::pool_grad_unit(g, w, block, x, dy, dx);
+                                                    int64_t block, const float* x, bool xb,
+                                                    const float* dy, bool dyb, float* dx,
+                                                    bool dxb) {
+  Blocks<8>::pool_grad_unit(g, w, block, x, xb, dy, dyb, dx, dxb);
 }
 void unit_grad_baseline(const PoolGeometry& g, const Windows& w, int64_t block, const float* x,
-                        const float* dy, float* dx) {
-  Blocks<4>::pool_grad_unit(g, w, block, x, dy, dx);
+                        bool xb, const float* dy, bool dyb, float* dx, bool dxb) {
+  Blocks<4>::pool_grad_unit(g, w, block, x, xb, dy, dyb, dx, dxb);
 }
 
 // Calls fn(u, unit) for each (image, channel block) unit u of n images of c channels in blocks of
@@ -290,21 +331,23 @@ void pool_grad_lanes(const PoolGeometry& g, const float* x, const float* dy, flo
 }
 
 void pool_lanes_blocked(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, const float* x,
-                        float* y) {
+                        bool x_blocked, float* y, bool y_blocked) {
   const Windows windows = windows_of(g);
   const int64_t in_unit = g.h * g.w * block, out_unit = g.ho * g.wo * block;
   for_block_units(g, n, c, block, unit_avx512, unit_avx2, unit_baseline, [&](int64_t u, auto unit) {
-    unit(g, windows, block, x + u * in_unit, y + u * out_unit);
+    unit(g, windows, block, x + u * in_unit, x_blocked, y + u * out_unit, y_blocked);
   });
 }
 
 void pool_grad_lanes_blocked(const PoolGeometry& g, int64_t n, int64_t c, int64_t block,
-                             const float* x, const float* dy, float* dx) {
+                             const float* x, bool x_blocked, const float* dy, bool dy_blocked,
+                             float* dx, bool dx_blocked) {
   const Windows windows = windows_of(g);
   const int64_t in_unit = g.h * g.w * block, out_unit = g.ho * g.wo * block;
   for_block_units(g, n, c, block, unit_grad_avx512, unit_grad_avx2, unit_grad_baseline,
                   [&](int64_t u, auto unit) {
-                    unit(g, windows, block, x + u * in_unit, dy + u * out_unit, dx + u * in_unit);
+                    unit(g, windows, block, x + u * in_unit, x_blocked, dy + u * out_unit,
+                         dy_blocked, dx + u * in_unit, dx_blocked);
                   });
 }
 

@@ -19,13 +19,15 @@ bool use_pool_lanes(const PoolGeometry& g);
 void pool_lanes(const PoolGeometry& g, const float* x, float* y);
 void pool_grad_lanes(const PoolGeometry& g, const float* x, const float* dy, float* dx);
 
-// The same over n images of c channels in channel blocks of `block` (8 or 16; Tensor::
-// channel_block), whose every (image, block) is already a tile of vectors across channels: any
-// geometry, the same bits as the plain kernels (operators/cpu/pool_blocks.cpp calls them for
-// windows other than max 2x2).
+// The same over n images of c channels where each tensor is in channel blocks of `block` (8 or
+// 16; Tensor::channel_block) or plain, as the flags say: a blocked tensor's every (image, block)
+// is already a tile of vectors across channels, a plain one's is transposed into one. Any
+// geometry, the plain kernels' bits (operators/cpu/pool_blocks.cpp calls them for windows other
+// than max 2x2, and for mixed layouts).
 void pool_lanes_blocked(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, const float* x,
-                        float* y);
+                        bool x_blocked, float* y, bool y_blocked);
 void pool_grad_lanes_blocked(const PoolGeometry& g, int64_t n, int64_t c, int64_t block,
-                             const float* x, const float* dy, float* dx);
+                             const float* x, bool x_blocked, const float* dy, bool dy_blocked,
+                             float* dx, bool dx_blocked);
 
 }  // namespace purine

@@ -7,6 +7,7 @@
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
+#include "tests/same_bits.hpp"
 
 using namespace purine;
 using namespace purine::testing;
@@ -265,6 +266,75 @@ TEST_CASE("pooling in channel blocks gives the plain kernels' bits", "[pool][isa
       CHECK(blocked == 3);  // x, dy and dx
       const std::vector<float> expected = dx.values(), actual = got_dx.values();
       CHECK(std::memcmp(expected.data(), actual.data(), sizeof(float) * expected.size()) == 0);
+    }
+  }
+}
+
+namespace {
+
+// `t`'s values in a tensor of its shape, in channel blocks of `block` (0: plain).
+Tensor in_layout(const Tensor& t, int block) {
+  Tensor out(t.shape());
+  if (block > 0) out.set_channel_block(block);
+  out.copy_from(t);
+  return out;
+}
+
+// Runs `type` on `inputs` into outputs of `shapes`, the arguments in blocks of `block` where
+// `blocked` (inputs, then outputs) says so.
+std::vector<Tensor> run_in_layouts(const char* type, const Attrs& attrs,
+                                   const std::vector<Tensor>& inputs,
+                                   const std::vector<Shape>& shapes, int block,
+                                   const std::vector<bool>& blocked) {
+  auto op = OperatorRegistry::create(type, attrs);
+  std::vector<Tensor> in, out;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in.push_back(in_layout(inputs[i], blocked[i] ? block : 0));
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    out.emplace_back(shapes[i]);
+    if (blocked[inputs.size() + i]) out.back().set_channel_block(block);
+  }
+  std::vector<const Tensor*> in_ptrs;
+  std::vector<Tensor*> out_ptrs;
+  for (const Tensor& t : in) in_ptrs.push_back(&t);
+  for (Tensor& t : out) out_ptrs.push_back(&t);
+  OpContext context;
+  op->compute(in_ptrs, out_ptrs, context);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("pooling with some tensors in channel blocks and others plain gives the plain bits",
+          "[pool][isa]") {
+  struct Case {
+    const char* mode;
+    int64_t kernel, stride, pad;
+  };
+  for (const Case& c : {Case{"max", 2, 2, 0}, Case{"max", 3, 1, 1}, Case{"avg", 3, 2, 1}}) {
+    for (int block : {8, 16}) {
+      INFO(c.mode << " " << c.kernel << "x" << c.kernel << " stride " << c.stride << ", blocks of "
+                  << block);
+      Rng rng(82);
+      const Tensor x = random_tensor({2, 32, 6, 6}, rng);
+      const Attrs attrs = Attrs()
+                              .set("mode", c.mode)
+                              .set("kernel", c.kernel)
+                              .set("stride", c.stride)
+                              .set("pad", c.pad);
+      const Tensor y = run_forward("pool", attrs, {x})[0];
+      const Tensor dy = random_tensor(y.shape(), rng);
+      const Tensor dx = run_forward("pool_grad", attrs, {x, y, dy})[0];
+      for (int mask = 1; mask < 8; ++mask) {  // x, dy and dx (x and y forward): some blocked
+        const bool bx = mask & 1, bdy = mask & 2, bdx = mask & 4;
+        INFO("x " << bx << ", dy " << bdy << ", dx " << bdx);
+        if (mask < 4) {
+          CHECK(same_bits(run_in_layouts("pool", attrs, {x}, {y.shape()}, block, {bx, bdy})[0], y));
+        }
+        CHECK(same_bits(run_in_layouts("pool_grad", attrs, {x, y, dy}, {x.shape()}, block,
+                                       {bx, false, bdy, bdx})[0],
+                        dx));
+      }
     }
   }
 }
