@@ -225,11 +225,20 @@ TEST_CASE("pool rejects bad shapes and attributes", "[pool]") {
                       Catch::Contains("kernel 5x5 is larger than the padded input 4x4"));
 }
 
+namespace {
+
+// A pooling's attributes, for the tests of channel blocks.
+struct Case {
+  const char* mode;
+  int64_t kernel, stride, pad;
+  Attrs attrs() const {
+    return Attrs().set("mode", mode).set("kernel", kernel).set("stride", stride).set("pad", pad);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("pooling in channel blocks gives the plain kernels' bits", "[pool][isa]") {
-  struct Case {
-    const char* mode;
-    int64_t kernel, stride, pad;
-  };
   // Disjoint 2x2 windows (odd sizes leave a row and a column out), overlapping padded windows
   // both ways, and a global average.
   for (const Case& c : {Case{"max", 2, 2, 0}, Case{"max", 3, 1, 1}, Case{"max", 3, 2, 1},
@@ -246,11 +255,7 @@ TEST_CASE("pooling in channel blocks gives the plain kernels' bits", "[pool][isa
       // NaNs: first in a window (kept as its maximum) and later in one (never greater).
       values[0] = values[7 * 7 * 5 + 10] = std::nanf("");
       x.set_values(values);
-      const Attrs attrs = Attrs()
-                              .set("mode", c.mode)
-                              .set("kernel", c.kernel)
-                              .set("stride", c.stride)
-                              .set("pad", c.pad);
+      const Attrs attrs = c.attrs();
       const Tensor y = run_forward("pool", attrs, {x})[0];
       int blocked = 0;
       const Tensor got = run_forward_blocked("pool", attrs, {x}, block, &blocked)[0];
@@ -307,21 +312,13 @@ std::vector<Tensor> run_in_layouts(const char* type, const Attrs& attrs,
 
 TEST_CASE("pooling with some tensors in channel blocks and others plain gives the plain bits",
           "[pool][isa]") {
-  struct Case {
-    const char* mode;
-    int64_t kernel, stride, pad;
-  };
   for (const Case& c : {Case{"max", 2, 2, 0}, Case{"max", 3, 1, 1}, Case{"avg", 3, 2, 1}}) {
     for (int block : {8, 16}) {
       INFO(c.mode << " " << c.kernel << "x" << c.kernel << " stride " << c.stride << ", blocks of "
                   << block);
       Rng rng(82);
       const Tensor x = random_tensor({2, 32, 6, 6}, rng);
-      const Attrs attrs = Attrs()
-                              .set("mode", c.mode)
-                              .set("kernel", c.kernel)
-                              .set("stride", c.stride)
-                              .set("pad", c.pad);
+      const Attrs attrs = c.attrs();
       const Tensor y = run_forward("pool", attrs, {x})[0];
       const Tensor dy = random_tensor(y.shape(), rng);
       const Tensor dx = run_forward("pool_grad", attrs, {x, y, dy})[0];
