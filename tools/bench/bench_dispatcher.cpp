@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -199,17 +200,26 @@ void busy_wait(std::chrono::microseconds duration) {
   }
 }
 
+// A task named `name` that runs `run` on executor `executor`.
+pd::Task task_on(const char* name, pd::ExecutorId executor, std::function<void()> run) {
+  pd::Task task;
+  task.name = name;
+  task.executor = executor;
+  task.run = std::move(run);
+  return task;
+}
+
 HandOver hand_over(int idle_us, int runs) {
   Clock::time_point a_end, b_start, c_start;
   pd::Plan plan;
   plan.add_executor({"cpu/0"});
   plan.add_executor({"cpu/1"});
-  const pd::TaskId a = plan.add_task({"a", "", 0, [&] {
-                                        busy_wait(std::chrono::microseconds(idle_us));
-                                        a_end = Clock::now();
-                                      }});
-  const pd::TaskId b = plan.add_task({"b", "", 1, [&] { b_start = Clock::now(); }});
-  const pd::TaskId c = plan.add_task({"c", "", 0, [&] { c_start = Clock::now(); }});
+  const pd::TaskId a = plan.add_task(task_on("a", 0, [&] {
+    busy_wait(std::chrono::microseconds(idle_us));
+    a_end = Clock::now();
+  }));
+  const pd::TaskId b = plan.add_task(task_on("b", 1, [&] { b_start = Clock::now(); }));
+  const pd::TaskId c = plan.add_task(task_on("c", 0, [&] { c_start = Clock::now(); }));
   plan.add_dependency(a, b);
   plan.add_dependency(a, c);
   pd::EngineOptions options;
