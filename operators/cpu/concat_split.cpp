@@ -171,9 +171,12 @@ GradientSpec ConcatOp::gradient_for(const std::vector<Shape>& input_shapes) cons
 }
 
 ChannelBlocking ConcatOp::channel_blocking(const std::vector<Shape>& inputs, int block) const {
-  if (inputs.empty() || inputs[0].ndim() != 4) return {};
   std::vector<int64_t> extents;
-  for (const Shape& x : inputs) extents.push_back(x[1]);
+  for (const Shape& x : inputs) {
+    if (x.ndim() != 4) return {};
+    extents.push_back(x[1]);
+  }
+  if (extents.empty()) return {};
   if (!channel_parts_take_blocks(inputs[0], axis_, extents, block)) return {};
   return ChannelBlocking::uniform_all(static_cast<int>(inputs.size()), 1);
 }

@@ -68,10 +68,19 @@ inline __attribute__((always_inline)) void max_2x2_grad(const PoolGeometry& g,
   std::fill(dx + 2 * g.ho * g.w * B, dx + g.h * g.w * B, 0.0f);
 }
 
-// One (image, channel block)'s input and output planes, in floats: H W b and Ho Wo b.
-struct BlockPlanes {
-  int64_t in_plane, out_plane;
-};
+// Calls fn(in, out) with the offsets of each (image, channel block) unit's input and output
+// planes (H W b and Ho Wo b floats), units in parallel; fn marked always_inline, as
+// parallel_for_isa asks of its own.
+template <class Fn>
+void for_each_unit(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, const Fn& fn) {
+  const int64_t in_plane = g.h * g.w * block, out_plane = g.ho * g.wo * block;
+  const int64_t units = n * (c / block);
+  parallel_for_isa(
+      units,
+      units * in_plane > kParallelMinArithmetic, [&](int64_t u) __attribute__((always_inline)) {
+        fn(u * in_plane, u * out_plane);
+      });
+}
 
 }  // namespace
 
@@ -79,14 +88,9 @@ void pool_blocks(const PoolGeometry& g, int64_t n, int64_t c, int64_t block, con
                  bool x_blocked, float* y, bool y_blocked) {
   if (!is_max_2x2(g) || !x_blocked || !y_blocked)
     return pool_lanes_blocked(g, n, c, block, x, x_blocked, y, y_blocked);
-  const BlockPlanes p{g.h * g.w * block, g.ho * g.wo * block};
-  const int64_t units = n * (c / block);
-  parallel_for_isa(
-      units,
-      units * p.in_plane > kParallelMinArithmetic, [&](int64_t u) __attribute__((always_inline)) {
-        const float* in = x + u * p.in_plane;
-        float* out = y + u * p.out_plane;
-        block == 16 ? max_2x2_unit<16>(g, in, out) : max_2x2_unit<8>(g, in, out);
+  for_each_unit(
+      g, n, c, block, [&](int64_t in, int64_t out) __attribute__((always_inline)) {
+        block == 16 ? max_2x2_unit<16>(g, x + in, y + out) : max_2x2_unit<8>(g, x + in, y + out);
       });
 }
 
@@ -95,15 +99,10 @@ void pool_grad_blocks(const PoolGeometry& g, int64_t n, int64_t c, int64_t block
                       bool dx_blocked) {
   if (!is_max_2x2(g) || !x_blocked || !dy_blocked || !dx_blocked)
     return pool_grad_lanes_blocked(g, n, c, block, x, x_blocked, dy, dy_blocked, dx, dx_blocked);
-  const BlockPlanes p{g.h * g.w * block, g.ho * g.wo * block};
-  const int64_t units = n * (c / block);
-  parallel_for_isa(
-      units,
-      units * p.in_plane > kParallelMinArithmetic, [&](int64_t u) __attribute__((always_inline)) {
-        const float* in = x + u * p.in_plane;
-        const float* grad = dy + u * p.out_plane;
-        float* out = dx + u * p.in_plane;
-        block == 16 ? max_2x2_grad<16>(g, in, grad, out) : max_2x2_grad<8>(g, in, grad, out);
+  for_each_unit(
+      g, n, c, block, [&](int64_t in, int64_t out) __attribute__((always_inline)) {
+        block == 16 ? max_2x2_grad<16>(g, x + in, dy + out, dx + in)
+                    : max_2x2_grad<8>(g, x + in, dy + out, dx + in);
       });
 }
 
