@@ -610,7 +610,7 @@ FusedAndUnfused conv_bias_relu_both_ways(const Geometry& g, const char* engine, 
 
 }  // namespace
 
-// Tagged [determinism], so it runs under ONEDNN_MAX_CPU_ISA=AVX2 as well (tests/CMakeLists.txt):
+// Tagged [determinism], so it runs under ONEDNN_MAX_CPU_ISA=AVX2 and SSE41 (tests/CMakeLists.txt):
 // oneDNN's post-ops must round as the three ops do on every ISA's kernels.
 TEST_CASE("conv_bias_relu equals conv then bias then relu bit for bit", "[conv][determinism]") {
   // The convnet's two convolutions, GoogLeNet's 1x1, 3x3 and 5x5 shapes (more input channels
@@ -670,7 +670,7 @@ TEST_CASE("conv_bias_relu rejects a bias of the wrong size", "[conv]") {
                     Catch::Contains("input 2 (bias) has shape [2], expected [3]"));
 }
 
-// Tagged [isa]: it runs under ONEDNN_MAX_CPU_ISA=AVX2 as well (blocks of 8 there).
+// Tagged [isa]: it runs under ONEDNN_MAX_CPU_ISA=AVX2 and SSE41 as well (blocks of 8 there).
 TEST_CASE("conv in channel blocks gives the plain kernels' bits in every direction",
           "[conv][isa]") {
   const int block = conv_channel_block();
@@ -679,11 +679,13 @@ TEST_CASE("conv in channel blocks gives the plain kernels' bits in every directi
              ? 16
              : 8));
   // oneDNN's kernels (3x3 over 8x8, a stride), a stem of 3 input channels (only y and dy in
-  // blocks; its weight gradient by shifted rows, through plain copies), and 1x1 planes (the
-  // dense planes' kernel, through plain copies).
+  // blocks; its weight gradient by shifted rows, through plain copies), 1x1 planes (the dense
+  // planes' kernel, through plain copies), and the convnet's stem (oneDNN's GEMM-based kernel
+  // under the SSE4.1 cap, whose conv_bias_relu adds the bias to blocks itself).
   for (Geometry g :
        {Geometry{4, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1}, Geometry{3, 32, 9, 9, 16, 3, 3, 2, 2, 1, 1},
-        Geometry{4, 3, 8, 8, 16, 3, 3, 1, 1, 1, 1}, Geometry{8, 16, 1, 1, 32, 3, 3, 1, 1, 1, 1}}) {
+        Geometry{4, 3, 8, 8, 16, 3, 3, 1, 1, 1, 1}, Geometry{8, 16, 1, 1, 32, 3, 3, 1, 1, 1, 1},
+        Geometry{4, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2}}) {
     INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", kernel " << g.kh
              << ", stride " << g.stride_h);
     Rng rng(77);
