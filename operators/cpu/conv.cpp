@@ -553,13 +553,40 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
          (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
 }
 
-// Whether make_kernel gives oneDNN's kernel (unless oneDNN has none for the geometry).
-bool takes_onednn(const std::string& engine, bool deterministic, ConvDirection direction,
-                  const ConvGeometry& g) {
-  if (engine != "auto") return engine == "onednn";
+// The kernels make_kernel chooses among (the measurements behind the choice: make_kernel).
+enum class KernelChoice {
+  kDensePlanes,
+  kChannelsLast,
+  kCroppedTaps,
+  kOnednn,
+  kImageGroups,
+  kShiftedRows,
+  kIm2col
+};
+
+// The im2col family's kernel for `direction` and `g`: what runs where oneDNN does not.
+KernelChoice im2col_family_kernel(ConvDirection direction, const ConvGeometry& g) {
+  if (g.ho * g.wo <= kImageGroupsMaxPlane && direction != ConvDirection::kBackwardData)
+    return KernelChoice::kImageGroups;
+  if (direction == ConvDirection::kBackwardWeights && g.o <= kShiftedRowsMaxOutputs &&
+      shifted_rows_fit(g))
+    return KernelChoice::kShiftedRows;
+  return KernelChoice::kIm2col;
+}
+
+// The kernel for `engine` ("auto", "onednn" or "im2col"), `direction` and `g` (oneDNN's may yet
+// fail for want of an implementation: make_kernel falls back to the im2col family).
+KernelChoice choose_kernel(const std::string& engine, bool deterministic, ConvDirection direction,
+                           const ConvGeometry& g) {
   ConvGeometry inner;
-  return !dense_planes_fit(g) && !channels_last_fit(g) && !crop_taps(g, &inner) &&
-         auto_takes_onednn(deterministic, direction, g);
+  if (engine == "auto" && dense_planes_fit(g)) return KernelChoice::kDensePlanes;
+  if (engine == "auto" && channels_last_fit(g)) return KernelChoice::kChannelsLast;
+  if (engine == "auto" && crop_taps(g, &inner)) return KernelChoice::kCroppedTaps;
+  if ((engine == "onednn" ||
+       (engine == "auto" && auto_takes_onednn(deterministic, direction, g))) &&
+      g.n > 0)
+    return KernelChoice::kOnednn;
+  return im2col_family_kernel(direction, g);
 }
 
 // oneDNN's kernel; throws dnnl::error when oneDNN has no implementation for the geometry.
@@ -572,18 +599,21 @@ std::unique_ptr<ConvKernel> make_onednn_kernel(bool deterministic, ConvDirection
 }
 
 // `engine` is "auto", "onednn" or "im2col" (validated by the caller). Arguments in channel
-// blocks (`blocks`) go to oneDNN's kernel as they are, to the others through plain copies.
+// blocks (`blocks`) go to oneDNN's and the shifted-rows kernels as they are, to the others
+// through plain copies.
 std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool deterministic,
                                         ConvDirection direction, const ConvGeometry& g, int threads,
                                         bool bias_relu, ConvBlocks blocks) {
+  const KernelChoice choice = choose_kernel(engine, deterministic, direction, g);
   if (!(blocks == ConvBlocks{})) {
-    if (takes_onednn(engine, deterministic, direction, g) && g.n > 0) {
+    if (choice == KernelChoice::kOnednn) {
       try {
         return make_onednn_kernel(deterministic, direction, g, threads, bias_relu, blocks);
       } catch (const dnnl::error&) {
         // No oneDNN implementation for this geometry: the plain kernel, as below.
       }
     }
+    if (choice == KernelChoice::kShiftedRows) return make_shifted_rows_kernel(g, threads, blocks);
     return std::make_unique<BlockedArgsKernel>(
         make_kernel(engine, deterministic, direction, g, threads, bias_relu, {}), direction, g,
         threads, bias_relu, blocks);
@@ -617,7 +647,6 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // forward takes 2x2 planes (6.2 against 8.1 ms) and loses at 1x1 (5x5 kernels over a padded
   // 1x1 plane: 0.68-0.94 against 0.10-0.14 ms). Training images/s, alternating runs: GoogLeNet
   // 1.06-1.10x, resnet20 1.21x.
-  const int64_t plane = g.ho * g.wo;
   // With AVX-512, oneDNN's chunks would also win the weight gradients of stems with fewer than 8
   // input channels (same machine and day: convnet_bn's 1 -> 32 5x5 at 28x28 0.42 against 0.72 ms
   // as shifted rows, GoogLeNet's 1 -> 64 7x7 0.35 against 0.81 as im2col), but stems keep our
@@ -630,7 +659,7 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // 2026-11-28, in training traces: the 48 convolution ops of its 1x1 planes 8.0 against 3.0 ms
   // per iteration, capped at AVX2 11.0 against 3.7; the 30 of the 3x3 and 5x5 kernels over its
   // 2x2 planes 6.3 against 12.4, oneDNN's and the image groups' before).
-  if (engine == "auto" && dense_planes_fit(g))
+  if (choice == KernelChoice::kDensePlanes)
     return make_dense_planes_kernel(direction, g, threads, bias_relu);
   // 1x1 kernels over planes of up to 4 pixels: one GEMM of the batch in channels-last order
   // (same machine and day, GoogLeNet-28's 2x2 planes, bench_conv_layers: forward 2.73 / data
@@ -638,31 +667,29 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // capped at AVX2 5.00 / 4.92 / 5.25 against 4.06 / 4.77 / 5.51; in two alternating traced
   // training pairs its 1x1 ops 22.4 / 22.0 against 20.9 / 20.5 ms). Not at 4x4 and up: the
   // weight gradients there lost to oneDNN's chunks (1.11 against 1.68 ms), the rest level.
-  if (engine == "auto" && channels_last_fit(g))
+  if (choice == KernelChoice::kChannelsLast)
     return make_channels_last_kernel(direction, g, threads, bias_relu);
   // Outer taps that meet only padding (GoogLeNet's 5x5 kernels over 2x2 planes at 28x28): the
   // convolution of the taps that meet the input, by the kernel for that geometry.
   ConvGeometry inner;
-  if (engine == "auto" && crop_taps(g, &inner))
+  if (choice == KernelChoice::kCroppedTaps && crop_taps(g, &inner))
     return make_cropped_taps_kernel(
         direction, g, inner,
         make_kernel(engine, deterministic, direction, inner, threads, bias_relu, {}), threads);
-  const bool onednn =
-      engine == "onednn" || (engine == "auto" && auto_takes_onednn(deterministic, direction, g));
-  if (onednn && g.n > 0) {
+  KernelChoice family = choice;
+  if (choice == KernelChoice::kOnednn) {
     try {
       return make_onednn_kernel(deterministic, direction, g, threads, bias_relu, {});
     } catch (const dnnl::error& e) {
       // No oneDNN implementation for this geometry: im2col handles every geometry.
       require(engine == "auto", "oneDNN has no convolution for this geometry (", e.what(),
               "); use engine 'auto' or 'im2col'");
+      family = im2col_family_kernel(direction, g);
     }
   }
-  if (plane <= kImageGroupsMaxPlane && direction != ConvDirection::kBackwardData)
+  if (family == KernelChoice::kImageGroups)
     return make_image_group_kernel(direction, g, threads, bias_relu);
-  if (direction == ConvDirection::kBackwardWeights && g.o <= kShiftedRowsMaxOutputs &&
-      shifted_rows_fit(g))
-    return make_shifted_rows_kernel(g, threads);
+  if (family == KernelChoice::kShiftedRows) return make_shifted_rows_kernel(g, threads);
   return std::make_unique<Im2colConvKernel>(direction, g, threads, bias_relu);
 }
 
@@ -748,15 +775,23 @@ ChannelBlocking ConvOpBase::blocking(ConvDirection direction, const Shape& x, in
                                      const Shape& w, int w_input, int block,
                                      ChannelBlocking blocking) const {
   if (block != conv_channel_block() || x.ndim() != 4 || w.ndim() != 4) return {};
-  // oneDNN's kernel reorders plain arguments; the others (small planes, stems) reorder blocked
+  // oneDNN's kernel reorders plain arguments; most others (small planes, stems) reorder blocked
   // ones through plain copies (BlockedArgsKernel). Taking blocks wherever oneDNN's kernel took
   // them cost GoogLeNet-28, whose small planes go to our kernels, 2-4% of its step (2 Zen 5
   // cores, 2026-11-29); taking them only there cost resnet20 10%, whose stem's and last
   // stage's weight gradients are ours. The rewrite weighs both.
-  blocking.reorders = takes_onednn(params_.engine, params_.deterministic_now(), direction,
-                                   geometry(x, x_input, w, w_input))
-                          ? ChannelBlocking::kInPlain
-                          : ChannelBlocking::kInBlocks;
+  // The shifted-rows weight gradient reads either layout as it is.
+  switch (choose_kernel(params_.engine, params_.deterministic_now(), direction,
+                        geometry(x, x_input, w, w_input))) {
+    case KernelChoice::kOnednn:
+      blocking.reorders = ChannelBlocking::kInPlain;
+      break;
+    case KernelChoice::kShiftedRows:
+      blocking.reorders = ChannelBlocking::kNever;
+      break;
+    default:
+      blocking.reorders = ChannelBlocking::kInBlocks;
+  }
   return blocking;
 }
 

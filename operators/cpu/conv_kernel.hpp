@@ -102,9 +102,11 @@ inline void add_bias_relu(const float* in, float b, int64_t n, float* out) {
 }
 
 // The weight gradient of a stride-1 convolution as dot products of shifted rows of the padded
-// input (conv_shifted_rows.cpp); it fits where the CPU has AVX2 and FMA.
+// input (conv_shifted_rows.cpp); it fits where the CPU has AVX2 and FMA. dy (blocks.a) and x
+// (blocks.b) may be in channel blocks.
 bool shifted_rows_fit(const ConvGeometry& g);
-std::unique_ptr<ConvKernel> make_shifted_rows_kernel(const ConvGeometry& g, int threads);
+std::unique_ptr<ConvKernel> make_shifted_rows_kernel(const ConvGeometry& g, int threads,
+                                                     ConvBlocks blocks = {});
 
 // Convolutions in which every output pixel sees every input pixel, as dense layers
 // (conv_dense_planes.cpp), in every direction.

@@ -13,7 +13,9 @@
 // sums are added in order: the bits follow from the geometry alone, not the thread count. The
 // zeros at j >= Wo cost (Wp - Wo) / Wo more multiply-adds (7% at 28x28 with 3x3 kernels); they
 // meet x values of other taps, so an infinite x can make more of dw NaN than im2col would (dw is
-// not finite then either way).
+// not finite then either way). dy and x may each be in channel blocks (Tensor::channel_block):
+// the packing reads them as they are, turning each pixel row of a block into rows of its
+// channels, so blocked arguments cost no reorder.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "operators/cpu/conv_kernel.hpp"
+#include "operators/cpu/lane_tiles.hpp"
 #include "operators/cpu/thread_workspace.hpp"
 #include "operators/cpu/vector_isa.hpp"
 
@@ -65,6 +68,31 @@ __attribute__((target("avx2,fma"))) void dot_tile(const float* const* a, const f
   }
 }
 
+// rows[l * stride + q] = pixels[q * block + l] for q < count and l < block (a multiple of 8): a
+// row of `count` pixels of one channel block written as a row of each of its channels.
+__attribute__((target("avx2"))) void unblock_row(const float* pixels, int64_t block, int64_t count,
+                                                 float* rows, int64_t stride) {
+  for (int64_t l = 0; l < block; l += 8)
+    LaneTiles<8>::from_rows_apart(pixels + l, block, count, 8, rows + l * stride, stride);
+}
+
+// Rows of `width` pixels, `height` of them per channel, of `channels` channels of one image at
+// `from` (plain, or in blocks of `block` channels) copied to `to`: channel c's row i to
+// to + c * ld + i * wp.
+void copy_rows(const float* from, int block, int64_t channels, int64_t height, int64_t width,
+               float* to, int64_t ld, int64_t wp) {
+  if (block == 0) {
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < height; ++i)
+        std::memcpy(to + c * ld + i * wp, from + (c * height + i) * width, 4 * width);
+    return;
+  }
+  for (int64_t c = 0; c < channels; c += block)
+    for (int64_t i = 0; i < height; ++i)
+      unblock_row(from + c * height * width + i * width * block, block, width, to + c * ld + i * wp,
+                  ld);
+}
+
 using DotTile = void (*)(const float* const*, const float* const*, int64_t, int64_t, int64_t,
                          int64_t, float*, int64_t);
 
@@ -81,8 +109,8 @@ DotTile dot_tile_of(int m, int t) {
 
 class ShiftedRowsKernel : public ConvKernel {
  public:
-  ShiftedRowsKernel(const ConvGeometry& g, int threads)
-      : ConvKernel(ConvDirection::kBackwardWeights, g, threads),
+  ShiftedRowsKernel(const ConvGeometry& g, int threads, ConvBlocks blocks)
+      : ConvKernel(ConvDirection::kBackwardWeights, g, threads, false, blocks),
         wp_(g.w + 2 * g.pad_w),
         x_image_((g.h + 2 * g.pad_h) * wp_),
         dy_image_((g.ho * wp_ + 7) / 8 * 8),
@@ -133,16 +161,10 @@ class ShiftedRowsKernel : public ConvKernel {
     std::fill(dy_rows, dy_rows + g.o * dy_ld, 0.0f);
     std::fill(x_rows, x_rows + g.c * x_ld, 0.0f);
     for (int64_t n = 0; n < images; ++n) {
-      for (int64_t o = 0; o < g.o; ++o) {
-        const float* from = dy + ((first + n) * g.o + o) * g.ho * g.wo;
-        float* to = dy_rows + o * dy_ld + n * dy_image_;
-        for (int64_t i = 0; i < g.ho; ++i) std::memcpy(to + i * wp_, from + i * g.wo, 4 * g.wo);
-      }
-      for (int64_t c = 0; c < g.c; ++c) {
-        const float* from = x + ((first + n) * g.c + c) * g.h * g.w;
-        float* to = x_rows + c * x_ld + n * x_image_ + g.pad_h * wp_ + g.pad_w;
-        for (int64_t i = 0; i < g.h; ++i) std::memcpy(to + i * wp_, from + i * g.w, 4 * g.w);
-      }
+      copy_rows(dy + (first + n) * g.o * g.ho * g.wo, blocks_.a, g.o, g.ho, g.wo,
+                dy_rows + n * dy_image_, dy_ld, wp_);
+      copy_rows(x + (first + n) * g.c * g.h * g.w, blocks_.b, g.c, g.h, g.w,
+                x_rows + n * x_image_ + g.pad_h * wp_ + g.pad_w, x_ld, wp_);
     }
     const int64_t kk = g.kh * g.kw;
     for (int64_t o = 0; o < g.o; o += 4) {
@@ -185,8 +207,9 @@ bool shifted_rows_fit(const ConvGeometry& g) {
   return avx2 && g.stride_h == 1 && g.stride_w == 1;
 }
 
-std::unique_ptr<ConvKernel> make_shifted_rows_kernel(const ConvGeometry& g, int threads) {
-  return std::make_unique<ShiftedRowsKernel>(g, threads);
+std::unique_ptr<ConvKernel> make_shifted_rows_kernel(const ConvGeometry& g, int threads,
+                                                     ConvBlocks blocks) {
+  return std::make_unique<ShiftedRowsKernel>(g, threads, blocks);
 }
 
 }  // namespace purine

@@ -1,11 +1,12 @@
 // Transposes between L planes and the rows of a tile by vector shuffles: rows[q][l] is pixel q
 // of plane l. Pooling runs its windows on such rows, a vector across L planes per pixel
 // (pool_lanes.cpp), and the channels-last convolutions turn an image's channels into rows of
-// pixels with them (conv_channels_last.cpp). Every function is inlined into its caller, which
-// a file compiles once per vector ISA (the build targets plain x86-64; vector_isa.hpp picks the
-// version): L = 16 under AVX-512, 8 under AVX2, 4 in the baseline. Passing these vectors between
-// inlined helpers makes GCC note an ABI change (-Wpsabi) that no call outside the file sees:
-// files that include this build with -Wno-psabi.
+// pixels with them (conv_channels_last.cpp), as the shifted-rows weight gradient does with
+// activations in channel blocks (conv_shifted_rows.cpp). Every function is inlined into its caller,
+// which a file compiles once per vector ISA (the build targets plain x86-64; vector_isa.hpp picks
+// the version): L = 16 under AVX-512, 8 under AVX2, 4 in the baseline. Passing these vectors
+// between inlined helpers makes GCC note an ABI change (-Wpsabi) that no call outside the file
+// sees: files that include this build with -Wno-psabi.
 #pragma once
 
 #include <cstdint>
@@ -148,20 +149,26 @@ struct LaneTiles {
   // The inverse: planes[l * plane + q] = rows[q * ld + l] for the first `lanes` planes.
   static PURINE_LANES_INLINE void from_rows(const float* rows, int64_t ld, int64_t plane,
                                             int64_t lanes, float* planes) {
+    if (lanes == L && packed_from_rows(rows, ld, plane, planes)) return;
+    from_rows_apart(rows, ld, plane, lanes, planes, plane);
+  }
+  // The same for planes `stride` apart: planes[l * stride + q] = rows[q * ld + l] for q < count
+  // (a row of pixels in channel blocks turned into a row of each channel).
+  static PURINE_LANES_INLINE void from_rows_apart(const float* rows, int64_t ld, int64_t count,
+                                                  int64_t lanes, float* planes, int64_t stride) {
     int64_t q = 0;
     if (lanes == L) {
-      if (packed_from_rows(rows, ld, plane, planes)) return;
-      for (; q + L <= plane; q += L) {
+      for (; q + L <= count; q += L) {
         Lanes v[L];
 #pragma GCC unroll 16
         for (int i = 0; i < L; ++i) v[i] = load(rows + (q + i) * ld);
         interleave<L>(v);
 #pragma GCC unroll 16
-        for (int l = 0; l < L; ++l) store(planes + l * plane + q, v[l]);
+        for (int l = 0; l < L; ++l) store(planes + l * stride + q, v[l]);
       }
     }
-    for (; q < plane; ++q)
-      for (int64_t l = 0; l < lanes; ++l) planes[l * plane + q] = rows[q * ld + l];
+    for (; q < count; ++q)
+      for (int64_t l = 0; l < lanes; ++l) planes[l * stride + q] = rows[q * ld + l];
   }
 };
 

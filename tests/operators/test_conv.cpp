@@ -716,3 +716,45 @@ TEST_CASE("conv in channel blocks gives the plain kernels' bits in every directi
   CHECK(conv->channel_blocking({Shape{2, 32, 4, 4}, Shape{32, 32, 3, 3}}, block / 2).kind ==
         ChannelBlocking::kNone);
 }
+
+// Tagged [isa]: it runs under the AVX2 and SSE41 caps too (no shifted rows under SSE41).
+TEST_CASE("the shifted-rows weight gradient reads channel blocks as they are", "[conv][isa]") {
+  // A stride-1 3x3 gradient of 16 output channels over 12x12 planes: shifted rows under
+  // engine im2col wherever the CPU has AVX2 and FMA; blocks of 8 and 16 (two vectors of 8), each
+  // of dy and x blocked or plain. The same bits as plain, and no reorder in the kernel's name.
+  const Geometry g{6, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1};
+  Rng rng(91);
+  const Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+  const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+  const Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+  const Tensor plain = run_forward("conv_grad_weight", g.attrs("im2col"), {dy, x, w})[0];
+  for (int block : {8, 16}) {
+    for (int blocked_inputs : {1, 2, 3}) {  // bit 0: dy, bit 1: x
+      INFO("block " << block << ", dy " << (blocked_inputs & 1 ? "blocked" : "plain") << ", x "
+                    << (blocked_inputs & 2 ? "blocked" : "plain"));
+      std::vector<Tensor> given;
+      for (const Tensor* t : {&dy, &x, &w}) given.emplace_back(t->shape());
+      if (blocked_inputs & 1) given[0].set_channel_block(block);
+      if (blocked_inputs & 2) given[1].set_channel_block(block);
+      given[0].copy_from(dy);
+      given[1].copy_from(x);
+      given[2].copy_from(w);
+      Tensor dw(w.shape());
+      auto op = OperatorRegistry::create("conv_grad_weight", g.attrs("im2col"));
+      OpContext context;
+      op->compute({&given[0], &given[1], &given[2]}, {&dw}, context);
+      CHECK(same_bits(dw, plain));
+      const std::string kernel = dynamic_cast<ConvOpBase&>(*op).kernel_name();
+      if (shifted_rows_run())
+        CHECK(kernel == "im2col:shifted rows");
+      else
+        CHECK(kernel == "im2col (channel blocks reordered)");
+    }
+  }
+  // The channel-blocks rewrite sees that neither layout costs this kernel a reorder.
+  auto op = OperatorRegistry::create("conv_grad_weight", g.attrs("im2col"));
+  const ChannelBlocking blocking =
+      op->channel_blocking({dy.shape(), x.shape(), w.shape()}, conv_channel_block());
+  CHECK(blocking.reorders ==
+        (shifted_rows_run() ? ChannelBlocking::kNever : ChannelBlocking::kInBlocks));
+}
