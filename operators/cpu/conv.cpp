@@ -527,7 +527,7 @@ struct SmallPlanes {
   int64_t weights, forward;
 };
 constexpr int64_t kImageGroupsMaxPlane = 49;
-constexpr SmallPlanes kSmallPlanesAvx2{kImageGroupsMaxPlane, 4};
+constexpr SmallPlanes kSmallPlanesAvx2{16, 4};
 constexpr SmallPlanes kSmallPlanesAvx512{9, 1};
 // Weight gradients of at most this many output channels go to shifted rows (see make_kernel).
 constexpr int64_t kShiftedRowsMaxOutputs = 32;
@@ -547,8 +547,12 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
   const bool small =
       (direction == ConvDirection::kBackwardWeights && plane <= small_planes.weights) ||
       (direction == ConvDirection::kForward && plane <= small_planes.forward);
-  const bool avx2_small_kernel_weights = direction == ConvDirection::kBackwardWeights &&
-                                         deterministic && g.kh * g.kw <= 9 && !onednn_has_avx512();
+  // Measured at stride 1 over planes of 14x14 and up; a strided 3x3 (resnet20's 28x28 -> 14x14)
+  // went to im2col, not shifted rows, which lost to oneDNN's chunks (see make_kernel).
+  const bool avx2_small_kernel_weights =
+      direction == ConvDirection::kBackwardWeights && deterministic && !onednn_has_avx512() &&
+      plane > kImageGroupsMaxPlane &&
+      (g.kh * g.kw == 1 || (g.kh * g.kw <= 9 && g.stride_h == 1 && g.stride_w == 1));
   return !small && !avx2_small_kernel_weights &&
          (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
 }
@@ -646,7 +650,13 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
   // against 4.1 ms) and lose at 2x2 and 1x1 (its 3x3 kernels 1.2-3.3 against 0.3-1.0 ms); its
   // forward takes 2x2 planes (6.2 against 8.1 ms) and loses at 1x1 (5x5 kernels over a padded
   // 1x1 plane: 0.68-0.94 against 0.10-0.14 ms). Training images/s, alternating runs: GoogLeNet
-  // 1.06-1.10x, resnet20 1.21x.
+  // 1.06-1.10x, resnet20 1.21x. On a 2-core AVX2-only EPYC (2026-11-29, bench_conv_layers
+  // --directions=weight, batch 64), after oneDNN's chunks were retuned for small planes
+  // (weight_grad_chunks), its chunks beat the image groups from 5x5 planes up (GoogLeNet-28's 7x7
+  // conv2 5.4 against 7.4 ms, its 1x1 0.22 against 0.52; resnet20's 7x7 3x3s 2.6 against 3.0-3.6,
+  // once strided 1.4 against 1.8) and im2col on resnet20's strided 3x3 over 28x28 (1.6-1.8 against
+  // 2.4-3.0); at 4x4 they were level (3x3s 2.7 / 5.2 against 3.1 / 5.4, 5x5s 0.71 / 2.9 against
+  // 0.68 / 2.4), so image groups keep planes up to 4x4 with AVX2 kernels.
   // With AVX-512, oneDNN's chunks would also win the weight gradients of stems with fewer than 8
   // input channels (same machine and day: convnet_bn's 1 -> 32 5x5 at 28x28 0.42 against 0.72 ms
   // as shifted rows, GoogLeNet's 1 -> 64 7x7 0.35 against 0.81 as im2col), but stems keep our

@@ -252,6 +252,16 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
   CHECK((two[0] == "im2col:image groups") == !avx512);
   CHECK(two[1].rfind("onednn:", 0) == 0);
   CHECK(two[2] == "im2col:image groups");
+  // 5x5 to 7x7 output planes (resnet20's last stage, GoogLeNet-28's conv2): oneDNN with either
+  // ISA's kernels, and so is a strided 3x3 over 14x14 (AVX2 kernels keep the stride-1 ones).
+  for (const Geometry& g :
+       {Geometry{4, 16, 7, 7, 24, 3, 3, 1, 1, 1, 1}, Geometry{4, 16, 5, 5, 24, 1, 1, 1, 1, 0, 0},
+        Geometry{4, 16, 14, 14, 24, 3, 3, 2, 2, 1, 1}}) {
+    INFO(g.h << "x" << g.w << ", kernel " << g.kh << ", stride " << g.stride_h);
+    for (const std::string& name : check_against_naive(g, 37)) CHECK(name.rfind("onednn:", 0) == 0);
+  }
+  auto stride_one = check_against_naive({4, 16, 14, 14, 24, 3, 3, 1, 1, 1, 1}, 38);
+  CHECK((stride_one[2].rfind("onednn:", 0) == 0) == avx512);
 }
 
 TEST_CASE("conv without the taps that meet only padding gives the same results", "[conv]") {
