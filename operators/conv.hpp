@@ -84,7 +84,7 @@ struct ConvBlocks {
 // AVX-512, 8 with AVX2 (ONEDNN_MAX_CPU_ISA caps it).
 int conv_channel_block();
 
-class ConvKernel;  // cpu/conv.cpp: the cached primitives or buffers of one direction
+class ConvKernel;  // cpu/conv_kernel.hpp: the cached primitives or buffers of one direction
 
 // The attributes of the convolution ops (above), read and checked once when an op is made; the
 // CPU and GPU kernels read them.

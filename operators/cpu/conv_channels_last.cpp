@@ -21,7 +21,7 @@ namespace purine {
 
 namespace {
 
-// Planes of at most this many pixels (where it wins: see make_kernel in conv.cpp).
+// Planes of at most this many pixels (where it wins: conv_kernel_choice.cpp).
 constexpr int64_t kMaxPlane = 4;
 
 // One image: rows [P, channels] = planes [channels, P], L channels at a time; and the inverse.

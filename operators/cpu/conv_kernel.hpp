@@ -145,4 +145,41 @@ std::unique_ptr<ConvKernel> make_cropped_taps_kernel(ConvDirection direction, co
 std::unique_ptr<ConvKernel> make_image_group_kernel(ConvDirection direction, const ConvGeometry& g,
                                                     int threads, bool bias_relu);
 
+// oneDNN's kernel (in fixed batch chunks for a deterministic weight gradient); throws
+// dnnl::error when oneDNN has no implementation for the geometry (conv_onednn.cpp).
+std::unique_ptr<ConvKernel> make_onednn_kernel(bool deterministic, ConvDirection direction,
+                                               const ConvGeometry& g, int threads, bool bias_relu,
+                                               ConvBlocks blocks);
+// `plain` run on plain copies of the arguments `blocks` says are in channel blocks.
+std::unique_ptr<ConvKernel> make_blocked_args_kernel(std::unique_ptr<ConvKernel> plain,
+                                                     ConvDirection direction, const ConvGeometry& g,
+                                                     int threads, bool bias_relu,
+                                                     ConvBlocks blocks);
+// im2col and a GEMM per image: every geometry (conv_im2col.cpp).
+std::unique_ptr<ConvKernel> make_im2col_kernel(ConvDirection direction, const ConvGeometry& g,
+                                               int threads, bool bias_relu);
+
+// Whether oneDNN runs AVX-512 kernels here (its effective ISA: ONEDNN_MAX_CPU_ISA=AVX2 caps it).
+bool onednn_has_avx512();
+
+// The kernels engine "auto" chooses among, in the order of its rules (conv_kernel_choice.cpp).
+enum class KernelChoice {
+  kDensePlanes,
+  kChannelsLast,
+  kCroppedTaps,
+  kOnednn,
+  kImageGroups,
+  kShiftedRows,
+  kIm2col
+};
+// The kernel for `engine` ("auto", "onednn" or "im2col"), `direction` and `g` (oneDNN's may yet
+// fail for want of an implementation: make_kernel falls back to the im2col family).
+KernelChoice choose_kernel(const std::string& engine, bool deterministic, ConvDirection direction,
+                           const ConvGeometry& g);
+// The chosen kernel, built. Arguments in channel blocks (`blocks`) go to oneDNN's and the
+// shifted-rows kernels as they are, to the others through plain copies.
+std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool deterministic,
+                                        ConvDirection direction, const ConvGeometry& g, int threads,
+                                        bool bias_relu, ConvBlocks blocks);
+
 }  // namespace purine

@@ -201,7 +201,7 @@ TEST_CASE("conv engine auto picks im2col for the backward passes of few channels
   auto many = check_against_naive({2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1}, 33);
   CHECK(many[0].rfind("onednn:", 0) == 0);
   CHECK(many[1].rfind("onednn:", 0) == 0);
-  // 3x3 weights: oneDNN's AVX2 kernels lose to our own there (cpu/conv.cpp's make_kernel).
+  // 3x3 weights: oneDNN's AVX2 kernels lose to our own there (cpu/conv_kernel_choice.cpp).
   if (onednn_has_avx512())
     CHECK(many[2].rfind("onednn:", 0) == 0);
   else
@@ -212,7 +212,7 @@ TEST_CASE("conv engine auto picks im2col for the backward passes of few channels
 }
 
 TEST_CASE("conv weight gradient by oneDNN cuts the batch by output pixels", "[conv][determinism]") {
-  // At least 4,096 output pixels a chunk, a power of two from 2 to 8 chunks (cpu/conv.cpp's
+  // At least 4,096 output pixels a chunk, a power of two from 2 to 8 chunks (cpu/conv_onednn.cpp's
   // weight_grad_chunks); 5x5 kernels, which go to oneDNN's chunks on every ISA. Each way matches
   // the naive loops (within the float rounding of sums over up to 40,960 pixels: 2e-3 here) and
   // gives the same bits on 1 to 8 threads.
@@ -232,7 +232,7 @@ TEST_CASE("conv weight gradient by oneDNN cuts the batch by output pixels", "[co
 }
 
 TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[conv]") {
-  // Which planes are small depends on oneDNN's kernels (cpu/conv.cpp's make_kernel).
+  // Which planes are small depends on oneDNN's kernels (cpu/conv_kernel_choice.cpp).
   const bool avx512 = onednn_has_avx512();
   // 3x3 output planes: oneDNN forward and data gradient, not weights.
   auto small = check_against_naive({4, 16, 5, 5, 24, 3, 3, 2, 2, 1, 1}, 35);
