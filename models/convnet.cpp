@@ -2,10 +2,10 @@
 // ReLU + max pool 2, fc 1024 + ReLU, fc 10; "same" padding keeps 28x28 -> 14x14 -> 7x7.
 // convnet_bn: the same with batch normalization after each convolution, before its ReLU. Its
 // batch statistics train it faster: it is `purine train`'s default, since after 5 epochs on
-// Fashion-MNIST it tests about 1% higher than convnet (README). Data parallel, its batch norm is
-// synchronized by default (DataParallelOptions::sync_batch_norm): N replicas at batch b follow
-// one at batch N*b to float rounding; without it each replica normalizes by its own batch. Its
-// convolutions have no bias: batch norm subtracts each channel's mean, a bias with it, and its
+// Fashion-MNIST it tests about 1% higher than convnet (docs/MEASUREMENTS.md). Data parallel, its
+// batch norm is synchronized by default (DataParallelOptions::sync_batch_norm): N replicas at batch
+// b follow one at batch N*b to float rounding; without it each replica normalizes by its own batch.
+// Its convolutions have no bias: batch norm subtracts each channel's mean, a bias with it, and its
 // beta is the channel's offset (the biases took 0.83 of 22 ms per step on the CPU).
 #include <string>
 

@@ -9,7 +9,8 @@
 // No AVX-512 copy: GCC 12 vectorizes batch norm's eight-lane row sums (channel_sums.hpp) for
 // AVX-512 with shuffles and scalar adds, and that copy's forwards over resnet20's 14x14 planes
 // ran slower than the baseline's (2 Zen 5 cores, 2026-11-28, two traced training pairs: 1.00 /
-// 1.04 -> 1.22 / 1.17 ms over six ops), where the AVX2 copy's gained (README, batch norm).
+// 1.04 -> 1.22 / 1.17 ms over six ops), where the AVX2 copy's gained (docs/MEASUREMENTS.md, batch
+// norm).
 #pragma once
 
 #include <cstdint>

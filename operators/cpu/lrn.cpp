@@ -18,8 +18,8 @@ constexpr int64_t kStrip = 256;
 // The strips' loops are compiled for AVX-512 and AVX2 too (the build targets plain x86-64), one
 // chosen by vector_isa(); the helpers below are inlined into each version. Square roots, divisions,
 // products and sums are exact IEEE operations and lrn.cpp builds with -ffp-contract=off (no fused
-// multiply-adds), so every version gives the same bits. 2 Zen 5 cores, 2026-11-28: see the README's
-// bench_pool_layers entry.
+// multiply-adds), so every version gives the same bits. 2 Zen 5 cores, 2026-11-28:
+// docs/MEASUREMENTS.md, "Convolution kernel choices" (LRN's versions).
 #define PURINE_LRN_INLINE inline __attribute__((always_inline))
 
 // power[i] = scale[i]^-beta for i < n, with the AlexNet beta = 0.75 done by square roots (the
