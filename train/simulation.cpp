@@ -693,6 +693,16 @@ void set_wake_costs(proto::ClusterProto& cluster, const std::string& text) {
   }
 }
 
+void set_cores_per_rank(proto::ClusterProto& cluster, int cores) {
+  for (int i = 0; i < cluster.nodes_size(); ++i) {
+    proto::NodeGroupProto& g = *cluster.mutable_nodes(i);
+    require(cores >= 0 && cores <= g.cores(), "--cores-per-rank must be in [0, cores = ", g.cores(),
+            "] of nodes[", i, "]", g.name().empty() ? "" : " ('" + g.name() + "')", ", got ",
+            cores);
+    g.set_cores_per_rank(cores);
+  }
+}
+
 proto::ClusterProto load_cluster(const std::string& path) {
   return parse_cluster(read_text(path, "cluster file"), path);
 }

@@ -51,6 +51,10 @@ void set_rank_speeds(proto::ClusterProto& cluster, const std::string& text);
 // (purine simulate --wake-us, e.g. "31.6:100", bench_dispatcher's hand-over line); throws
 // purine::Error naming the flag.
 void set_wake_costs(proto::ClusterProto& cluster, const std::string& text);
+// Binds every rank of every node group to `cores` cores of its own (cores_per_rank; purine
+// simulate --cores-per-rank, as mpirun binds ranks; 0: they share their node's cores); throws
+// purine::Error naming the flag and a node group with fewer cores.
+void set_cores_per_rank(proto::ClusterProto& cluster, int cores);
 // One node with the cores of this machine and a modest CPU speed, for runs without --cluster.
 proto::ClusterProto default_cluster();
 

@@ -333,6 +333,12 @@ TEST_CASE("simulated ranks bound to a core each: their comm threads wait for tha
   const SimulationReport one_core = simulate_training(bound);
   CHECK(one_core.step_seconds > 1.05 * free_cores.step_seconds);
   CHECK(one_core.exposed_communication > free_cores.exposed_communication + 0.03);
+  // --cores-per-rank binds the shared node's ranks as the file's cores_per_rank does.
+  set_cores_per_rank(shared.cluster, 1);
+  CHECK(shared.cluster.nodes(0).cores_per_rank() == 1);
+  CHECK(simulate_training(shared).step_seconds == one_core.step_seconds);
+  CHECK_THROWS_WITH(set_cores_per_rank(shared.cluster, 9),
+                    Contains("--cores-per-rank must be in [0, cores = 8] of nodes[0], got 9"));
   // One rank alone is the same either way: nothing to wait for.
   SimulateOptions alone = convnet(1);
   alone.cluster = one_node(1);

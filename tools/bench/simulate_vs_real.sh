@@ -96,9 +96,14 @@ print(statistics.median(float(a) / float(b) for a, b in map(str.split, sys.stdin
 # predict TRACE RANKS ARGS...: the simulation's img/s calibrated on TRACE (its bubble, for a
 # pipeline, in $work/sim_bubble).
 predict() {
-  local trace=$1 ranks=$2
+  local trace=$1 ranks=$2 bind=()
   shift 2
-  "$purine" simulate --model="$model" "$@" --ranks="$ranks" --cluster="$cluster" \
+  # mpirun binds each of up to 2 ranks to a core of its own unless told otherwise (the rank's
+  # data and comm threads then share its compute thread's core): so does their simulation.
+  if [ "$ranks" = 2 ] && [[ "${PURINE_MPIRUN_ARGS:-}" != *bind-to* ]]; then
+    bind=(--cores-per-rank=1)
+  fi
+  "$purine" simulate --model="$model" "$@" --ranks="$ranks" --cluster="$cluster" "${bind[@]}" \
     --calibrate="$trace" ${WAKE_US:+--wake-us="$WAKE_US"} >"$work/sim.txt" 2>&1 ||
     { cat "$work/sim.txt" >&2; exit 1; }
   local bubble

@@ -47,6 +47,12 @@ DEFINE_string(rank_speed, "",
               "the cluster (its rank_speed; tools/bench/weak_scaling.sh's ceiling measures it); "
               "empty: the cluster file's");
 
+DEFINE_int32(cores_per_rank, -1,
+             "simulate: bind every rank to this many cores of its own, for every node of the "
+             "cluster (its cores_per_rank), as mpirun binds each of up to 2 ranks to a core (then "
+             "a rank's data and comm threads share its compute thread's core); 0: every rank's "
+             "threads share the node's cores; -1: the cluster file's");
+
 DEFINE_string(wake_us, "",
               "simulate: COST:LATENCY in microseconds (e.g. 31.6:100) for every node of the "
               "cluster: what waking a sleeping dispatcher thread costs the thread that hands it a "
@@ -185,6 +191,7 @@ std::vector<FlagHelp> simulate_flags() {
       {"time_slicing", ""},
       {"rank_speed", ""},
       {"wake_us", ""},
+      {"cores_per_rank", ""},
       {"map_by", ""},
       {"plot", ""},
       {"trace",
@@ -232,6 +239,10 @@ int run_simulate() {
   if (!FLAGS_cluster.empty()) s.cluster = load_cluster(FLAGS_cluster);
   if (!FLAGS_rank_speed.empty()) set_rank_speeds(s.cluster, FLAGS_rank_speed);
   if (!FLAGS_wake_us.empty()) set_wake_costs(s.cluster, FLAGS_wake_us);
+  require(FLAGS_cores_per_rank >= -1,
+          "--cores-per-rank must be -1 (the cluster file's) or at least 0, got ",
+          FLAGS_cores_per_rank);
+  if (FLAGS_cores_per_rank >= 0) set_cores_per_rank(s.cluster, FLAGS_cores_per_rank);
   if (!FLAGS_calibrate.empty()) s.calibration = read_trace_times(FLAGS_calibrate);
   require(FLAGS_sim_iterations >= 2, "--sim-iterations must be at least 2, got ",
           FLAGS_sim_iterations);
