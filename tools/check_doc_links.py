@@ -7,8 +7,8 @@ addresses are not checked.
 
   tools/check_doc_links.py [repository root, default: this script's repository] [FILE.md ...]
 
-Without files, checks README.md, docs/*.md and every other tracked-looking .md below the root
-(build folders skipped). Prints each broken link as file:line and exits 1 when there is one.
+Without files, checks every .md below the root but in hidden folders, build folders (build*)
+and the GPU bundle. Prints each broken link as file:line and exits 1 when there is one.
 """
 import os
 import re
@@ -16,7 +16,6 @@ import sys
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-SKIPPED_DIRS = {".git", "build", "build-tsan", "build-fuzz", "gpu-bundle", "node_modules"}
 
 
 def prose_lines(text):
@@ -60,7 +59,8 @@ def anchors(path):
 
 def markdown_files(root):
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs
+                         if not d.startswith((".", "build")) and d != "gpu-bundle")
         for name in sorted(files):
             if name.endswith(".md"):
                 yield os.path.join(folder, name)
