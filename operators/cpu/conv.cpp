@@ -30,8 +30,8 @@ ConvParams::ConvParams(const Attrs& attrs, const char* type)
   require(stride_h >= 1 && stride_w >= 1, type, ": stride is ", stride_h, "x", stride_w,
           ", expected 1 or more");
   require(pad_h >= 0 && pad_w >= 0, type, ": pad is ", pad_h, "x", pad_w, ", expected 0 or more");
-  require(engine == "auto" || engine == "onednn" || engine == "im2col", type, ": engine is '",
-          engine, "', expected 'auto', 'onednn' or 'im2col'");
+  require(engine == "auto" || engine == "onednn" || engine == "im2col" || engine == "winograd",
+          type, ": engine is '", engine, "', expected 'auto', 'onednn', 'im2col' or 'winograd'");
   require(deterministic >= -1 && deterministic <= 1, type, ": deterministic is ", deterministic,
           ", expected 0 or 1");
 }
@@ -102,13 +102,14 @@ ChannelBlocking ConvOpBase::blocking(ConvDirection direction, const Shape& x, in
   // them cost GoogLeNet-28, whose small planes go to our kernels, 2-4% of its step (2 Zen 5
   // cores, 2026-11-29); taking them only there cost resnet20 10%, whose stem's and last
   // stage's weight gradients are ours. The rewrite weighs both.
-  // The shifted-rows weight gradient reads either layout as it is.
+  // The shifted-rows weight gradient and Winograd's kernel read either layout as they are.
   switch (choose_kernel(params_.engine, params_.deterministic_now(), direction,
                         geometry(x, x_input, w, w_input))) {
     case KernelChoice::kOnednn:
       blocking.reorders = ChannelBlocking::kInPlain;
       break;
     case KernelChoice::kShiftedRows:
+    case KernelChoice::kWinograd:
       blocking.reorders = ChannelBlocking::kNever;
       break;
     default:

@@ -145,6 +145,13 @@ std::unique_ptr<ConvKernel> make_cropped_taps_kernel(ConvDirection direction, co
 std::unique_ptr<ConvKernel> make_image_group_kernel(ConvDirection direction, const ConvGeometry& g,
                                                     int threads, bool bias_relu);
 
+// 3x3 stride-1 forwards and data gradients (pad up to 2) by Winograd's F(2x2, 3x3)
+// (conv_winograd.cpp); it fits where the CPU has AVX2 and FMA. Its arguments may be in channel
+// blocks of 8 or 16.
+bool winograd_fit(ConvDirection direction, const ConvGeometry& g);
+std::unique_ptr<ConvKernel> make_winograd_kernel(ConvDirection direction, const ConvGeometry& g,
+                                                 int threads, bool bias_relu, ConvBlocks blocks);
+
 // oneDNN's kernel (in fixed batch chunks for a deterministic weight gradient); throws
 // dnnl::error when oneDNN has no implementation for the geometry (conv_onednn.cpp).
 std::unique_ptr<ConvKernel> make_onednn_kernel(bool deterministic, ConvDirection direction,
@@ -167,13 +174,14 @@ enum class KernelChoice {
   kDensePlanes,
   kChannelsLast,
   kCroppedTaps,
+  kWinograd,
   kOnednn,
   kImageGroups,
   kShiftedRows,
   kIm2col
 };
-// The kernel for `engine` ("auto", "onednn" or "im2col"), `direction` and `g` (oneDNN's may yet
-// fail for want of an implementation: make_kernel falls back to the im2col family).
+// The kernel for `engine` ("auto", "onednn", "im2col" or "winograd"), `direction` and `g` (oneDNN's
+// may yet fail for want of an implementation: make_kernel falls back to the im2col family).
 KernelChoice choose_kernel(const std::string& engine, bool deterministic, ConvDirection direction,
                            const ConvGeometry& g);
 // The chosen kernel, built. Arguments in channel blocks (`blocks`) go to oneDNN's and the

@@ -85,6 +85,9 @@ KernelChoice im2col_family_kernel(ConvDirection direction, const ConvGeometry& g
 
 KernelChoice choose_kernel(const std::string& engine, bool deterministic, ConvDirection direction,
                            const ConvGeometry& g) {
+  if (engine == "winograd")
+    return winograd_fit(direction, g) ? KernelChoice::kWinograd
+                                      : choose_kernel("auto", deterministic, direction, g);
   ConvGeometry inner;
   if (engine == "auto" && dense_planes_fit(g)) return KernelChoice::kDensePlanes;
   if (engine == "auto" && channels_last_fit(g)) return KernelChoice::kChannelsLast;
@@ -101,6 +104,10 @@ std::unique_ptr<ConvKernel> make_kernel(const std::string& engine, bool determin
                                         ConvDirection direction, const ConvGeometry& g, int threads,
                                         bool bias_relu, ConvBlocks blocks) {
   const KernelChoice choice = choose_kernel(engine, deterministic, direction, g);
+  if (choice == KernelChoice::kWinograd)
+    return make_winograd_kernel(direction, g, threads, bias_relu, blocks);
+  if (engine == "winograd")  // where it does not fit: auto's choice
+    return make_kernel("auto", deterministic, direction, g, threads, bias_relu, blocks);
   if (!(blocks == ConvBlocks{})) {
     if (choice == KernelChoice::kOnednn) {
       try {

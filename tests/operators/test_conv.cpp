@@ -576,7 +576,7 @@ TEST_CASE("conv rejects mismatched shapes and attributes", "[conv]") {
       Catch::Contains("stride is 0x0, expected 1 or more"));
   REQUIRE_THROWS_WITH(
       run_forward("conv", Attrs().set("engine", "cudnn"), {x, random_tensor({2, 4, 3, 3}, rng)}),
-      Catch::Contains("engine is 'cudnn', expected 'auto', 'onednn' or 'im2col'"));
+      Catch::Contains("engine is 'cudnn', expected 'auto', 'onednn', 'im2col' or 'winograd'"));
   REQUIRE_THROWS_WITH(
       run_forward("conv_grad_data", {},
                   {random_tensor({1, 2, 2, 2}, rng), random_tensor({2, 4, 3, 3}, rng), x}),
@@ -767,4 +767,86 @@ TEST_CASE("the shifted-rows weight gradient reads channel blocks as they are", "
       op->channel_blocking({dy.shape(), x.shape(), w.shape()}, conv_channel_block());
   CHECK(blocking.reorders ==
         (shifted_rows_run() ? ChannelBlocking::kNever : ChannelBlocking::kInBlocks));
+}
+
+// Whether Winograd's kernel runs: AVX2 and FMA, under the ISA cap (vector_isa.hpp).
+bool winograd_runs() { return shifted_rows_run(); }
+
+// Tagged [isa]: it runs under the AVX2 and SSE41 caps too (auto's choice under SSE41).
+TEST_CASE("conv by Winograd's F(2x2, 3x3) matches naive loops in both directions it runs",
+          "[conv][isa]") {
+  // Even and odd output planes (a last tile half outside), pads 0, 1 and 2 (the data gradient's
+  // 2, 1 and 0), channels that fill no group of 8 (plain only), several blocks of tiles per image
+  // (28x28 planes), a single pixel, and more outputs than one register tile.
+  for (const Geometry& g :
+       {Geometry{3, 5, 7, 9, 6, 3, 3, 1, 1, 1, 1}, Geometry{2, 8, 6, 5, 16, 3, 3, 1, 1, 0, 0},
+        Geometry{2, 3, 4, 6, 11, 3, 3, 1, 1, 2, 2}, Geometry{2, 16, 28, 28, 24, 3, 3, 1, 1, 1, 1},
+        Geometry{4, 9, 1, 1, 40, 3, 3, 1, 1, 1, 1}, Geometry{2, 40, 7, 7, 56, 3, 3, 1, 1, 1, 0}}) {
+    INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", pad " << g.pad_h
+             << "x" << g.pad_w);
+    const std::vector<std::string> names = check_against_naive(g, 61, "winograd");
+    CHECK(names[0] == (winograd_runs() ? "winograd:F(2x2,3x3)" : names[0]));
+    CHECK(names[1] == (winograd_runs() ? "winograd:F(2x2,3x3)" : names[1]));
+    CHECK(names[2] != "winograd:F(2x2,3x3)");  // weight gradients: auto's kernel
+  }
+}
+
+// Tagged [isa]: blocks of 8 and 16 on every CPU with AVX2 (16 as an AVX-512 machine's graph
+// would give them).
+TEST_CASE("Winograd's convolutions give the same bits at any thread count and layout",
+          "[conv][isa][determinism]") {
+  if (!winograd_runs()) {
+    WARN("skipped: no AVX2 and FMA (on this CPU or under ONEDNN_MAX_CPU_ISA)");
+    return;
+  }
+  const Geometry g{5, 16, 10, 11, 32, 3, 3, 1, 1, 1, 1};
+  Rng rng(62);
+  const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+  const Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+  const Tensor b = random_tensor({g.o}, rng);
+  const Tensor dy = random_tensor({g.n, g.o, g.ho(), g.wo()}, rng);
+  const Attrs attrs = g.attrs("winograd");
+  auto run = [&](const char* type, const std::vector<Tensor>& inputs, int threads, int block) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<Tensor> given;
+    for (const Tensor& t : inputs) {
+      given.emplace_back(t.shape());
+      if (block && given.size() == 1) given.back().set_channel_block(block);  // x or dy
+      given.back().copy_from(t);
+    }
+    const Shape& out_shape = std::string(type) == "conv_grad_data" ? x.shape() : dy.shape();
+    Tensor out(out_shape);
+    if (block) out.set_channel_block(block);
+    auto op = OperatorRegistry::create(type, attrs);
+    std::vector<const Tensor*> in;
+    for (const Tensor& t : given) in.push_back(&t);
+    OpContext context;
+    op->compute(in, {&out}, context);
+    omp_set_num_threads(saved);
+    CHECK(dynamic_cast<ConvOpBase&>(*op).kernel_name() == "winograd:F(2x2,3x3)");
+    Tensor plain(out_shape);
+    plain.set_values(out.values());
+    return plain;
+  };
+  struct Case {
+    const char* type;
+    std::vector<Tensor> inputs;
+  };
+  for (const Case& c : {Case{"conv", {x, w}}, Case{"conv_bias_relu", {x, w, b}},
+                        Case{"conv_grad_data", {dy, w, x}}}) {
+    INFO(c.type);
+    const Tensor reference = run(c.type, c.inputs, 1, 0);
+    for (int threads : {1, 2, 3})
+      for (int block : {0, 8, 16}) {
+        INFO(threads << " threads, block " << block);
+        CHECK(same_bits(reference, run(c.type, c.inputs, threads, block)));
+      }
+  }
+  // conv_bias_relu rounds as conv, then bias, then relu.
+  const Tensor y = run("conv", {x, w}, 1, 0), fused = run("conv_bias_relu", {x, w, b}, 1, 0);
+  std::vector<float> expected = y.values();
+  for (int64_t i = 0; i < y.count(); ++i)
+    expected[i] = std::max(expected[i] + b.data()[i / (g.ho() * g.wo()) % g.o], 0.0f);
+  CHECK(fused.values() == expected);
 }
