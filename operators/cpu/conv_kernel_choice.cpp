@@ -8,7 +8,14 @@
 //      (conv_channels_last.cpp); from 4x4 up oneDNN's chunks win the weight gradients.
 //   3. Taps that meet only padding (5x5 kernels over 2x2 planes) are cropped and the inner
 //      geometry chosen for again (conv_cropped_taps.cpp).
-//   4. oneDNN's blocked kernels everywhere else but:
+//   4. With oneDNN's AVX2 kernels (not measured against its AVX-512 ones), 3x3 stride-1
+//      kernels between at least 16 input and 16 output channels by Winograd's F(2x2, 3x3)
+//      (conv_winograd.cpp), which multiplies 2.25x less: forwards and data gradients 1.3-1.5x
+//      faster than oneDNN over resnet20's 28x28, 14x14 and 7x7 planes and GoogLeNet-28's 7x7
+//      and 4x4 ones; weight gradients over planes of 7x7 and more 1.1-1.8x faster than the
+//      kernels below (over 4x4 ones 5-35% slower: too few tiles to sum). The stems' few
+//      channels would not pay back its transforms.
+//   5. oneDNN's blocked kernels everywhere else but:
 //      - small output planes, where its per-call and per-chunk costs dominate: weight gradients
 //        of up to 16 pixels (AVX2 kernels) or 9 (AVX-512), forwards of up to 4 or 1; its data
 //        gradient wins at every size;
@@ -17,13 +24,14 @@
 //      - with AVX2 kernels only, deterministic weight gradients of 1x1 kernels and of stride-1
 //        kernels up to 3x3 over planes larger than 7x7, where its fixed chunks lose to ours by
 //        10-25%; its 5x5 ones and strided 3x3s win and stay.
-//   5. The im2col family: GEMMs over groups of images for planes of up to 49 pixels
+//   6. The im2col family: GEMMs over groups of images for planes of up to 49 pixels
 //      (conv_image_groups.cpp); stride-1 weight gradients of up to 32 output channels as dot
 //      products of shifted rows, which write no columns (conv_shifted_rows.cpp; with more output
 //      channels the GEMM wins); else im2col and a GEMM per image (conv_im2col.cpp).
 // Stems keep our kernels under AVX-512 too, where oneDNN's chunks would be faster: ours sum
 // each image alone, so replicas of half a batch add up to the whole batch's gradient almost
-// bit for bit. engine "onednn" takes oneDNN wherever it has an implementation, "im2col" step 5.
+// bit for bit. engine "onednn" takes oneDNN wherever it has an implementation, "im2col" step 6,
+// "winograd" Winograd's kernel wherever it fits (else auto's choice).
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
@@ -52,6 +60,10 @@ constexpr SmallPlanes kSmallPlanesAvx2{16, 4};
 constexpr SmallPlanes kSmallPlanesAvx512{9, 1};
 // Weight gradients of at most this many output channels go to shifted rows (the rules above).
 constexpr int64_t kShiftedRowsMaxOutputs = 32;
+// Winograd's kernel takes convolutions of at least this many input and output channels, and
+// weight gradients over output planes of at least this many pixels.
+constexpr int64_t kWinogradMinChannels = 16;
+constexpr int64_t kWinogradMinWeightPlane = 49;
 
 // Whether make_kernel's "auto" picks oneDNN for `direction` and `g` once the special kernels
 // (dense planes, channels last, cropped taps) have passed (the rules above).
@@ -69,6 +81,15 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
       (g.kh * g.kw == 1 || (g.kh * g.kw <= 9 && g.stride_h == 1 && g.stride_w == 1));
   return !small && !avx2_small_kernel_weights &&
          (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
+}
+
+// Whether make_kernel's "auto" runs `direction` of `g` by Winograd's F(2x2, 3x3) (the rules
+// above).
+bool auto_takes_winograd(ConvDirection direction, const ConvGeometry& g) {
+  if (direction == ConvDirection::kBackwardWeights && g.ho * g.wo < kWinogradMinWeightPlane)
+    return false;
+  return winograd_fit(direction, g) && !onednn_has_avx512() && g.c >= kWinogradMinChannels &&
+         g.o >= kWinogradMinChannels;
 }
 
 // The im2col family's kernel for `direction` and `g`: what runs where oneDNN does not.
@@ -92,6 +113,7 @@ KernelChoice choose_kernel(const std::string& engine, bool deterministic, ConvDi
   if (engine == "auto" && dense_planes_fit(g)) return KernelChoice::kDensePlanes;
   if (engine == "auto" && channels_last_fit(g)) return KernelChoice::kChannelsLast;
   if (engine == "auto" && crop_taps(g, &inner)) return KernelChoice::kCroppedTaps;
+  if (engine == "auto" && auto_takes_winograd(direction, g)) return KernelChoice::kWinograd;
   if ((engine == "onednn" ||
        (engine == "auto" && auto_takes_onednn(deterministic, direction, g))) &&
       g.n > 0)

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "operators/cpu/conv_kernel.hpp"
 #include "operators/cpu/thread_workspace.hpp"
@@ -35,8 +36,10 @@ namespace {
 
 constexpr int64_t kLanes = 8;       // channels per group: one AVX2 vector
 constexpr int64_t kPositions = 16;  // of the 4x4 transformed tile
-// A block of tiles keeps its transformed inputs and products (V and M) under this many bytes.
+// A block of tiles keeps its transformed inputs and products (V and M) under this many bytes
+// (L1); in the weight gradient, whose products accumulate over the tiles, V and A dy A' (L2).
 constexpr int64_t kBlockBytes = int64_t{24} << 10;
+constexpr int64_t kWeightBlockBytes = int64_t{512} << 10;
 // Register tile of the GEMMs: rows (tiles) by vectors of 8 output channels.
 constexpr int kRows = 6, kVectors = 2;
 
@@ -304,11 +307,29 @@ PURINE_AVX2 void transform_weights(const Problem& p, const float* w, int64_t in8
   }
 }
 
+// The convolution that `direction` of `g` runs (the weight gradient's: the forward's).
+Problem problem_of(ConvDirection direction, const ConvGeometry& g, ConvBlocks blocks) {
+  Problem p;
+  p.n = g.n;
+  p.out_block = blocks.out;
+  p.in_block = blocks.a;
+  if (direction == ConvDirection::kForward) {
+    p.in = g.c, p.in_h = g.h, p.in_w = g.w, p.out = g.o, p.out_h = g.ho, p.out_w = g.wo;
+    p.pad_h = g.pad_h, p.pad_w = g.pad_w;
+    p.at = 0, p.so = g.c * 9, p.si = 9, p.sa = 3, p.sb = 1;
+  } else {  // dx = the forward of dy with the kernels turned and transposed
+    p.in = g.o, p.in_h = g.ho, p.in_w = g.wo, p.out = g.c, p.out_h = g.h, p.out_w = g.w;
+    p.pad_h = 2 - g.pad_h, p.pad_w = 2 - g.pad_w;
+    p.at = 8, p.so = 9, p.si = g.c * 9, p.sa = -3, p.sb = -1;
+  }
+  return p;
+}
+
 class WinogradKernel : public ConvKernel {
  public:
   WinogradKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu,
                  ConvBlocks blocks)
-      : ConvKernel(direction, g, threads, bias_relu, blocks), p_(problem(direction, g, blocks)) {
+      : ConvKernel(direction, g, threads, bias_relu, blocks), p_(problem_of(direction, g, blocks)) {
     in8_ = round_up(p_.in, kLanes);
     out8_ = round_up(p_.out, kLanes);
     tile_h_ = (p_.out_h + 1) / 2;
@@ -343,23 +364,6 @@ class WinogradKernel : public ConvKernel {
   }
 
  private:
-  static Problem problem(ConvDirection direction, const ConvGeometry& g, ConvBlocks blocks) {
-    Problem p;
-    p.n = g.n;
-    p.out_block = blocks.out;
-    p.in_block = blocks.a;
-    if (direction == ConvDirection::kForward) {
-      p.in = g.c, p.in_h = g.h, p.in_w = g.w, p.out = g.o, p.out_h = g.ho, p.out_w = g.wo;
-      p.pad_h = g.pad_h, p.pad_w = g.pad_w;
-      p.at = 0, p.so = g.c * 9, p.si = 9, p.sa = 3, p.sb = 1;
-    } else {  // dx = the forward of dy with the kernels turned and transposed
-      p.in = g.o, p.in_h = g.ho, p.in_w = g.wo, p.out = g.c, p.out_h = g.h, p.out_w = g.w;
-      p.pad_h = 2 - g.pad_h, p.pad_w = 2 - g.pad_w;
-      p.at = 8, p.so = 9, p.si = g.c * 9, p.sa = -3, p.sb = -1;
-    }
-    return p;
-  }
-
   void image(const float* in, const float* u, const float* bias, int64_t n, float* out,
              char* workspace) const {
     float* packed = workspace_floats(workspace, packed_at_);
@@ -401,17 +405,214 @@ class WinogradKernel : public ConvKernel {
   size_t u_at_, threads_at_, packed_at_, v_at_, m_at_, out_at_;
 };
 
+// z[(xi * tiles + t) * ld + 8 group + l] = (A dy A')[xi] for the 2x2 output gradient dy of each
+// tile t of `tiles` from `first` on, read from `packed` (groups of oh x ow pixels, zero past the
+// output plane).
+PURINE_AVX2 void transform_output_grads(const float* packed, int64_t groups, int64_t oh, int64_t ow,
+                                        int64_t tile_w, int64_t first, int64_t tiles, float* z,
+                                        int64_t ld) {
+  const int64_t step = tiles * ld;
+  int64_t th = first / tile_w, tw = first % tile_w;
+  for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
+    for (int64_t group = 0; group < groups; ++group) {
+      const float* dy = packed + ((group * oh + 2 * th) * ow + 2 * tw) * kLanes;
+      __m256 c[2][4];  // A dy: 4 rows of the 2 columns
+      for (int col = 0; col < 2; ++col) {
+        const __m256 y0 = _mm256_loadu_ps(dy + col * kLanes),
+                     y1 = _mm256_loadu_ps(dy + (ow + col) * kLanes);
+        c[col][0] = y0;
+        c[col][1] = _mm256_add_ps(y0, y1);
+        c[col][2] = _mm256_sub_ps(y0, y1);
+        c[col][3] = _mm256_sub_ps(_mm256_setzero_ps(), y1);
+      }
+      float* out = z + t * ld + group * kLanes;
+      for (int r = 0; r < 4; ++r) {
+        const __m256 y0 = c[0][r], y1 = c[1][r];
+        _mm256_storeu_ps(out + (r * 4 + 0) * step, y0);
+        _mm256_storeu_ps(out + (r * 4 + 1) * step, _mm256_add_ps(y0, y1));
+        _mm256_storeu_ps(out + (r * 4 + 2) * step, _mm256_sub_ps(y0, y1));
+        _mm256_storeu_ps(out + (r * 4 + 3) * step, _mm256_sub_ps(_mm256_setzero_ps(), y1));
+      }
+    }
+  }
+}
+
+// du[r][j] += the sum over t < depth, in order, of v[t][r] z[t][j] for R rows and V vectors of 8
+// columns.
+template <int R, int V>
+PURINE_AVX2 void gemm_add_tile(const float* v, int64_t ldv, const float* z, int64_t ldz,
+                               int64_t depth, float* du, int64_t lddu) {
+  __m256 acc[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int j = 0; j < V; ++j) acc[r][j] = _mm256_loadu_ps(du + r * lddu + j * kLanes);
+  for (int64_t t = 0; t < depth; ++t) {
+    __m256 col[V];
+#pragma GCC unroll 2
+    for (int j = 0; j < V; ++j) col[j] = _mm256_loadu_ps(z + t * ldz + j * kLanes);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_broadcast_ss(v + t * ldv + r);
+#pragma GCC unroll 2
+      for (int j = 0; j < V; ++j) acc[r][j] = _mm256_fmadd_ps(a, col[j], acc[r][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int j = 0; j < V; ++j) _mm256_storeu_ps(du + r * lddu + j * kLanes, acc[r][j]);
+}
+
+GemmTile gemm_add_tile_of(int rows, int vectors) {
+  static const GemmTile tiles[kRows][kVectors] = {
+      {gemm_add_tile<1, 1>, gemm_add_tile<1, 2>}, {gemm_add_tile<2, 1>, gemm_add_tile<2, 2>},
+      {gemm_add_tile<3, 1>, gemm_add_tile<3, 2>}, {gemm_add_tile<4, 1>, gemm_add_tile<4, 2>},
+      {gemm_add_tile<5, 1>, gemm_add_tile<5, 2>}, {gemm_add_tile<6, 1>, gemm_add_tile<6, 2>}};
+  return tiles[rows - 1][vectors - 1];
+}
+
+// dw[o][i][a][b] = (G' du G)[a][b] for du[(xi * in8 + i) * out8 + o], 8 output channels a
+// vector, for i < in and o < out.
+PURINE_AVX2 void weight_gradient(const float* du, int64_t in, int64_t out, int64_t in8,
+                                 int64_t out8, float* dw) {
+  const __m256 half = _mm256_set1_ps(0.5f);
+  for (int64_t i = 0; i < in; ++i) {
+    for (int64_t o0 = 0; o0 < out; o0 += kLanes) {
+      __m256 d[4][4];
+      for (int xi = 0; xi < kPositions; ++xi)
+        d[xi / 4][xi % 4] = _mm256_loadu_ps(du + (xi * in8 + i) * out8 + o0);
+      __m256 t[3][4];  // G' du
+      for (int s = 0; s < 4; ++s) {
+        const __m256 mid = _mm256_mul_ps(half, _mm256_add_ps(d[1][s], d[2][s]));
+        t[0][s] = _mm256_add_ps(d[0][s], mid);
+        t[1][s] = _mm256_mul_ps(half, _mm256_sub_ps(d[1][s], d[2][s]));
+        t[2][s] = _mm256_add_ps(mid, d[3][s]);
+      }
+      alignas(32) float taps[9][kLanes];
+      for (int a = 0; a < 3; ++a) {
+        const __m256 mid = _mm256_mul_ps(half, _mm256_add_ps(t[a][1], t[a][2]));
+        _mm256_store_ps(taps[a * 3 + 0], _mm256_add_ps(t[a][0], mid));
+        _mm256_store_ps(taps[a * 3 + 1], _mm256_mul_ps(half, _mm256_sub_ps(t[a][1], t[a][2])));
+        _mm256_store_ps(taps[a * 3 + 2], _mm256_add_ps(mid, t[a][3]));
+      }
+      for (int64_t l = 0; l < std::min(kLanes, out - o0); ++l)
+        for (int tap = 0; tap < 9; ++tap) dw[((o0 + l) * in + i) * 9 + tap] = taps[tap][l];
+    }
+  }
+}
+
+// The weight gradient: dU[xi] = the sum over the batch's tiles of V[xi]' (A dy A')[xi], then
+// dw = G' dU G. The batch is cut into the fixed chunks of the other weight kernels, each summed
+// on one thread tile by tile in order, and the chunks' sums added in order.
+class WinogradWeightsKernel : public ConvKernel {
+ public:
+  WinogradWeightsKernel(const ConvGeometry& g, int threads, ConvBlocks blocks)
+      : ConvKernel(ConvDirection::kBackwardWeights, g, threads, false, blocks),
+        p_(problem_of(ConvDirection::kForward, g, {blocks.b, 0, blocks.a})),
+        in8_(round_up(p_.in, kLanes)),
+        out8_(round_up(p_.out, kLanes)),
+        tile_h_((p_.out_h + 1) / 2),
+        tile_w_((p_.out_w + 1) / 2),
+        hp_(2 * tile_h_ + 2),
+        wp_(2 * tile_w_ + 2),
+        chunks_(std::min(g.n, kMaxChunks)),
+        size_(kPositions * in8_ * out8_) {
+    const int64_t image_tiles = tile_h_ * tile_w_;
+    block_tiles_ =
+        std::clamp<int64_t>(kWeightBlockBytes / (4 * kPositions * (in8_ + out8_)), 1, image_tiles);
+    sum_at_ = workspace_.add(sizeof(float) * size_);
+    x_at_ = per_thread_.add(sizeof(float) * in8_ * hp_ * wp_);
+    dy_at_ = per_thread_.add(sizeof(float) * out8_ * 4 * image_tiles);
+    v_at_ = per_thread_.add(sizeof(float) * kPositions * block_tiles_ * in8_);
+    z_at_ = per_thread_.add(sizeof(float) * kPositions * block_tiles_ * out8_);
+    threads_at_ = workspace_.add(per_thread_.bytes() * team_);
+    partials_.resize(static_cast<size_t>(chunks_) * size_);
+  }
+
+  std::string name() const override { return "winograd:F(2x2,3x3)"; }
+
+  void run(const float* dy, const float* x, const float*, float* dw) override {
+    if (p_.n == 0) {
+      std::fill(dw, dw + p_.out * p_.in * 9, 0.0f);
+      return;
+    }
+    OmpThreads scope(team_);
+    char* workspace = thread_workspace(workspace_.bytes());
+    char* threads = workspace + threads_at_;
+    parallel_region(team_ > 1, [&] {
+      char* mine = threads + per_thread_.bytes() * (team_ > 1 ? omp_get_thread_num() : 0);
+#pragma omp for schedule(static)
+      for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
+        float* partial = partials_.data() + chunk * size_;
+        std::fill(partial, partial + size_, 0.0f);
+        for (int64_t n = chunk_begin(p_.n, chunk, chunks_);
+             n < chunk_begin(p_.n, chunk + 1, chunks_); ++n)
+          add_image(dy, x, n, partial, mine);
+      }
+    });
+    float* sum = workspace_floats(workspace, sum_at_);
+    sum_chunks(partials_.data(), chunks_, size_, sum);
+    weight_gradient(sum, p_.in, p_.out, in8_, out8_, dw);
+  }
+
+ private:
+  // partial += image n's share of dU.
+  void add_image(const float* dy, const float* x, int64_t n, float* partial,
+                 char* workspace) const {
+    float* x_packed = workspace_floats(workspace, x_at_);
+    float* dy_packed = workspace_floats(workspace, dy_at_);
+    float* v = workspace_floats(workspace, v_at_);
+    float* z = workspace_floats(workspace, z_at_);
+    const int64_t oh = 2 * tile_h_, ow = 2 * tile_w_;
+    pack_image(x, p_.in_block, n, p_.in, p_.in_h, p_.in_w, p_.pad_h, p_.pad_w, hp_, wp_, x_packed);
+    pack_image(dy, p_.out_block, n, p_.out, p_.out_h, p_.out_w, 0, 0, oh, ow, dy_packed);
+    const int64_t image_tiles = tile_h_ * tile_w_;
+    for (int64_t first = 0; first < image_tiles; first += block_tiles_) {
+      const int64_t tiles = std::min(block_tiles_, image_tiles - first);
+      transform_inputs(x_packed, in8_ / kLanes, hp_, wp_, tile_w_, first, tiles, v, in8_);
+      transform_output_grads(dy_packed, out8_ / kLanes, oh, ow, tile_w_, first, tiles, z, out8_);
+      for (int64_t xi = 0; xi < kPositions; ++xi) {
+        const float* vx = v + xi * tiles * in8_;
+        const float* zx = z + xi * tiles * out8_;
+        float* dux = partial + xi * in8_ * out8_;
+        for (int64_t i = 0; i < in8_; i += kRows) {
+          const int rows = static_cast<int>(std::min<int64_t>(kRows, in8_ - i));
+          for (int64_t o = 0; o < out8_; o += kVectors * kLanes) {
+            const int vectors = static_cast<int>(std::min<int64_t>(kVectors, (out8_ - o) / kLanes));
+            gemm_add_tile_of(rows, vectors)(vx + i, in8_, zx + o, out8_, tiles, dux + i * out8_ + o,
+                                            out8_);
+          }
+        }
+      }
+    }
+  }
+
+  const Problem p_;
+  const int64_t in8_, out8_, tile_h_, tile_w_, hp_, wp_;
+  const int64_t chunks_;  // fixed chunks of the batch
+  const int64_t size_;    // floats of dU: 16 in8 out8
+  int64_t block_tiles_;
+  WorkspaceLayout workspace_;   // the chunks' sum, then per_thread_ for each thread
+  WorkspaceLayout per_thread_;  // packed x and dy, V and Z of one image
+  size_t sum_at_, threads_at_, x_at_, dy_at_, v_at_, z_at_;
+  std::vector<float> partials_;  // one dU per chunk
+};
+
 }  // namespace
 
 bool winograd_fit(ConvDirection direction, const ConvGeometry& g) {
   // Under an ONEDNN_MAX_CPU_ISA cap below AVX2 as on a CPU without it (vector_isa.hpp).
   static const bool avx2 = vector_isa() != VectorIsa::kBaseline && __builtin_cpu_supports("fma");
-  return avx2 && direction != ConvDirection::kBackwardWeights && g.kh == 3 && g.kw == 3 &&
-         g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 && g.pad_w <= 2;
+  (void)direction;
+  return avx2 && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 &&
+         g.pad_w <= 2;
 }
 
 std::unique_ptr<ConvKernel> make_winograd_kernel(ConvDirection direction, const ConvGeometry& g,
                                                  int threads, bool bias_relu, ConvBlocks blocks) {
+  if (direction == ConvDirection::kBackwardWeights)
+    return std::make_unique<WinogradWeightsKernel>(g, threads, blocks);
   return std::make_unique<WinogradKernel>(direction, g, threads, bias_relu, blocks);
 }
 

@@ -124,6 +124,17 @@ bool shifted_rows_run() {
   return purine::vector_isa() != purine::VectorIsa::kBaseline && __builtin_cpu_supports("fma");
 }
 
+// Whether Winograd's kernel runs: AVX2 and FMA, under the ISA cap (vector_isa.hpp).
+bool winograd_runs() { return shifted_rows_run(); }
+
+// Whether `name` is the kernel engine auto runs for a 3x3 stride-1 convolution of 16 channels or
+// more (the weight gradient over planes of 7x7 or more): Winograd's with oneDNN's AVX2 kernels,
+// else oneDNN's.
+bool auto_3x3_kernel(const std::string& name) {
+  if (winograd_runs() && !onednn_has_avx512()) return name == "winograd:F(2x2,3x3)";
+  return name.rfind("onednn:", 0) == 0;
+}
+
 // conv_grad_weight of `g` with `engine`: matches the naive loops on one thread within
 // `tolerance`, gives the same bits and runs the same kernel on 2, 3, 4 and 8; returns its name.
 std::string check_weight_kernel(const Geometry& g, uint64_t seed, const char* engine,
@@ -241,8 +252,8 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
   CHECK(small[2] == "im2col:image groups");
   // 4x4 output planes: the weights too with AVX2 kernels; with AVX-512 oneDNN's chunks.
   auto four = check_against_naive({4, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1}, 39);
-  CHECK(four[0].rfind("onednn:", 0) == 0);
-  CHECK(four[1].rfind("onednn:", 0) == 0);
+  CHECK(auto_3x3_kernel(four[0]));
+  CHECK(auto_3x3_kernel(four[1]));
   if (avx512)
     CHECK(four[2].rfind("onednn:", 0) == 0);
   else
@@ -253,15 +264,21 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
   CHECK(two[1].rfind("onednn:", 0) == 0);
   CHECK(two[2] == "im2col:image groups");
   // 5x5 to 7x7 output planes (resnet20's last stage, GoogLeNet-28's conv2): oneDNN with either
-  // ISA's kernels, and so is a strided 3x3 over 14x14 (AVX2 kernels keep the stride-1 ones).
-  for (const Geometry& g :
-       {Geometry{4, 16, 7, 7, 24, 3, 3, 1, 1, 1, 1}, Geometry{4, 16, 5, 5, 24, 1, 1, 1, 1, 0, 0},
-        Geometry{4, 16, 14, 14, 24, 3, 3, 2, 2, 1, 1}}) {
+  // ISA's kernels (a stride-1 3x3 by Winograd's with AVX2 ones), and so is a strided 3x3 over
+  // 14x14.
+  for (const std::string& name : check_against_naive({4, 16, 7, 7, 24, 3, 3, 1, 1, 1, 1}, 37))
+    CHECK(auto_3x3_kernel(name));
+  for (const Geometry& g : {Geometry{4, 16, 5, 5, 24, 1, 1, 1, 1, 0, 0},
+                            Geometry{4, 16, 14, 14, 24, 3, 3, 2, 2, 1, 1}}) {
     INFO(g.h << "x" << g.w << ", kernel " << g.kh << ", stride " << g.stride_h);
     for (const std::string& name : check_against_naive(g, 37)) CHECK(name.rfind("onednn:", 0) == 0);
   }
+  // Its stride-1 weight gradient: Winograd's, else oneDNN's only with AVX-512 kernels.
   auto stride_one = check_against_naive({4, 16, 14, 14, 24, 3, 3, 1, 1, 1, 1}, 38);
-  CHECK((stride_one[2].rfind("onednn:", 0) == 0) == avx512);
+  if (winograd_runs() && !avx512)
+    CHECK(stride_one[2] == "winograd:F(2x2,3x3)");
+  else
+    CHECK((stride_one[2].rfind("onednn:", 0) == 0) == avx512);
 }
 
 TEST_CASE("conv without the taps that meet only padding gives the same results", "[conv]") {
@@ -769,12 +786,8 @@ TEST_CASE("the shifted-rows weight gradient reads channel blocks as they are", "
         (shifted_rows_run() ? ChannelBlocking::kNever : ChannelBlocking::kInBlocks));
 }
 
-// Whether Winograd's kernel runs: AVX2 and FMA, under the ISA cap (vector_isa.hpp).
-bool winograd_runs() { return shifted_rows_run(); }
-
 // Tagged [isa]: it runs under the AVX2 and SSE41 caps too (auto's choice under SSE41).
-TEST_CASE("conv by Winograd's F(2x2, 3x3) matches naive loops in both directions it runs",
-          "[conv][isa]") {
+TEST_CASE("conv by Winograd's F(2x2, 3x3) matches naive loops in every direction", "[conv][isa]") {
   // Even and odd output planes (a last tile half outside), pads 0, 1 and 2 (the data gradient's
   // 2, 1 and 0), channels that fill no group of 8 (plain only), several blocks of tiles per image
   // (28x28 planes), a single pixel, and more outputs than one register tile.
@@ -787,7 +800,7 @@ TEST_CASE("conv by Winograd's F(2x2, 3x3) matches naive loops in both directions
     const std::vector<std::string> names = check_against_naive(g, 61, "winograd");
     CHECK(names[0] == (winograd_runs() ? "winograd:F(2x2,3x3)" : names[0]));
     CHECK(names[1] == (winograd_runs() ? "winograd:F(2x2,3x3)" : names[1]));
-    CHECK(names[2] != "winograd:F(2x2,3x3)");  // weight gradients: auto's kernel
+    CHECK(names[2] == (winograd_runs() ? "winograd:F(2x2,3x3)" : names[2]));
   }
 }
 
@@ -809,15 +822,20 @@ TEST_CASE("Winograd's convolutions give the same bits at any thread count and la
   auto run = [&](const char* type, const std::vector<Tensor>& inputs, int threads, int block) {
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
+    const std::string kind = type;
+    const bool weights = kind == "conv_grad_weight";
     std::vector<Tensor> given;
     for (const Tensor& t : inputs) {
       given.emplace_back(t.shape());
-      if (block && given.size() == 1) given.back().set_channel_block(block);  // x or dy
+      // x or dy; for the weight gradient dy and x
+      if (block && given.size() <= (weights ? 2u : 1u)) given.back().set_channel_block(block);
       given.back().copy_from(t);
     }
-    const Shape& out_shape = std::string(type) == "conv_grad_data" ? x.shape() : dy.shape();
+    const Shape& out_shape = kind == "conv_grad_data" ? x.shape()
+                             : weights                ? w.shape()
+                                                      : dy.shape();
     Tensor out(out_shape);
-    if (block) out.set_channel_block(block);
+    if (block && !weights) out.set_channel_block(block);
     auto op = OperatorRegistry::create(type, attrs);
     std::vector<const Tensor*> in;
     for (const Tensor& t : given) in.push_back(&t);
@@ -834,7 +852,7 @@ TEST_CASE("Winograd's convolutions give the same bits at any thread count and la
     std::vector<Tensor> inputs;
   };
   for (const Case& c : {Case{"conv", {x, w}}, Case{"conv_bias_relu", {x, w, b}},
-                        Case{"conv_grad_data", {dy, w, x}}}) {
+                        Case{"conv_grad_data", {dy, w, x}}, Case{"conv_grad_weight", {dy, x, w}}}) {
     INFO(c.type);
     const Tensor reference = run(c.type, c.inputs, 1, 0);
     for (int threads : {1, 2, 3})

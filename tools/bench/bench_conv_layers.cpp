@@ -76,8 +76,8 @@ std::vector<Choice> choices_for(const std::string& direction) {
     choices.push_back({"onednn-ch", Attrs().set("engine", "onednn").set("deterministic", 1)});
   } else {
     choices.push_back({"onednn", Attrs().set("engine", "onednn")});
-    choices.push_back({"winograd", Attrs().set("engine", "winograd")});
   }
+  choices.push_back({"winograd", Attrs().set("engine", "winograd")});
   choices.push_back({"im2col", Attrs().set("engine", "im2col")});
   return choices;
 }
