@@ -88,7 +88,7 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
 bool auto_takes_winograd(ConvDirection direction, const ConvGeometry& g) {
   if (direction == ConvDirection::kBackwardWeights && g.ho * g.wo < kWinogradMinWeightPlane)
     return false;
-  return winograd_fit(direction, g) && !onednn_has_avx512() && g.c >= kWinogradMinChannels &&
+  return winograd_fit(g) && !onednn_has_avx512() && g.c >= kWinogradMinChannels &&
          g.o >= kWinogradMinChannels;
 }
 
@@ -107,8 +107,8 @@ KernelChoice im2col_family_kernel(ConvDirection direction, const ConvGeometry& g
 KernelChoice choose_kernel(const std::string& engine, bool deterministic, ConvDirection direction,
                            const ConvGeometry& g) {
   if (engine == "winograd")
-    return winograd_fit(direction, g) ? KernelChoice::kWinograd
-                                      : choose_kernel("auto", deterministic, direction, g);
+    return winograd_fit(g) ? KernelChoice::kWinograd
+                           : choose_kernel("auto", deterministic, direction, g);
   ConvGeometry inner;
   if (engine == "auto" && dense_planes_fit(g)) return KernelChoice::kDensePlanes;
   if (engine == "auto" && channels_last_fit(g)) return KernelChoice::kChannelsLast;
