@@ -35,11 +35,18 @@ namespace {
 using namespace winograd;
 
 // A block of tiles keeps its transformed inputs and products (V and M) under this many bytes
-// (L1); in the weight gradient, whose products accumulate over the tiles, V and A dy A' (L2).
+// (L1); in the weight gradient, whose products accumulate over the tiles, V and A dy A' (half of
+// a 512 KB L2, beside dU and the packed images; 128 to 512 KB measured alike).
 constexpr int64_t kBlockBytes = int64_t{24} << 10;
-constexpr int64_t kWeightBlockBytes = int64_t{512} << 10;
+constexpr int64_t kWeightBlockBytes = int64_t{256} << 10;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Floats from one position's transformed values to the next's, for `tiles` tiles of `ld`
+// channels: one cache line more than they fill, so that the 16 positions' rows do not all fall
+// into the same L1 sets when tiles * ld is a multiple of 4 KB (256 tiles of 16 channels made the
+// weight gradient's transforms 2x slower).
+int64_t position_step(int64_t tiles, int64_t ld) { return tiles * ld + 16; }
 
 // The convolution the kernel runs (the data gradient's is the forward of dy): `in` channels of
 // in_h x in_w to `out` channels of out_h x out_w, 3x3 taps, stride 1.
@@ -78,10 +85,10 @@ struct Tiling {
         wp(2 * tile_w + 2) {}
   int64_t tiles() const { return tile_h * tile_w; }  // of one image
   // Tiles per block: a multiple of `multiple` whose transformed inputs and outputs (16 in8 and 16
-  // out8 floats a tile) stay under `bytes`, at least `multiple`, at most an image's.
-  int64_t block(int64_t bytes, int64_t multiple) const {
+  // out8 floats a tile) stay under `bytes`, at least `multiple`, at most `most`.
+  int64_t block(int64_t bytes, int64_t multiple, int64_t most) const {
     const int64_t fit = bytes / (4 * kPositions * (in8 + out8)) / multiple;
-    return std::min(tiles(), std::max<int64_t>(1, fit) * multiple);
+    return std::min(most, std::max<int64_t>(1, fit) * multiple);
   }
   int64_t in8, out8;       // channels rounded up to groups of 8
   int64_t tile_h, tile_w;  // output tiles per column and row
@@ -95,11 +102,11 @@ class WinogradKernel : public ConvKernel {
       : ConvKernel(direction, g, threads, bias_relu, blocks),
         p_(problem_of(direction, g, blocks)),
         t_(p_),
-        block_tiles_(t_.block(kBlockBytes, kRows)) {
+        block_tiles_(t_.block(kBlockBytes, kRows, t_.tiles())) {
     u_at_ = workspace_.add(sizeof(float) * kPositions * t_.in8 * t_.out8);
     packed_at_ = per_thread_.add(sizeof(float) * t_.in8 * t_.hp * t_.wp);
-    v_at_ = per_thread_.add(sizeof(float) * kPositions * block_tiles_ * t_.in8);
-    m_at_ = per_thread_.add(sizeof(float) * kPositions * block_tiles_ * t_.out8);
+    v_at_ = per_thread_.add(sizeof(float) * kPositions * position_step(block_tiles_, t_.in8));
+    m_at_ = per_thread_.add(sizeof(float) * kPositions * position_step(block_tiles_, t_.out8));
     out_at_ = per_thread_.add(sizeof(float) * t_.out8 * 4 * t_.tiles());
     threads_at_ = workspace_.add(per_thread_.bytes() * team_);
   }
@@ -131,11 +138,12 @@ class WinogradKernel : public ConvKernel {
     const int64_t in8 = t_.in8, out8 = t_.out8, oh = 2 * t_.tile_h, ow = 2 * t_.tile_w;
     for (int64_t first = 0; first < t_.tiles(); first += block_tiles_) {
       const int64_t tiles = std::min(block_tiles_, t_.tiles() - first);
-      transform_inputs(packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, first, tiles, v, in8);
+      transform_inputs(packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, first, tiles, v, in8,
+                       position_step(tiles, in8));
       for (int64_t xi = 0; xi < kPositions; ++xi) {
-        const float* vx = v + xi * tiles * in8;
+        const float* vx = v + xi * position_step(tiles, in8);
         const float* ux = u + xi * in8 * out8;
-        float* mx = m + xi * tiles * out8;
+        float* mx = m + xi * position_step(tiles, out8);
         for (int64_t o = 0; o < out8; o += kVectors * kLanes) {
           const int vectors = static_cast<int>(std::min<int64_t>(kVectors, (out8 - o) / kLanes));
           for (int64_t t = 0; t < tiles; t += kRows) {
@@ -145,7 +153,8 @@ class WinogradKernel : public ConvKernel {
           }
         }
       }
-      transform_outputs(m, out8, tiles, first, t_.tile_w, out8 / kLanes, oh, ow, outputs);
+      transform_outputs(m, out8, position_step(tiles, out8), tiles, first, t_.tile_w, out8 / kLanes,
+                        oh, ow, outputs);
     }
     unpack_image(outputs, oh, ow, p_.out, p_.out_h, p_.out_w, bias_relu_ ? bias : nullptr,
                  p_.out_block, n, out);
@@ -170,13 +179,17 @@ class WinogradWeightsKernel : public ConvKernel {
         t_(p_),
         chunks_(std::min(g.n, kMaxChunks)),
         size_(kPositions * t_.in8 * t_.out8),
-        block_tiles_(t_.block(kWeightBlockBytes, 1)) {
+        // A block may span the images of a chunk.
+        block_tiles_(
+            t_.block(kWeightBlockBytes, 1,
+                     std::max<int64_t>(1, (g.n + chunks_ - 1) / std::max<int64_t>(1, chunks_)) *
+                         t_.tiles())) {
     sum_at_ = workspace_.add(sizeof(float) * size_);
     partials_at_ = workspace_.add(sizeof(float) * chunks_ * size_);
     x_at_ = per_thread_.add(sizeof(float) * t_.in8 * t_.hp * t_.wp);
     dy_at_ = per_thread_.add(sizeof(float) * t_.out8 * 4 * t_.tiles());
-    v_at_ = per_thread_.add(sizeof(float) * kPositions * block_tiles_ * t_.in8);
-    z_at_ = per_thread_.add(sizeof(float) * kPositions * block_tiles_ * t_.out8);
+    v_at_ = per_thread_.add(sizeof(float) * kPositions * position_step(block_tiles_, t_.in8));
+    z_at_ = per_thread_.add(sizeof(float) * kPositions * position_step(block_tiles_, t_.out8));
     threads_at_ = workspace_.add(per_thread_.bytes() * team_);
   }
 
@@ -197,9 +210,8 @@ class WinogradWeightsKernel : public ConvKernel {
       for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
         float* partial = partials + chunk * size_;
         std::fill(partial, partial + size_, 0.0f);
-        for (int64_t n = chunk_begin(p_.n, chunk, chunks_);
-             n < chunk_begin(p_.n, chunk + 1, chunks_); ++n)
-          add_image(dy, x, n, partial, mine);
+        const int64_t first = chunk_begin(p_.n, chunk, chunks_);
+        add_images(dy, x, first, chunk_begin(p_.n, chunk + 1, chunks_) - first, partial, mine);
       }
     });
     float* sum = workspace_floats(workspace, sum_at_);
@@ -208,24 +220,38 @@ class WinogradWeightsKernel : public ConvKernel {
   }
 
  private:
-  // partial += image n's share of dU.
-  void add_image(const float* dy, const float* x, int64_t n, float* partial,
-                 char* workspace) const {
+  // partial += the share of dU of `images` images from `first` on: their tiles in blocks that
+  // may span images, each block's products added in tile order.
+  void add_images(const float* dy, const float* x, int64_t first, int64_t images, float* partial,
+                  char* workspace) const {
     float* x_packed = workspace_floats(workspace, x_at_);
     float* dy_packed = workspace_floats(workspace, dy_at_);
     float* v = workspace_floats(workspace, v_at_);
     float* z = workspace_floats(workspace, z_at_);
     const int64_t in8 = t_.in8, out8 = t_.out8, oh = 2 * t_.tile_h, ow = 2 * t_.tile_w;
-    pack_image(x, p_.in_block, n, p_.in, p_.in_h, p_.in_w, p_.pad_h, p_.pad_w, t_.hp, t_.wp,
-               x_packed);
-    pack_image(dy, p_.out_block, n, p_.out, p_.out_h, p_.out_w, 0, 0, oh, ow, dy_packed);
-    for (int64_t first = 0; first < t_.tiles(); first += block_tiles_) {
-      const int64_t tiles = std::min(block_tiles_, t_.tiles() - first);
-      transform_inputs(x_packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, first, tiles, v, in8);
-      transform_output_grads(dy_packed, out8 / kLanes, oh, ow, t_.tile_w, first, tiles, z, out8);
+    const int64_t image_tiles = t_.tiles(), all = images * image_tiles;
+    int64_t packed = -1;  // the image in x_packed and dy_packed
+    for (int64_t block = 0; block < all; block += block_tiles_) {
+      const int64_t tiles = std::min(block_tiles_, all - block);
+      for (int64_t done = 0; done < tiles;) {
+        const int64_t image = (block + done) / image_tiles, tile = (block + done) % image_tiles;
+        const int64_t count = std::min(tiles - done, image_tiles - tile);
+        if (image != packed) {
+          const int64_t n = first + image;
+          pack_image(x, p_.in_block, n, p_.in, p_.in_h, p_.in_w, p_.pad_h, p_.pad_w, t_.hp, t_.wp,
+                     x_packed);
+          pack_image(dy, p_.out_block, n, p_.out, p_.out_h, p_.out_w, 0, 0, oh, ow, dy_packed);
+          packed = image;
+        }
+        transform_inputs(x_packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, tile, count,
+                         v + done * in8, in8, position_step(tiles, in8));
+        transform_output_grads(dy_packed, out8 / kLanes, oh, ow, t_.tile_w, tile, count,
+                               z + done * out8, out8, position_step(tiles, out8));
+        done += count;
+      }
       for (int64_t xi = 0; xi < kPositions; ++xi) {
-        const float* vx = v + xi * tiles * in8;
-        const float* zx = z + xi * tiles * out8;
+        const float* vx = v + xi * position_step(tiles, in8);
+        const float* zx = z + xi * position_step(tiles, out8);
         float* dux = partial + xi * in8 * out8;
         for (int64_t i = 0; i < in8; i += kRows) {
           const int rows = static_cast<int>(std::min<int64_t>(kRows, in8 - i));

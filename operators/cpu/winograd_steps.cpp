@@ -187,7 +187,7 @@ PURINE_AVX2 void unpack_image(const float* packed, int64_t hp, int64_t wp, int64
 
 PURINE_AVX2 void transform_inputs(const float* packed, int64_t groups, int64_t hp, int64_t wp,
                                   int64_t tile_w, int64_t first, int64_t tiles, float* v,
-                                  int64_t ld) {
+                                  int64_t ld, int64_t step) {
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < groups; ++group) {
@@ -202,7 +202,6 @@ PURINE_AVX2 void transform_inputs(const float* packed, int64_t groups, int64_t h
         x[r][3] = _mm256_sub_ps(row[1], row[3]);
       }
       float* out = v + t * ld + group * kLanes;
-      const int64_t step = tiles * ld;
       for (int s = 0; s < 4; ++s) {
         _mm256_storeu_ps(out + (0 * 4 + s) * step, _mm256_sub_ps(x[0][s], x[2][s]));
         _mm256_storeu_ps(out + (1 * 4 + s) * step, _mm256_add_ps(x[1][s], x[2][s]));
@@ -213,10 +212,9 @@ PURINE_AVX2 void transform_inputs(const float* packed, int64_t groups, int64_t h
   }
 }
 
-PURINE_AVX2 void transform_outputs(const float* m, int64_t ld, int64_t tiles, int64_t first,
-                                   int64_t tile_w, int64_t out_groups, int64_t oh, int64_t ow,
-                                   float* packed) {
-  const int64_t step = tiles * ld;
+PURINE_AVX2 void transform_outputs(const float* m, int64_t ld, int64_t step, int64_t tiles,
+                                   int64_t first, int64_t tile_w, int64_t out_groups, int64_t oh,
+                                   int64_t ow, float* packed) {
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < out_groups; ++group) {
@@ -243,8 +241,7 @@ PURINE_AVX2 void transform_outputs(const float* m, int64_t ld, int64_t tiles, in
 
 PURINE_AVX2 void transform_output_grads(const float* packed, int64_t groups, int64_t oh, int64_t ow,
                                         int64_t tile_w, int64_t first, int64_t tiles, float* z,
-                                        int64_t ld) {
-  const int64_t step = tiles * ld;
+                                        int64_t ld, int64_t step) {
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < groups; ++group) {

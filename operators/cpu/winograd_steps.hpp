@@ -2,7 +2,7 @@
 // an image into groups of 8 channels, the transforms of inputs, kernels, products and output
 // gradients, and the register tiles of the 16 GEMMs. Call them only where the CPU has AVX2 and
 // FMA (winograd_fit). Transformed values of tile t, position xi (of the 4x4 transformed tile) and
-// channel c lie at [(xi * tiles + t) * ld + c].
+// channel c lie at [xi * step + t * ld + c].
 #pragma once
 
 #include <cstdint>
@@ -29,17 +29,18 @@ void unpack_image(const float* packed, int64_t hp, int64_t wp, int64_t channels,
 // v = B' d B for the 4x4 input tile d of each of `tiles` tiles from `first` on (tile_w tiles a
 // row), each group of 8 channels of `packed` (hp x wp pixels a group).
 void transform_inputs(const float* packed, int64_t groups, int64_t hp, int64_t wp, int64_t tile_w,
-                      int64_t first, int64_t tiles, float* v, int64_t ld);
+                      int64_t first, int64_t tiles, float* v, int64_t ld, int64_t step);
 
 // The 2x2 output pixels A' m A of each tile's products, into `packed` (out_groups groups of
 // oh x ow pixels).
-void transform_outputs(const float* m, int64_t ld, int64_t tiles, int64_t first, int64_t tile_w,
-                       int64_t out_groups, int64_t oh, int64_t ow, float* packed);
+void transform_outputs(const float* m, int64_t ld, int64_t step, int64_t tiles, int64_t first,
+                       int64_t tile_w, int64_t out_groups, int64_t oh, int64_t ow, float* packed);
 
 // z = A dy A' for the 2x2 output gradient dy of each tile, read from `packed` (groups of oh x ow
 // pixels, zero past the output plane).
 void transform_output_grads(const float* packed, int64_t groups, int64_t oh, int64_t ow,
-                            int64_t tile_w, int64_t first, int64_t tiles, float* z, int64_t ld);
+                            int64_t tile_w, int64_t first, int64_t tiles, float* z, int64_t ld,
+                            int64_t step);
 
 // Where a convolution's kernels lie: tap (a, b) joining input channel i to output channel o is
 // w[at + o so + i si + a sa + b sb] (the data gradient reads the forward's turned and transposed).

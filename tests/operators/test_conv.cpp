@@ -804,6 +804,19 @@ TEST_CASE("conv by Winograd's F(2x2, 3x3) matches naive loops in every direction
   }
 }
 
+TEST_CASE("Winograd's weight gradient sums blocks of tiles across and within images",
+          "[conv][determinism]") {
+  // 200 -> 200 channels keep a block at 20 tiles (512 KB of transformed values); 24 images of
+  // 5x5 output planes (9 tiles each) make chunks of 3 images, 27 tiles: a block spans images and
+  // the next splits one. Matches the naive loops; the same bits at 1, 2, 3, 4 and 8 threads.
+  if (!winograd_runs()) {
+    WARN("skipped: no AVX2 and FMA (on this CPU or under ONEDNN_MAX_CPU_ISA)");
+    return;
+  }
+  CHECK(check_weight_kernel({24, 200, 5, 5, 200, 3, 3, 1, 1, 1, 1}, 63, "winograd", 1e-3) ==
+        "winograd:F(2x2,3x3)");
+}
+
 // Tagged [isa]: blocks of 8 and 16 on every CPU with AVX2 (16 as an AVX-512 machine's graph
 // would give them).
 TEST_CASE("Winograd's convolutions give the same bits at any thread count and layout",
