@@ -8,13 +8,14 @@
 //      (conv_channels_last.cpp); from 4x4 up oneDNN's chunks win the weight gradients.
 //   3. Taps that meet only padding (5x5 kernels over 2x2 planes) are cropped and the inner
 //      geometry chosen for again (conv_cropped_taps.cpp).
-//   4. With oneDNN's AVX2 kernels (not measured against its AVX-512 ones), 3x3 stride-1
-//      kernels between at least 16 input and 16 output channels by Winograd's F(2x2, 3x3)
-//      (conv_winograd.cpp), which multiplies 2.25x less: forwards and data gradients 1.3-1.5x
-//      faster than oneDNN over resnet20's 28x28, 14x14 and 7x7 planes and GoogLeNet-28's 7x7
-//      and 4x4 ones; weight gradients over planes of 7x7 and more 1.1-1.8x faster than the
-//      kernels below (over 4x4 ones 5-35% slower: too few tiles to sum). The stems' few
-//      channels would not pay back its transforms.
+//   4. With oneDNN's AVX2 kernels (not measured against its AVX-512 ones), 3x3 and 5x5 stride-1
+//      kernels between at least 16 input and 16 output channels by Winograd's F(2x2, 3x3) and
+//      F(2x2, 5x5) (conv_winograd.cpp), which multiply 2.25x and 2.78x less: 3x3 forwards and
+//      data gradients 1.3-1.5x faster than oneDNN over resnet20's 28x28, 14x14 and 7x7 planes
+//      and GoogLeNet-28's 7x7 and 4x4 ones; weight gradients over planes of 7x7 and more
+//      1.1-1.8x faster than the kernels below (over 4x4 ones 5-35% slower: too few tiles to
+//      sum); the convnet's 5x5 over 14x14 1.45x (forward), 1.6x (data) and 2x (weights). The
+//      stems' few channels would not pay back the transforms.
 //   5. oneDNN's blocked kernels everywhere else but:
 //      - small output planes, where its per-call and per-chunk costs dominate: weight gradients
 //        of up to 16 pixels (AVX2 kernels) or 9 (AVX-512), forwards of up to 4 or 1; its data
@@ -60,7 +61,7 @@ constexpr SmallPlanes kSmallPlanesAvx2{16, 4};
 constexpr SmallPlanes kSmallPlanesAvx512{9, 1};
 // Weight gradients of at most this many output channels go to shifted rows (the rules above).
 constexpr int64_t kShiftedRowsMaxOutputs = 32;
-// Winograd's kernel takes convolutions of at least this many input and output channels, and
+// Winograd's kernels take convolutions of at least this many input and output channels, and
 // weight gradients over output planes of at least this many pixels.
 constexpr int64_t kWinogradMinChannels = 16;
 constexpr int64_t kWinogradMinWeightPlane = 49;

@@ -1,14 +1,15 @@
-// 3x3 stride-1 convolutions by Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, "Fast
-// Algorithms for Convolutional Neural Networks", 2015): each 2x2 tile of output pixels is
-// computed from the 4x4 input tile under it as 16 products of transformed values, where the
-// direct convolution multiplies 36 times. Per tile and per pair of channels:
-//   V = B' d B (input tile d, 4x4),  U = G g G' (kernel g, 3x3 -> 4x4),  y = A' (U . V) A (2x2).
-// Summed over input channels, the 16 elementwise products become 16 GEMMs, one per position xi
-// of the 4x4 tile: M[xi][tile][out] = sum over in of V[xi][tile][in] U[xi][in][out], 2.25x
-// fewer multiply-adds than the direct convolution, in register tiles of 6 rows by 16 columns
-// (AVX2 FMA). The data gradient is the same convolution of dy with the kernels turned by 180
-// degrees, inputs and outputs exchanged, and pad 2 - pad. The weight gradient runs the chain
-// backwards: dU[xi] = the sum over all tiles of V[xi]' (A dy A')[xi], then dw = G' dU G.
+// 3x3 and 5x5 stride-1 convolutions by Winograd's minimal filtering F(2x2, 3x3) and F(2x2, 5x5)
+// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015): each 2x2 tile of
+// output pixels is computed from the alpha x alpha input tile under it (alpha = 4 or 6) as
+// alpha^2 products of transformed values, where the direct convolution multiplies 36 or 100
+// times. Per tile and per pair of channels:
+//   V = B' d B (input tile d),  U = G g G' (kernel g, r x r -> alpha x alpha),  y = A' (U . V) A.
+// Summed over input channels, the elementwise products become alpha^2 GEMMs, one per position xi
+// of the tile: M[xi][tile][out] = sum over in of V[xi][tile][in] U[xi][in][out], 2.25x (3x3) or
+// 2.78x (5x5) fewer multiply-adds than the direct convolution, in register tiles of 6 rows by 16
+// columns (AVX2 FMA). The data gradient is the same convolution of dy with the kernels turned by
+// 180 degrees, inputs and outputs exchanged, and pad r - 1 - pad. The weight gradient runs the
+// chain backwards: dU[xi] = the sum over all tiles of V[xi]' (A dy A')[xi], then dw = G' dU G.
 //
 // Each image is packed into a zero-padded buffer in groups of 8 channels (one vector per pixel),
 // from plain order or from channel blocks of 8 or 16 as they are; its tiles are transformed,
@@ -18,10 +19,12 @@
 // the separate ops round). Every output pixel is summed by one thread in a fixed order, and the
 // weight gradient over the fixed batch chunks of the other weight kernels, each on one thread,
 // added in order: the bits depend on the geometry alone, not on the thread count or the layouts.
-// They are not the direct convolution's: the transforms add and halve in other orders (errors of
-// a few units in the last place of the sum's largest terms), and an infinite input can turn more
-// of the output NaN than it would. The vector steps are in winograd_steps.cpp.
+// They are not the direct convolution's: the transforms add and scale in other orders (3x3: errors
+// of a few units in the last place of the sum's largest terms; 5x5, whose transforms multiply by
+// up to 5 and cancel: about 1e-5 of the sums' size), and an infinite input can turn more of the
+// output NaN than it would. The vector steps are in winograd_steps.cpp and winograd_5x5.cpp.
 #include <algorithm>
+#include <string>
 
 #include "operators/cpu/conv_kernel.hpp"
 #include "operators/cpu/thread_workspace.hpp"
@@ -51,6 +54,7 @@ int64_t position_step(int64_t tiles, int64_t ld) { return tiles * ld + 16; }
 // The convolution the kernel runs (the data gradient's is the forward of dy): `in` channels of
 // in_h x in_w to `out` channels of out_h x out_w, 3x3 taps, stride 1.
 struct Problem {
+  int64_t r;  // kernel size, 3 or 5
   int64_t n, in, in_h, in_w, out, out_h, out_w, pad_h, pad_w;
   int in_block, out_block;  // channel blocks of the input and output tensors (0: plain)
   TapStrides taps;
@@ -59,37 +63,48 @@ struct Problem {
 // The convolution that `direction` of `g` runs (the weight gradient's: the forward's).
 Problem problem_of(ConvDirection direction, const ConvGeometry& g, ConvBlocks blocks) {
   Problem p;
+  p.r = g.kh;
+  const int64_t taps = p.r * p.r;
   p.n = g.n;
   p.out_block = blocks.out;
   p.in_block = blocks.a;
   if (direction == ConvDirection::kForward) {
     p.in = g.c, p.in_h = g.h, p.in_w = g.w, p.out = g.o, p.out_h = g.ho, p.out_w = g.wo;
     p.pad_h = g.pad_h, p.pad_w = g.pad_w;
-    p.taps = {0, g.c * 9, 9, 3, 1};
+    p.taps = {0, g.c * taps, taps, p.r, 1};
   } else {  // dx = the forward of dy with the kernels turned and transposed
     p.in = g.o, p.in_h = g.ho, p.in_w = g.wo, p.out = g.c, p.out_h = g.h, p.out_w = g.w;
-    p.pad_h = 2 - g.pad_h, p.pad_w = 2 - g.pad_w;
-    p.taps = {8, 9, g.c * 9, -3, -1};
+    p.pad_h = p.r - 1 - g.pad_h, p.pad_w = p.r - 1 - g.pad_w;
+    p.taps = {taps - 1, taps, g.c * taps, -p.r, -1};
   }
   return p;
+}
+
+// "winograd:F(2x2,3x3)" or "winograd:F(2x2,5x5)".
+std::string kernel_name(int64_t r) {
+  return "winograd:F(2x2," + std::to_string(r) + "x" + std::to_string(r) + ")";
 }
 
 // How a problem's images are tiled and packed.
 struct Tiling {
   explicit Tiling(const Problem& p)
-      : in8(round_up(p.in, kLanes)),
+      : f(p.r == 3 ? transforms_3x3() : transforms_5x5()),
+        positions(f.alpha * f.alpha),
+        in8(round_up(p.in, kLanes)),
         out8(round_up(p.out, kLanes)),
         tile_h((p.out_h + 1) / 2),
         tile_w((p.out_w + 1) / 2),
-        hp(2 * tile_h + 2),
-        wp(2 * tile_w + 2) {}
+        hp(2 * tile_h + p.r - 1),
+        wp(2 * tile_w + p.r - 1) {}
   int64_t tiles() const { return tile_h * tile_w; }  // of one image
-  // Tiles per block: a multiple of `multiple` whose transformed inputs and outputs (16 in8 and 16
-  // out8 floats a tile) stay under `bytes`, at least `multiple`, at most `most`.
+  // Tiles per block: a multiple of `multiple` whose transformed inputs and outputs (`positions`
+  // times in8 and out8 floats a tile) stay under `bytes`, at least `multiple`, at most `most`.
   int64_t block(int64_t bytes, int64_t multiple, int64_t most) const {
-    const int64_t fit = bytes / (4 * kPositions * (in8 + out8)) / multiple;
+    const int64_t fit = bytes / (4 * positions * (in8 + out8)) / multiple;
     return std::min(most, std::max<int64_t>(1, fit) * multiple);
   }
+  const Transforms& f;
+  int64_t positions;       // of the transformed tile: alpha^2
   int64_t in8, out8;       // channels rounded up to groups of 8
   int64_t tile_h, tile_w;  // output tiles per column and row
   int64_t hp, wp;          // the packed input's padded height and width
@@ -103,21 +118,21 @@ class WinogradKernel : public ConvKernel {
         p_(problem_of(direction, g, blocks)),
         t_(p_),
         block_tiles_(t_.block(kBlockBytes, kRows, t_.tiles())) {
-    u_at_ = workspace_.add(sizeof(float) * kPositions * t_.in8 * t_.out8);
+    u_at_ = workspace_.add(sizeof(float) * t_.positions * t_.in8 * t_.out8);
     packed_at_ = per_thread_.add(sizeof(float) * t_.in8 * t_.hp * t_.wp);
-    v_at_ = per_thread_.add(sizeof(float) * kPositions * position_step(block_tiles_, t_.in8));
-    m_at_ = per_thread_.add(sizeof(float) * kPositions * position_step(block_tiles_, t_.out8));
+    v_at_ = per_thread_.add(sizeof(float) * t_.positions * position_step(block_tiles_, t_.in8));
+    m_at_ = per_thread_.add(sizeof(float) * t_.positions * position_step(block_tiles_, t_.out8));
     out_at_ = per_thread_.add(sizeof(float) * t_.out8 * 4 * t_.tiles());
     threads_at_ = workspace_.add(per_thread_.bytes() * team_);
   }
 
-  std::string name() const override { return "winograd:F(2x2,3x3)"; }
+  std::string name() const override { return kernel_name(p_.r); }
 
   void run(const float* a, const float* w, const float* bias, float* out) override {
     OmpThreads scope(team_);
     char* workspace = thread_workspace(workspace_.bytes());
     float* u = workspace_floats(workspace, u_at_);
-    transform_kernels(w, p_.taps, p_.in, p_.out, t_.in8, t_.out8, u);
+    t_.f.kernels(w, p_.taps, p_.in, p_.out, t_.in8, t_.out8, u);
     char* threads = workspace + threads_at_;
     parallel_region(team_ > 1, [&] {
       char* mine = threads + per_thread_.bytes() * (team_ > 1 ? omp_get_thread_num() : 0);
@@ -138,9 +153,9 @@ class WinogradKernel : public ConvKernel {
     const int64_t in8 = t_.in8, out8 = t_.out8, oh = 2 * t_.tile_h, ow = 2 * t_.tile_w;
     for (int64_t first = 0; first < t_.tiles(); first += block_tiles_) {
       const int64_t tiles = std::min(block_tiles_, t_.tiles() - first);
-      transform_inputs(packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, first, tiles, v, in8,
-                       position_step(tiles, in8));
-      for (int64_t xi = 0; xi < kPositions; ++xi) {
+      t_.f.inputs(packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, first, tiles, v, in8,
+                  position_step(tiles, in8));
+      for (int64_t xi = 0; xi < t_.positions; ++xi) {
         const float* vx = v + xi * position_step(tiles, in8);
         const float* ux = u + xi * in8 * out8;
         float* mx = m + xi * position_step(tiles, out8);
@@ -153,8 +168,8 @@ class WinogradKernel : public ConvKernel {
           }
         }
       }
-      transform_outputs(m, out8, position_step(tiles, out8), tiles, first, t_.tile_w, out8 / kLanes,
-                        oh, ow, outputs);
+      t_.f.outputs(m, out8, position_step(tiles, out8), tiles, first, t_.tile_w, out8 / kLanes, oh,
+                   ow, outputs);
     }
     unpack_image(outputs, oh, ow, p_.out, p_.out_h, p_.out_w, bias_relu_ ? bias : nullptr,
                  p_.out_block, n, out);
@@ -178,7 +193,7 @@ class WinogradWeightsKernel : public ConvKernel {
         p_(problem_of(ConvDirection::kForward, g, {blocks.b, 0, blocks.a})),
         t_(p_),
         chunks_(std::min(g.n, kMaxChunks)),
-        size_(kPositions * t_.in8 * t_.out8),
+        size_(t_.positions * t_.in8 * t_.out8),
         // A block may span the images of a chunk.
         block_tiles_(
             t_.block(kWeightBlockBytes, 1,
@@ -188,16 +203,16 @@ class WinogradWeightsKernel : public ConvKernel {
     partials_at_ = workspace_.add(sizeof(float) * chunks_ * size_);
     x_at_ = per_thread_.add(sizeof(float) * t_.in8 * t_.hp * t_.wp);
     dy_at_ = per_thread_.add(sizeof(float) * t_.out8 * 4 * t_.tiles());
-    v_at_ = per_thread_.add(sizeof(float) * kPositions * position_step(block_tiles_, t_.in8));
-    z_at_ = per_thread_.add(sizeof(float) * kPositions * position_step(block_tiles_, t_.out8));
+    v_at_ = per_thread_.add(sizeof(float) * t_.positions * position_step(block_tiles_, t_.in8));
+    z_at_ = per_thread_.add(sizeof(float) * t_.positions * position_step(block_tiles_, t_.out8));
     threads_at_ = workspace_.add(per_thread_.bytes() * team_);
   }
 
-  std::string name() const override { return "winograd:F(2x2,3x3)"; }
+  std::string name() const override { return kernel_name(p_.r); }
 
   void run(const float* dy, const float* x, const float*, float* dw) override {
     if (p_.n == 0) {
-      std::fill(dw, dw + p_.out * p_.in * 9, 0.0f);
+      std::fill(dw, dw + p_.out * p_.in * p_.r * p_.r, 0.0f);
       return;
     }
     OmpThreads scope(team_);
@@ -216,7 +231,7 @@ class WinogradWeightsKernel : public ConvKernel {
     });
     float* sum = workspace_floats(workspace, sum_at_);
     sum_chunks(partials, chunks_, size_, sum);
-    kernel_gradient(sum, p_.in, p_.out, t_.in8, t_.out8, dw);
+    t_.f.kernel_gradient(sum, p_.in, p_.out, t_.in8, t_.out8, dw);
   }
 
  private:
@@ -243,13 +258,13 @@ class WinogradWeightsKernel : public ConvKernel {
           pack_image(dy, p_.out_block, n, p_.out, p_.out_h, p_.out_w, 0, 0, oh, ow, dy_packed);
           packed = image;
         }
-        transform_inputs(x_packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, tile, count,
-                         v + done * in8, in8, position_step(tiles, in8));
-        transform_output_grads(dy_packed, out8 / kLanes, oh, ow, t_.tile_w, tile, count,
-                               z + done * out8, out8, position_step(tiles, out8));
+        t_.f.inputs(x_packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, tile, count, v + done * in8,
+                    in8, position_step(tiles, in8));
+        t_.f.output_grads(dy_packed, out8 / kLanes, oh, ow, t_.tile_w, tile, count, z + done * out8,
+                          out8, position_step(tiles, out8));
         done += count;
       }
-      for (int64_t xi = 0; xi < kPositions; ++xi) {
+      for (int64_t xi = 0; xi < t_.positions; ++xi) {
         const float* vx = v + xi * position_step(tiles, in8);
         const float* zx = z + xi * position_step(tiles, out8);
         float* dux = partial + xi * in8 * out8;
@@ -280,8 +295,8 @@ class WinogradWeightsKernel : public ConvKernel {
 bool winograd_fit(const ConvGeometry& g) {
   // Under an ONEDNN_MAX_CPU_ISA cap below AVX2 as on a CPU without it (vector_isa.hpp).
   static const bool avx2 = vector_isa() != VectorIsa::kBaseline && __builtin_cpu_supports("fma");
-  return avx2 && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h <= 2 &&
-         g.pad_w <= 2;
+  return avx2 && g.kh == g.kw && (g.kh == 3 || g.kh == 5) && g.stride_h == 1 && g.stride_w == 1 &&
+         g.pad_h < g.kh && g.pad_w < g.kw;
 }
 
 std::unique_ptr<ConvKernel> make_winograd_kernel(ConvDirection direction, const ConvGeometry& g,

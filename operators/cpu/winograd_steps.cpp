@@ -1,4 +1,6 @@
-// The steps of Winograd's F(2x2, 3x3) convolutions (winograd_steps.hpp), each compiled for AVX2
+// The steps of Winograd's convolutions (winograd_steps.hpp) and F(2x2, 3x3)'s transforms (4x4 input
+// tiles: B' = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2;
+// 0 0 1], A' = [1 1 1 0; 0 1 -1 -1]), each compiled for AVX2
 // and FMA (the build targets plain x86-64; conv_winograd.cpp calls them only where the CPU has
 // both). The 6x16 register tiles keep their accumulators in registers only with their loops
 // unrolled: GCC otherwise stored them to the stack at every step (32 against 70 GFLOP/s on one
@@ -185,9 +187,27 @@ PURINE_AVX2 void unpack_image(const float* packed, int64_t hp, int64_t wp, int64
   }
 }
 
-PURINE_AVX2 void transform_inputs(const float* packed, int64_t groups, int64_t hp, int64_t wp,
-                                  int64_t tile_w, int64_t first, int64_t tiles, float* v,
-                                  int64_t ld, int64_t step) {
+GemmTile gemm_tile_of(int rows, int vectors) {
+  static const GemmTile tiles[kRows][kVectors] = {
+      {gemm_tile<1, 1>, gemm_tile<1, 2>}, {gemm_tile<2, 1>, gemm_tile<2, 2>},
+      {gemm_tile<3, 1>, gemm_tile<3, 2>}, {gemm_tile<4, 1>, gemm_tile<4, 2>},
+      {gemm_tile<5, 1>, gemm_tile<5, 2>}, {gemm_tile<6, 1>, gemm_tile<6, 2>}};
+  return tiles[rows - 1][vectors - 1];
+}
+
+GemmTile gemm_add_tile_of(int rows, int vectors) {
+  static const GemmTile tiles[kRows][kVectors] = {
+      {gemm_add_tile<1, 1>, gemm_add_tile<1, 2>}, {gemm_add_tile<2, 1>, gemm_add_tile<2, 2>},
+      {gemm_add_tile<3, 1>, gemm_add_tile<3, 2>}, {gemm_add_tile<4, 1>, gemm_add_tile<4, 2>},
+      {gemm_add_tile<5, 1>, gemm_add_tile<5, 2>}, {gemm_add_tile<6, 1>, gemm_add_tile<6, 2>}};
+  return tiles[rows - 1][vectors - 1];
+}
+
+namespace {
+
+PURINE_AVX2 void inputs_3x3(const float* packed, int64_t groups, int64_t hp, int64_t wp,
+                            int64_t tile_w, int64_t first, int64_t tiles, float* v, int64_t ld,
+                            int64_t step) {
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < groups; ++group) {
@@ -212,9 +232,9 @@ PURINE_AVX2 void transform_inputs(const float* packed, int64_t groups, int64_t h
   }
 }
 
-PURINE_AVX2 void transform_outputs(const float* m, int64_t ld, int64_t step, int64_t tiles,
-                                   int64_t first, int64_t tile_w, int64_t out_groups, int64_t oh,
-                                   int64_t ow, float* packed) {
+PURINE_AVX2 void outputs_3x3(const float* m, int64_t ld, int64_t step, int64_t tiles, int64_t first,
+                             int64_t tile_w, int64_t out_groups, int64_t oh, int64_t ow,
+                             float* packed) {
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < out_groups; ++group) {
@@ -239,9 +259,9 @@ PURINE_AVX2 void transform_outputs(const float* m, int64_t ld, int64_t step, int
   }
 }
 
-PURINE_AVX2 void transform_output_grads(const float* packed, int64_t groups, int64_t oh, int64_t ow,
-                                        int64_t tile_w, int64_t first, int64_t tiles, float* z,
-                                        int64_t ld, int64_t step) {
+PURINE_AVX2 void output_grads_3x3(const float* packed, int64_t groups, int64_t oh, int64_t ow,
+                                  int64_t tile_w, int64_t first, int64_t tiles, float* z,
+                                  int64_t ld, int64_t step) {
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < groups; ++group) {
@@ -267,8 +287,8 @@ PURINE_AVX2 void transform_output_grads(const float* packed, int64_t groups, int
   }
 }
 
-PURINE_AVX2 void transform_kernels(const float* w, const TapStrides& taps, int64_t in, int64_t out,
-                                   int64_t in8, int64_t out8, float* u) {
+PURINE_AVX2 void kernels_3x3(const float* w, const TapStrides& taps, int64_t in, int64_t out,
+                             int64_t in8, int64_t out8, float* u) {
   const __m256 half = _mm256_set1_ps(0.5f);
   for (int64_t i = 0; i < in8; ++i) {
     for (int64_t o0 = 0; o0 < out8; o0 += kLanes) {
@@ -301,13 +321,13 @@ PURINE_AVX2 void transform_kernels(const float* w, const TapStrides& taps, int64
   }
 }
 
-PURINE_AVX2 void kernel_gradient(const float* du, int64_t in, int64_t out, int64_t in8,
-                                 int64_t out8, float* dw) {
+PURINE_AVX2 void kernel_gradient_3x3(const float* du, int64_t in, int64_t out, int64_t in8,
+                                     int64_t out8, float* dw) {
   const __m256 half = _mm256_set1_ps(0.5f);
   for (int64_t i = 0; i < in; ++i) {
     for (int64_t o0 = 0; o0 < out; o0 += kLanes) {
       __m256 d[4][4];
-      for (int xi = 0; xi < kPositions; ++xi)
+      for (int xi = 0; xi < 16; ++xi)
         d[xi / 4][xi % 4] = _mm256_loadu_ps(du + (xi * in8 + i) * out8 + o0);
       __m256 t[3][4];  // G' du
       for (int s = 0; s < 4; ++s) {
@@ -329,20 +349,12 @@ PURINE_AVX2 void kernel_gradient(const float* du, int64_t in, int64_t out, int64
   }
 }
 
-GemmTile gemm_tile_of(int rows, int vectors) {
-  static const GemmTile tiles[kRows][kVectors] = {
-      {gemm_tile<1, 1>, gemm_tile<1, 2>}, {gemm_tile<2, 1>, gemm_tile<2, 2>},
-      {gemm_tile<3, 1>, gemm_tile<3, 2>}, {gemm_tile<4, 1>, gemm_tile<4, 2>},
-      {gemm_tile<5, 1>, gemm_tile<5, 2>}, {gemm_tile<6, 1>, gemm_tile<6, 2>}};
-  return tiles[rows - 1][vectors - 1];
-}
+}  // namespace
 
-GemmTile gemm_add_tile_of(int rows, int vectors) {
-  static const GemmTile tiles[kRows][kVectors] = {
-      {gemm_add_tile<1, 1>, gemm_add_tile<1, 2>}, {gemm_add_tile<2, 1>, gemm_add_tile<2, 2>},
-      {gemm_add_tile<3, 1>, gemm_add_tile<3, 2>}, {gemm_add_tile<4, 1>, gemm_add_tile<4, 2>},
-      {gemm_add_tile<5, 1>, gemm_add_tile<5, 2>}, {gemm_add_tile<6, 1>, gemm_add_tile<6, 2>}};
-  return tiles[rows - 1][vectors - 1];
+const Transforms& transforms_3x3() {
+  static const Transforms transforms{
+      3, 4, inputs_3x3, outputs_3x3, output_grads_3x3, kernels_3x3, kernel_gradient_3x3};
+  return transforms;
 }
 
 }  // namespace purine::winograd
