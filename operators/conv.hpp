@@ -12,18 +12,19 @@
 // `engine` (default "auto") picks the kernel: "onednn", oneDNN's blocked-layout convolutions
 // (reordering from and to our plain tensors); "im2col", im2col + GEMM (on output planes of 49
 // pixels or fewer, GEMMs over groups of images for the forward and the weight gradient);
-// "winograd", Winograd's F(2x2, 3x3) for 3x3 stride-1 kernels with pad up to 2 on CPUs with AVX2
-// and FMA ("winograd:F(2x2,3x3)", cpu/conv_winograd.cpp: 2.25x fewer multiply-adds; its sums round
-// otherwise than the direct convolution's, within a few units in the last place of the largest
-// products), auto's choice elsewhere; "auto", Winograd's for 3x3 stride-1 kernels of 16 or more
-// input and output channels where oneDNN runs AVX2 kernels (the weight gradient over output planes
-// of 7x7 or more), else oneDNN except in the backward passes with C < 8 or O < 8 channels, the
-// weight gradient of small output planes (49 pixels or fewer with oneDNN's AVX2 kernels, 9 with its
-// AVX-512 ones) and the forward of 2x2 or smaller ones (1x1 with AVX-512), where im2col is faster,
-// and where oneDNN declines the geometry; a convolution in which every output pixel sees every
-// input pixel runs as a dense layer in every direction ("gemm:dense planes",
-// cpu/conv_dense_planes.cpp: the whole batch times a matrix of the taps joining each pair of
-// pixels; GoogLeNet's 1x1 and 2x2 planes at 28x28), and a stride-1 kernel whose outer taps meet
+// "winograd", Winograd's F(2x2, 3x3) and F(2x2, 5x5) for 3x3 and 5x5 stride-1 kernels with pad
+// below the kernel size on CPUs with AVX2 and FMA ("winograd:F(2x2,3x3)", "winograd:F(2x2,5x5)",
+// cpu/conv_winograd.cpp: 2.25x and 2.78x fewer multiply-adds; its sums round otherwise than the
+// direct convolution's: 3x3 within a few units in the last place of the largest products, 5x5 about
+// 1e-5 of the sums' size), auto's choice elsewhere; "auto", Winograd's for 3x3 and 5x5 stride-1
+// kernels of 16 or more input and output channels where oneDNN runs AVX2 kernels (the weight
+// gradient over output planes of 7x7 or more), else oneDNN except in the backward passes with C < 8
+// or O < 8 channels, the weight gradient of small output planes (49 pixels or fewer with oneDNN's
+// AVX2 kernels, 9 with its AVX-512 ones) and the forward of 2x2 or smaller ones (1x1 with AVX-512),
+// where im2col is faster, and where oneDNN declines the geometry; a convolution in which every
+// output pixel sees every input pixel runs as a dense layer in every direction ("gemm:dense
+// planes", cpu/conv_dense_planes.cpp: the whole batch times a matrix of the taps joining each pair
+// of pixels; GoogLeNet's 1x1 and 2x2 planes at 28x28), and a stride-1 kernel whose outer taps meet
 // only padding as the convolution of its other taps ("cropped KxK:...", cpu/conv_cropped_taps.cpp).
 // Each op instance caches its primitives and buffers for the last geometry and thread count it ran
 // with; convolutions under 2^20 multiply-adds run on the calling thread alone. Thread counts and
