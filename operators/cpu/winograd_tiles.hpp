@@ -1,0 +1,173 @@
+// The 2-D transforms of Winograd's F(2x2, r x r) over tiles of 8-channel vectors, written once for
+// both kernel sizes (winograd_steps.cpp: 3x3, winograd_5x5.cpp: 5x5) from a Rule's 1-D transforms:
+//   struct Rule {
+//     static constexpr int r, alpha;                                   // alpha = r + 1
+//     static void input(const __m256* x, __m256* y);                   // y = B' x, alpha of alpha
+//     static void output(const __m256* m, __m256* y);                  // y = A' m, 2 of alpha
+//     static void output_grad(__m256 y0, __m256 y1, __m256* z);        // z = A y, alpha of 2
+//     static void kernel(const __m256* g, __m256* u);                  // u = G g, alpha of r
+//     static void kernel_grad(const __m256* d, __m256* g);             // g = G' d, r of alpha
+//   };
+// each applied down the columns of a tile, then along its rows. Only for files compiled with
+// these functions' AVX2 and FMA target (the Rule's functions must carry it too).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "operators/cpu/winograd_steps.hpp"
+
+#define PURINE_WINOGRAD_AVX2 __attribute__((target("avx2,fma")))
+#define PURINE_WINOGRAD_AVX2_INLINE inline __attribute__((target("avx2,fma"), always_inline))
+
+namespace purine::winograd {
+
+template <class Rule>
+PURINE_WINOGRAD_AVX2 void tile_inputs(const float* packed, int64_t groups, int64_t hp, int64_t wp,
+                                      int64_t tile_w, int64_t first, int64_t tiles, float* v,
+                                      int64_t ld, int64_t step) {
+  constexpr int kA = Rule::alpha;
+  int64_t th = first / tile_w, tw = first % tile_w;
+  for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
+    for (int64_t group = 0; group < groups; ++group) {
+      const float* d = packed + ((group * hp + 2 * th) * wp + 2 * tw) * kLanes;
+      __m256 columns[kA][kA];  // [s][i]: B' down column s
+      for (int s = 0; s < kA; ++s) {
+        __m256 x[kA];
+        for (int r = 0; r < kA; ++r) x[r] = _mm256_loadu_ps(d + (r * wp + s) * kLanes);
+        Rule::input(x, columns[s]);
+      }
+      float* out = v + t * ld + group * kLanes;
+      for (int i = 0; i < kA; ++i) {
+        __m256 row[kA], y[kA];
+        for (int s = 0; s < kA; ++s) row[s] = columns[s][i];
+        Rule::input(row, y);
+        for (int j = 0; j < kA; ++j) _mm256_storeu_ps(out + (i * kA + j) * step, y[j]);
+      }
+    }
+  }
+}
+
+template <class Rule>
+PURINE_WINOGRAD_AVX2 void tile_outputs(const float* m, int64_t ld, int64_t step, int64_t tiles,
+                                       int64_t first, int64_t tile_w, int64_t out_groups,
+                                       int64_t oh, int64_t ow, float* packed) {
+  constexpr int kA = Rule::alpha;
+  int64_t th = first / tile_w, tw = first % tile_w;
+  for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
+    for (int64_t group = 0; group < out_groups; ++group) {
+      const float* in = m + t * ld + group * kLanes;
+      __m256 columns[kA][2];  // [j][r]: A' down column j
+      for (int j = 0; j < kA; ++j) {
+        __m256 x[kA];
+        for (int i = 0; i < kA; ++i) x[i] = _mm256_loadu_ps(in + (i * kA + j) * step);
+        Rule::output(x, columns[j]);
+      }
+      float* out = packed + ((group * oh + 2 * th) * ow + 2 * tw) * kLanes;
+      for (int r = 0; r < 2; ++r) {
+        __m256 row[kA], y[2];
+        for (int j = 0; j < kA; ++j) row[j] = columns[j][r];
+        Rule::output(row, y);
+        _mm256_storeu_ps(out + r * ow * kLanes, y[0]);
+        _mm256_storeu_ps(out + (r * ow + 1) * kLanes, y[1]);
+      }
+    }
+  }
+}
+
+template <class Rule>
+PURINE_WINOGRAD_AVX2 void tile_output_grads(const float* packed, int64_t groups, int64_t oh,
+                                            int64_t ow, int64_t tile_w, int64_t first,
+                                            int64_t tiles, float* z, int64_t ld, int64_t step) {
+  constexpr int kA = Rule::alpha;
+  int64_t th = first / tile_w, tw = first % tile_w;
+  for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
+    for (int64_t group = 0; group < groups; ++group) {
+      const float* dy = packed + ((group * oh + 2 * th) * ow + 2 * tw) * kLanes;
+      __m256 columns[2][kA];  // [c][i]: A down column c
+      for (int c = 0; c < 2; ++c)
+        Rule::output_grad(_mm256_loadu_ps(dy + c * kLanes), _mm256_loadu_ps(dy + (ow + c) * kLanes),
+                          columns[c]);
+      float* out = z + t * ld + group * kLanes;
+      for (int i = 0; i < kA; ++i) {
+        __m256 y[kA];
+        Rule::output_grad(columns[0][i], columns[1][i], y);
+        for (int j = 0; j < kA; ++j) _mm256_storeu_ps(out + (i * kA + j) * step, y[j]);
+      }
+    }
+  }
+}
+
+template <class Rule>
+PURINE_WINOGRAD_AVX2 void tile_kernels(const float* w, const TapStrides& taps, int64_t in,
+                                       int64_t out, int64_t in8, int64_t out8, float* u) {
+  constexpr int kA = Rule::alpha, kR = Rule::r;
+  for (int64_t i = 0; i < in8; ++i) {
+    for (int64_t o0 = 0; o0 < out8; o0 += kLanes) {
+      __m256 columns[kR][kA];  // [b][i]: G down column b
+      for (int b = 0; b < kR; ++b) {
+        __m256 g[kR];
+        for (int a = 0; a < kR; ++a) {
+          alignas(32) float lanes[kLanes];
+          for (int64_t l = 0; l < kLanes; ++l)
+            lanes[l] =
+                i < in && o0 + l < out
+                    ? w[taps.at + (o0 + l) * taps.so + i * taps.si + a * taps.sa + b * taps.sb]
+                    : 0.0f;
+          g[a] = _mm256_load_ps(lanes);
+        }
+        Rule::kernel(g, columns[b]);
+      }
+      for (int r = 0; r < kA; ++r) {
+        __m256 row[kR], y[kA];
+        for (int b = 0; b < kR; ++b) row[b] = columns[b][r];
+        Rule::kernel(row, y);
+        for (int s = 0; s < kA; ++s)
+          _mm256_storeu_ps(u + ((r * kA + s) * in8 + i) * out8 + o0, y[s]);
+      }
+    }
+  }
+}
+
+template <class Rule>
+PURINE_WINOGRAD_AVX2 void tile_kernel_gradient(const float* du, int64_t in, int64_t out,
+                                               int64_t in8, int64_t out8, float* dw) {
+  constexpr int kA = Rule::alpha, kR = Rule::r;
+  for (int64_t i = 0; i < in; ++i) {
+    for (int64_t o0 = 0; o0 < out; o0 += kLanes) {
+      __m256 columns[kA][kR];  // [s][a]: G' down column s
+      for (int s = 0; s < kA; ++s) {
+        __m256 d[kA];
+        for (int r = 0; r < kA; ++r)
+          d[r] = _mm256_loadu_ps(du + ((r * kA + s) * in8 + i) * out8 + o0);
+        Rule::kernel_grad(d, columns[s]);
+      }
+      alignas(32) float taps[kR * kR][kLanes];
+      for (int a = 0; a < kR; ++a) {
+        __m256 row[kA], g[kR];
+        for (int s = 0; s < kA; ++s) row[s] = columns[s][a];
+        Rule::kernel_grad(row, g);
+        for (int b = 0; b < kR; ++b) _mm256_store_ps(taps[a * kR + b], g[b]);
+      }
+      for (int64_t l = 0; l < std::min(kLanes, out - o0); ++l)
+        for (int tap = 0; tap < kR * kR; ++tap)
+          dw[((o0 + l) * in + i) * kR * kR + tap] = taps[tap][l];
+    }
+  }
+}
+
+// The table of a Rule's transforms.
+template <class Rule>
+const Transforms& transforms_of() {
+  static const Transforms transforms{Rule::r,
+                                     Rule::alpha,
+                                     tile_inputs<Rule>,
+                                     tile_outputs<Rule>,
+                                     tile_output_grads<Rule>,
+                                     tile_kernels<Rule>,
+                                     tile_kernel_gradient<Rule>};
+  return transforms;
+}
+
+}  // namespace purine::winograd
