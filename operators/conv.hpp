@@ -18,25 +18,26 @@
 // direct convolution's: 3x3 within a few units in the last place of the largest products, 5x5 about
 // 1e-5 of the sums' size), auto's choice elsewhere; "auto", Winograd's for 3x3 and 5x5 stride-1
 // kernels of 16 or more input and output channels where oneDNN runs AVX2 kernels (the weight
-// gradient over output planes of 7x7 or more), else oneDNN except in the backward passes with C < 8
-// or O < 8 channels, the weight gradient of small output planes (49 pixels or fewer with oneDNN's
-// AVX2 kernels, 9 with its AVX-512 ones) and the forward of 2x2 or smaller ones (1x1 with AVX-512),
-// where im2col is faster, and where oneDNN declines the geometry; a convolution in which every
-// output pixel sees every input pixel runs as a dense layer in every direction ("gemm:dense
-// planes", cpu/conv_dense_planes.cpp: the whole batch times a matrix of the taps joining each pair
-// of pixels; GoogLeNet's 1x1 and 2x2 planes at 28x28), and a stride-1 kernel whose outer taps meet
-// only padding as the convolution of its other taps ("cropped KxK:...", cpu/conv_cropped_taps.cpp).
-// Each op instance caches its primitives and buffers for the last geometry and thread count it ran
-// with; convolutions under 2^20 multiply-adds run on the calling thread alone. Thread counts and
-// results: every kernel is bit-identical for any thread count, on any ISA oneDNN picks. im2col by
-// construction (per-image GEMMs); Winograd's sums each output pixel on one thread in a fixed order,
-// its weight gradient in the fixed chunks below, and reads plain and channel-blocked tensors to the
-// same bits; oneDNN's forward and data gradient do not split reductions across threads; the weight
-// gradient (both engines) sums fixed chunks of the batch (at most 8; oneDNN's of at least 4,096
-// output pixels each), each on one thread, and adds them in chunk order; GEMMs over groups of
-// images ("im2col:image groups", cpu/conv_image_groups.cpp) compute fixed tiles, one GEMM each, the
-// groups of the weight gradient added in order; the dense planes' GEMMs fixed blocks of the output,
-// one GEMM each, each tap's pairs then added in order.
+// gradient, and 5x5 kernels in every direction, over output planes of 7x7 or more), else oneDNN
+// except in the backward passes with C < 8 or O < 8 channels, the weight gradient of small output
+// planes (49 pixels or fewer with oneDNN's AVX2 kernels, 9 with its AVX-512 ones) and the forward
+// of 2x2 or smaller ones (1x1 with AVX-512), where im2col is faster, and where oneDNN declines the
+// geometry; a convolution in which every output pixel sees every input pixel runs as a dense layer
+// in every direction ("gemm:dense planes", cpu/conv_dense_planes.cpp: the whole batch times a
+// matrix of the taps joining each pair of pixels; GoogLeNet's 1x1 and 2x2 planes at 28x28), and a
+// stride-1 kernel whose outer taps meet only padding as the convolution of its other taps ("cropped
+// KxK:...", cpu/conv_cropped_taps.cpp). Each op instance caches its primitives and buffers for the
+// last geometry and thread count it ran with; convolutions under 2^20 multiply-adds run on the
+// calling thread alone. Thread counts and results: every kernel is bit-identical for any thread
+// count, on any ISA oneDNN picks. im2col by construction (per-image GEMMs); Winograd's sums each
+// output pixel on one thread in a fixed order, its weight gradient in the fixed chunks below, and
+// reads plain and channel-blocked tensors to the same bits; oneDNN's forward and data gradient do
+// not split reductions across threads; the weight gradient (both engines) sums fixed chunks of the
+// batch (at most 8; oneDNN's of at least 4,096 output pixels each), each on one thread, and adds
+// them in chunk order; GEMMs over groups of images ("im2col:image groups",
+// cpu/conv_image_groups.cpp) compute fixed tiles, one GEMM each, the groups of the weight gradient
+// added in order; the dense planes' GEMMs fixed blocks of the output, one GEMM each, each tap's
+// pairs then added in order.
 // `deterministic` (conv_grad_weight; default: deterministic_kernels(), on unless turned off,
 // operators/kernel_determinism.hpp): 0 runs oneDNN's weight gradient as one primitive over all
 // threads instead, whose bits depend on the thread count and the ISA (its blocked kernels split

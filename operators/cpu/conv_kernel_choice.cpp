@@ -14,8 +14,9 @@
 //      data gradients 1.3-1.5x faster than oneDNN over resnet20's 28x28, 14x14 and 7x7 planes
 //      and GoogLeNet-28's 7x7 and 4x4 ones; weight gradients over planes of 7x7 and more
 //      1.1-1.8x faster than the kernels below (over 4x4 ones 5-35% slower: too few tiles to
-//      sum); the convnet's 5x5 over 14x14 1.45x (forward), 1.6x (data) and 2x (weights). The
-//      stems' few channels would not pay back the transforms.
+//      sum); 5x5 kernels over planes of 7x7 and more: the convnet's over 14x14 1.45x
+//      (forward), 1.6x (data) and 2x (weights), GoogLeNet-28's over 4x4 level or 10-25% slower.
+//      The stems' few channels would not pay back the transforms.
 //   5. oneDNN's blocked kernels everywhere else but:
 //      - small output planes, where its per-call and per-chunk costs dominate: weight gradients
 //        of up to 16 pixels (AVX2 kernels) or 9 (AVX-512), forwards of up to 4 or 1; its data
@@ -62,9 +63,9 @@ constexpr SmallPlanes kSmallPlanesAvx512{9, 1};
 // Weight gradients of at most this many output channels go to shifted rows (the rules above).
 constexpr int64_t kShiftedRowsMaxOutputs = 32;
 // Winograd's kernels take convolutions of at least this many input and output channels, and
-// weight gradients over output planes of at least this many pixels.
+// weight gradients and 5x5 kernels over output planes of at least this many pixels.
 constexpr int64_t kWinogradMinChannels = 16;
-constexpr int64_t kWinogradMinWeightPlane = 49;
+constexpr int64_t kWinogradMinPlane = 49;
 
 // Whether make_kernel's "auto" picks oneDNN for `direction` and `g` once the special kernels
 // (dense planes, channels last, cropped taps) have passed (the rules above).
@@ -87,8 +88,8 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
 // Whether make_kernel's "auto" runs `direction` of `g` by Winograd's F(2x2, 3x3) (the rules
 // above).
 bool auto_takes_winograd(ConvDirection direction, const ConvGeometry& g) {
-  if (direction == ConvDirection::kBackwardWeights && g.ho * g.wo < kWinogradMinWeightPlane)
-    return false;
+  const bool needs_large_plane = direction == ConvDirection::kBackwardWeights || g.kh == 5;
+  if (needs_large_plane && g.ho * g.wo < kWinogradMinPlane) return false;
   return winograd_fit(g) && !onednn_has_avx512() && g.c >= kWinogradMinChannels &&
          g.o >= kWinogradMinChannels;
 }
