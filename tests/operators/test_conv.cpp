@@ -72,8 +72,7 @@ constexpr double kWinograd5x5Tolerance = 4e-4;
 // Runs all three directions on random tensors and compares with the naive loops; returns the
 // kernel names used.
 std::vector<std::string> check_against_naive(const Geometry& g, uint64_t seed,
-                                             const char* engine = "auto",
-                                             double tolerance = 1e-4) {
+                                             const char* engine = "auto", double tolerance = 1e-4) {
   INFO("engine " << engine);
   Rng rng(seed);
   Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
@@ -260,6 +259,10 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
   auto four = check_against_naive({4, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1}, 39);
   CHECK(auto_3x3_kernel(four[0]));
   CHECK(auto_3x3_kernel(four[1]));
+  // 5x5 kernels there: oneDNN's, not Winograd's F(2x2, 5x5) (only from 7x7 planes up).
+  auto four_5x5 = check_against_naive({4, 16, 4, 4, 24, 5, 5, 1, 1, 2, 2}, 40);
+  CHECK(four_5x5[0].rfind("onednn:", 0) == 0);
+  CHECK(four_5x5[1].rfind("onednn:", 0) == 0);
   if (avx512)
     CHECK(four[2].rfind("onednn:", 0) == 0);
   else
