@@ -6,12 +6,15 @@
 
 namespace purine {
 
-char* thread_workspace(size_t bytes) {
+char* thread_workspace(size_t bytes, Workspace which) {
   struct Free {
     void operator()(char* p) const { std::free(p); }
   };
-  thread_local std::unique_ptr<char, Free> memory;
-  thread_local size_t capacity = 0;
+  thread_local std::unique_ptr<char, Free> memories[2];
+  thread_local size_t capacities[2] = {0, 0};
+  const int slot = which == Workspace::kKernel ? 0 : 1;
+  std::unique_ptr<char, Free>& memory = memories[slot];
+  size_t& capacity = capacities[slot];
   if (bytes > capacity) {
     memory.reset();  // before allocating: the old contents need not survive
     capacity = 0;

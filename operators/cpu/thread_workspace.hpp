@@ -29,10 +29,15 @@ class WorkspaceLayout {
   size_t bytes_ = 0;
 };
 
-// The calling thread's workspace, at least `bytes` long and 64-byte aligned. It grows (its old
-// contents lost) when a kernel asks for more than the thread ever did, and is freed when the
-// thread ends; in steady state no call allocates.
-char* thread_workspace(size_t bytes);
+// Which of a thread's two workspaces: a kernel's own (kKernel), or the copies of its arguments
+// that a wrapper makes around its run (kArguments: the plain copies of arguments held in channel
+// blocks, conv_onednn.cpp's BlockedArgsKernel), which must stay put while the kernel takes its own.
+enum class Workspace { kKernel, kArguments };
+
+// The calling thread's workspace `which`, at least `bytes` long and 64-byte aligned. It grows (its
+// old contents lost) when asked for more than the thread ever did, and is freed when the thread
+// ends; in steady state no call allocates.
+char* thread_workspace(size_t bytes, Workspace which = Workspace::kKernel);
 
 // The piece of `workspace` at `offset`, as floats.
 inline float* workspace_floats(char* workspace, size_t offset) {

@@ -575,6 +575,36 @@ TEST_CASE("conv ops on one thread share its workspace instead of holding activat
   CHECK(held < 12 * activation);
 }
 
+TEST_CASE("conv ops with arguments in channel blocks share the thread's copies of them", "[conv]") {
+  // Engine im2col with x and y in channel blocks of 8: the kernel runs on plain copies of both
+  // (BlockedArgsKernel), which live in the thread's argument workspace, not in each op.
+  const Geometry g{16, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1};
+  Rng rng(47);
+  const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
+  const Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
+  Tensor blocked_x(x.shape());
+  blocked_x.set_channel_block(8);
+  blocked_x.copy_from(x);
+  const Tensor plain = run_forward("conv", g.attrs("im2col"), {x, w})[0];
+  Tensor y({g.n, g.o, g.ho(), g.wo()});
+  y.set_channel_block(8);
+  const int64_t before = heap_bytes();
+  std::vector<std::unique_ptr<Operator>> ops;  // alive to the end, as a graph's are
+  for (int copy = 0; copy < 12; ++copy) {
+    ops.push_back(OperatorRegistry::create("conv", g.attrs("im2col")));
+    OpContext context;
+    ops.back()->compute({&blocked_x, &w}, {&y}, context);
+    CHECK(dynamic_cast<ConvOpBase&>(*ops.back()).kernel_name() ==
+          "im2col (channel blocks reordered)");
+    CHECK(y.values() == plain.values());
+  }
+  const int64_t activation = sizeof(float) * x.count();
+  // Copies of their own would hold 24 activations (x and y for each of 12 ops).
+  const int64_t held = heap_bytes() - before;
+  INFO("the ops hold " << held << " bytes; an activation is " << activation);
+  CHECK(held < 6 * activation);
+}
+
 TEST_CASE("conv gradient passes the numeric check", "[conv]") {
   Rng rng(40);
   check_gradient("conv", Attrs().set("pad", 1).set("stride", 2),
