@@ -98,11 +98,10 @@ class Im2colConvKernel : public ConvKernel {
         rows_(g.c * g.kh * g.kw),
         plane_(g.ho * g.wo),
         chunks_(std::min(g.n, kMaxChunks)),
-        columns_at_(workspace_.add(sizeof(float) * team_ * rows_ * plane_)) {
-    if (direction == ConvDirection::kBackwardWeights) {
-      partials_.resize(static_cast<size_t>(chunks_) * g.o * rows_);
-    }
-  }
+        columns_at_(workspace_.add(sizeof(float) * team_ * rows_ * plane_)),
+        partials_at_(workspace_.add(direction == ConvDirection::kBackwardWeights
+                                        ? sizeof(float) * chunks_ * g.o * rows_
+                                        : 0)) {}
 
   std::string name() const override { return "im2col"; }
 
@@ -110,7 +109,9 @@ class Im2colConvKernel : public ConvKernel {
     // On one thread the GEMMs see no active parallel region and would fork on their own; a
     // thread count of 1 keeps them sequential, so the results stay the same.
     OmpThreads scope(team_);
-    columns_ = workspace_floats(thread_workspace(workspace_.bytes()), columns_at_);
+    char* workspace = thread_workspace(workspace_.bytes());
+    columns_ = workspace_floats(workspace, columns_at_);
+    partials_ = workspace_floats(workspace, partials_at_);
     switch (direction_) {
       case ConvDirection::kForward:
         forward(a, b, bias_relu_ ? bias : nullptr, out);
@@ -170,7 +171,7 @@ class Im2colConvKernel : public ConvKernel {
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
       float* columns = thread_columns();
-      float* partial = partials_.data() + chunk * size;
+      float* partial = partials_ + chunk * size;
       const int64_t begin = chunk_begin(g.n, chunk, chunks_),
                     end = chunk_begin(g.n, chunk + 1, chunks_);
       for (int64_t i = begin; i < end; ++i) {
@@ -180,16 +181,17 @@ class Im2colConvKernel : public ConvKernel {
               i > begin, partial, rows_);
       }
     }
-    sum_chunks(partials_.data(), chunks_, size, dw);
+    sum_chunks(partials_, chunks_, size, dw);
   }
 
   const int64_t rows_;    // C kh kw
   const int64_t plane_;   // Ho Wo
   const int64_t chunks_;  // weight gradient: fixed chunks of the batch
   WorkspaceLayout workspace_;
-  const size_t columns_at_;      // one [rows, plane] buffer per thread of the team
-  float* columns_ = nullptr;     // in the workspace of the thread that runs the kernel
-  std::vector<float> partials_;  // weight gradient: one [O, rows] sum per chunk
+  const size_t columns_at_;   // one [rows, plane] buffer per thread of the team
+  const size_t partials_at_;  // weight gradient: one [O, rows] sum per chunk
+  float* columns_ = nullptr;  // the two in the workspace of the thread that runs the kernel
+  float* partials_ = nullptr;
 };
 
 }  // namespace

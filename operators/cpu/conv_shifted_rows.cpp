@@ -122,9 +122,8 @@ class ShiftedRowsKernel : public ConvKernel {
             std::max<int64_t>(1, (g.n + chunks_ - 1) / std::max<int64_t>(1, chunks_)))),
         taps_(g.c * g.kh * g.kw),
         dy_rows_at_(workspace_.add(sizeof(float) * team_ * g.o * group_ * dy_image_)),
-        x_rows_at_(workspace_.add(sizeof(float) * team_ * g.c * (group_ * x_image_ + x_tail_))) {
-    partials_.resize(static_cast<size_t>(chunks_) * g.o * taps_);
-  }
+        x_rows_at_(workspace_.add(sizeof(float) * team_ * g.c * (group_ * x_image_ + x_tail_))),
+        partials_at_(workspace_.add(sizeof(float) * chunks_ * g.o * taps_)) {}
 
   std::string name() const override { return "im2col:shifted rows"; }
 
@@ -139,15 +138,16 @@ class ShiftedRowsKernel : public ConvKernel {
     char* workspace = thread_workspace(workspace_.bytes());
     dy_rows_ = workspace_floats(workspace, dy_rows_at_);
     x_rows_ = workspace_floats(workspace, x_rows_at_);
+    float* partials = workspace_floats(workspace, partials_at_);
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
-      float* partial = partials_.data() + chunk * size;
+      float* partial = partials + chunk * size;
       std::fill(partial, partial + size, 0.0f);
       const int64_t end = chunk_begin(g.n, chunk + 1, chunks_);
       for (int64_t first = chunk_begin(g.n, chunk, chunks_); first < end; first += group_)
         add_group(dy, x, first, std::min(group_, end - first), partial);
     }
-    sum_chunks(partials_.data(), chunks_, size, dw);
+    sum_chunks(partials, chunks_, size, dw);
   }
 
  private:
@@ -194,9 +194,9 @@ class ShiftedRowsKernel : public ConvKernel {
   WorkspaceLayout workspace_;
   const size_t dy_rows_at_;   // per thread: [O, group dy images]
   const size_t x_rows_at_;    // per thread: [C, group x images + tail]
+  const size_t partials_at_;  // one [O, C kh kw] sum per chunk
   float* dy_rows_ = nullptr;  // the two in the workspace of the thread that runs the kernel
   float* x_rows_ = nullptr;
-  std::vector<float> partials_;  // one [O, C kh kw] sum per chunk
 };
 
 }  // namespace
