@@ -85,8 +85,8 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
          (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
 }
 
-// Whether make_kernel's "auto" runs `direction` of `g` by Winograd's F(2x2, 3x3) (the rules
-// above).
+// Whether make_kernel's "auto" runs `direction` of `g` by Winograd's F(2x2, 3x3) or F(2x2, 5x5)
+// (the rules above).
 bool auto_takes_winograd(ConvDirection direction, const ConvGeometry& g) {
   const bool needs_large_plane = direction == ConvDirection::kBackwardWeights || g.kh == 5;
   if (needs_large_plane && g.ho * g.wo < kWinogradMinPlane) return false;

@@ -45,3 +45,18 @@ TEST_CASE("each thread has its own workspace", "[workspace]") {
   CHECK(mine[0] == 7);
   CHECK(mine[4095] == 7);
 }
+
+TEST_CASE("a thread's argument workspace stays put while its kernel workspace grows",
+          "[workspace]") {
+  std::thread([] {
+    char* arguments = thread_workspace(4096, Workspace::kArguments);
+    std::memset(arguments, 5, 4096);
+    char* kernel = thread_workspace(4096);
+    CHECK(kernel != arguments);
+    std::memset(kernel, 6, 4096);
+    thread_workspace(1 << 22);  // the kernel workspace grows (and moves)
+    CHECK(thread_workspace(4096, Workspace::kArguments) == arguments);
+    CHECK(arguments[0] == 5);
+    CHECK(arguments[4095] == 5);
+  }).join();
+}
