@@ -5,7 +5,6 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "operators/cpu/conv_kernel.hpp"
 #include "operators/cpu/thread_workspace.hpp"

@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "operators/cpu/conv_kernel.hpp"
 #include "operators/cpu/lane_tiles.hpp"
@@ -203,8 +202,7 @@ class ShiftedRowsKernel : public ConvKernel {
 
 bool shifted_rows_fit(const ConvGeometry& g) {
   // Under an ONEDNN_MAX_CPU_ISA cap below AVX2 as on a CPU without it (vector_isa.hpp).
-  static const bool avx2 = vector_isa() != VectorIsa::kBaseline && __builtin_cpu_supports("fma");
-  return avx2 && g.stride_h == 1 && g.stride_w == 1;
+  return avx2_fma_kernels_run() && g.stride_h == 1 && g.stride_w == 1;
 }
 
 std::unique_ptr<ConvKernel> make_shifted_rows_kernel(const ConvGeometry& g, int threads,

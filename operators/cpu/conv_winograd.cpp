@@ -52,7 +52,7 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 int64_t position_step(int64_t tiles, int64_t ld) { return tiles * ld + 16; }
 
 // The convolution the kernel runs (the data gradient's is the forward of dy): `in` channels of
-// in_h x in_w to `out` channels of out_h x out_w, 3x3 taps, stride 1.
+// in_h x in_w to `out` channels of out_h x out_w, r x r taps, stride 1.
 struct Problem {
   int64_t r;  // kernel size, 3 or 5
   int64_t n, in, in_h, in_w, out, out_h, out_w, pad_h, pad_w;
@@ -283,10 +283,10 @@ class WinogradWeightsKernel : public ConvKernel {
   const Problem p_;
   const Tiling t_;
   const int64_t chunks_;        // fixed chunks of the batch
-  const int64_t size_;          // floats of dU: 16 in8 out8
+  const int64_t size_;          // floats of dU: positions in8 out8
   const int64_t block_tiles_;   // tiles transformed and multiplied at once
   WorkspaceLayout workspace_;   // dU's sum, one dU per chunk, then per_thread_ for each thread
-  WorkspaceLayout per_thread_;  // packed x and dy, V and Z of one image
+  WorkspaceLayout per_thread_;  // packed x and dy of one image, V and Z of one block
   size_t sum_at_, partials_at_, threads_at_, x_at_, dy_at_, v_at_, z_at_;
 };
 
@@ -294,9 +294,8 @@ class WinogradWeightsKernel : public ConvKernel {
 
 bool winograd_fit(const ConvGeometry& g) {
   // Under an ONEDNN_MAX_CPU_ISA cap below AVX2 as on a CPU without it (vector_isa.hpp).
-  static const bool avx2 = vector_isa() != VectorIsa::kBaseline && __builtin_cpu_supports("fma");
-  return avx2 && g.kh == g.kw && (g.kh == 3 || g.kh == 5) && g.stride_h == 1 && g.stride_w == 1 &&
-         g.pad_h < g.kh && g.pad_w < g.kw;
+  return avx2_fma_kernels_run() && g.kh == g.kw && (g.kh == 3 || g.kh == 5) && g.stride_h == 1 &&
+         g.stride_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw;
 }
 
 std::unique_ptr<ConvKernel> make_winograd_kernel(ConvDirection direction, const ConvGeometry& g,

@@ -35,4 +35,9 @@ VectorIsa vector_isa() {
   return isa;
 }
 
+bool avx2_fma_kernels_run() {
+  static const bool run = vector_isa() != VectorIsa::kBaseline && __builtin_cpu_supports("fma");
+  return run;
+}
+
 }  // namespace purine

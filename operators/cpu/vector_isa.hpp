@@ -14,6 +14,10 @@ enum class VectorIsa { kBaseline, kAvx2, kAvx512 };
 // caps nothing; AVX2... caps at AVX2; anything else (SSE41, AVX) at the baseline.
 VectorIsa vector_isa();
 
+// Whether the hand-written AVX2 kernels with fused multiply-adds (the shifted-rows weight
+// gradient, Winograd's convolutions) may run: vector_isa() is AVX2 or wider and the CPU has FMA.
+bool avx2_fma_kernels_run();
+
 // Calls the version of a loop for vector_isa() (its AVX-512, AVX2 or baseline build) with `args`.
 template <class Avx512, class Avx2, class Baseline, class... Args>
 auto call_for_vector_isa(Avx512 avx512, Avx2 avx2, Baseline baseline, Args&&... args) {
