@@ -851,9 +851,10 @@ TEST_CASE("conv by Winograd's F(2x2, 3x3) and F(2x2, 5x5) matches naive loops in
 
 TEST_CASE("Winograd's weight gradient sums blocks of tiles across and within images",
           "[conv][determinism]") {
-  // 200 -> 200 channels keep a block at 20 tiles (512 KB of transformed values); 24 images of
-  // 5x5 output planes (9 tiles each) make chunks of 3 images, 27 tiles: a block spans images and
-  // the next splits one. Matches the naive loops; the same bits at 1, 2, 3, 4 and 8 threads.
+  // 200 -> 200 channels keep a block at 10 tiles (256 KB of transformed values); 24 images of
+  // 5x5 output planes (9 tiles each) make chunks of 3 images, 27 tiles: the first block spans
+  // images and the next splits one. Matches the naive loops; the same bits at 1, 2, 3, 4 and 8
+  // threads.
   if (!winograd_runs()) {
     WARN("skipped: no AVX2 and FMA (on this CPU or under ONEDNN_MAX_CPU_ISA)");
     return;
@@ -862,15 +863,13 @@ TEST_CASE("Winograd's weight gradient sums blocks of tiles across and within ima
         "winograd:F(2x2,3x3)");
 }
 
-// Tagged [isa]: blocks of 8 and 16 on every CPU with AVX2 (16 as an AVX-512 machine's graph
-// would give them).
-TEST_CASE("Winograd's convolutions give the same bits at any thread count and layout",
-          "[conv][isa][determinism]") {
-  if (!winograd_runs()) {
-    WARN("skipped: no AVX2 and FMA (on this CPU or under ONEDNN_MAX_CPU_ISA)");
-    return;
-  }
-  const Geometry g{5, 16, 10, 11, 32, 3, 3, 1, 1, 1, 1};
+namespace {
+
+// Winograd's kernels for `g` in every direction: the same bits at 1, 2 and 3 threads with the
+// activations plain or in channel blocks of 8 or 16, and conv_bias_relu rounding as conv, then
+// bias, then relu.
+void check_winograd_bits(const Geometry& g) {
+  INFO("kernel " << g.kh << "x" << g.kw);
   Rng rng(62);
   const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
   const Tensor w = random_tensor({g.o, g.c, g.kh, g.kw}, rng);
@@ -900,7 +899,8 @@ TEST_CASE("Winograd's convolutions give the same bits at any thread count and la
     OpContext context;
     op->compute(in, {&out}, context);
     omp_set_num_threads(saved);
-    CHECK(dynamic_cast<ConvOpBase&>(*op).kernel_name() == "winograd:F(2x2,3x3)");
+    CHECK(dynamic_cast<ConvOpBase&>(*op).kernel_name() ==
+          (g.kh == 3 ? "winograd:F(2x2,3x3)" : "winograd:F(2x2,5x5)"));
     Tensor plain(out_shape);
     plain.set_values(out.values());
     return plain;
@@ -925,4 +925,17 @@ TEST_CASE("Winograd's convolutions give the same bits at any thread count and la
   for (int64_t i = 0; i < y.count(); ++i)
     expected[i] = std::max(expected[i] + b.data()[i / (g.ho() * g.wo()) % g.o], 0.0f);
   CHECK(fused.values() == expected);
+}
+
+}  // namespace
+
+// Tagged [isa]: blocks of 8 and 16 on every CPU with AVX2 (16 as an AVX-512 machine's graph
+// would give them).
+TEST_CASE("Winograd's convolutions give the same bits at any thread count and layout",
+          "[conv][isa][determinism]") {
+  if (!winograd_runs()) {
+    WARN("skipped: no AVX2 and FMA (on this CPU or under ONEDNN_MAX_CPU_ISA)");
+    return;
+  }
+  for (int64_t k : {3, 5}) check_winograd_bits({5, 16, 10, 11, 32, k, k, 1, 1, k / 2, k / 2});
 }
