@@ -132,11 +132,16 @@ class WinogradKernel : public ConvKernel {
     OmpThreads scope(team_);
     char* workspace = thread_workspace(workspace_.bytes());
     float* u = workspace_floats(workspace, u_at_);
-    t_.f.kernels(w, p_.taps, p_.in, p_.out, t_.in8, t_.out8, u);
     char* threads = workspace + threads_at_;
     parallel_region(team_ > 1, [&] {
-      char* mine = threads + per_thread_.bytes() * (team_ > 1 ? omp_get_thread_num() : 0);
 #pragma omp for schedule(static)
+      for (int64_t i = 0; i < t_.in8; ++i)
+        t_.f.kernels(w, p_.taps, p_.in, p_.out, t_.in8, t_.out8, i, i + 1, u);
+      // Images go to whichever thread is free: one whose core is shared or stolen (a virtual
+      // machine's) would otherwise hold the others up. Each image's outputs are its own, so
+      // the bits do not depend on the schedule.
+      char* mine = threads + per_thread_.bytes() * (team_ > 1 ? omp_get_thread_num() : 0);
+#pragma omp for schedule(dynamic)
       for (int64_t n = 0; n < p_.n; ++n) image(a, u, bias, n, out, mine);
     });
   }
@@ -221,7 +226,7 @@ class WinogradWeightsKernel : public ConvKernel {
     float* partials = workspace_floats(workspace, partials_at_);
     parallel_region(team_ > 1, [&] {
       char* mine = threads + per_thread_.bytes() * (team_ > 1 ? omp_get_thread_num() : 0);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)  // as the forward's images; each chunk has its own sum
       for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
         float* partial = partials + chunk * size_;
         std::fill(partial, partial + size_, 0.0f);
@@ -231,7 +236,11 @@ class WinogradWeightsKernel : public ConvKernel {
     });
     float* sum = workspace_floats(workspace, sum_at_);
     sum_chunks(partials, chunks_, size_, sum);
-    t_.f.kernel_gradient(sum, p_.in, p_.out, t_.in8, t_.out8, dw);
+    parallel_region(team_ > 1, [&] {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < p_.in; ++i)
+        t_.f.kernel_gradient(sum, p_.in, p_.out, t_.in8, t_.out8, i, i + 1, dw);
+    });
   }
 
  private:

@@ -48,12 +48,14 @@ struct Transforms {
   void (*output_grads)(const float* packed, int64_t groups, int64_t oh, int64_t ow, int64_t tile_w,
                        int64_t first, int64_t tiles, float* z, int64_t ld, int64_t step);
   // u[(xi * in8 + i) * out8 + o] = (G g G')[xi] for the kernel g joining input channel i to
-  // output channel o, zero past `in` and `out` channels.
+  // output channel o, zero past `in` and `out` channels; for the input channels i in [first,
+  // last) of [0, in8) only (a thread's share).
   void (*kernels)(const float* w, const TapStrides& taps, int64_t in, int64_t out, int64_t in8,
-                  int64_t out8, float* u);
-  // dw[o][i][a][b] = (G' du G)[a][b] for du[(xi * in8 + i) * out8 + o], i < in and o < out.
+                  int64_t out8, int64_t first, int64_t last, float* u);
+  // dw[o][i][a][b] = (G' du G)[a][b] for du[(xi * in8 + i) * out8 + o], o < out and the input
+  // channels i in [first, last) of [0, in) only.
   void (*kernel_gradient)(const float* du, int64_t in, int64_t out, int64_t in8, int64_t out8,
-                          float* dw);
+                          int64_t first, int64_t last, float* dw);
 };
 const Transforms& transforms_3x3();  // winograd_steps.cpp
 const Transforms& transforms_5x5();  // winograd_5x5.cpp

@@ -101,9 +101,10 @@ PURINE_WINOGRAD_AVX2 void tile_output_grads(const float* packed, int64_t groups,
 
 template <class Rule>
 PURINE_WINOGRAD_AVX2 void tile_kernels(const float* w, const TapStrides& taps, int64_t in,
-                                       int64_t out, int64_t in8, int64_t out8, float* u) {
+                                       int64_t out, int64_t in8, int64_t out8, int64_t first,
+                                       int64_t last, float* u) {
   constexpr int kA = Rule::alpha, kR = Rule::r;
-  for (int64_t i = 0; i < in8; ++i) {
+  for (int64_t i = first; i < last; ++i) {
     for (int64_t o0 = 0; o0 < out8; o0 += kLanes) {
       __m256 columns[kR][kA];  // [b][i]: G down column b
       for (int b = 0; b < kR; ++b) {
@@ -132,9 +133,10 @@ PURINE_WINOGRAD_AVX2 void tile_kernels(const float* w, const TapStrides& taps, i
 
 template <class Rule>
 PURINE_WINOGRAD_AVX2 void tile_kernel_gradient(const float* du, int64_t in, int64_t out,
-                                               int64_t in8, int64_t out8, float* dw) {
+                                               int64_t in8, int64_t out8, int64_t first,
+                                               int64_t last, float* dw) {
   constexpr int kA = Rule::alpha, kR = Rule::r;
-  for (int64_t i = 0; i < in; ++i) {
+  for (int64_t i = first; i < last; ++i) {
     for (int64_t o0 = 0; o0 < out; o0 += kLanes) {
       __m256 columns[kA][kR];  // [s][a]: G' down column s
       for (int s = 0; s < kA; ++s) {
