@@ -12,11 +12,13 @@
 // `engine` (default "auto") picks the kernel: "onednn", oneDNN's blocked-layout convolutions
 // (reordering from and to our plain tensors); "im2col", im2col + GEMM (on output planes of 49
 // pixels or fewer, GEMMs over groups of images for the forward and the weight gradient);
-// "winograd", Winograd's F(2x2, 3x3) and F(2x2, 5x5) for 3x3 and 5x5 stride-1 kernels with pad
-// below the kernel size on CPUs with AVX2 and FMA ("winograd:F(2x2,3x3)", "winograd:F(2x2,5x5)",
-// cpu/conv_winograd.cpp: 2.25x and 2.78x fewer multiply-adds; its sums round otherwise than the
-// direct convolution's: 3x3 within a few units in the last place of the largest products, 5x5 about
-// 1e-5 of the sums' size), auto's choice elsewhere; "auto", Winograd's for 3x3 and 5x5 stride-1
+// "winograd", Winograd's minimal filtering for 3x3 and 5x5 stride-1 kernels with pad below the
+// kernel size on CPUs with AVX2 and FMA (cpu/conv_winograd.cpp): "winograd:F(4x4,3x3)" for 3x3
+// forwards and data gradients over planes of 3x3 pixels or more, "winograd:F(2x2,3x3)" for the
+// other 3x3 ones and "winograd:F(2x2,5x5)", 4x, 2.25x and 2.78x fewer multiply-adds; its sums
+// round otherwise than the direct convolution's: F(2x2, 3x3) within a few units in the last
+// place of the largest products, the others about 1e-5 of the sums' size), auto's choice
+// elsewhere; "auto", Winograd's for 3x3 and 5x5 stride-1
 // kernels of 16 or more input and output channels where oneDNN runs AVX2 kernels (the weight
 // gradient, and 5x5 kernels in every direction, over output planes of 7x7 or more), else oneDNN
 // except in the backward passes with C < 8 or O < 8 channels, the weight gradient of small output

@@ -145,9 +145,9 @@ std::unique_ptr<ConvKernel> make_cropped_taps_kernel(ConvDirection direction, co
 std::unique_ptr<ConvKernel> make_image_group_kernel(ConvDirection direction, const ConvGeometry& g,
                                                     int threads, bool bias_relu);
 
-// 3x3 and 5x5 stride-1 convolutions (pad below the kernel size) by Winograd's F(2x2, 3x3) and
-// F(2x2, 5x5) in every direction (conv_winograd.cpp); it fits where the CPU has AVX2 and FMA. Its arguments may be in channel
-// blocks of 8 or 16.
+// 3x3 and 5x5 stride-1 convolutions (pad below the kernel size) by Winograd's F(4x4, 3x3),
+// F(2x2, 3x3) and F(2x2, 5x5) in every direction (conv_winograd.cpp); it fits where the CPU has
+// AVX2 and FMA. Its arguments may be in channel blocks of 8 or 16.
 bool winograd_fit(const ConvGeometry& g);
 std::unique_ptr<ConvKernel> make_winograd_kernel(ConvDirection direction, const ConvGeometry& g,
                                                  int threads, bool bias_relu, ConvBlocks blocks);

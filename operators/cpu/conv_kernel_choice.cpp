@@ -9,14 +9,16 @@
 //   3. Taps that meet only padding (5x5 kernels over 2x2 planes) are cropped and the inner
 //      geometry chosen for again (conv_cropped_taps.cpp).
 //   4. With oneDNN's AVX2 kernels (not measured against its AVX-512 ones), 3x3 and 5x5 stride-1
-//      kernels between at least 16 input and 16 output channels by Winograd's F(2x2, 3x3) and
-//      F(2x2, 5x5) (conv_winograd.cpp), which multiply 2.25x and 2.78x less: 3x3 forwards and
-//      data gradients 1.3-1.5x faster than oneDNN over resnet20's 28x28, 14x14 and 7x7 planes
-//      and GoogLeNet-28's 7x7 and 4x4 ones; weight gradients over planes of 7x7 and more
-//      1.1-1.8x faster than the kernels below (over 4x4 ones 5-35% slower: too few tiles to
-//      sum); 5x5 kernels over planes of 7x7 and more: the convnet's over 14x14 1.45x
-//      (forward), 1.6x (data) and 2x (weights), GoogLeNet-28's over 4x4 level or 10-25% slower.
-//      The stems' few channels would not pay back the transforms.
+//      kernels between at least 16 input and 16 output channels by Winograd's F(4x4, 3x3) (3x3
+//      forwards and data gradients, but over planes of 1 or 2 pixels a side), F(2x2, 3x3) and
+//      F(2x2, 5x5) (conv_winograd.cpp), which multiply 4x, 2.25x and 2.78x less: 3x3 forwards
+//      and data gradients 1.3-2.5x faster than oneDNN over resnet20's 28x28, 14x14 and 7x7
+//      planes and GoogLeNet-28's 7x7 and 4x4 ones (F(2x2, 3x3): 1.3-1.5x; F(4x4, 3x3) 10-40%
+//      faster than it in the same runs); weight gradients over
+//      planes of 7x7 and more 1.1-1.8x faster than the kernels below (over 4x4 ones 5-35% slower:
+//      too few tiles to sum); 5x5 kernels over planes of 7x7 and more: the convnet's over
+//      14x14 1.45x (forward), 1.6x (data) and 2x (weights), GoogLeNet-28's over 4x4 level or 10-25%
+//      slower. The stems' few channels would not pay back the transforms.
 //   5. oneDNN's blocked kernels everywhere else but:
 //      - small output planes, where its per-call and per-chunk costs dominate: weight gradients
 //        of up to 16 pixels (AVX2 kernels) or 9 (AVX-512), forwards of up to 4 or 1; its data
@@ -85,8 +87,7 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
          (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
 }
 
-// Whether make_kernel's "auto" runs `direction` of `g` by Winograd's F(2x2, 3x3) or F(2x2, 5x5)
-// (the rules above).
+// Whether make_kernel's "auto" runs `direction` of `g` by Winograd's kernels (the rules above).
 bool auto_takes_winograd(ConvDirection direction, const ConvGeometry& g) {
   const bool needs_large_plane = direction == ConvDirection::kBackwardWeights || g.kh == 5;
   if (needs_large_plane && g.ho * g.wo < kWinogradMinPlane) return false;

@@ -1,28 +1,32 @@
-// 3x3 and 5x5 stride-1 convolutions by Winograd's minimal filtering F(2x2, 3x3) and F(2x2, 5x5)
-// (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015): each 2x2 tile of
-// output pixels is computed from the alpha x alpha input tile under it (alpha = 4 or 6) as
-// alpha^2 products of transformed values, where the direct convolution multiplies 36 or 100
-// times. Per tile and per pair of channels:
+// 3x3 and 5x5 stride-1 convolutions by Winograd's minimal filtering F(m x m, r x r): F(4x4, 3x3),
+// F(2x2, 3x3) and F(2x2, 5x5) (Lavin and Gray, "Fast Algorithms for Convolutional Neural
+// Networks", 2015). Each m x m tile of output pixels is computed from the alpha x alpha input tile
+// under it (alpha = m + r - 1: 6, 4 or 6) as alpha^2 products of transformed values, where the
+// direct convolution multiplies 144, 36 or 100 times. Per tile and per pair of channels:
 //   V = B' d B (input tile d),  U = G g G' (kernel g, r x r -> alpha x alpha),  y = A' (U . V) A.
 // Summed over input channels, the elementwise products become alpha^2 GEMMs, one per position xi
-// of the tile: M[xi][tile][out] = sum over in of V[xi][tile][in] U[xi][in][out], 2.25x (3x3) or
-// 2.78x (5x5) fewer multiply-adds than the direct convolution, in register tiles of 6 rows by 16
-// columns (AVX2 FMA). The data gradient is the same convolution of dy with the kernels turned by
-// 180 degrees, inputs and outputs exchanged, and pad r - 1 - pad. The weight gradient runs the
-// chain backwards: dU[xi] = the sum over all tiles of V[xi]' (A dy A')[xi], then dw = G' dU G.
+// of the tile: M[xi][tile][out] = sum over in of V[xi][tile][in] U[xi][in][out], 4x, 2.25x or
+// 2.78x fewer multiply-adds than the direct convolution, in register tiles of 6 rows by 16
+// columns (AVX2 FMA). F(4x4, 3x3) takes the 3x3 forwards and data gradients but over planes of 1
+// or 2 pixels a side (output_tile); the weight gradients keep 2x2 tiles. The data gradient is the
+// same convolution of dy with the kernels turned by 180 degrees, inputs and outputs exchanged, and
+// pad r - 1 - pad. The weight gradient runs the chain backwards: dU[xi] = the sum over all tiles of
+// V[xi]' (A dy A')[xi], then dw = G' dU G.
 //
 // Each image is packed into a zero-padded buffer in groups of 8 channels (one vector per pixel),
 // from plain order or from channel blocks of 8 or 16 as they are; its tiles are transformed,
 // multiplied and transformed back in blocks whose transformed values stay in L1 (forward, data
-// gradient) or L2 (weight gradient, whose products accumulate over the tiles); and the output is
+// gradient) or L2 (weight gradient, whose products accumulate over the tiles), blocks that span
+// images where a plane has fewer tiles than a block; and the output is
 // unpacked into its layout (bias and ReLU added there for conv_bias_relu, after the whole sum, as
 // the separate ops round). Every output pixel is summed by one thread in a fixed order, and the
 // weight gradient over the fixed batch chunks of the other weight kernels, each on one thread,
 // added in order: the bits depend on the geometry alone, not on the thread count or the layouts.
-// They are not the direct convolution's: the transforms add and scale in other orders (3x3: errors
-// of a few units in the last place of the sum's largest terms; 5x5, whose transforms multiply by
-// up to 5 and cancel: about 1e-5 of the sums' size), and an infinite input can turn more of the
-// output NaN than it would. The vector steps are in winograd_steps.cpp and winograd_5x5.cpp.
+// They are not the direct convolution's: the transforms add and scale in other orders (F(2x2, 3x3):
+// errors of a few units in the last place of the sum's largest terms; the 6x6 tiles, whose
+// transforms multiply by up to 5 and 8 and cancel: about 1e-5 of the sums' size), and an infinite
+// input can turn more of the output NaN than it would. The vector steps are in winograd_steps.cpp
+// and winograd_6x6.cpp.
 #include <algorithm>
 #include <string>
 
@@ -54,15 +58,16 @@ int64_t position_step(int64_t tiles, int64_t ld) { return tiles * ld + 16; }
 // The convolution the kernel runs (the data gradient's is the forward of dy): `in` channels of
 // in_h x in_w to `out` channels of out_h x out_w, r x r taps, stride 1.
 struct Problem {
-  int64_t r;  // kernel size, 3 or 5
+  int64_t m, r;  // output tile size, 2 or 4, and kernel size, 3 or 5
   int64_t n, in, in_h, in_w, out, out_h, out_w, pad_h, pad_w;
   int in_block, out_block;  // channel blocks of the input and output tensors (0: plain)
   TapStrides taps;
 };
 
 // The convolution that `direction` of `g` runs (the weight gradient's: the forward's).
-Problem problem_of(ConvDirection direction, const ConvGeometry& g, ConvBlocks blocks) {
+Problem problem_of(ConvDirection direction, const ConvGeometry& g, ConvBlocks blocks, int64_t m) {
   Problem p;
+  p.m = m;
   p.r = g.kh;
   const int64_t taps = p.r * p.r;
   p.n = g.n;
@@ -80,22 +85,42 @@ Problem problem_of(ConvDirection direction, const ConvGeometry& g, ConvBlocks bl
   return p;
 }
 
-// "winograd:F(2x2,3x3)" or "winograd:F(2x2,5x5)".
-std::string kernel_name(int64_t r) {
-  return "winograd:F(2x2," + std::to_string(r) + "x" + std::to_string(r) + ")";
+// "winograd:F(2x2,3x3)", "winograd:F(4x4,3x3)" or "winograd:F(2x2,5x5)".
+std::string kernel_name(const Problem& p) {
+  const auto square = [](int64_t k) { return std::to_string(k) + "x" + std::to_string(k); };
+  return "winograd:F(" + square(p.m) + "," + square(p.r) + ")";
+}
+
+const Transforms& transforms_of(const Problem& p) {
+  if (p.r == 5) return transforms_2x2_5x5();
+  return p.m == 4 ? transforms_4x4_3x3() : transforms_2x2_3x3();
+}
+
+// F(4x4, 3x3) for a 3x3 forward or data gradient where its padded tiles take fewer products than
+// F(2x2, 3x3)'s (every plane but those of 1 or 2 pixels a side); F(2x2, r x r) otherwise. The
+// weight gradient stays with 2x2 tiles: its sums over 36 positions measured no faster.
+int64_t output_tile(ConvDirection direction, const ConvGeometry& g) {
+  if (g.kh != 3 || direction == ConvDirection::kBackwardWeights) return 2;
+  // The output plane (the data gradient's is the input's) in tiles of 2x2 and 4x4, padded.
+  const int64_t h = direction == ConvDirection::kForward ? g.ho : g.h;
+  const int64_t w = direction == ConvDirection::kForward ? g.wo : g.w;
+  const auto products = [&](int64_t m, int64_t alpha) {
+    return (h + m - 1) / m * ((w + m - 1) / m) * alpha * alpha;
+  };
+  return products(4, 6) < products(2, 4) ? 4 : 2;
 }
 
 // How a problem's images are tiled and packed.
 struct Tiling {
   explicit Tiling(const Problem& p)
-      : f(p.r == 3 ? transforms_3x3() : transforms_5x5()),
+      : f(transforms_of(p)),
         positions(f.alpha * f.alpha),
         in8(round_up(p.in, kLanes)),
         out8(round_up(p.out, kLanes)),
-        tile_h((p.out_h + 1) / 2),
-        tile_w((p.out_w + 1) / 2),
-        hp(2 * tile_h + p.r - 1),
-        wp(2 * tile_w + p.r - 1) {}
+        tile_h((p.out_h + p.m - 1) / p.m),
+        tile_w((p.out_w + p.m - 1) / p.m),
+        hp(p.m * tile_h + p.r - 1),
+        wp(p.m * tile_w + p.r - 1) {}
   int64_t tiles() const { return tile_h * tile_w; }  // of one image
   // Tiles per block: a multiple of `multiple` whose transformed inputs and outputs (`positions`
   // times in8 and out8 floats a tile) stay under `bytes`, at least `multiple`, at most `most`.
@@ -110,23 +135,41 @@ struct Tiling {
   int64_t hp, wp;          // the packed input's padded height and width
 };
 
+// fn(image, tile, done, count) for each run of the tiles [block, block + tiles) of a stretch of
+// images (image_tiles tiles each) that lies in one image: `count` tiles from tile `tile` of
+// `image`, the block's `done`th on.
+template <class Fn>
+void each_image_run(int64_t block, int64_t tiles, int64_t image_tiles, Fn fn) {
+  for (int64_t done = 0; done < tiles;) {
+    const int64_t image = (block + done) / image_tiles, tile = (block + done) % image_tiles;
+    const int64_t count = std::min(tiles - done, image_tiles - tile);
+    fn(image, tile, done, count);
+    done += count;
+  }
+}
+
 class WinogradKernel : public ConvKernel {
  public:
   WinogradKernel(ConvDirection direction, const ConvGeometry& g, int threads, bool bias_relu,
-                 ConvBlocks blocks)
+                 ConvBlocks blocks, int64_t m)
       : ConvKernel(direction, g, threads, bias_relu, blocks),
-        p_(problem_of(direction, g, blocks)),
+        p_(problem_of(direction, g, blocks, m)),
         t_(p_),
-        block_tiles_(t_.block(kBlockBytes, kRows, t_.tiles())) {
+        // Small planes are taken a few images at a time, so that a block has rows enough for
+        // the register tiles (a 4x4 plane is a single tile of F(4x4, 3x3)).
+        images_(std::clamp<int64_t>(
+            (t_.block(kBlockBytes, kRows, p_.n * t_.tiles()) + t_.tiles() - 1) / t_.tiles(), 1,
+            std::max<int64_t>(1, p_.n))),
+        block_tiles_(t_.block(kBlockBytes, kRows, images_ * t_.tiles())) {
     u_at_ = workspace_.add(sizeof(float) * t_.positions * t_.in8 * t_.out8);
-    packed_at_ = per_thread_.add(sizeof(float) * t_.in8 * t_.hp * t_.wp);
+    packed_at_ = per_thread_.add(sizeof(float) * images_ * packed_size());
     v_at_ = per_thread_.add(sizeof(float) * t_.positions * position_step(block_tiles_, t_.in8));
     m_at_ = per_thread_.add(sizeof(float) * t_.positions * position_step(block_tiles_, t_.out8));
-    out_at_ = per_thread_.add(sizeof(float) * t_.out8 * 4 * t_.tiles());
+    out_at_ = per_thread_.add(sizeof(float) * images_ * output_size());
     threads_at_ = workspace_.add(per_thread_.bytes() * team_);
   }
 
-  std::string name() const override { return kernel_name(p_.r); }
+  std::string name() const override { return kernel_name(p_); }
 
   void run(const float* a, const float* w, const float* bias, float* out) override {
     OmpThreads scope(team_);
@@ -142,28 +185,40 @@ class WinogradKernel : public ConvKernel {
       // the bits do not depend on the schedule.
       char* mine = threads + per_thread_.bytes() * (team_ > 1 ? omp_get_thread_num() : 0);
 #pragma omp for schedule(dynamic)
-      for (int64_t n = 0; n < p_.n; ++n) image(a, u, bias, n, out, mine);
+      for (int64_t n = 0; n < p_.n; n += images_)
+        run_images(a, u, bias, n, std::min(images_, p_.n - n), out, mine);
     });
   }
 
  private:
-  void image(const float* in, const float* u, const float* bias, int64_t n, float* out,
-             char* workspace) const {
+  int64_t packed_size() const { return t_.in8 * t_.hp * t_.wp; }
+  int64_t output_size() const { return t_.out8 * t_.f.m * t_.tile_h * t_.f.m * t_.tile_w; }
+
+  // The images [first, first + count): packed, their tiles transformed, multiplied and
+  // transformed back in blocks that may span images, and unpacked.
+  void run_images(const float* in, const float* u, const float* bias, int64_t first, int64_t count,
+                  float* out, char* workspace) const {
     float* packed = workspace_floats(workspace, packed_at_);
     float* v = workspace_floats(workspace, v_at_);
     float* m = workspace_floats(workspace, m_at_);
     float* outputs = workspace_floats(workspace, out_at_);
-    pack_image(in, p_.in_block, n, p_.in, p_.in_h, p_.in_w, p_.pad_h, p_.pad_w, t_.hp, t_.wp,
-               packed);
-    const int64_t in8 = t_.in8, out8 = t_.out8, oh = 2 * t_.tile_h, ow = 2 * t_.tile_w;
-    for (int64_t first = 0; first < t_.tiles(); first += block_tiles_) {
-      const int64_t tiles = std::min(block_tiles_, t_.tiles() - first);
-      t_.f.inputs(packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, first, tiles, v, in8,
-                  position_step(tiles, in8));
+    for (int64_t k = 0; k < count; ++k)
+      pack_image(in, p_.in_block, first + k, p_.in, p_.in_h, p_.in_w, p_.pad_h, p_.pad_w, t_.hp,
+                 t_.wp, packed + k * packed_size());
+    const int64_t in8 = t_.in8, out8 = t_.out8, oh = t_.f.m * t_.tile_h, ow = t_.f.m * t_.tile_w;
+    const int64_t all = count * t_.tiles();
+    for (int64_t block = 0; block < all; block += block_tiles_) {
+      const int64_t tiles = std::min(block_tiles_, all - block);
+      const int64_t in_step = position_step(tiles, in8), out_step = position_step(tiles, out8);
+      each_image_run(block, tiles, t_.tiles(),
+                     [&](int64_t k, int64_t tile, int64_t done, int64_t run) {
+                       t_.f.inputs(packed + k * packed_size(), in8 / kLanes, t_.hp, t_.wp,
+                                   t_.tile_w, tile, run, v + done * in8, in8, in_step);
+                     });
       for (int64_t xi = 0; xi < t_.positions; ++xi) {
-        const float* vx = v + xi * position_step(tiles, in8);
+        const float* vx = v + xi * in_step;
         const float* ux = u + xi * in8 * out8;
-        float* mx = m + xi * position_step(tiles, out8);
+        float* mx = m + xi * out_step;
         for (int64_t o = 0; o < out8; o += kVectors * kLanes) {
           const int vectors = static_cast<int>(std::min<int64_t>(kVectors, (out8 - o) / kLanes));
           for (int64_t t = 0; t < tiles; t += kRows) {
@@ -173,18 +228,23 @@ class WinogradKernel : public ConvKernel {
           }
         }
       }
-      t_.f.outputs(m, out8, position_step(tiles, out8), tiles, first, t_.tile_w, out8 / kLanes, oh,
-                   ow, outputs);
+      each_image_run(block, tiles, t_.tiles(),
+                     [&](int64_t k, int64_t tile, int64_t done, int64_t run) {
+                       t_.f.outputs(m + done * out8, out8, out_step, run, tile, t_.tile_w,
+                                    out8 / kLanes, oh, ow, outputs + k * output_size());
+                     });
     }
-    unpack_image(outputs, oh, ow, p_.out, p_.out_h, p_.out_w, bias_relu_ ? bias : nullptr,
-                 p_.out_block, n, out);
+    for (int64_t k = 0; k < count; ++k)
+      unpack_image(outputs + k * output_size(), oh, ow, p_.out, p_.out_h, p_.out_w,
+                   bias_relu_ ? bias : nullptr, p_.out_block, first + k, out);
   }
 
   const Problem p_;
   const Tiling t_;
+  const int64_t images_;        // images taken at once
   const int64_t block_tiles_;   // tiles transformed and multiplied at once
   WorkspaceLayout workspace_;   // the transformed weights, then per_thread_ for each thread
-  WorkspaceLayout per_thread_;  // packed input, V, M and the packed output of one image
+  WorkspaceLayout per_thread_;  // packed inputs, V, M and the packed outputs of images_ images
   size_t u_at_, threads_at_, packed_at_, v_at_, m_at_, out_at_;
 };
 
@@ -193,9 +253,9 @@ class WinogradKernel : public ConvKernel {
 // on one thread tile by tile in order, and the chunks' sums added in order.
 class WinogradWeightsKernel : public ConvKernel {
  public:
-  WinogradWeightsKernel(const ConvGeometry& g, int threads, ConvBlocks blocks)
+  WinogradWeightsKernel(const ConvGeometry& g, int threads, ConvBlocks blocks, int64_t m)
       : ConvKernel(ConvDirection::kBackwardWeights, g, threads, false, blocks),
-        p_(problem_of(ConvDirection::kForward, g, {blocks.b, 0, blocks.a})),
+        p_(problem_of(ConvDirection::kForward, g, {blocks.b, 0, blocks.a}, m)),
         t_(p_),
         chunks_(std::min(g.n, kMaxChunks)),
         size_(t_.positions * t_.in8 * t_.out8),
@@ -207,13 +267,13 @@ class WinogradWeightsKernel : public ConvKernel {
     sum_at_ = workspace_.add(sizeof(float) * size_);
     partials_at_ = workspace_.add(sizeof(float) * chunks_ * size_);
     x_at_ = per_thread_.add(sizeof(float) * t_.in8 * t_.hp * t_.wp);
-    dy_at_ = per_thread_.add(sizeof(float) * t_.out8 * 4 * t_.tiles());
+    dy_at_ = per_thread_.add(sizeof(float) * t_.out8 * t_.f.m * t_.f.m * t_.tiles());
     v_at_ = per_thread_.add(sizeof(float) * t_.positions * position_step(block_tiles_, t_.in8));
     z_at_ = per_thread_.add(sizeof(float) * t_.positions * position_step(block_tiles_, t_.out8));
     threads_at_ = workspace_.add(per_thread_.bytes() * team_);
   }
 
-  std::string name() const override { return kernel_name(p_.r); }
+  std::string name() const override { return kernel_name(p_); }
 
   void run(const float* dy, const float* x, const float*, float* dw) override {
     if (p_.n == 0) {
@@ -252,27 +312,25 @@ class WinogradWeightsKernel : public ConvKernel {
     float* dy_packed = workspace_floats(workspace, dy_at_);
     float* v = workspace_floats(workspace, v_at_);
     float* z = workspace_floats(workspace, z_at_);
-    const int64_t in8 = t_.in8, out8 = t_.out8, oh = 2 * t_.tile_h, ow = 2 * t_.tile_w;
+    const int64_t in8 = t_.in8, out8 = t_.out8, oh = t_.f.m * t_.tile_h, ow = t_.f.m * t_.tile_w;
     const int64_t image_tiles = t_.tiles(), all = images * image_tiles;
     int64_t packed = -1;  // the image in x_packed and dy_packed
     for (int64_t block = 0; block < all; block += block_tiles_) {
       const int64_t tiles = std::min(block_tiles_, all - block);
-      for (int64_t done = 0; done < tiles;) {
-        const int64_t image = (block + done) / image_tiles, tile = (block + done) % image_tiles;
-        const int64_t count = std::min(tiles - done, image_tiles - tile);
-        if (image != packed) {
-          const int64_t n = first + image;
-          pack_image(x, p_.in_block, n, p_.in, p_.in_h, p_.in_w, p_.pad_h, p_.pad_w, t_.hp, t_.wp,
-                     x_packed);
-          pack_image(dy, p_.out_block, n, p_.out, p_.out_h, p_.out_w, 0, 0, oh, ow, dy_packed);
-          packed = image;
-        }
-        t_.f.inputs(x_packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, tile, count, v + done * in8,
-                    in8, position_step(tiles, in8));
-        t_.f.output_grads(dy_packed, out8 / kLanes, oh, ow, t_.tile_w, tile, count, z + done * out8,
-                          out8, position_step(tiles, out8));
-        done += count;
-      }
+      each_image_run(
+          block, tiles, image_tiles, [&](int64_t image, int64_t tile, int64_t done, int64_t count) {
+            if (image != packed) {
+              const int64_t n = first + image;
+              pack_image(x, p_.in_block, n, p_.in, p_.in_h, p_.in_w, p_.pad_h, p_.pad_w, t_.hp,
+                         t_.wp, x_packed);
+              pack_image(dy, p_.out_block, n, p_.out, p_.out_h, p_.out_w, 0, 0, oh, ow, dy_packed);
+              packed = image;
+            }
+            t_.f.inputs(x_packed, in8 / kLanes, t_.hp, t_.wp, t_.tile_w, tile, count,
+                        v + done * in8, in8, position_step(tiles, in8));
+            t_.f.output_grads(dy_packed, out8 / kLanes, oh, ow, t_.tile_w, tile, count,
+                              z + done * out8, out8, position_step(tiles, out8));
+          });
       for (int64_t xi = 0; xi < t_.positions; ++xi) {
         const float* vx = v + xi * position_step(tiles, in8);
         const float* zx = z + xi * position_step(tiles, out8);
@@ -309,9 +367,10 @@ bool winograd_fit(const ConvGeometry& g) {
 
 std::unique_ptr<ConvKernel> make_winograd_kernel(ConvDirection direction, const ConvGeometry& g,
                                                  int threads, bool bias_relu, ConvBlocks blocks) {
+  const int64_t m = output_tile(direction, g);
   if (direction == ConvDirection::kBackwardWeights)
-    return std::make_unique<WinogradWeightsKernel>(g, threads, blocks);
-  return std::make_unique<WinogradKernel>(direction, g, threads, bias_relu, blocks);
+    return std::make_unique<WinogradWeightsKernel>(g, threads, blocks, m);
+  return std::make_unique<WinogradKernel>(direction, g, threads, bias_relu, blocks, m);
 }
 
 }  // namespace purine

@@ -183,7 +183,7 @@ namespace {
 
 // F(2x2, 3x3)'s 1-D transforms (winograd_tiles.hpp).
 struct F2x2By3x3 {
-  static constexpr int r = 3, alpha = 4;
+  static constexpr int m = 2, r = 3, alpha = 4;
 
   // y = B' x.
   static PURINE_WINOGRAD_AVX2_INLINE void input(const __m256* x, __m256* y) {
@@ -198,11 +198,11 @@ struct F2x2By3x3 {
     y[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
   }
   // z = A y (4 of 2).
-  static PURINE_WINOGRAD_AVX2_INLINE void output_grad(__m256 y0, __m256 y1, __m256* z) {
-    z[0] = y0;
-    z[1] = _mm256_add_ps(y0, y1);
-    z[2] = _mm256_sub_ps(y0, y1);
-    z[3] = _mm256_sub_ps(_mm256_setzero_ps(), y1);
+  static PURINE_WINOGRAD_AVX2_INLINE void output_grad(const __m256* y, __m256* z) {
+    z[0] = y[0];
+    z[1] = _mm256_add_ps(y[0], y[1]);
+    z[2] = _mm256_sub_ps(y[0], y[1]);
+    z[3] = _mm256_sub_ps(_mm256_setzero_ps(), y[1]);
   }
   // u = G g (4 of 3).
   static PURINE_WINOGRAD_AVX2_INLINE void kernel(const __m256* g, __m256* u) {
@@ -224,6 +224,6 @@ struct F2x2By3x3 {
 
 }  // namespace
 
-const Transforms& transforms_3x3() { return transforms_of<F2x2By3x3>(); }
+const Transforms& transforms_2x2_3x3() { return transforms_of<F2x2By3x3>(); }
 
 }  // namespace purine::winograd

@@ -1,8 +1,8 @@
-// The steps of Winograd's F(2x2, 3x3) and F(2x2, 5x5) convolutions (conv_winograd.cpp), in AVX2
-// and FMA: packing an image into groups of 8 channels, the transforms of inputs, kernels,
-// products and output gradients, and the register tiles of the GEMMs, one per position of the
-// transformed tile. Call them only where the CPU has AVX2 and FMA (winograd_fit). Transformed
-// values of tile t, position xi and channel c lie at [xi * step + t * ld + c].
+// The steps of Winograd's F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) convolutions
+// (conv_winograd.cpp), in AVX2 and FMA: packing an image into groups of 8 channels, the transforms
+// of inputs, kernels, products and output gradients, and the register tiles of the GEMMs, one per
+// position of the transformed tile. Call them only where the CPU has AVX2 and FMA (winograd_fit).
+// Transformed values of tile t, position xi and channel c lie at [xi * step + t * ld + c].
 #pragma once
 
 #include <cstdint>
@@ -31,19 +31,19 @@ struct TapStrides {
   int64_t at, so, si, sa, sb;
 };
 
-// The transforms of F(2x2, r x r), whose tiles are alpha x alpha inputs (alpha = r + 1) and
-// alpha^2 positions (xi = row alpha + column).
+// The transforms of F(m x m, r x r), whose tiles are alpha x alpha inputs (alpha = m + r - 1) for
+// m x m outputs, and alpha^2 positions (xi = row alpha + column).
 struct Transforms {
-  int r, alpha;
+  int m, r, alpha;
   // v = B' d B for the input tile d of each of `tiles` tiles from `first` on (tile_w tiles a
   // row), each group of 8 channels of `packed` (hp x wp pixels a group).
   void (*inputs)(const float* packed, int64_t groups, int64_t hp, int64_t wp, int64_t tile_w,
                  int64_t first, int64_t tiles, float* v, int64_t ld, int64_t step);
-  // The 2x2 output pixels A' m A of each tile's products, into `packed` (out_groups groups of
+  // The m x m output pixels A' p A of each tile's products p, into `packed` (out_groups groups of
   // oh x ow pixels).
   void (*outputs)(const float* m, int64_t ld, int64_t step, int64_t tiles, int64_t first,
                   int64_t tile_w, int64_t out_groups, int64_t oh, int64_t ow, float* packed);
-  // z = A dy A' for the 2x2 output gradient dy of each tile, read from `packed` (groups of
+  // z = A dy A' for the m x m output gradient dy of each tile, read from `packed` (groups of
   // oh x ow pixels, zero past the output plane).
   void (*output_grads)(const float* packed, int64_t groups, int64_t oh, int64_t ow, int64_t tile_w,
                        int64_t first, int64_t tiles, float* z, int64_t ld, int64_t step);
@@ -57,8 +57,9 @@ struct Transforms {
   void (*kernel_gradient)(const float* du, int64_t in, int64_t out, int64_t in8, int64_t out8,
                           int64_t first, int64_t last, float* dw);
 };
-const Transforms& transforms_3x3();  // winograd_steps.cpp
-const Transforms& transforms_5x5();  // winograd_5x5.cpp
+const Transforms& transforms_2x2_3x3();  // winograd_steps.cpp
+const Transforms& transforms_4x4_3x3();  // winograd_6x6.cpp
+const Transforms& transforms_2x2_5x5();  // winograd_6x6.cpp
 
 // A register tile: m[r][j] = (or += with gemm_add_tile_of) the sum over k < depth of a[r][k]
 // b[k][j] for `rows` rows and `vectors` vectors of 8 columns, k in order. gemm_tile_of's a is

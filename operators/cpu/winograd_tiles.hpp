@@ -1,10 +1,11 @@
-// The 2-D transforms of Winograd's F(2x2, r x r) over tiles of 8-channel vectors, written once for
-// both kernel sizes (winograd_steps.cpp: 3x3, winograd_5x5.cpp: 5x5) from a Rule's 1-D transforms:
+// The 2-D transforms of Winograd's F(m x m, r x r) over tiles of 8-channel vectors, written once
+// for every tile and kernel size (winograd_steps.cpp: F(2x2, 3x3); winograd_6x6.cpp: F(2x2, 5x5)
+// and F(4x4, 3x3)) from a Rule's 1-D transforms:
 //   struct Rule {
-//     static constexpr int r, alpha;                                   // alpha = r + 1
+//     static constexpr int m, r, alpha;                                // alpha = m + r - 1
 //     static void input(const __m256* x, __m256* y);                   // y = B' x, alpha of alpha
-//     static void output(const __m256* m, __m256* y);                  // y = A' m, 2 of alpha
-//     static void output_grad(__m256 y0, __m256 y1, __m256* z);        // z = A y, alpha of 2
+//     static void output(const __m256* x, __m256* y);                  // y = A' x, m of alpha
+//     static void output_grad(const __m256* y, __m256* z);             // z = A y, alpha of m
 //     static void kernel(const __m256* g, __m256* u);                  // u = G g, alpha of r
 //     static void kernel_grad(const __m256* d, __m256* g);             // g = G' d, r of alpha
 //   };
@@ -27,11 +28,11 @@ template <class Rule>
 PURINE_WINOGRAD_AVX2 void tile_inputs(const float* packed, int64_t groups, int64_t hp, int64_t wp,
                                       int64_t tile_w, int64_t first, int64_t tiles, float* v,
                                       int64_t ld, int64_t step) {
-  constexpr int kA = Rule::alpha;
+  constexpr int kA = Rule::alpha, kM = Rule::m;
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < groups; ++group) {
-      const float* d = packed + ((group * hp + 2 * th) * wp + 2 * tw) * kLanes;
+      const float* d = packed + ((group * hp + kM * th) * wp + kM * tw) * kLanes;
       __m256 columns[kA][kA];  // [s][i]: B' down column s
       for (int s = 0; s < kA; ++s) {
         __m256 x[kA];
@@ -53,24 +54,23 @@ template <class Rule>
 PURINE_WINOGRAD_AVX2 void tile_outputs(const float* m, int64_t ld, int64_t step, int64_t tiles,
                                        int64_t first, int64_t tile_w, int64_t out_groups,
                                        int64_t oh, int64_t ow, float* packed) {
-  constexpr int kA = Rule::alpha;
+  constexpr int kA = Rule::alpha, kM = Rule::m;
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < out_groups; ++group) {
       const float* in = m + t * ld + group * kLanes;
-      __m256 columns[kA][2];  // [j][r]: A' down column j
+      __m256 columns[kA][kM];  // [j][r]: A' down column j
       for (int j = 0; j < kA; ++j) {
         __m256 x[kA];
         for (int i = 0; i < kA; ++i) x[i] = _mm256_loadu_ps(in + (i * kA + j) * step);
         Rule::output(x, columns[j]);
       }
-      float* out = packed + ((group * oh + 2 * th) * ow + 2 * tw) * kLanes;
-      for (int r = 0; r < 2; ++r) {
-        __m256 row[kA], y[2];
+      float* out = packed + ((group * oh + kM * th) * ow + kM * tw) * kLanes;
+      for (int r = 0; r < kM; ++r) {
+        __m256 row[kA], y[kM];
         for (int j = 0; j < kA; ++j) row[j] = columns[j][r];
         Rule::output(row, y);
-        _mm256_storeu_ps(out + r * ow * kLanes, y[0]);
-        _mm256_storeu_ps(out + (r * ow + 1) * kLanes, y[1]);
+        for (int c = 0; c < kM; ++c) _mm256_storeu_ps(out + (r * ow + c) * kLanes, y[c]);
       }
     }
   }
@@ -80,19 +80,22 @@ template <class Rule>
 PURINE_WINOGRAD_AVX2 void tile_output_grads(const float* packed, int64_t groups, int64_t oh,
                                             int64_t ow, int64_t tile_w, int64_t first,
                                             int64_t tiles, float* z, int64_t ld, int64_t step) {
-  constexpr int kA = Rule::alpha;
+  constexpr int kA = Rule::alpha, kM = Rule::m;
   int64_t th = first / tile_w, tw = first % tile_w;
   for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
     for (int64_t group = 0; group < groups; ++group) {
-      const float* dy = packed + ((group * oh + 2 * th) * ow + 2 * tw) * kLanes;
-      __m256 columns[2][kA];  // [c][i]: A down column c
-      for (int c = 0; c < 2; ++c)
-        Rule::output_grad(_mm256_loadu_ps(dy + c * kLanes), _mm256_loadu_ps(dy + (ow + c) * kLanes),
-                          columns[c]);
+      const float* dy = packed + ((group * oh + kM * th) * ow + kM * tw) * kLanes;
+      __m256 columns[kM][kA];  // [c][i]: A down column c
+      for (int c = 0; c < kM; ++c) {
+        __m256 y[kM];
+        for (int r = 0; r < kM; ++r) y[r] = _mm256_loadu_ps(dy + (r * ow + c) * kLanes);
+        Rule::output_grad(y, columns[c]);
+      }
       float* out = z + t * ld + group * kLanes;
       for (int i = 0; i < kA; ++i) {
-        __m256 y[kA];
-        Rule::output_grad(columns[0][i], columns[1][i], y);
+        __m256 row[kM], y[kA];
+        for (int c = 0; c < kM; ++c) row[c] = columns[c][i];
+        Rule::output_grad(row, y);
         for (int j = 0; j < kA; ++j) _mm256_storeu_ps(out + (i * kA + j) * step, y[j]);
       }
     }
@@ -162,7 +165,8 @@ PURINE_WINOGRAD_AVX2 void tile_kernel_gradient(const float* du, int64_t in, int6
 // The table of a Rule's transforms.
 template <class Rule>
 const Transforms& transforms_of() {
-  static const Transforms transforms{Rule::r,
+  static const Transforms transforms{Rule::m,
+                                     Rule::r,
                                      Rule::alpha,
                                      tile_inputs<Rule>,
                                      tile_outputs<Rule>,

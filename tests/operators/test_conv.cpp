@@ -64,10 +64,11 @@ void check_close(const Tensor& got, const std::vector<double>& expected, double 
   }
 }
 
-// check_against_naive's margin for Winograd's F(2x2, 5x5): its transforms multiply by up to 5 and
-// 16/24 and cancel, errors of 1e-5 of the sums' size (sums of up to 800 products of [-1, 1]
-// values here) where F(2x2, 3x3) and the direct convolutions stay near 1e-6.
-constexpr double kWinograd5x5Tolerance = 4e-4;
+// check_against_naive's margin for Winograd's 6x6 tiles, F(2x2, 5x5) and F(4x4, 3x3): their
+// transforms multiply by up to 5 and 8 and cancel, errors of 1e-5 of the sums' size (sums of up
+// to 800 products of [-1, 1] values here) where F(2x2, 3x3) and the direct convolutions stay near
+// 1e-6.
+constexpr double kWinograd6x6Tolerance = 4e-4;
 
 // Runs all three directions on random tensors and compares with the naive loops; returns the
 // kernel names used.
@@ -132,11 +133,16 @@ bool shifted_rows_run() {
 // Whether Winograd's kernel runs: AVX2 and FMA, under the ISA cap (vector_isa.hpp).
 bool winograd_runs() { return shifted_rows_run(); }
 
+// Winograd's kernels for a 3x3 stride-1 convolution: F(4x4, 3x3) for the forward and the data
+// gradient over planes of 3x3 pixels or more, F(2x2, 3x3) for the weight gradient.
+const char* const kWinograd4x4 = "winograd:F(4x4,3x3)";
+const char* const kWinograd2x2 = "winograd:F(2x2,3x3)";
+
 // Whether `name` is the kernel engine auto runs for a 3x3 stride-1 convolution of 16 channels or
-// more (the weight gradient over planes of 7x7 or more): Winograd's with oneDNN's AVX2 kernels,
-// else oneDNN's.
-bool auto_3x3_kernel(const std::string& name) {
-  if (winograd_runs() && !onednn_has_avx512()) return name == "winograd:F(2x2,3x3)";
+// more (the weight gradient over planes of 7x7 or more): Winograd's `winograd` with oneDNN's AVX2
+// kernels, else oneDNN's.
+bool auto_3x3_kernel(const std::string& name, const char* winograd) {
+  if (winograd_runs() && !onednn_has_avx512()) return name == winograd;
   return name.rfind("onednn:", 0) == 0;
 }
 
@@ -256,9 +262,10 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
   CHECK(small[1].rfind("onednn:", 0) == 0);
   CHECK(small[2] == "im2col:image groups");
   // 4x4 output planes: the weights too with AVX2 kernels; with AVX-512 oneDNN's chunks.
-  auto four = check_against_naive({4, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1}, 39);
-  CHECK(auto_3x3_kernel(four[0]));
-  CHECK(auto_3x3_kernel(four[1]));
+  auto four =
+      check_against_naive({4, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1}, 39, "auto", kWinograd6x6Tolerance);
+  CHECK(auto_3x3_kernel(four[0], kWinograd4x4));
+  CHECK(auto_3x3_kernel(four[1], kWinograd4x4));
   // 5x5 kernels there: oneDNN's, not Winograd's F(2x2, 5x5) (only from 7x7 planes up).
   auto four_5x5 = check_against_naive({4, 16, 4, 4, 24, 5, 5, 1, 1, 2, 2}, 40);
   CHECK(four_5x5[0].rfind("onednn:", 0) == 0);
@@ -275,17 +282,21 @@ TEST_CASE("conv engine auto takes GEMMs over image groups for small planes", "[c
   // 5x5 to 7x7 output planes (resnet20's last stage, GoogLeNet-28's conv2): oneDNN with either
   // ISA's kernels (a stride-1 3x3 by Winograd's with AVX2 ones), and so is a strided 3x3 over
   // 14x14.
-  for (const std::string& name : check_against_naive({4, 16, 7, 7, 24, 3, 3, 1, 1, 1, 1}, 37))
-    CHECK(auto_3x3_kernel(name));
+  const auto seven =
+      check_against_naive({4, 16, 7, 7, 24, 3, 3, 1, 1, 1, 1}, 37, "auto", kWinograd6x6Tolerance);
+  CHECK(auto_3x3_kernel(seven[0], kWinograd4x4));
+  CHECK(auto_3x3_kernel(seven[1], kWinograd4x4));
+  CHECK(auto_3x3_kernel(seven[2], kWinograd2x2));
   for (const Geometry& g : {Geometry{4, 16, 5, 5, 24, 1, 1, 1, 1, 0, 0},
                             Geometry{4, 16, 14, 14, 24, 3, 3, 2, 2, 1, 1}}) {
     INFO(g.h << "x" << g.w << ", kernel " << g.kh << ", stride " << g.stride_h);
     for (const std::string& name : check_against_naive(g, 37)) CHECK(name.rfind("onednn:", 0) == 0);
   }
   // Its stride-1 weight gradient: Winograd's, else oneDNN's only with AVX-512 kernels.
-  auto stride_one = check_against_naive({4, 16, 14, 14, 24, 3, 3, 1, 1, 1, 1}, 38);
+  auto stride_one =
+      check_against_naive({4, 16, 14, 14, 24, 3, 3, 1, 1, 1, 1}, 38, "auto", kWinograd6x6Tolerance);
   if (winograd_runs() && !avx512)
-    CHECK(stride_one[2] == "winograd:F(2x2,3x3)");
+    CHECK(stride_one[2] == kWinograd2x2);
   else
     CHECK((stride_one[2].rfind("onednn:", 0) == 0) == avx512);
 }
@@ -418,7 +429,7 @@ TEST_CASE("conv matches naive loops with both engines", "[conv]") {
 TEST_CASE("conv matches naive loops on the 2-conv network's shapes", "[conv]") {
   check_against_naive({1, 1, 28, 28, 32, 5, 5, 1, 1, 2, 2}, 36);
   // Winograd's F(2x2, 5x5) under auto where it runs: errors of 1e-5 of the sums' size.
-  check_against_naive({1, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2}, 37, "auto", kWinograd5x5Tolerance);
+  check_against_naive({1, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2}, 37, "auto", kWinograd6x6Tolerance);
 }
 
 TEST_CASE("conv results do not depend on the thread count", "[conv][determinism]") {
@@ -827,15 +838,20 @@ TEST_CASE("the shifted-rows weight gradient reads channel blocks as they are", "
 }
 
 // Tagged [isa]: it runs under the AVX2 and SSE41 caps too (auto's choice under SSE41).
-TEST_CASE("conv by Winograd's F(2x2, 3x3) and F(2x2, 5x5) matches naive loops in every direction",
-          "[conv][isa]") {
-  // Even and odd output planes (a last tile half outside), pads 0, 1 and 2 (the data gradient's
-  // 2, 1 and 0), channels that fill no group of 8 (plain only), several blocks of tiles per image
-  // (28x28 planes), a single pixel, and more outputs than one register tile.
+TEST_CASE(
+    "conv by Winograd's F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) matches naive loops in "
+    "every direction",
+    "[conv][isa]") {
+  // Output planes that 2x2 and 4x4 tiles do and do not fill (a last tile partly outside), pads
+  // 0, 1 and 2 (the data gradient's 2, 1 and 0), channels that fill no group of 8 (plain only),
+  // several blocks of tiles per image (28x28 planes), blocks across images (7 images of one 4x4
+  // tile each, taken 6 at a time), a single pixel, and more outputs than one register tile.
   for (const Geometry& g :
-       {Geometry{3, 5, 7, 9, 6, 3, 3, 1, 1, 1, 1}, Geometry{2, 8, 6, 5, 16, 3, 3, 1, 1, 0, 0},
+       {Geometry{3, 5, 7, 9, 6, 3, 3, 1, 1, 1, 1}, Geometry{2, 8, 7, 5, 16, 3, 3, 1, 1, 0, 0},
         Geometry{2, 3, 4, 6, 11, 3, 3, 1, 1, 2, 2}, Geometry{2, 16, 28, 28, 24, 3, 3, 1, 1, 1, 1},
         Geometry{4, 9, 1, 1, 40, 3, 3, 1, 1, 1, 1}, Geometry{2, 40, 7, 7, 56, 3, 3, 1, 1, 1, 0},
+        Geometry{7, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1}, Geometry{3, 16, 3, 3, 16, 3, 3, 1, 1, 1, 1},
+        Geometry{3, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1},
         // F(2x2, 5x5): pads 0 to 4, the convnet's second layer.
         Geometry{3, 5, 7, 9, 6, 5, 5, 1, 1, 2, 2}, Geometry{2, 8, 8, 7, 16, 5, 5, 1, 1, 0, 0},
         Geometry{2, 3, 4, 6, 11, 5, 5, 1, 1, 4, 3},
@@ -843,9 +859,16 @@ TEST_CASE("conv by Winograd's F(2x2, 3x3) and F(2x2, 5x5) matches naive loops in
     INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", pad " << g.pad_h
              << "x" << g.pad_w);
     const std::vector<std::string> names =
-        check_against_naive(g, 61, "winograd", g.kh == 3 ? 1e-4 : kWinograd5x5Tolerance);
-    const std::string winograd = g.kh == 3 ? "winograd:F(2x2,3x3)" : "winograd:F(2x2,5x5)";
-    for (const std::string& name : names) CHECK(name == (winograd_runs() ? winograd : name));
+        check_against_naive(g, 61, "winograd", kWinograd6x6Tolerance);
+    if (!winograd_runs()) continue;
+    // 4x4 tiles but for planes of 1 and 2 pixels a side (here the data gradient's as well),
+    // where 2x2 tiles take fewer products (one 2x2 tile: 16, one 4x4 tile: 36).
+    const bool tiles_4x4 = g.kh == 3 && g.h > 2;
+    CHECK(names[0] == (g.kh == 5   ? "winograd:F(2x2,5x5)"
+                       : tiles_4x4 ? kWinograd4x4
+                                   : kWinograd2x2));
+    CHECK(names[1] == names[0]);
+    CHECK(names[2] == (g.kh == 5 ? "winograd:F(2x2,5x5)" : kWinograd2x2));
   }
 }
 
@@ -867,8 +890,8 @@ namespace {
 
 // Winograd's kernels for `g` in every direction: the same bits at 1, 2 and 3 threads with the
 // activations plain or in channel blocks of 8 or 16, and conv_bias_relu rounding as conv, then
-// bias, then relu.
-void check_winograd_bits(const Geometry& g) {
+// bias, then relu; `winograd` the forward's and the data gradient's kernel.
+void check_winograd_bits(const Geometry& g, const std::string& winograd) {
   INFO("kernel " << g.kh << "x" << g.kw);
   Rng rng(62);
   const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
@@ -899,8 +922,9 @@ void check_winograd_bits(const Geometry& g) {
     OpContext context;
     op->compute(in, {&out}, context);
     omp_set_num_threads(saved);
-    CHECK(dynamic_cast<ConvOpBase&>(*op).kernel_name() ==
-          (g.kh == 3 ? "winograd:F(2x2,3x3)" : "winograd:F(2x2,5x5)"));
+    CHECK(dynamic_cast<ConvOpBase&>(*op).kernel_name() == (!weights    ? winograd
+                                                           : g.kh == 3 ? kWinograd2x2
+                                                                       : "winograd:F(2x2,5x5)"));
     Tensor plain(out_shape);
     plain.set_values(out.values());
     return plain;
@@ -937,5 +961,9 @@ TEST_CASE("Winograd's convolutions give the same bits at any thread count and la
     WARN("skipped: no AVX2 and FMA (on this CPU or under ONEDNN_MAX_CPU_ISA)");
     return;
   }
-  for (int64_t k : {3, 5}) check_winograd_bits({5, 16, 10, 11, 32, k, k, 1, 1, k / 2, k / 2});
+  check_winograd_bits({5, 16, 10, 11, 32, 3, 3, 1, 1, 1, 1}, kWinograd4x4);
+  check_winograd_bits({5, 16, 10, 11, 32, 5, 5, 1, 1, 2, 2}, "winograd:F(2x2,5x5)");
+  // 4x4 planes, one tile each: 6 images at a time, then 1.
+  check_winograd_bits({7, 16, 4, 4, 32, 3, 3, 1, 1, 1, 1}, kWinograd4x4);
+  check_winograd_bits({3, 16, 2, 2, 32, 3, 3, 1, 1, 1, 1}, kWinograd2x2);
 }
