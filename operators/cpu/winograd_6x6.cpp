@@ -33,6 +33,23 @@ struct SixPoints {
     y[4] = _mm256_fnmadd_ps(two, _mm256_sub_ps(x[3], x[1]), _mm256_sub_ps(x[4], x[2]));
     y[5] = _mm256_fmadd_ps(four, x[1], _mm256_fnmadd_ps(_mm256_set1_ps(5.0f), x[3], x[5]));
   }
+
+  // The rows of g = G' d that every kernel size shares (G's first three columns but for the
+  // point at infinity's row depend on the points alone): g[0], g[1] and g[2] but for d[5]'s
+  // term; returns the sums of d they take.
+  struct GradSums {
+    __m256 sum12, diff21, sum34, diff34;
+  };
+  static PURINE_WINOGRAD_AVX2_INLINE GradSums kernel_grad_head(const __m256* d, __m256* g) {
+    const GradSums s{_mm256_add_ps(d[1], d[2]), _mm256_sub_ps(d[2], d[1]),
+                     _mm256_add_ps(d[3], d[4]), _mm256_sub_ps(d[3], d[4])};
+    const __m256 sixth = _mm256_set1_ps(1.0f / 6);
+    g[0] = _mm256_add_ps(_mm256_fnmadd_ps(sixth, s.sum12, times(0.25f, d[0])),
+                         times(1.0f / 24, s.sum34));
+    g[1] = _mm256_fmadd_ps(sixth, s.diff21, times(1.0f / 12, s.diff34));
+    g[2] = _mm256_mul_ps(sixth, _mm256_sub_ps(s.sum34, s.sum12));
+    return s;
+  }
 };
 
 struct F2x2By5x5 : SixPoints {
@@ -74,16 +91,11 @@ struct F2x2By5x5 : SixPoints {
 
   // g = G' d (5 of 6).
   static PURINE_WINOGRAD_AVX2_INLINE void kernel_grad(const __m256* d, __m256* g) {
-    const __m256 sum12 = _mm256_add_ps(d[1], d[2]), diff21 = _mm256_sub_ps(d[2], d[1]),
-                 sum34 = _mm256_add_ps(d[3], d[4]), diff34 = _mm256_sub_ps(d[3], d[4]);
+    const GradSums s = kernel_grad_head(d, g);
     const __m256 sixth = _mm256_set1_ps(1.0f / 6);
-    g[0] =
-        _mm256_add_ps(_mm256_fnmadd_ps(sixth, sum12, times(0.25f, d[0])), times(1.0f / 24, sum34));
-    g[1] = _mm256_fmadd_ps(sixth, diff21, times(1.0f / 12, diff34));
-    g[2] = _mm256_mul_ps(sixth, _mm256_sub_ps(sum34, sum12));
-    g[3] = _mm256_fmadd_ps(sixth, diff21, times(1.0f / 3, diff34));
-    g[4] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(2.0f / 3), sum34, times(-1.0f / 6, sum12)),
-                         d[5]);
+    g[3] = _mm256_fmadd_ps(sixth, s.diff21, times(1.0f / 3, s.diff34));
+    g[4] = _mm256_add_ps(
+        _mm256_fmadd_ps(_mm256_set1_ps(2.0f / 3), s.sum34, times(-1.0f / 6, s.sum12)), d[5]);
   }
 };
 
@@ -128,13 +140,8 @@ struct F4x4By3x3 : SixPoints {
 
   // g = G' d (3 of 6).
   static PURINE_WINOGRAD_AVX2_INLINE void kernel_grad(const __m256* d, __m256* g) {
-    const __m256 sum12 = _mm256_add_ps(d[1], d[2]), diff21 = _mm256_sub_ps(d[2], d[1]),
-                 sum34 = _mm256_add_ps(d[3], d[4]), diff34 = _mm256_sub_ps(d[3], d[4]);
-    const __m256 sixth = _mm256_set1_ps(1.0f / 6);
-    g[0] =
-        _mm256_add_ps(_mm256_fnmadd_ps(sixth, sum12, times(0.25f, d[0])), times(1.0f / 24, sum34));
-    g[1] = _mm256_fmadd_ps(sixth, diff21, times(1.0f / 12, diff34));
-    g[2] = _mm256_add_ps(_mm256_mul_ps(sixth, _mm256_sub_ps(sum34, sum12)), d[5]);
+    kernel_grad_head(d, g);
+    g[2] = _mm256_add_ps(g[2], d[5]);
   }
 };
 
