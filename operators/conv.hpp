@@ -14,8 +14,9 @@
 // pixels or fewer, GEMMs over groups of images for the forward and the weight gradient);
 // "winograd", Winograd's minimal filtering for 3x3 and 5x5 stride-1 kernels with pad below the
 // kernel size on CPUs with AVX2 and FMA (cpu/conv_winograd.cpp): "winograd:F(4x4,3x3)" for 3x3
-// forwards and data gradients over planes of 3x3 pixels or more, "winograd:F(2x2,3x3)" for the
-// other 3x3 ones and "winograd:F(2x2,5x5)", 4x, 2.25x and 2.78x fewer multiply-adds; its sums
+// forwards and data gradients over planes of 3x3 pixels or more (weight gradients only with 32
+// channels or fewer between input and output), "winograd:F(2x2,3x3)" for the other 3x3 ones and
+// "winograd:F(2x2,5x5)", 4x, 2.25x and 2.78x fewer multiply-adds; its sums
 // round otherwise than the direct convolution's: F(2x2, 3x3) within a few units in the last
 // place of the largest products, the others about 1e-5 of the sums' size), auto's choice
 // elsewhere; "auto", Winograd's for 3x3 and 5x5 stride-1

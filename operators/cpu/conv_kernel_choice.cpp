@@ -10,7 +10,8 @@
 //      geometry chosen for again (conv_cropped_taps.cpp).
 //   4. With oneDNN's AVX2 kernels (not measured against its AVX-512 ones), 3x3 and 5x5 stride-1
 //      kernels between at least 16 input and 16 output channels by Winograd's F(4x4, 3x3) (3x3
-//      forwards and data gradients, but over planes of 1 or 2 pixels a side), F(2x2, 3x3) and
+//      forwards and data gradients, but over planes of 1 or 2 pixels a side, and the weight
+//      gradients of 16 input and 16 output channels), F(2x2, 3x3) and
 //      F(2x2, 5x5) (conv_winograd.cpp), which multiply 4x, 2.25x and 2.78x less: 3x3 forwards
 //      and data gradients 1.3-2.5x faster than oneDNN over resnet20's 28x28, 14x14 and 7x7
 //      planes and GoogLeNet-28's 7x7 and 4x4 ones (F(2x2, 3x3): 1.3-1.5x; F(4x4, 3x3) 10-40%

@@ -846,29 +846,38 @@ TEST_CASE(
   // 0, 1 and 2 (the data gradient's 2, 1 and 0), channels that fill no group of 8 (plain only),
   // several blocks of tiles per image (28x28 planes), blocks across images (7 images of one 4x4
   // tile each, taken 6 at a time), a single pixel, and more outputs than one register tile.
-  for (const Geometry& g :
-       {Geometry{3, 5, 7, 9, 6, 3, 3, 1, 1, 1, 1}, Geometry{2, 8, 7, 5, 16, 3, 3, 1, 1, 0, 0},
-        Geometry{2, 3, 4, 6, 11, 3, 3, 1, 1, 2, 2}, Geometry{2, 16, 28, 28, 24, 3, 3, 1, 1, 1, 1},
-        Geometry{4, 9, 1, 1, 40, 3, 3, 1, 1, 1, 1}, Geometry{2, 40, 7, 7, 56, 3, 3, 1, 1, 1, 0},
-        Geometry{7, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1}, Geometry{3, 16, 3, 3, 16, 3, 3, 1, 1, 1, 1},
-        Geometry{3, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1},
-        // F(2x2, 5x5): pads 0 to 4, the convnet's second layer.
-        Geometry{3, 5, 7, 9, 6, 5, 5, 1, 1, 2, 2}, Geometry{2, 8, 8, 7, 16, 5, 5, 1, 1, 0, 0},
-        Geometry{2, 3, 4, 6, 11, 5, 5, 1, 1, 4, 3},
-        Geometry{2, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2}}) {
-    INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", pad " << g.pad_h
-             << "x" << g.pad_w);
+  // 4x4 tiles but over planes of 1 or 2 pixels a side, where 2x2 tiles take fewer products (one
+  // 2x2 tile: 16, one 4x4 tile: 36); for the weight gradient only with up to 32 input and output
+  // channels (rounded up to 8) between them.
+  struct Case {
+    Geometry g;
+    const char* kernel;         // the forward's and the data gradient's
+    const char* weight_kernel;  // the weight gradient's
+  };
+  const char* const k5x5 = "winograd:F(2x2,5x5)";
+  for (const Case& c : {Case{{3, 5, 7, 9, 6, 3, 3, 1, 1, 1, 1}, kWinograd4x4, kWinograd4x4},
+                        Case{{2, 8, 7, 5, 16, 3, 3, 1, 1, 0, 0}, kWinograd4x4, kWinograd4x4},
+                        Case{{2, 3, 4, 6, 11, 3, 3, 1, 1, 2, 2}, kWinograd4x4, kWinograd4x4},
+                        Case{{2, 16, 28, 28, 24, 3, 3, 1, 1, 1, 1}, kWinograd4x4, kWinograd2x2},
+                        Case{{4, 9, 1, 1, 40, 3, 3, 1, 1, 1, 1}, kWinograd2x2, kWinograd2x2},
+                        Case{{2, 40, 7, 7, 56, 3, 3, 1, 1, 1, 0}, kWinograd4x4, kWinograd2x2},
+                        Case{{7, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1}, kWinograd4x4, kWinograd2x2},
+                        Case{{3, 16, 3, 3, 16, 3, 3, 1, 1, 1, 1}, kWinograd4x4, kWinograd4x4},
+                        Case{{3, 16, 2, 2, 16, 3, 3, 1, 1, 1, 1}, kWinograd2x2, kWinograd2x2},
+                        // F(2x2, 5x5): pads 0 to 4, the convnet's second layer.
+                        Case{{3, 5, 7, 9, 6, 5, 5, 1, 1, 2, 2}, k5x5, k5x5},
+                        Case{{2, 8, 8, 7, 16, 5, 5, 1, 1, 0, 0}, k5x5, k5x5},
+                        Case{{2, 3, 4, 6, 11, 5, 5, 1, 1, 4, 3}, k5x5, k5x5},
+                        Case{{2, 32, 14, 14, 64, 5, 5, 1, 1, 2, 2}, k5x5, k5x5}}) {
+    const Geometry& g = c.g;
+    INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", kernel " << g.kh
+             << ", pad " << g.pad_h << "x" << g.pad_w);
     const std::vector<std::string> names =
         check_against_naive(g, 61, "winograd", kWinograd6x6Tolerance);
     if (!winograd_runs()) continue;
-    // 4x4 tiles but for planes of 1 and 2 pixels a side (here the data gradient's as well),
-    // where 2x2 tiles take fewer products (one 2x2 tile: 16, one 4x4 tile: 36).
-    const bool tiles_4x4 = g.kh == 3 && g.h > 2;
-    CHECK(names[0] == (g.kh == 5   ? "winograd:F(2x2,5x5)"
-                       : tiles_4x4 ? kWinograd4x4
-                                   : kWinograd2x2));
-    CHECK(names[1] == names[0]);
-    CHECK(names[2] == (g.kh == 5 ? "winograd:F(2x2,5x5)" : kWinograd2x2));
+    CHECK(names[0] == c.kernel);
+    CHECK(names[1] == c.kernel);
+    CHECK(names[2] == c.weight_kernel);
   }
 }
 
@@ -890,8 +899,10 @@ namespace {
 
 // Winograd's kernels for `g` in every direction: the same bits at 1, 2 and 3 threads with the
 // activations plain or in channel blocks of 8 or 16, and conv_bias_relu rounding as conv, then
-// bias, then relu; `winograd` the forward's and the data gradient's kernel.
-void check_winograd_bits(const Geometry& g, const std::string& winograd) {
+// bias, then relu; `winograd` the forward's and the data gradient's kernel, `weights_kernel` the
+// weight gradient's (by default F(2x2, r x r)).
+void check_winograd_bits(const Geometry& g, const std::string& winograd,
+                         const std::string& weights_kernel = "") {
   INFO("kernel " << g.kh << "x" << g.kw);
   Rng rng(62);
   const Tensor x = random_tensor({g.n, g.c, g.h, g.w}, rng);
@@ -922,9 +933,11 @@ void check_winograd_bits(const Geometry& g, const std::string& winograd) {
     OpContext context;
     op->compute(in, {&out}, context);
     omp_set_num_threads(saved);
-    CHECK(dynamic_cast<ConvOpBase&>(*op).kernel_name() == (!weights    ? winograd
-                                                           : g.kh == 3 ? kWinograd2x2
-                                                                       : "winograd:F(2x2,5x5)"));
+    const std::string weight_default = g.kh == 3 ? kWinograd2x2 : "winograd:F(2x2,5x5)";
+    CHECK(dynamic_cast<ConvOpBase&>(*op).kernel_name() == (!weights ? winograd
+                                                           : weights_kernel.empty()
+                                                               ? weight_default
+                                                               : weights_kernel));
     Tensor plain(out_shape);
     plain.set_values(out.values());
     return plain;
@@ -962,6 +975,8 @@ TEST_CASE("Winograd's convolutions give the same bits at any thread count and la
     return;
   }
   check_winograd_bits({5, 16, 10, 11, 32, 3, 3, 1, 1, 1, 1}, kWinograd4x4);
+  // 16 channels each way: the weight gradient with 4x4 tiles as well.
+  check_winograd_bits({5, 16, 10, 11, 16, 3, 3, 1, 1, 1, 1}, kWinograd4x4, kWinograd4x4);
   check_winograd_bits({5, 16, 10, 11, 32, 5, 5, 1, 1, 2, 2}, "winograd:F(2x2,5x5)");
   // 4x4 planes, one tile each: 6 images at a time, then 1.
   check_winograd_bits({7, 16, 4, 4, 32, 3, 3, 1, 1, 1, 1}, kWinograd4x4);
