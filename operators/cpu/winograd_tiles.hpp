@@ -24,30 +24,44 @@
 
 namespace purine::winograd {
 
+// y = F(F(x)')' for one kIn x kIn block x of 8-channel vectors, F a 1-D transform of kIn values
+// to kOut: x[r][s] at in + r in_row + s in_col, y[i][j] stored at out + i out_row + j out_col.
+template <int kIn, int kOut, void (*F)(const __m256*, __m256*)>
+PURINE_WINOGRAD_AVX2_INLINE void transform_2d(const float* in, int64_t in_row, int64_t in_col,
+                                              float* out, int64_t out_row, int64_t out_col) {
+  __m256 columns[kIn][kOut];  // [s][i]: F down column s
+  for (int s = 0; s < kIn; ++s) {
+    __m256 x[kIn];
+    for (int r = 0; r < kIn; ++r) x[r] = _mm256_loadu_ps(in + r * in_row + s * in_col);
+    F(x, columns[s]);
+  }
+  for (int i = 0; i < kOut; ++i) {
+    __m256 row[kIn], y[kOut];
+    for (int s = 0; s < kIn; ++s) row[s] = columns[s][i];
+    F(row, y);
+    for (int j = 0; j < kOut; ++j) _mm256_storeu_ps(out + i * out_row + j * out_col, y[j]);
+  }
+}
+
+// fn(t, th, tw) for `tiles` tiles from `first` on, tile_w tiles a row: the t-th of them, at tile
+// row th and column tw.
+template <class Fn>
+PURINE_WINOGRAD_AVX2_INLINE void each_tile(int64_t first, int64_t tiles, int64_t tile_w, Fn fn) {
+  int64_t th = first / tile_w, tw = first % tile_w;
+  for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) fn(t, th, tw);
+}
+
 template <class Rule>
 PURINE_WINOGRAD_AVX2 void tile_inputs(const float* packed, int64_t groups, int64_t hp, int64_t wp,
                                       int64_t tile_w, int64_t first, int64_t tiles, float* v,
                                       int64_t ld, int64_t step) {
   constexpr int kA = Rule::alpha, kM = Rule::m;
-  int64_t th = first / tile_w, tw = first % tile_w;
-  for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
-    for (int64_t group = 0; group < groups; ++group) {
-      const float* d = packed + ((group * hp + kM * th) * wp + kM * tw) * kLanes;
-      __m256 columns[kA][kA];  // [s][i]: B' down column s
-      for (int s = 0; s < kA; ++s) {
-        __m256 x[kA];
-        for (int r = 0; r < kA; ++r) x[r] = _mm256_loadu_ps(d + (r * wp + s) * kLanes);
-        Rule::input(x, columns[s]);
-      }
-      float* out = v + t * ld + group * kLanes;
-      for (int i = 0; i < kA; ++i) {
-        __m256 row[kA], y[kA];
-        for (int s = 0; s < kA; ++s) row[s] = columns[s][i];
-        Rule::input(row, y);
-        for (int j = 0; j < kA; ++j) _mm256_storeu_ps(out + (i * kA + j) * step, y[j]);
-      }
-    }
-  }
+  each_tile(first, tiles, tile_w, [&](int64_t t, int64_t th, int64_t tw) PURINE_WINOGRAD_AVX2 {
+    for (int64_t group = 0; group < groups; ++group)
+      transform_2d<kA, kA, Rule::input>(packed + ((group * hp + kM * th) * wp + kM * tw) * kLanes,
+                                        wp * kLanes, kLanes, v + t * ld + group * kLanes, kA * step,
+                                        step);
+  });
 }
 
 template <class Rule>
@@ -55,25 +69,12 @@ PURINE_WINOGRAD_AVX2 void tile_outputs(const float* m, int64_t ld, int64_t step,
                                        int64_t first, int64_t tile_w, int64_t out_groups,
                                        int64_t oh, int64_t ow, float* packed) {
   constexpr int kA = Rule::alpha, kM = Rule::m;
-  int64_t th = first / tile_w, tw = first % tile_w;
-  for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
-    for (int64_t group = 0; group < out_groups; ++group) {
-      const float* in = m + t * ld + group * kLanes;
-      __m256 columns[kA][kM];  // [j][r]: A' down column j
-      for (int j = 0; j < kA; ++j) {
-        __m256 x[kA];
-        for (int i = 0; i < kA; ++i) x[i] = _mm256_loadu_ps(in + (i * kA + j) * step);
-        Rule::output(x, columns[j]);
-      }
-      float* out = packed + ((group * oh + kM * th) * ow + kM * tw) * kLanes;
-      for (int r = 0; r < kM; ++r) {
-        __m256 row[kA], y[kM];
-        for (int j = 0; j < kA; ++j) row[j] = columns[j][r];
-        Rule::output(row, y);
-        for (int c = 0; c < kM; ++c) _mm256_storeu_ps(out + (r * ow + c) * kLanes, y[c]);
-      }
-    }
-  }
+  each_tile(first, tiles, tile_w, [&](int64_t t, int64_t th, int64_t tw) PURINE_WINOGRAD_AVX2 {
+    for (int64_t group = 0; group < out_groups; ++group)
+      transform_2d<kA, kM, Rule::output>(m + t * ld + group * kLanes, kA * step, step,
+                                         packed + ((group * oh + kM * th) * ow + kM * tw) * kLanes,
+                                         ow * kLanes, kLanes);
+  });
 }
 
 template <class Rule>
@@ -81,25 +82,12 @@ PURINE_WINOGRAD_AVX2 void tile_output_grads(const float* packed, int64_t groups,
                                             int64_t ow, int64_t tile_w, int64_t first,
                                             int64_t tiles, float* z, int64_t ld, int64_t step) {
   constexpr int kA = Rule::alpha, kM = Rule::m;
-  int64_t th = first / tile_w, tw = first % tile_w;
-  for (int64_t t = 0; t < tiles; ++t, tw = tw + 1 == tile_w ? (++th, 0) : tw + 1) {
-    for (int64_t group = 0; group < groups; ++group) {
-      const float* dy = packed + ((group * oh + kM * th) * ow + kM * tw) * kLanes;
-      __m256 columns[kM][kA];  // [c][i]: A down column c
-      for (int c = 0; c < kM; ++c) {
-        __m256 y[kM];
-        for (int r = 0; r < kM; ++r) y[r] = _mm256_loadu_ps(dy + (r * ow + c) * kLanes);
-        Rule::output_grad(y, columns[c]);
-      }
-      float* out = z + t * ld + group * kLanes;
-      for (int i = 0; i < kA; ++i) {
-        __m256 row[kM], y[kA];
-        for (int c = 0; c < kM; ++c) row[c] = columns[c][i];
-        Rule::output_grad(row, y);
-        for (int j = 0; j < kA; ++j) _mm256_storeu_ps(out + (i * kA + j) * step, y[j]);
-      }
-    }
-  }
+  each_tile(first, tiles, tile_w, [&](int64_t t, int64_t th, int64_t tw) PURINE_WINOGRAD_AVX2 {
+    for (int64_t group = 0; group < groups; ++group)
+      transform_2d<kM, kA, Rule::output_grad>(
+          packed + ((group * oh + kM * th) * ow + kM * tw) * kLanes, ow * kLanes, kLanes,
+          z + t * ld + group * kLanes, kA * step, step);
+  });
 }
 
 template <class Rule>
