@@ -144,6 +144,41 @@ int fuse_batch_norm_relu(Graph& graph) {
   return fused;
 }
 
+int fuse_sum_relu(Graph& graph) {
+  const Candidates c = candidates(graph);
+  int fused = 0;
+  for (Op* relu : c.relus) {
+    Blob* summed = relu->inputs()[0];
+    Op* sum = sole_link(summed, "sum", relu);
+    if (!sum || !sum->location().is_cpu() || !same_place(sum, relu)) continue;
+    if (c.ordered.count(sum) || c.ordered.count(relu) || graph.held_outside_ops(summed)) continue;
+    graph.replace_ops({sum, relu}, {summed}, scope_of(sum->name()) + "sum_relu", "sum_relu", {},
+                      sum->inputs(), {relu->outputs()[0]});
+    ++fused;
+  }
+  return fused;
+}
+
+int fuse_relu_grad_sums(Graph& graph) {
+  const Candidates c = candidates(graph);
+  std::vector<Op*> grads;
+  for (const auto& op : graph.ops())
+    if (op->type() == "relu_grad" && op->inputs().size() == 2 && op->location().is_cpu())
+      grads.push_back(op.get());
+  int fused = 0;
+  for (Op* grad : grads) {
+    Blob* dy = grad->inputs()[1];
+    Op* sum = sole_link(dy, "sum", grad);
+    if (!sum || dy == grad->inputs()[0] || !same_place(sum, grad)) continue;
+    if (c.ordered.count(sum) || c.ordered.count(grad) || graph.held_outside_ops(dy)) continue;
+    std::vector<Blob*> inputs{grad->inputs()[0]};
+    inputs.insert(inputs.end(), sum->inputs().begin(), sum->inputs().end());
+    graph.replace_ops({grad, sum}, {dy}, grad->name(), "relu_grad", {}, inputs, grad->outputs());
+    ++fused;
+  }
+  return fused;
+}
+
 int fuse_inner_product_bias(Graph& graph, bool gpus_only) {
   const Candidates c = candidates(graph);
   std::vector<Op*> biases;
@@ -227,7 +262,7 @@ int fuse_sibling_convolutions(Graph& graph) {
 
 int fuse_forward(Graph& graph, bool siblings) {
   return fuse_conv_bias_relu(graph) + fuse_bias_relu(graph) + fuse_batch_norm_relu(graph) +
-         fuse_inner_product_bias(graph, /*gpus_only=*/true) +
+         fuse_sum_relu(graph) + fuse_inner_product_bias(graph, /*gpus_only=*/true) +
          (siblings ? fuse_sibling_convolutions(graph) : 0);
 }
 

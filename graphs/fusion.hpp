@@ -32,6 +32,24 @@
 // forward and backward, one pass over the activation fewer each way, and one blob of the
 // activation's size fewer (convnet_bn's bn1 and bn2).
 //
+// sum + relu -> sum_relu (operators/elementwise.hpp), at CPU locations: the same rule for a "sum"
+// op whose output a "relu" alone reads (a residual block's join, relu(branch + shortcut)). Named
+// "<sum's scope>::sum_relu" (layer1_0::sum::sum becomes layer1_0::sum::sum_relu); the same
+// floats, one pass over the activation instead of two. Its gradient is the relu's, relu_grad(y,
+// dy), which every input's gradient is (GradientSpec::temp_aliases).
+//
+// sum + relu_grad -> relu_grad of several dy (operators/activation.hpp), at CPU locations, a
+// rewrite of the backward pass (fuse_relu_grad_sums, after autodiff): a "relu_grad" whose dy a
+// "sum" alone writes and nothing else reads, the sum autodiff makes of the gradients a fan-out
+// of y gathers (a residual block's output feeds the next block's branch and its shortcut). The
+// relu_grad reads the sum's inputs as its dy parts and keeps its name; the same floats, one pass
+// and one blob of the activation's size fewer. resnet20 has 9 sum_relu ops and 8 such fan-ins
+// (the last block's output feeds the pooling alone). Run it where nothing else holds the
+// sum's blob: a Gradients map asked for the gradient of the relu's output would name it (a
+// training graph asks for the weights' only). The GPU kernels of both ops take the same sums in
+// the same order and the GPU parity tests cover them, but neither fusion is made at GPU
+// locations until a GPU has run those tests.
+//
 // inner_product + bias, or inner_product + bias_relu -> inner_product_bias
 // (operators/inner_product_bias.hpp), at GPU locations only (where cuBLASLt adds the bias and
 // applies the ReLU in the product's epilogue; on a CPU it would be the same two passes): a
@@ -91,15 +109,20 @@ int fuse_conv_bias_relu(Graph& graph);
 int fuse_bias_relu(Graph& graph);
 // Fuses every batch_norm + relu pair that qualifies. Returns how many.
 int fuse_batch_norm_relu(Graph& graph);
+// Fuses every sum + relu pair that qualifies. Returns how many.
+int fuse_sum_relu(Graph& graph);
+// Fuses every sum that only feeds a relu_grad's dy into it (above), on a graph whose backward
+// pass is built. Returns how many.
+int fuse_relu_grad_sums(Graph& graph);
 // Fuses every inner product + bias (or bias_relu) that qualifies (at GPU locations only with
 // `gpus_only`). Returns how many.
 int fuse_inner_product_bias(Graph& graph, bool gpus_only);
 // Fuses every group of sibling conv_bias_relu ops that qualifies (above). Returns how many
 // groups.
 int fuse_sibling_convolutions(Graph& graph);
-// The forward fusions: conv chains first, then bias_relu, batch_norm_relu, inner_product_bias at
-// GPUs, and the sibling convolutions with `siblings` (what training graphs get unless
-// TrainOptions::fuse, or fuse_siblings, is off). Returns how many fused ops it made.
+// The forward fusions: conv chains first, then bias_relu, batch_norm_relu, sum_relu at CPUs,
+// inner_product_bias at GPUs, and the sibling convolutions with `siblings` (what training graphs
+// get unless TrainOptions::fuse, or fuse_siblings, is off). Returns how many fused ops it made.
 int fuse_forward(Graph& graph, bool siblings);
 // Fuses the updates that qualify (at GPU locations only with `gpus_only`). Returns how many
 // updates became part of a fused one.

@@ -1,5 +1,5 @@
 // Element-wise activations and their gradient kernels.
-//   relu:    x -> y = max(x, 0)          gradient: relu_grad(y, dy) -> dx = dy * (y > 0)
+//   relu:    x -> y = max(x, 0)          gradient: relu_grad(y, dy) -> dx = y > 0 ? dy : 0
 //   sigmoid: x -> y = 1 / (1 + e^-x)     gradient: sigmoid_grad(y, dy) -> dx = dy * y * (1 - y)
 //   tanh:    x -> y = tanh(x)            gradient: tanh_grad(y, dy) -> dx = dy * (1 - y^2)
 // Any shape; y has x's shape. No attributes. The gradient kernels read the forward output y, not
@@ -79,11 +79,19 @@ class TanhOp : public TypedOperator<TanhOp, ActivationOp> {
                    OpContext& context) override;
 };
 
+// relu_grad also takes the parts of dy that a fan-out of y gathers, (y, dy_0, ..., dy_k-1) ->
+// dx = relu_grad(y, dy_0 + ... + dy_k-1), added in input order: the floats of the sum op and
+// relu_grad after it, in one pass instead of two (graphs/fusion.hpp).
 class ReluGradOp : public TypedOperator<ReluGradOp, ActivationGradOp> {
  public:
   static constexpr char kType[] = "relu_grad";
-  static constexpr char kSignature[] = "(y, dy) -> dx";
+  static constexpr char kSignature[] = "(y, dy_0, ..., dy_k-1) -> dx";
   using TypedOperator::TypedOperator;
+  int num_inputs() const override { return kVariadic; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& inputs) const override;
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int) const override {
+    return ChannelBlocking::uniform_all(static_cast<int>(inputs.size()), 1);
+  }
 
  protected:
   void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

@@ -19,7 +19,7 @@ class CopyOp : public TypedOperator<CopyOp, SameShapeOp> {
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return 1; }
   bool differentiable() const override { return true; }
-  GradientSpec gradient() const override { return {{}, {{0, 0}}}; }
+  GradientSpec gradient() const override { return {{}, {{0, 0}}, {}}; }
   // No arithmetic: the bytes moved (what a link carries between locations).
   OpCost cost(const std::vector<Shape>& inputs, const std::vector<Shape>& outputs) const override;
   OperatorTraits traits() const override {

@@ -3,6 +3,9 @@
 //   sum:   (x_0, ..., x_{n-1}) -> y = x_0 + x_1 + ... + x_{n-1}, added in input order for every
 //          element (the explicit, deterministic gradient fan-in). No attributes.
 //          Gradient (gradient_for, as it depends on the input count): every dx_i aliases dy.
+//   sum_relu: (x_0, ..., x_{n-1}) -> y = max(x_0 + ... + x_{n-1}, 0): sum then relu in one pass,
+//          the same floats (graphs/fusion.hpp; a residual block's join). No attributes.
+//          Gradient: relu_grad(y, dy), which every dx_i is.
 //   mul:   (a, b) -> y = a * b.  Gradient: mul(dy, b) -> da, mul(dy, a) -> db.
 //   scale: x -> y = alpha * x, attribute `alpha` (float, default 1).  Gradient: scale(dy; alpha).
 #pragma once
@@ -18,6 +21,26 @@ class SumOp : public TypedOperator<SumOp, SameShapeOp> {
  public:
   static constexpr char kType[] = "sum";
   static constexpr char kSignature[] = "(x_0, ..., x_n-1) -> y = x_0 + ... + x_n-1";
+  using TypedOperator::TypedOperator;
+  int num_inputs() const override { return kVariadic; }
+  bool differentiable() const override { return true; }
+  OperatorTraits traits() const override { return {{Aliasing::kInPlace}}; }
+  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int) const override {
+    return ChannelBlocking::uniform_all(static_cast<int>(inputs.size()), 1);
+  }
+  // Throws: the gradient depends on the number of inputs; use gradient_for().
+  GradientSpec gradient() const override;
+  GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;
+
+ protected:
+  void compute_cpu(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   OpContext& context) override;
+};
+
+class SumReluOp : public TypedOperator<SumReluOp, SameShapeOp> {
+ public:
+  static constexpr char kType[] = "sum_relu";
+  static constexpr char kSignature[] = "(x_0, ..., x_n-1) -> y = max(x_0 + ... + x_n-1, 0)";
   using TypedOperator::TypedOperator;
   int num_inputs() const override { return kVariadic; }
   bool differentiable() const override { return true; }

@@ -120,6 +120,7 @@ std::map<int, Tensor> run_gradient(const Operator& op, const OpRunner& runner,
       (r.kind == GradRef::kInputGrad ? input_grads : temps)[r.index] = results[k];
     }
   }
+  for (auto [i, k] : spec.temp_aliases) input_grads[i] = temps.at(k);
   return input_grads;
 }
 

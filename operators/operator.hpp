@@ -152,10 +152,13 @@ struct GradOp {
 };
 
 // How to compute the input gradients of one operator. `aliases` say "dL/dx_i is dL/dy_j"
-// without any op (bias: dx = dy). Inputs with no gradient (labels, indices) appear nowhere.
+// without any op (bias: dx = dy), `temp_aliases` "dL/dx_i is temporary k" (sum_relu: every
+// input's gradient is the one relu_grad's output). Inputs with no gradient (labels, indices)
+// appear nowhere.
 struct GradientSpec {
   std::vector<GradOp> ops;
-  std::vector<std::pair<int, int>> aliases;  // (input index, output-grad index)
+  std::vector<std::pair<int, int>> aliases;       // (input index, output-grad index)
+  std::vector<std::pair<int, int>> temp_aliases;  // (input index, temp index)
 };
 
 // Starts `work` and waits for it on this thread (for callers outside the dispatcher).

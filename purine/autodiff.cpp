@@ -122,6 +122,8 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
   // needed op reads. Walk the spec backwards.
   std::vector<bool> op_needed(spec.ops.size(), false);
   std::set<int> temps_needed;
+  for (auto [i, k] : spec.temp_aliases)
+    if (wanted.at(i)) temps_needed.insert(k);
   for (size_t k = spec.ops.size(); k-- > 0;) {
     for (const GradRef& r : spec.ops[k].outputs) {
       if ((r.kind == GradRef::kInputGrad && wanted.at(r.index)) ||
@@ -196,6 +198,8 @@ void differentiate(Graph& graph, Builder& builder, const Op& op,
       (r.kind == GradRef::kInputGrad ? input_grads : temps)[r.index] = outs[m];
     }
   }
+  for (auto [i, k] : spec.temp_aliases)
+    if (wanted.at(i)) input_grads[i] = temps.at(k);
   for (size_t i = 0; i < n_in; ++i) {
     if (!wanted[i]) continue;
     auto it = input_grads.find(static_cast<int>(i));

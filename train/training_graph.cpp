@@ -393,6 +393,9 @@ TrainingGraphParts compose_training_graph(Graph& train, const TrainOptions& o, b
       },
       dp_options);
   if (cut) out.stages = pipeline_stages_of(o, *cut);
+  // The backward passes are built: their gradient fan-ins into ReLUs' gradients, before the
+  // schedules order those ops (graphs/fusion.hpp).
+  if (o.fuse) fuse_relu_grad_sums(train);
   // The micro-batches of a pipeline, and of a replica at one location (gradient
   // accumulation: a one-stage pipeline, so that 1F1B runs them one after another and the
   // memory plan gives them one micro-batch's memory), follow the schedule.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <set>
+#include <string>
 
 #include "graphs/data_parallel.hpp"
 #include "graphs/fusion.hpp"
@@ -185,6 +187,106 @@ TEST_CASE("batch_norm and relu become one batch_norm_relu op, the same floats",
   BnNet peeked(true, "train", /*peek=*/true);
   CHECK(count_type(peeked.g, "batch_norm_relu") == 0);
   CHECK(count_type(peeked.g, "batch_norm") == 1);
+}
+
+namespace {
+
+// images -> conv_relu (3x3, 4) -> r0; block1: relu(conv (3x3, 4) of r0 + r0) -> r1; block2:
+// relu(conv of r1 + r1) -> r2 -> fc -> softmax loss. r1 feeds block2's convolution and its sum,
+// so autodiff sums two gradients into r1's before block1's relu gradient.
+struct ResidualNet {
+  Graph g;
+  Blob* loss = nullptr;
+  Gradients grads;
+  std::vector<Blob*> wrt;
+
+  explicit ResidualNet(bool fuse) {
+    Blob* images = g.add_blob("images", {3, 2, 5, 5});
+    Blob* labels = g.add_blob("labels", {3});
+    Blob* x = (B{images} >> g.add<ConvLayer>("stem", ConvLayer::Options{4, 3, 1, 1}) >>
+               g.add<ActivationLayer>("stem_relu", "relu"))
+                  .top(0);
+    for (const char* block : {"block1", "block2"}) {
+      Graph::Scope scope(g, block);
+      Blob* branch = (B{x} >> g.add<ConvLayer>("conv", ConvLayer::Options{4, 3, 1, 1})).top(0);
+      x = (B{branch, x} >> g.add<SumLayer>("sum") >> g.add<ActivationLayer>("relu", "relu")).top(0);
+    }
+    auto& xent = g.add<SoftmaxLossLayer>("loss");
+    B{(B{x} >> g.add<InnerProductLayer>("fc", InnerProductLayer::Options{3})).top(0), labels} >>
+        xent;
+    loss = xent.top(0);
+    if (fuse) fuse_forward(g, /*siblings=*/true);
+    wrt = {images};
+    for (const Parameter& p : g.parameters()) wrt.push_back(p.blob);
+    grads = backward(g, loss, wrt);
+    if (fuse) REQUIRE(fuse_relu_grad_sums(g) == 1);
+    initialize_parameters(g, 21);
+    Rng rng(22);
+    std::vector<float> pixels(images->shape().count());
+    for (float& v : pixels) v = static_cast<float>(rng.uniform(-1, 1));
+    images->tensor().set_values(pixels);
+    labels->tensor().set_values({2, 0, 1});
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "a residual join's sum and relu become one sum_relu op, and the gradients gathered "
+    "into its output one relu_grad, the same floats",
+    "[fusion][determinism]") {
+  ResidualNet fused(true), plain(false);
+  CHECK(count_type(fused.g, "sum_relu") == 2);
+  CHECK(count_type(fused.g, "relu") == 0);
+  // Two joins, and the gradients gathered into r0 and r1; r0's go into conv_bias_relu's
+  // gradient, not a relu_grad.
+  CHECK(count_type(plain.g, "sum") == 4);
+  CHECK(count_type(fused.g, "sum") == 1);
+  const Op* join = fused.g.op("block1::sum::sum_relu");
+  REQUIRE(join->inputs().size() == 2);
+  CHECK(join->inputs()[1]->name() == "stem_relu::top");
+  CHECK(join->outputs()[0]->name() == "block1::relu::top");
+  CHECK(fused.g.find_blob("block1::sum::top") == nullptr);
+  // block1's relu gradient reads r1 and the two gradients that r1's readers give it: block2's
+  // data gradient, and block2's relu gradient, which its sum passes on.
+  const Op* grad = fused.g.op("block1::sum::sum_relu::grad::op0");
+  CHECK(grad->type() == "relu_grad");
+  REQUIRE(grad->inputs().size() == 3);
+  CHECK(grad->inputs()[0]->name() == "block1::relu::top");
+  CHECK((grad->inputs()[1]->name() == "block2::sum::sum_relu::grad::relu_grad" ||
+         grad->inputs()[2]->name() == "block2::sum::sum_relu::grad::relu_grad"));
+  CHECK(fused.g.find_blob("block1::relu::top::grad") == nullptr);  // the sum's output, gone
+  CHECK(fused.g.op("block2::sum::sum_relu::grad::op0")->inputs().size() == 2);  // fc's alone
+  // Every input of a sum_relu gets its relu_grad's output as its gradient: the branch's
+  // gradient ops read it, and so does the sum of the shortcut's (r0's) gradients.
+  std::set<std::string> readers;
+  for (const Op* reader : grad->outputs()[0]->readers()) readers.insert(reader->name());
+  CHECK(readers ==
+        std::set<std::string>{"block1::conv::add_bias::grad::op0", "block1::conv::conv::grad::op0",
+                              "block1::conv::conv::grad::op1", "stem_relu::top::grad_sum"});
+  check_same_floats(fused, plain);
+  for (Blob* w : plain.wrt) {  // gradients that are all zero would prove nothing
+    INFO(w->name());
+    const std::vector<float> values = plain.grads.of(w)->tensor().values();
+    CHECK(std::any_of(values.begin(), values.end(), [](float v) { return v != 0; }));
+  }
+}
+
+TEST_CASE("sum and relu stay apart at a GPU or where the sum has another reader", "[fusion]") {
+  Graph g;
+  Blob* a = g.add_blob("a", {2, 3});
+  Blob* b = g.add_blob("b", {2, 3});
+  Blob* peeked = g.apply("peeked", "sum", {}, {a, b})[0];
+  g.apply("peeked_relu", "relu", {}, {peeked});
+  g.apply("peek", "scale", {}, {peeked});
+  {
+    Graph::Placement gpu(g, Location::gpu(0));
+    Blob* c = g.add_blob("c", {2, 3});
+    g.apply("gpu_relu", "relu", {}, {g.apply("gpu_sum", "sum", {}, {c, c})[0]});
+  }
+  CHECK(fuse_sum_relu(g) == 0);
+  CHECK(count_type(g, "sum") == 2);
+  CHECK(count_type(g, "relu") == 2);
 }
 
 TEST_CASE("a chain whose pre-activation has another reader is not fused", "[fusion]") {

@@ -91,3 +91,54 @@ TEST_CASE("activation gradient kernels reject mismatched shapes", "[activation]"
                       Catch::Contains("input 1 (dy) has shape [3,2]") && Catch::Contains("[2,3]"));
   REQUIRE_THROWS_WITH(run_forward("relu", {}, {y, dy}), Catch::Contains("expected 1 input"));
 }
+
+TEST_CASE("relu_grad of several dy is relu_grad of their sum in input order, bit for bit",
+          "[activation]") {
+  Rng rng(5);
+  // Small and large (threaded) tensors; y zero or negative in about half the elements.
+  for (const Shape& shape : {Shape{7}, Shape{300, 401}}) {
+    INFO(shape);
+    const Tensor y = run_forward("relu", {}, {random_tensor(shape, rng)})[0];
+    std::vector<Tensor> dy;
+    for (int k = 0; k < 4; ++k) dy.push_back(random_tensor(shape, rng, -3, 3));
+    for (size_t parts = 1; parts <= dy.size(); ++parts) {
+      INFO(parts << " parts");
+      std::vector<Tensor> inputs{y};
+      inputs.insert(inputs.end(), dy.begin(), dy.begin() + static_cast<long>(parts));
+      const Tensor summed = run_forward("sum", {}, {dy.begin(), dy.begin() + parts})[0];
+      const Tensor expected = run_forward("relu_grad", {}, {y, summed})[0];
+      const Tensor dx = run_forward("relu_grad", {}, inputs)[0];
+      int masked = 0;
+      for (int64_t i = 0; i < dx.count(); ++i) {
+        REQUIRE(dx.data()[i] == expected.data()[i]);
+        masked += y.data()[i] == 0.0f;
+      }
+      CHECK(masked > 0);
+      CHECK(masked < dx.count());
+      // In place, dx in the first part's memory.
+      std::vector<Tensor> parts_copy;
+      for (size_t k = 0; k < parts; ++k) {
+        parts_copy.emplace_back(shape);
+        parts_copy.back().copy_from(dy[k]);
+      }
+      std::vector<const Tensor*> in{&y};
+      for (const Tensor& t : parts_copy) in.push_back(&t);
+      OpContext context;
+      OperatorRegistry::create("relu_grad")->compute(in, {&parts_copy[0]}, context);
+      for (int64_t i = 0; i < dx.count(); ++i) REQUIRE(parts_copy[0].data()[i] == dx.data()[i]);
+    }
+  }
+  // (1e8 + 1) - 1e8 is 0 in float, 1 in the other order: the parts are added left to right.
+  const Tensor one = tensor_of({1}, {1.0f});
+  CHECK(run_forward("relu_grad", {}, {one, tensor_of({1}, {1e8f}), one, tensor_of({1}, {-1e8f})})[0]
+            .data()[0] == 0.0f);
+}
+
+TEST_CASE("relu_grad names the dy part whose shape is wrong, and wants one", "[activation]") {
+  Tensor y({2, 3});
+  REQUIRE_THROWS_WITH(run_forward("relu_grad", {}, {y, Tensor({2, 3}), Tensor({3, 2})}),
+                      Catch::Contains("input 2 (dy_1) has shape [3,2], expected input 0's (y) "
+                                      "shape [2,3]"));
+  REQUIRE_THROWS_WITH(run_forward("relu_grad", {}, {y}),
+                      Catch::Contains("expected y and at least one dy, got 1 input"));
+}

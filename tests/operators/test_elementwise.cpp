@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "operators/registry.hpp"
 #include "tests/operators/gradient_test.hpp"
@@ -85,4 +86,56 @@ TEST_CASE("elementwise ops reject mismatched shapes", "[elementwise]") {
   REQUIRE_THROWS_WITH(run_forward("mul", {}, {Tensor({2}), Tensor({3})}),
                       Catch::Contains("input 1 has shape [3]"));
   REQUIRE_THROWS_WITH(run_forward("sum", {}, {}), Catch::Contains("expected at least one input"));
+}
+
+TEST_CASE("sum_relu is relu of sum in input order, bit for bit, also in place", "[elementwise]") {
+  Rng rng(8);
+  for (const Shape& shape : {Shape{9}, Shape{200, 501}}) {
+    INFO(shape);
+    std::vector<Tensor> xs;
+    for (int k = 0; k < 3; ++k) xs.push_back(random_tensor(shape, rng));
+    for (size_t terms = 1; terms <= xs.size(); ++terms) {
+      INFO(terms << " terms");
+      const std::vector<Tensor> in(xs.begin(), xs.begin() + static_cast<long>(terms));
+      const Tensor expected = run_forward("relu", {}, {run_forward("sum", {}, in)[0]})[0];
+      const Tensor y = run_forward("sum_relu", {}, in)[0];
+      int zeros = 0;
+      for (int64_t i = 0; i < y.count(); ++i) {
+        REQUIRE(y.data()[i] == expected.data()[i]);
+        zeros += y.data()[i] == 0.0f;
+      }
+      CHECK(zeros > 0);
+      CHECK(zeros < y.count());
+      // The output in the last input's memory.
+      Tensor last(shape);
+      last.copy_from(in.back());
+      std::vector<const Tensor*> pointers;
+      for (size_t k = 0; k + 1 < terms; ++k) pointers.push_back(&in[k]);
+      pointers.push_back(&last);
+      OpContext context;
+      OperatorRegistry::create("sum_relu")->compute(pointers, {&last}, context);
+      for (int64_t i = 0; i < y.count(); ++i) REQUIRE(last.data()[i] == y.data()[i]);
+    }
+  }
+  const Tensor a = tensor_of({1}, {1e8f}), b = tensor_of({1}, {1.0f}), c = tensor_of({1}, {-1e8f});
+  CHECK(run_forward("sum_relu", {}, {a, b, c})[0].data()[0] == 0.0f);
+  CHECK(run_forward("sum_relu", {}, {a, c, b})[0].data()[0] == 1.0f);
+}
+
+TEST_CASE("sum_relu's gradient is one relu_grad, which every input's gradient is",
+          "[elementwise]") {
+  auto op = OperatorRegistry::create("sum_relu");
+  const GradientSpec spec = op->gradient_for({Shape{2}, Shape{2}, Shape{2}});
+  REQUIRE(spec.ops.size() == 1);
+  CHECK(spec.ops[0].type == "relu_grad");
+  CHECK(spec.aliases.empty());
+  REQUIRE(spec.temp_aliases.size() == 3);
+  CHECK(spec.temp_aliases[2] == std::make_pair(2, 0));
+  REQUIRE_THROWS_WITH(op->gradient(), Catch::Contains("call gradient_for()"));
+  // Values kept away from the kink: no sum within 0.3 of 0.
+  Rng rng(9);
+  Tensor a = random_tensor({3, 4}, rng), b = random_tensor({3, 4}, rng);
+  for (int64_t i = 0; i < a.count(); ++i)
+    if (std::abs(a.data()[i] + b.data()[i]) < 0.3f) a.mutable_data()[i] += 0.6f;
+  check_gradient("sum_relu", {}, {a, b});
 }

@@ -1,7 +1,8 @@
 // TrainOptions::fuse (graphs/fusion.hpp): the training graph's conv + bias + relu chains become
-// conv_bias_relu ops (batch norm + relu batch_norm_relu ops), and training follows the unfused
-// graph's losses and weights bit for bit, alone, data parallel and with micro-batches; the
-// parameters keep their names (checkpoints). With fuse_siblings, the convolutions that read one
+// conv_bias_relu ops (batch norm + relu batch_norm_relu ops, a residual sum + relu sum_relu
+// ops, whose gradients take in the sums of the gradients gathered into them), and training follows
+// the unfused graph's losses and weights bit for bit, alone, data parallel and with micro-batches;
+// the parameters keep their names (checkpoints). With fuse_siblings, the convolutions that read one
 // input become one op, and training follows the unfused graph within rounding.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -36,6 +37,7 @@ struct Outcome {
   std::vector<std::string> parameter_names;
   std::vector<std::vector<float>> weights;
   int fused_ops = 0;
+  int fan_ins = 0;  // relu_grad ops that add the parts of their dy
   int update_ops = 0;
 };
 
@@ -46,7 +48,9 @@ Outcome train(TrainOptions o, bool fuse) {
   trainer.train([&](const TrainProgress& p) { out.losses.push_back(p.loss); });
   for (const auto& op : trainer.training_graph().ops()) {
     out.fused_ops += op->type() == "conv_bias_relu" || op->type() == "bias_relu" ||
-                     op->type() == "batch_norm_relu" || op->type() == "inner_product_bias";
+                     op->type() == "batch_norm_relu" || op->type() == "inner_product_bias" ||
+                     op->type() == "sum_relu";
+    out.fan_ins += op->type() == "relu_grad" && op->inputs().size() > 2;
     out.update_ops += op->type() == "sgd_update" || op->type() == "adam_update";
   }
   for (const Parameter& p : trainer.training_graph().parameters()) {
@@ -56,10 +60,13 @@ Outcome train(TrainOptions o, bool fuse) {
   return out;
 }
 
-void check_fused_like_unfused(const TrainOptions& o, int expected_fusions) {
+void check_fused_like_unfused(const TrainOptions& o, int expected_fusions,
+                              int expected_fan_ins = 0) {
   const Outcome fused = train(o, true), plain = train(o, false);
   CHECK(fused.fused_ops == expected_fusions);
+  CHECK(fused.fan_ins == expected_fan_ins);
   CHECK(plain.fused_ops == 0);
+  CHECK(plain.fan_ins == 0);
   REQUIRE(fused.losses.size() == static_cast<size_t>(o.max_iters));
   CHECK(fused.losses == plain.losses);
   CHECK(fused.parameter_names == plain.parameter_names);
@@ -84,9 +91,18 @@ TEST_CASE("fused training follows unfused training bit for bit", "[trainer][fusi
   SECTION("convnet_bn: bn1 and bn2 with their relus, and fc1's bias and relu3") {
     check_fused_like_unfused(small_run("convnet_bn", 2), 3);
   }
-  SECTION("resnet20: the stem's and every block's first batch norm with their relus") {
-    // A block's second batch norm feeds the residual sum, whose relu stays an op of its own.
-    check_fused_like_unfused(small_run("resnet20", 2), 1 + 9);
+  SECTION(
+      "resnet20: the stem's and every block's first batch norm with their relus, and every "
+      "block's residual sum with its relu") {
+    // A block's second batch norm feeds the residual sum, which its relu is fused with; every
+    // block's output but the last's feeds the next block's branch and shortcut, whose gradients
+    // the relu's gradient adds.
+    check_fused_like_unfused(small_run("resnet20", 2), 1 + 9 + 9, 8);
+  }
+  SECTION("resnet20 with 2 micro-batches, the fan-ins fused before the schedule orders them") {
+    TrainOptions o = small_run("resnet20", 2);
+    o.micro_batches = 2;
+    check_fused_like_unfused(o, 2 * (1 + 9 + 9), 2 * 8);
   }
   SECTION("convnet data parallel over 2 locations, every replica fused") {
     TrainOptions o = small_run("convnet", 3);

@@ -38,6 +38,7 @@ TEST_CASE("GPU gradients of the element-wise operators pass the numeric check", 
       "sum", {},
       {random_tensor({2, 3}, rng), random_tensor({2, 3}, rng), random_tensor({2, 3}, rng)},
       on_gpu0());
+  check_gradient("sum_relu", {}, {away, random_tensor({3, 4, 5}, rng, -0.05f, 0.05f)}, on_gpu0());
   check_gradient("mul", {}, {random_tensor({3, 4}, rng), random_tensor({3, 4}, rng)}, on_gpu0());
   check_gradient("scale", Attrs().set("alpha", 0.75), {random_tensor({5}, rng)}, on_gpu0());
   GradientCheckOptions first_output = on_gpu0();

@@ -110,6 +110,17 @@ TEST_CASE("element-wise GPU kernels match the CPU", "[cuda][gpu]") {
                      {random_tensor(shape, gen), random_tensor(shape, gen),
                       random_tensor(shape, gen)}) == 0);
   CHECK(parity_error("scale", Attrs().set("alpha", 0.37), {random_tensor(shape, gen)}) == 0);
+  // The fused sums: sum_relu of 1-3 inputs, relu_grad of 2-4 dy parts (one pass for 2).
+  std::vector<Tensor> terms;
+  for (int k = 0; k < 4; ++k) terms.push_back(random_tensor(shape, gen));
+  for (size_t n = 1; n <= 3; ++n) {
+    INFO(n << " terms");
+    const std::vector<Tensor> in(terms.begin(), terms.begin() + static_cast<long>(n));
+    CHECK(parity_error("sum_relu", {}, in) == 0);
+    std::vector<Tensor> grad_in{random_tensor(shape, gen)};
+    grad_in.insert(grad_in.end(), terms.begin(), terms.begin() + static_cast<long>(n) + 1);
+    CHECK(parity_error("relu_grad", {}, grad_in) == 0);
+  }
 }
 
 TEST_CASE("the GPU SGD update matches the CPU", "[cuda][gpu]") {
