@@ -85,6 +85,28 @@ const UpdateForm* update_form(const std::string& type) {
   return type == "sgd_update" ? &sgd : type == "adam_update" ? &adam : nullptr;
 }
 
+// Fuses every op of `type` that `qualifies` and whose first output a "relu" alone reads, at one
+// place with it, neither in an order, the blob between them held by nothing else: one op of type
+// `fused` of its inputs and attributes, writing the relu's output where it wrote that blob (and
+// its other outputs), named "<its scope>::<fused>". Returns how many.
+template <typename Qualifies>
+int fuse_with_relu(Graph& graph, const char* type, const char* fused, Qualifies qualifies) {
+  const Candidates c = candidates(graph);
+  int count = 0;
+  for (Op* relu : c.relus) {
+    Blob* between = relu->inputs()[0];
+    Op* op = sole_link(between, type, relu);
+    if (!op || op->outputs()[0] != between || !qualifies(op) || !same_place(op, relu)) continue;
+    if (c.ordered.count(op) || c.ordered.count(relu) || graph.held_outside_ops(between)) continue;
+    std::vector<Blob*> outputs = op->outputs();
+    outputs[0] = relu->outputs()[0];
+    graph.replace_ops({op, relu}, {between}, scope_of(op->name()) + fused, fused,
+                      op->kernel().attrs(), op->inputs(), outputs);
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 int fuse_conv_bias_relu(Graph& graph) {
@@ -110,53 +132,19 @@ int fuse_conv_bias_relu(Graph& graph) {
 }
 
 int fuse_bias_relu(Graph& graph) {
-  const Candidates c = candidates(graph);
-  int fused = 0;
-  for (Op* relu : c.relus) {
-    Blob* biased = relu->inputs()[0];
-    Op* bias = sole_link(biased, "bias", relu);
-    if (!bias || bias->inputs().size() != 2 || !same_place(bias, relu)) continue;
-    if (c.ordered.count(bias) || c.ordered.count(relu) || graph.held_outside_ops(biased)) continue;
-    graph.replace_ops({bias, relu}, {biased}, scope_of(bias->name()) + "bias_relu", "bias_relu", {},
-                      bias->inputs(), {relu->outputs()[0]});
-    ++fused;
-  }
-  return fused;
+  return fuse_with_relu(graph, "bias", "bias_relu",
+                        [](const Op* bias) { return bias->inputs().size() == 2; });
 }
 
 int fuse_batch_norm_relu(Graph& graph) {
-  const Candidates c = candidates(graph);
-  int fused = 0;
-  for (Op* relu : c.relus) {
-    Blob* normalized = relu->inputs()[0];
-    Op* bn = sole_link(normalized, "batch_norm", relu);
-    if (!bn || bn->inputs().size() != 5 || bn->outputs().size() != 5 ||
-        bn->outputs()[0] != normalized || !same_place(bn, relu))
-      continue;
-    if (c.ordered.count(bn) || c.ordered.count(relu) || graph.held_outside_ops(normalized))
-      continue;
-    std::vector<Blob*> outputs = bn->outputs();
-    outputs[0] = relu->outputs()[0];
-    graph.replace_ops({bn, relu}, {normalized}, scope_of(bn->name()) + "batch_norm_relu",
-                      "batch_norm_relu", bn->kernel().attrs(), bn->inputs(), outputs);
-    ++fused;
-  }
-  return fused;
+  return fuse_with_relu(graph, "batch_norm", "batch_norm_relu", [](const Op* bn) {
+    return bn->inputs().size() == 5 && bn->outputs().size() == 5;
+  });
 }
 
 int fuse_sum_relu(Graph& graph) {
-  const Candidates c = candidates(graph);
-  int fused = 0;
-  for (Op* relu : c.relus) {
-    Blob* summed = relu->inputs()[0];
-    Op* sum = sole_link(summed, "sum", relu);
-    if (!sum || !sum->location().is_cpu() || !same_place(sum, relu)) continue;
-    if (c.ordered.count(sum) || c.ordered.count(relu) || graph.held_outside_ops(summed)) continue;
-    graph.replace_ops({sum, relu}, {summed}, scope_of(sum->name()) + "sum_relu", "sum_relu", {},
-                      sum->inputs(), {relu->outputs()[0]});
-    ++fused;
-  }
-  return fused;
+  return fuse_with_relu(graph, "sum", "sum_relu",
+                        [](const Op* sum) { return sum->location().is_cpu(); });
 }
 
 int fuse_relu_grad_sums(Graph& graph) {

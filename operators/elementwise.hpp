@@ -17,11 +17,11 @@
 
 namespace purine {
 
-class SumOp : public TypedOperator<SumOp, SameShapeOp> {
+// What sum and sum_relu share: any number of inputs of one shape, taken element by element (in
+// place, in any channel blocks), and a gradient that depends on how many there are.
+class VariadicSumOp : public SameShapeOp {
  public:
-  static constexpr char kType[] = "sum";
-  static constexpr char kSignature[] = "(x_0, ..., x_n-1) -> y = x_0 + ... + x_n-1";
-  using TypedOperator::TypedOperator;
+  using SameShapeOp::SameShapeOp;
   int num_inputs() const override { return kVariadic; }
   bool differentiable() const override { return true; }
   OperatorTraits traits() const override { return {{Aliasing::kInPlace}}; }
@@ -30,6 +30,13 @@ class SumOp : public TypedOperator<SumOp, SameShapeOp> {
   }
   // Throws: the gradient depends on the number of inputs; use gradient_for().
   GradientSpec gradient() const override;
+};
+
+class SumOp : public TypedOperator<SumOp, VariadicSumOp> {
+ public:
+  static constexpr char kType[] = "sum";
+  static constexpr char kSignature[] = "(x_0, ..., x_n-1) -> y = x_0 + ... + x_n-1";
+  using TypedOperator::TypedOperator;
   GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;
 
  protected:
@@ -37,19 +44,11 @@ class SumOp : public TypedOperator<SumOp, SameShapeOp> {
                    OpContext& context) override;
 };
 
-class SumReluOp : public TypedOperator<SumReluOp, SameShapeOp> {
+class SumReluOp : public TypedOperator<SumReluOp, VariadicSumOp> {
  public:
   static constexpr char kType[] = "sum_relu";
   static constexpr char kSignature[] = "(x_0, ..., x_n-1) -> y = max(x_0 + ... + x_n-1, 0)";
   using TypedOperator::TypedOperator;
-  int num_inputs() const override { return kVariadic; }
-  bool differentiable() const override { return true; }
-  OperatorTraits traits() const override { return {{Aliasing::kInPlace}}; }
-  ChannelBlocking channel_blocking(const std::vector<Shape>& inputs, int) const override {
-    return ChannelBlocking::uniform_all(static_cast<int>(inputs.size()), 1);
-  }
-  // Throws: the gradient depends on the number of inputs; use gradient_for().
-  GradientSpec gradient() const override;
   GradientSpec gradient_for(const std::vector<Shape>& input_shapes) const override;
 
  protected:

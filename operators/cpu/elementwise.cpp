@@ -9,7 +9,7 @@
 
 namespace purine {
 
-GradientSpec SumOp::gradient() const {
+GradientSpec VariadicSumOp::gradient() const {
   throw Error(str(type(), ": the gradient depends on the number of inputs; call gradient_for()"));
 }
 
@@ -26,10 +26,6 @@ void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
   for (const Tensor* t : inputs) x.push_back(t->data());
   cpu::sum_terms(x, outputs[0]->count(), outputs[0]->mutable_data(),
                  [](int64_t, float sum) { return sum; });
-}
-
-GradientSpec SumReluOp::gradient() const {
-  throw Error(str(type(), ": the gradient depends on the number of inputs; call gradient_for()"));
 }
 
 GradientSpec SumReluOp::gradient_for(const std::vector<Shape>& input_shapes) const {

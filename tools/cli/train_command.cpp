@@ -175,9 +175,10 @@ DEFINE_bool(run_ahead, false,
             "under --trace)");
 DEFINE_bool(fuse, true,
             "run each convolution followed by its bias and a ReLU as one op (oneDNN post-ops on "
-            "the CPU, cuDNN's fused forward on a GPU), any other bias followed by a ReLU as "
-            "one bias_relu op, and at a GPU the weights' updates as one op (the same results); "
-            "--nofuse keeps every op");
+            "the CPU, cuDNN's fused forward on a GPU), a batch norm or any other bias followed "
+            "by a ReLU as one op, at a CPU a residual sum followed by a ReLU as one sum_relu op "
+            "(and the gradients gathered into its output as part of its relu_grad), and at a "
+            "GPU the weights' updates as one op (the same results); --nofuse keeps every op");
 DEFINE_bool(fuse_siblings, true,
             "with --fuse, at a CPU: run convolutions that read the same input with the same "
             "geometry (GoogLeNet's 1x1 and reduce branches) as one op over all their output "
