@@ -87,10 +87,8 @@ std::vector<Shape> ReluGradOp::output_shapes(const std::vector<Shape>& inputs) c
 void ReluGradOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                              const std::vector<Tensor*>& outputs, OpContext&) {
   if (inputs.size() == 2) return map_grad(inputs, outputs, formula::ReluGrad());
-  std::vector<const float*> dy;
-  for (size_t i = 1; i < inputs.size(); ++i) dy.push_back(inputs[i]->data());
-  const float* y = inputs[0]->data();
-  cpu::sum_terms(dy, outputs[0]->count(), outputs[0]->mutable_data(),
+  const float* y = inputs[0]->data();  // the terms: dy's parts, inputs 1, 2, ...
+  cpu::sum_terms(inputs, 1, *outputs[0],
                  [y](int64_t j, float sum) { return relu_grad_of_bits(y[j], sum); });
 }
 

@@ -22,10 +22,7 @@ GradientSpec SumOp::gradient_for(const std::vector<Shape>& input_shapes) const {
 
 void SumOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                         const std::vector<Tensor*>& outputs, OpContext&) {
-  std::vector<const float*> x;
-  for (const Tensor* t : inputs) x.push_back(t->data());
-  cpu::sum_terms(x, outputs[0]->count(), outputs[0]->mutable_data(),
-                 [](int64_t, float sum) { return sum; });
+  cpu::sum_terms(inputs, 0, *outputs[0], [](int64_t, float sum) { return sum; });
 }
 
 GradientSpec SumReluOp::gradient_for(const std::vector<Shape>& input_shapes) const {
@@ -38,10 +35,7 @@ GradientSpec SumReluOp::gradient_for(const std::vector<Shape>& input_shapes) con
 
 void SumReluOp::compute_cpu(const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs, OpContext&) {
-  std::vector<const float*> x;
-  for (const Tensor* t : inputs) x.push_back(t->data());
-  cpu::sum_terms(x, outputs[0]->count(), outputs[0]->mutable_data(),
-                 [](int64_t, float sum) { return formula::Relu()(sum); });
+  cpu::sum_terms(inputs, 0, *outputs[0], [](int64_t, float sum) { return formula::Relu()(sum); });
 }
 
 GradientSpec MulOp::gradient() const {

@@ -3,14 +3,15 @@
 // relu_grad with several dy the ReLU's gradient of their sum: each the same floats as the sum op
 // followed by the op it absorbs.
 //
-// `out` may be any input: two terms take one pass in which each out[j] is written after both
-// x[.][j] are read; more go through blocks summed in a local buffer.
+// The output may share any input's memory: two terms take one pass in which each out[j] is written
+// after both x[.][j] are read; more go through blocks summed in a local buffer.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "base/tensor.hpp"
 #include "operators/cpu/threading.hpp"
 
 namespace purine::cpu {
@@ -18,9 +19,15 @@ namespace purine::cpu {
 // Elements per block of the sums of three terms or more.
 constexpr int64_t kSumTermsBlock = 1024;
 
+// The terms are inputs[first], inputs[first + 1], ..., of output's count of elements.
 template <typename Finish>
-void sum_terms(const std::vector<const float*>& x, int64_t n, float* out, Finish finish) {
+void sum_terms(const std::vector<const Tensor*>& inputs, size_t first, Tensor& output,
+               Finish finish) {
+  std::vector<const float*> x;
+  for (size_t k = first; k < inputs.size(); ++k) x.push_back(inputs[k]->data());
   const int64_t terms = static_cast<int64_t>(x.size());
+  const int64_t n = output.count();
+  float* out = output.mutable_data();
   const bool parallel = n * terms > kParallelMinArithmetic;
   if (terms == 1) {
     const float* x0 = x[0];

@@ -874,7 +874,8 @@ TEST_CASE(
     INFO(g.n << "x" << g.c << "x" << g.h << "x" << g.w << " -> " << g.o << ", kernel " << g.kh
              << ", pad " << g.pad_h << "x" << g.pad_w);
     // F(2x2, 3x3) alone keeps to the direct convolution's margin.
-    const bool tiles_2x2 = c.kernel == kWinograd2x2 && c.weight_kernel == kWinograd2x2;
+    const bool tiles_2x2 =
+        std::string(c.kernel) == kWinograd2x2 && std::string(c.weight_kernel) == kWinograd2x2;
     const std::vector<std::string> names =
         check_against_naive(g, 61, "winograd", tiles_2x2 ? 1e-4 : kWinograd6x6Tolerance);
     if (!winograd_runs()) continue;
