@@ -3,6 +3,7 @@
 #include "operators/activation.hpp"
 #include "operators/cuda/cuda_stream.hpp"
 #include "operators/cuda/elementwise_kernels.cuh"
+#include "operators/cuda/sum_terms.cuh"
 #include "operators/formulas.hpp"
 #include "operators/gpu_kernel.hpp"
 
@@ -24,29 +25,21 @@ void backward(const Operator& op, const std::vector<const Tensor*>& inputs,
   launch_map2(type.c_str(), stream_of(context).stream(), *inputs[0], *inputs[1], *outputs[0], F());
 }
 
-struct Add {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-struct ReluGradOfSum {
-  __device__ float operator()(float y, float a, float b) const {
-    return formula::ReluGrad()(y, a + b);
-  }
+// relu_grad's last step over the sum of its dy parts: the ReLU's gradient at y.
+struct ReluGradAt {
+  const float* y;
+  __device__ float operator()(int64_t i, float dy) const { return formula::ReluGrad()(y[i], dy); }
 };
 
 // (y, dy_0, ..., dy_k-1): the parts of dy added in input order, as the CPU and the sum op add
-// them; two parts in one pass.
+// them, in the same pass.
 void relu_grad(const Operator& op, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs, OpContext& context) {
   const cudaStream_t stream = stream_of(context).stream();
-  const Tensor &y = *inputs[0], &dy = *inputs[1];
-  Tensor& dx = *outputs[0];
-  if (inputs.size() == 2) return launch_map2("relu_grad", stream, y, dy, dx, formula::ReluGrad());
-  if (inputs.size() == 3)
-    return launch_map3("relu_grad", stream, y, dy, *inputs[2], dx, ReluGradOfSum());
-  launch_map2("relu_grad", stream, dy, *inputs[2], dx, Add());
-  for (size_t i = 3; i < inputs.size(); ++i)
-    launch_map2("relu_grad", stream, dx, *inputs[i], dx, Add());
-  launch_map2("relu_grad", stream, y, dx, dx, formula::ReluGrad());
+  if (inputs.size() == 2)
+    return launch_map2("relu_grad", stream, *inputs[0], *inputs[1], *outputs[0],
+                       formula::ReluGrad());
+  launch_sum_terms("relu_grad", stream, inputs, 1, *outputs[0], ReluGradAt{inputs[0]->data()});
 }
 
 }  // namespace

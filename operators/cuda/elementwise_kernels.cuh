@@ -30,13 +30,6 @@ __global__ void map2(int64_t n, const float* a, const float* b, float* y, F f) {
 }
 
 template <typename F>
-__global__ void map3(int64_t n, const float* a, const float* b, const float* c, float* y, F f) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = f(a[i], b[i], c[i]);
-}
-
-template <typename F>
 void launch_map1(const char* type, cudaStream_t stream, const Tensor& x, Tensor& y, F f) {
   const int64_t n = x.count();
   if (n == 0) return;
@@ -50,16 +43,6 @@ void launch_map2(const char* type, cudaStream_t stream, const Tensor& a, const T
   const int64_t n = a.count();
   if (n == 0) return;
   map2<<<blocks_for(n), kThreads, 0, stream>>>(n, a.data(), b.data(), y.mutable_data(), f);
-  PURINE_CUDA_LAUNCHED(type);
-}
-
-template <typename F>
-void launch_map3(const char* type, cudaStream_t stream, const Tensor& a, const Tensor& b,
-                 const Tensor& c, Tensor& y, F f) {
-  const int64_t n = a.count();
-  if (n == 0) return;
-  map3<<<blocks_for(n), kThreads, 0, stream>>>(n, a.data(), b.data(), c.data(), y.mutable_data(),
-                                               f);
   PURINE_CUDA_LAUNCHED(type);
 }
 

@@ -5,7 +5,8 @@
 // The compute type follows GpuMath as the plain inner product's math mode does. The descriptors
 // and the algorithm (cuBLASLt's heuristic) are made once per thread, geometry, math and operand
 // alignment and kept; a call only sets the bias pointer. Where cuBLASLt offers no algorithm (or
-// refuses the call), the op runs as the inner product's and the bias's kernels, logged with --v=1.
+// refuses the call, its compute type or epilogue), and for a bias less than 16-byte aligned, the
+// op runs as the inner product's and the bias's kernels, logged with --v=1.
 #include "operators/inner_product_bias.hpp"
 
 #include <glog/logging.h>
@@ -81,13 +82,35 @@ void set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attribute, const
 // The descriptors and algorithm of one geometry (the column-major product of the header).
 struct Plan {
   Plan(CudaStream& stream, int64_t n, int64_t o, int64_t k, bool relu, GpuMath math,
-       const uint32_t (&aligned)[4])
+       const uint32_t (&aligned)[4], uint32_t bias_aligned)
       : a(k, o, k), b(k, n, k), y(o, n, o) {
-    PURINE_CUBLAS_CALL(kWhat, cublasLtMatmulDescCreate(&desc.d, compute_type(math), CUDA_R_32F));
+    const auto run_apart = [&](const char* why) {
+      VLOG(1) << kWhat << ": no cuBLASLt epilogue for [" << n << ", " << k << "] x [" << o << ", "
+              << k << "]^T with its bias" << (relu ? " and ReLU" : "") << " (" << why
+              << "); the product and the bias run apart";
+    };
+    // Other projects saw the bias epilogue fail on a bias less aligned than 16 bytes, and this
+    // one's biases are allocations of their own; a view at an odd offset runs apart.
+    if (bias_aligned < 16) {
+      run_apart("the bias is not 16-byte aligned");
+      return;
+    }
+    // A compute type or epilogue this cuBLASLt does not know is no error: the op runs apart.
+    const cublasStatus_t created =
+        cublasLtMatmulDescCreate(&desc.d, compute_type(math), CUDA_R_32F);
+    if (created != CUBLAS_STATUS_SUCCESS) {
+      run_apart(cublas_status_name(created));
+      return;
+    }
+    const cublasLtEpilogue_t epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const cublasStatus_t with_epilogue = cublasLtMatmulDescSetAttribute(
+        desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+    if (with_epilogue != CUBLAS_STATUS_SUCCESS) {
+      run_apart(cublas_status_name(with_epilogue));
+      return;
+    }
     set(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
     set(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-    set(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE,
-        relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS);
     size_t workspace_bytes = 0;
     stream.cublas_workspace(&workspace_bytes);
     Preference pref;
@@ -109,10 +132,7 @@ struct Plan {
     if (fused) {
       algo = result.algo;
     } else {
-      VLOG(1) << kWhat << ": cuBLASLt offers no algorithm for [" << n << ", " << k << "] x [" << o
-              << ", " << k << "]^T with its bias" << (relu ? " and ReLU" : "")
-              << " in its epilogue (" << cublas_status_name(status)
-              << "); the product and the bias run apart";
+      run_apart(status == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublas_status_name(status));
     }
   }
   MatmulDesc desc;
@@ -135,7 +155,7 @@ Plan& plan_for(CudaStream& stream, int64_t n, int64_t o, int64_t k, bool relu, G
   if (!slot) {
     // What the heuristic may assume of the operands A (w), B (x), C and D (y).
     const uint32_t aligned[4] = {alignment(w), alignment(x), alignment(y), alignment(y)};
-    slot = std::make_unique<Plan>(stream, n, o, k, relu, math, aligned);
+    slot = std::make_unique<Plan>(stream, n, o, k, relu, math, aligned, alignment(b));
   }
   return *slot;
 }

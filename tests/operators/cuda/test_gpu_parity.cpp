@@ -110,10 +110,12 @@ TEST_CASE("element-wise GPU kernels match the CPU", "[cuda][gpu]") {
                      {random_tensor(shape, gen), random_tensor(shape, gen),
                       random_tensor(shape, gen)}) == 0);
   CHECK(parity_error("scale", Attrs().set("alpha", 0.37), {random_tensor(shape, gen)}) == 0);
-  // The fused sums: sum_relu of 1-3 inputs, relu_grad of 2-4 dy parts (one pass for 2).
+  // The fused sums: sum_relu of 1-6 inputs, relu_grad of 2-7 dy parts (past 4 terms the
+  // kernel's longer list of pointers).
   std::vector<Tensor> terms;
-  for (int k = 0; k < 4; ++k) terms.push_back(random_tensor(shape, gen));
-  for (size_t n = 1; n <= 3; ++n) {
+  for (int k = 0; k < 7; ++k) terms.push_back(random_tensor(shape, gen));
+  CHECK(parity_error("sum", {}, std::vector<Tensor>(terms.begin(), terms.begin() + 6)) == 0);
+  for (size_t n = 1; n <= 6; ++n) {
     INFO(n << " terms");
     const std::vector<Tensor> in(terms.begin(), terms.begin() + static_cast<long>(n));
     CHECK(parity_error("sum_relu", {}, in) == 0);
@@ -121,6 +123,42 @@ TEST_CASE("element-wise GPU kernels match the CPU", "[cuda][gpu]") {
     grad_in.insert(grad_in.end(), terms.begin(), terms.begin() + static_cast<long>(n) + 1);
     CHECK(parity_error("relu_grad", {}, grad_in) == 0);
   }
+}
+
+// The output of `type` run at GPU 0 over its own input `shared` (as purine/internal/views.cpp
+// places a sum over a buffer it received), as a host tensor.
+std::vector<float> gpu_output_over_input(const std::string& type, const std::vector<Tensor>& inputs,
+                                         size_t shared) {
+  std::unique_ptr<Operator> op = OperatorRegistry::create(type);
+  std::vector<Tensor> in;
+  for (const Tensor& t : inputs) in.push_back(on_gpu(t));
+  std::vector<const Tensor*> in_ptrs;
+  for (const Tensor& t : in) in_ptrs.push_back(&t);
+  run_on_gpu(*op, in_ptrs, {&in[shared]});
+  return in[shared].values();
+}
+
+TEST_CASE("GPU sums may write over any of their inputs", "[cuda][gpu]") {
+  PURINE_REQUIRE_GPU();
+  std::mt19937 gen(3);
+  const Shape shape{4, 9, 13};
+  std::vector<Tensor> terms;
+  for (int k = 0; k < 6; ++k) terms.push_back(random_tensor(shape, gen));
+  for (const char* type : {"sum", "sum_relu"}) {
+    for (size_t n : {2, 3, 6}) {
+      const std::vector<Tensor> in(terms.begin(), terms.begin() + static_cast<long>(n));
+      const std::vector<float> expected = run_op(type, {}, in, false)[0];
+      for (size_t shared = 0; shared < n; ++shared) {
+        INFO(type << " of " << n << " inputs over input " << shared);
+        CHECK(gpu_output_over_input(type, in, shared) == expected);
+      }
+    }
+  }
+  // The kernel's list holds 256 terms; more are refused, naming the op, not summed in part.
+  const std::vector<Tensor> many(257, random_tensor(Shape{3}, gen));
+  CHECK(parity_error("sum", {}, std::vector<Tensor>(many.begin(), many.end() - 1)) == 0);
+  CHECK_THROWS_WITH(run_op("sum", {}, many, true),
+                    Catch::Contains("sum: 257 terms to add at a GPU; its kernel adds 1 to 256"));
 }
 
 TEST_CASE("the GPU SGD update matches the CPU", "[cuda][gpu]") {
@@ -233,7 +271,9 @@ TEST_CASE("copies between the host and GPUs keep every value", "[cuda][gpu]") {
 TEST_CASE("the GPU inner product with its bias (and ReLU) in cuBLASLt's epilogue matches the CPU",
           "[cuda][gpu]") {
   PURINE_REQUIRE_GPU();
-  const ScopedGpuMath exact(GpuMath::kExact);
+  // cuBLAS's pedantic math, and the default (FP32 without TF32), which training runs.
+  const GpuMath math = GENERATE(GpuMath::kExact, GpuMath::kFp32);
+  const ScopedGpuMath scoped(math);
   std::mt19937 gen(12);
   // mlp's and convnet's shapes, an odd one, a flattened x.
   const std::vector<std::vector<Shape>> cases = {{{64, 784}, {256, 784}, {256}},
@@ -242,7 +282,7 @@ TEST_CASE("the GPU inner product with its bias (and ReLU) in cuBLASLt's epilogue
                                                  {{16, 8, 3, 3}, {12, 72}, {12}}};
   for (const auto& shapes : cases) {
     for (int64_t relu : {0, 1}) {
-      INFO("x " << shapes[0] << ", relu " << relu);
+      INFO("x " << shapes[0] << ", relu " << relu << ", math " << static_cast<int>(math));
       std::vector<Tensor> inputs;
       for (const Shape& s : shapes) inputs.push_back(random_tensor(s, gen));
       const Attrs attrs = Attrs().set("relu", relu);

@@ -1,0 +1,69 @@
+// The GPU side of operators/cpu/sum_terms.hpp: out[i] = finish(i, ((x_0[i] + x_1[i]) + x_2[i]) +
+// ...) for sum, sum_relu and relu_grad with several dy parts, in one pass whatever the number of
+// terms. Each thread reads every term of an element before it writes that element, so the output
+// may share any term's memory (Aliasing::kInPlace: purine/internal/views.cpp writes a sum over a
+// buffer it received, which may be any input), and the order of the additions is the CPU's: the
+// same floats. The terms' pointers travel by value in the kernel's parameters, in a list of 4
+// for the common sums and of 256 for the rest (2 KB of CUDA's 4 KB of parameters).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/tensor.hpp"
+#include "operators/cuda/cuda_check.hpp"
+#include "operators/cuda/launch.hpp"
+
+namespace purine::cuda {
+
+constexpr int kFewTerms = 4;
+constexpr int kMostTerms = 256;
+
+template <int kCapacity>
+struct TermList {
+  int count = 0;
+  const float* x[kCapacity];
+};
+
+template <int kCapacity, typename Finish>
+__global__ void sum_terms_kernel(int64_t n, TermList<kCapacity> terms, float* out, Finish finish) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float sum = terms.x[0][i];
+    for (int k = 1; k < terms.count; ++k) sum += terms.x[k][i];
+    out[i] = finish(i, sum);
+  }
+}
+
+template <int kCapacity, typename Finish>
+void launch_term_list(const char* type, cudaStream_t stream, const std::vector<const float*>& x,
+                      int64_t n, float* out, Finish finish) {
+  TermList<kCapacity> terms;
+  terms.count = static_cast<int>(x.size());
+  for (size_t k = 0; k < x.size(); ++k) terms.x[k] = x[k];
+  sum_terms_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, terms, out, finish);
+  PURINE_CUDA_LAUNCHED(type);
+}
+
+// The terms are inputs[first], inputs[first + 1], ... (at least one), of output's count.
+template <typename Finish>
+void launch_sum_terms(const char* type, cudaStream_t stream,
+                      const std::vector<const Tensor*>& inputs, size_t first, Tensor& output,
+                      Finish finish) {
+  std::vector<const float*> x;
+  for (size_t k = first; k < inputs.size(); ++k) x.push_back(inputs[k]->data());
+  require(!x.empty() && x.size() <= static_cast<size_t>(kMostTerms), type, ": ", x.size(),
+          " terms to add at a GPU; its kernel adds 1 to ", kMostTerms);
+  const int64_t n = output.count();
+  if (n == 0) return;
+  if (x.size() <= static_cast<size_t>(kFewTerms)) {
+    launch_term_list<kFewTerms>(type, stream, x, n, output.mutable_data(), finish);
+  } else {
+    launch_term_list<kMostTerms>(type, stream, x, n, output.mutable_data(), finish);
+  }
+}
+
+}  // namespace purine::cuda
