@@ -97,7 +97,9 @@ class Im2colConvKernel : public ConvKernel {
         rows_(g.c * g.kh * g.kw),
         plane_(g.ho * g.wo),
         chunks_(std::min(g.n, kMaxChunks)),
-        columns_at_(workspace_.add(sizeof(float) * team_ * rows_ * plane_)),
+        pointwise_(g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
+                   g.pad_w == 0),
+        columns_at_(workspace_.add(pointwise_ ? 0 : sizeof(float) * team_ * rows_ * plane_)),
         partials_at_(workspace_.add(direction == ConvDirection::kBackwardWeights
                                         ? sizeof(float) * chunks_ * g.o * rows_
                                         : 0)) {}
@@ -131,14 +133,21 @@ class Im2colConvKernel : public ConvKernel {
     return columns_ + static_cast<size_t>(t) * rows_ * plane_;
   }
 
+  // The columns of image x_i: x_i itself for a pointwise kernel, else im2col's copy.
+  const float* columns_of(const float* x_i) {
+    if (pointwise_) return x_i;
+    float* columns = thread_columns();
+    im2col(g_, x_i, columns, plane_);
+    return columns;
+  }
+
   // With a bias: then y_i = max(y_i + bias, 0), while y_i is in cache (the bias op's and the relu
   // op's arithmetic, so the same floats).
   void forward(const float* x, const float* w, const float* bias, float* y) {
     const ConvGeometry& g = g_;
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t i = 0; i < g.n; ++i) {
-      float* columns = thread_columns();
-      im2col(g, x + i * g.c * g.h * g.w, columns, plane_);
+      const float* columns = columns_of(x + i * g.c * g.h * g.w);
       // y_i [O, Ho Wo] = w [O, C kh kw] * columns
       float* yi = y + i * g.o * plane_;
       sgemm('N', 'N', g.o, plane_, rows_, w, rows_, columns, plane_, false, yi, plane_);
@@ -152,11 +161,12 @@ class Im2colConvKernel : public ConvKernel {
     const ConvGeometry& g = g_;
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t i = 0; i < g.n; ++i) {
-      float* columns = thread_columns();
-      // columns = w^T [C kh kw, O] * dy_i [O, Ho Wo]
+      float* dx_i = dx + i * g.c * g.h * g.w;
+      // columns = w^T [C kh kw, O] * dy_i [O, Ho Wo]: dx_i itself for a pointwise kernel
+      float* columns = pointwise_ ? dx_i : thread_columns();
       sgemm('T', 'N', rows_, plane_, g.o, w, rows_, dy + i * g.o * plane_, plane_, false, columns,
             plane_);
-      col2im(g, columns, dx + i * g.c * g.h * g.w);
+      if (!pointwise_) col2im(g, columns, dx_i);
     }
   }
 
@@ -169,12 +179,11 @@ class Im2colConvKernel : public ConvKernel {
     }
 #pragma omp parallel for schedule(static) num_threads(team_)
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
-      float* columns = thread_columns();
       float* partial = partials_ + chunk * size;
       const int64_t begin = chunk_begin(g.n, chunk, chunks_),
                     end = chunk_begin(g.n, chunk + 1, chunks_);
       for (int64_t i = begin; i < end; ++i) {
-        im2col(g, x + i * g.c * g.h * g.w, columns, plane_);
+        const float* columns = columns_of(x + i * g.c * g.h * g.w);
         // partial [O, C kh kw] += dy_i [O, Ho Wo] * columns^T
         sgemm('N', 'T', g.o, rows_, plane_, dy + i * g.o * plane_, plane_, columns, plane_,
               i > begin, partial, rows_);
@@ -186,8 +195,9 @@ class Im2colConvKernel : public ConvKernel {
   const int64_t rows_;    // C kh kw
   const int64_t plane_;   // Ho Wo
   const int64_t chunks_;  // weight gradient: fixed chunks of the batch
+  const bool pointwise_;  // 1x1, stride 1, no padding: the columns are the image itself
   WorkspaceLayout workspace_;
-  const size_t columns_at_;   // one [rows, plane] buffer per thread of the team
+  const size_t columns_at_;   // one [rows, plane] buffer per thread of the team (none pointwise)
   const size_t partials_at_;  // weight gradient: one [O, rows] sum per chunk
   float* columns_ = nullptr;  // the two in the workspace of the thread that runs the kernel
   float* partials_ = nullptr;

@@ -149,6 +149,9 @@ std::unique_ptr<ConvKernel> make_image_group_kernel(ConvDirection direction, con
 // F(2x2, 3x3) and F(2x2, 5x5) in every direction (conv_winograd.cpp); it fits where the CPU has
 // AVX2 and FMA. Its arguments may be in channel blocks of 8 or 16.
 bool winograd_fit(const ConvGeometry& g);
+// The bytes of the transformed kernels (U, or the weight gradient's dU) that `direction` of `g`
+// would work with: alpha^2 positions by the input and output channels rounded up to 8.
+int64_t winograd_transformed_weight_bytes(ConvDirection direction, const ConvGeometry& g);
 std::unique_ptr<ConvKernel> make_winograd_kernel(ConvDirection direction, const ConvGeometry& g,
                                                  int threads, bool bias_relu, ConvBlocks blocks);
 

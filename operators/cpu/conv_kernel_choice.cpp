@@ -9,7 +9,9 @@
 //   3. Taps that meet only padding (5x5 kernels over 2x2 planes) are cropped and the inner
 //      geometry chosen for again (conv_cropped_taps.cpp).
 //   4. With oneDNN's AVX2 kernels (not measured against its AVX-512 ones), 3x3 and 5x5 stride-1
-//      kernels between at least 16 input and 16 output channels by Winograd's F(4x4, 3x3) (3x3
+//      kernels between at least 16 input and 16 output channels, whose transformed kernels take
+//      at most 6 MB (up to 144 -> 288 channels; more: oneDNN's or im2col's kernels, up to 3.5x
+//      faster at ResNet-50's 512 channels), by Winograd's F(4x4, 3x3) (3x3
 //      forwards and data gradients, but over planes of 1 or 2 pixels a side, and the weight
 //      gradients of 16 input and 16 output channels), F(2x2, 3x3) and
 //      F(2x2, 5x5) (conv_winograd.cpp), which multiply 4x, 2.25x and 2.78x less: 3x3 forwards
@@ -28,7 +30,9 @@
 //        pad up to 8 or 16 channels (1 -> 32 channels: 4-6x slower than im2col);
 //      - with AVX2 kernels only, deterministic weight gradients of 1x1 kernels and of stride-1
 //        kernels up to 3x3 over planes larger than 7x7, where its fixed chunks lose to ours by
-//        10-25%; its 5x5 ones and strided 3x3s win and stay.
+//        10-25%; its 5x5 ones and strided 3x3s win and stay;
+//      - with AVX2 kernels only, 1x1 stride-1 kernels over planes of 56x56 and more (ResNet-50's
+//        first stage at 224x224): a GEMM per image on the image itself, 1.2-1.8x faster.
 //   6. The im2col family: GEMMs over groups of images for planes of up to 49 pixels
 //      (conv_image_groups.cpp); stride-1 weight gradients of up to 32 output channels as dot
 //      products of shifted rows, which write no columns (conv_shifted_rows.cpp; with more output
@@ -63,12 +67,22 @@ struct SmallPlanes {
 constexpr int64_t kImageGroupsMaxPlane = 49;
 constexpr SmallPlanes kSmallPlanesAvx2{16, 4};
 constexpr SmallPlanes kSmallPlanesAvx512{9, 1};
+// 1x1 stride-1 kernels over planes of at least this many pixels are one GEMM per image on the
+// image itself (im2col's kernel) with oneDNN's AVX2 kernels (the rules above).
+constexpr int64_t kPointwiseGemmMinPlane = 56 * 56;
 // Weight gradients of at most this many output channels go to shifted rows (the rules above).
 constexpr int64_t kShiftedRowsMaxOutputs = 32;
 // Winograd's kernels take convolutions of at least this many input and output channels, and
 // weight gradients and 5x5 kernels over output planes of at least this many pixels.
 constexpr int64_t kWinogradMinChannels = 16;
 constexpr int64_t kWinogradMinPlane = 49;
+// ...and whose transformed kernels take at most this many bytes: the kernel reads them again for
+// every block of tiles (and the weight gradient keeps a copy per batch chunk), so larger ones go
+// from the caches to memory. At batch 16 over 3x224x224 images, 3x3 forwards and data gradients
+// with up to 6 MB of them (GoogLeNet's inception 4d, 144 -> 288 channels) ran 1.7-2.1x faster
+// than oneDNN, and from 7.4 MB (its 4e, 5a and 5b, ResNet-50's 256 and 512 channels) up to 3.5x
+// slower, as did the weight gradients of ResNet-50's 512 channels (16.8 MB of dU).
+constexpr int64_t kWinogradMaxTransformedBytes = int64_t{6} << 20;
 
 // Whether make_kernel's "auto" picks oneDNN for `direction` and `g` once the special kernels
 // (dense planes, channels last, cropped taps) have passed (the rules above).
@@ -84,7 +98,10 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
       direction == ConvDirection::kBackwardWeights && deterministic && !onednn_has_avx512() &&
       plane > kImageGroupsMaxPlane &&
       (g.kh * g.kw == 1 || (g.kh * g.kw <= 9 && g.stride_h == 1 && g.stride_w == 1));
-  return !small && !avx2_small_kernel_weights &&
+  const bool avx2_large_plane_pointwise = !onednn_has_avx512() && g.kh * g.kw == 1 &&
+                                          g.stride_h == 1 && g.stride_w == 1 &&
+                                          plane >= kPointwiseGemmMinPlane;
+  return !small && !avx2_small_kernel_weights && !avx2_large_plane_pointwise &&
          (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
 }
 
@@ -93,7 +110,8 @@ bool auto_takes_winograd(ConvDirection direction, const ConvGeometry& g) {
   const bool needs_large_plane = direction == ConvDirection::kBackwardWeights || g.kh == 5;
   if (needs_large_plane && g.ho * g.wo < kWinogradMinPlane) return false;
   return winograd_fit(g) && !onednn_has_avx512() && g.c >= kWinogradMinChannels &&
-         g.o >= kWinogradMinChannels;
+         g.o >= kWinogradMinChannels &&
+         winograd_transformed_weight_bytes(direction, g) <= kWinogradMaxTransformedBytes;
 }
 
 // The im2col family's kernel for `direction` and `g`: what runs where oneDNN does not.

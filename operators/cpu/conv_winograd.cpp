@@ -375,6 +375,11 @@ bool winograd_fit(const ConvGeometry& g) {
          g.stride_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw;
 }
 
+int64_t winograd_transformed_weight_bytes(ConvDirection direction, const ConvGeometry& g) {
+  const int64_t alpha = output_tile(direction, g) + g.kh - 1;
+  return int64_t{4} * alpha * alpha * round_up(g.c, kLanes) * round_up(g.o, kLanes);
+}
+
 std::unique_ptr<ConvKernel> make_winograd_kernel(ConvDirection direction, const ConvGeometry& g,
                                                  int threads, bool bias_relu, ConvBlocks blocks) {
   const int64_t m = output_tile(direction, g);

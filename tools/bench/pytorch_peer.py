@@ -31,7 +31,25 @@ def load_labels(path):
         return np.frombuffer(f.read(), dtype=np.uint8).astype(np.int64)
 
 
-def build(name):
+def synthetic(spec, count, seed=1):
+    """Random images and labels for `--data synthetic:CxHxW:CLASSES`, as purine train serves
+    them for benchmarks (other values, the same shapes and cost)."""
+    shape, classes = spec.split(":")[1:3]
+    c, h, w = (int(v) for v in shape.split("x"))
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.rand((count, c, h, w), generator=gen)
+    labels = torch.randint(0, int(classes), (count,), generator=gen)
+    return images, labels
+
+
+def build(name, in_channels=1, classes=10):
+    # At 28x28 GoogLeNet's inceptions run on 4x4, 2x2 and 1x1 maps, as purine builds it.
+    if name == "googlenet":
+        return googlenet(classes, in_channels=in_channels)
+    if name in ("resnet18", "resnet20", "resnet50"):
+        return resnet(name, classes, in_channels=in_channels)
+    if (in_channels, classes) != (1, 10):
+        raise SystemExit(f"error: model '{name}' is built for 1x28x28 images of 10 classes")
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
                              nn.ReLU(), nn.Linear(128, 10))
@@ -46,10 +64,6 @@ def build(name):
                              nn.Conv2d(32, 64, 5, padding=2, bias=False),
                              nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                              nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Linear(1024, 10))
-    if name == "googlenet":  # as on the GPU, at 28x28: inceptions on 4x4, 2x2 and 1x1 maps
-        return googlenet(10, in_channels=1)
-    if name in ("resnet18", "resnet20", "resnet50"):  # at 28x28, as purine builds them
-        return resnet(name, 10, in_channels=1)
     if name == "lenet":
         return nn.Sequential(nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5),
                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
@@ -60,7 +74,8 @@ def build(name):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="convnet")
-    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
+                   help="IDX directory, or synthetic:CxHxW:CLASSES (random images)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--iters", type=int, default=300)
@@ -70,9 +85,13 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    images = torch.from_numpy(load_images(os.path.join(args.data, "train-images-idx3-ubyte.gz")))
-    labels = torch.from_numpy(load_labels(os.path.join(args.data, "train-labels-idx1-ubyte.gz")))
-    net = build(args.model)
+    if args.data.startswith("synthetic:"):
+        images, labels = synthetic(args.data, 4 * args.batch)
+        net = build(args.model, images.shape[1], int(args.data.split(":")[2]))
+    else:
+        images = torch.from_numpy(load_images(os.path.join(args.data, "train-images-idx3-ubyte.gz")))
+        labels = torch.from_numpy(load_labels(os.path.join(args.data, "train-labels-idx1-ubyte.gz")))
+        net = build(args.model)
     if args.optimizer == "adam":  # purine train --optimizer=adam: L2 decay through the gradient
         opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=5e-4)
     else:

@@ -22,6 +22,7 @@
 #include "purine/serialize.hpp"
 #include "tools/cli/config.hpp"
 #include "tools/cli/metrics_file.hpp"
+#include "tools/cli/progress_format.hpp"
 #include "tools/cli/startup_errors.hpp"
 #include "tools/cli/summary.hpp"
 #include "train/options.hpp"
@@ -223,13 +224,6 @@ DEFINE_string(metrics, "",
 namespace purine::cli {
 
 namespace {
-
-std::string format_eta(double seconds) {
-  int s = static_cast<int>(std::lround(seconds));
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
-  return buf;
-}
 
 // The trainer that SIGINT and SIGTERM ask to stop, while its train() runs.
 std::atomic<Trainer*> trainer_to_stop{nullptr};
@@ -488,10 +482,11 @@ int run_train() {
     // On a terminal one line rewritten in place; otherwise one every 100 iterations.
     bool last = p.iteration == p.total_iterations;
     if (!terminal && p.iteration % 100 != 0 && !last) return;
-    std::printf("%siter %lld/%lld  epoch %d  loss %.4f  lr %.3g  %.0f img/s  eta %s%s",
+    std::printf("%siter %lld/%lld  epoch %d  loss %.4f  lr %.3g  %s img/s  eta %s%s",
                 terminal ? "\r" : "", static_cast<long long>(p.iteration),
                 static_cast<long long>(p.total_iterations), p.epoch, p.loss, p.learning_rate,
-                p.images_per_sec, format_eta(p.eta_seconds).c_str(), terminal && !last ? "" : "\n");
+                format_rate(p.images_per_sec).c_str(), format_eta(p.eta_seconds).c_str(),
+                terminal && !last ? "" : "\n");
     std::fflush(stdout);
   };
   // Saves the checkpoints (if asked) before the trace and the evaluation.
@@ -523,8 +518,8 @@ int run_train() {
     metrics->write(end);
   }
   if (options.evaluate) std::printf("test accuracy %.4f  ", result.test_accuracy);
-  std::printf("(%lld iterations, %.0f img/s, %.1f s)\n", static_cast<long long>(result.iterations),
-              result.images_per_sec, result.wall_seconds);
+  std::printf("(%lld iterations, %s img/s, %.1f s)\n", static_cast<long long>(result.iterations),
+              format_rate(result.images_per_sec).c_str(), result.wall_seconds);
   if (options.cuda_graph && !options.devices.empty())
     std::printf("CUDA graphs %s\n", result.device_graphs.c_str());
   if (result.pipeline) {

@@ -1,0 +1,24 @@
+// The figures of purine train's progress line (tools/cli/progress_format.hpp).
+#include <catch2/catch.hpp>
+
+#include "tools/cli/progress_format.hpp"
+
+using purine::cli::format_eta;
+using purine::cli::format_rate;
+
+TEST_CASE("images per second keep three significant digits below 100", "[cli]") {
+  CHECK(format_rate(3.4213) == "3.42");
+  CHECK(format_rate(0.5) == "0.50");
+  CHECK(format_rate(45.26) == "45.3");
+  CHECK(format_rate(99.94) == "99.9");
+  CHECK(format_rate(100.4) == "100");
+  CHECK(format_rate(58725.6) == "58726");
+  CHECK(format_rate(0) == "0.00");
+}
+
+TEST_CASE("the time left reads hours, minutes and seconds", "[cli]") {
+  CHECK(format_eta(0) == "0:00:00");
+  CHECK(format_eta(59.6) == "0:01:00");
+  CHECK(format_eta(3 * 3600 + 25 * 60 + 7) == "3:25:07");
+  CHECK(format_eta(200 * 3600) == "200:00:00");
+}
