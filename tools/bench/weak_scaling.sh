@@ -116,7 +116,7 @@ if [ -n "${TRACE_DIR:-}" ]; then
   for n in $ranks_list; do
     [ "$n" -gt 1 ] && [ $((n * per_rank)) -le "$cores" ] || continue
     for r in $reduces; do
-      trace="$TRACE_DIR/$r-$n.json"
+      trace="$TRACE_DIR/${r//:/_}-$n.json"  # a file name without ':' (ring:ring)
       layout "$n" "$r" --trace="$trace"
       echo "traced: $n ranks, --reduce=$r, $(tail -1 "$work/${r}_$n") img/s"
       merge="$(dirname "$purine")/merge_traces"

@@ -51,4 +51,5 @@ git rev-parse --short HEAD >"$out/VERSION" 2>/dev/null || echo unknown >"$out/VE
 tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
 bytes=$(stat -c %s "$out.tar.xz")
 echo "$out.tar.xz: $((bytes / 1048576)) MiB ($(du -sh "$out" | cut -f1) unpacked)"
-[ "$bytes" -lt $((64 << 20)) ] || { echo "error: the bundle exceeds 64 MiB" >&2; exit 1; }
+# A lent machine takes 64 MiB with the working tree (a few MiB): 60 for the bundle.
+[ "$bytes" -lt $((60 << 20)) ] || { echo "error: the bundle exceeds 60 MiB" >&2; exit 1; }

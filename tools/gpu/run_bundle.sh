@@ -5,13 +5,14 @@
 # /usr/local/cuda, or given in PURINE_CUDA_LIBS (colon-separated folders).
 #
 # Usage: run.sh [TARGET...|exec COMMAND...]; the targets (default all):
-#   quick     fits a short lease, about 5 minutes on an H200: the GPU tests with a time limit
+#   quick     fits a short lease, estimated 6-7 minutes on an H200 (about 5 before the fused-kernel
+#             and run-ahead columns; not yet run in this form): the GPU tests with a time limit
 #             each, one round of the GPU benchmark of 30 iterations (mlp, convnet, GoogLeNet),
 #             GoogLeNet's cuDNN choices, --math=exact, --nodeterministic and --nofuse, mlp and
 #             convnet fused against --nofuse with their device operations per replay; KEEP=folder
 #             keeps its traces and log
 #   accuracy  googlenet_small's test accuracy after 400 iterations on the GPU and on the CPU, two
-#             seeds each (tools/bench/gpu_accuracy.sh), at most 5 minutes
+#             seeds each (tools/bench/gpu_accuracy.sh), at most 9 minutes: a call of its own
 #   resnet    ResNet-50 at batch 128 against PyTorch, FP32 and TF32, one round (about 2 minutes)
 #   scale     about 3.5 minutes on 16 cores: the CPU-rank benchmarks of bench, shortened:
 #             allreduce on 2, 4 and 8 ranks, weak scaling over 1 to 8 ranks against the machine's
@@ -21,8 +22,9 @@
 # tests look for it.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# Several targets in one call (run.sh quick accuracy: one lease's start for both), one after
-# the other; the status is the first failure's.
+# Several targets in one call, one after the other (one lease's start for all; a device call may
+# run 10 minutes: quick and accuracy take one each, scale and resnet fit in one); the status
+# is the first failure's. KEEP=folder keeps logs and traces there (files of its own each).
 if [ $# -gt 1 ] && [ "$1" != exec ]; then
   status=0
   for target in "$@"; do
@@ -39,6 +41,12 @@ case $what in
      exit 2 ;;
 esac
 step() { printf '\n== %s\n' "$*"; }
+# KEEP: created, and absolute (gpu_vs_pytorch.sh runs from the bundle's root).
+if [ -n "${KEEP:-}" ]; then
+  mkdir -p "$KEEP" && KEEP=$(cd "$KEEP" && pwd) && export KEEP
+fi
+# images/s of a `purine train --summary` file, or "failed" where the run wrote none.
+rate_of() { grep -o '"images_per_sec": *[0-9.]*' "$1" 2>/dev/null || echo failed; }
 
 cuda_libs=${PURINE_CUDA_LIBS:-}
 if [ -z "$cuda_libs" ]; then
@@ -115,22 +123,22 @@ if [ "$what" = quick ]; then
   # --nofuse: every op unfused (conv, bias, relu), against the fused default of the run above;
   # TF32 with the fastest algorithms of all (what cudnn.benchmark may pick), against the TF32 row.
   for flags in --math=exact --nodeterministic --nofuse "--math=tf32 --nodeterministic"; do
+    rm -f /tmp/summary.json
     timeout 90 purine train --model=googlenet --device=0 --data=synthetic:3x224x224:1000 \
       --batch=128 --max-iters=30 --noevaluate $flags --summary=/tmp/summary.json >/dev/null
-    echo "googlenet, batch 128, $flags: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json)"
+    echo "googlenet, batch 128, $flags: $(rate_of /tmp/summary.json)"
   done
   # The small models, where launches dominate: fused (bias_relu, bias_relu_grad, one update
-  # kernel per set of attributes) against --nofuse, alternating, with each run's device
-  # operations per CUDA graph replay; and --math=exact (cuBLAS's pedantic math, the default's
-  # until 2026-11-26; for convnet also no Winograd).
+  # kernel per set of attributes) against --nofuse, with each run's device operations per CUDA
+  # graph replay; and --math=exact (cuBLAS's pedantic math, the default's until 2026-11-26; for
+  # convnet also no Winograd). One round: a GPU's figures move less than these CPUs'.
   for model in mlp convnet; do
-    for round in 1 2; do
-      for flags in --fuse --nofuse --math=exact; do
-        state=$(timeout 60 purine train --model=$model --device=0 --data=synthetic:1x28x28:10 \
-          --batch=64 --max-iters=300 --noevaluate $flags --summary=/tmp/summary.json 2>&1 |
-          grep '^CUDA graphs')
-        echo "$model, batch 64, $flags: $(grep -o '"images_per_sec": *[0-9.]*' /tmp/summary.json); $state"
-      done
+    for flags in --fuse --nofuse --math=exact; do
+      rm -f /tmp/summary.json
+      state=$(timeout 60 purine train --model=$model --device=0 --data=synthetic:1x28x28:10 \
+        --batch=64 --max-iters=300 --noevaluate $flags --summary=/tmp/summary.json 2>&1 |
+        grep '^CUDA graphs')
+      echo "$model, batch 64, $flags: $(rate_of /tmp/summary.json); $state"
     done
   done
 fi
@@ -144,7 +152,7 @@ fi
 if [ "$what" = accuracy ] || [ "$what" = all ]; then
   # Issue 22: googlenet_small on Fashion-MNIST reaches the CPU's accuracy band on the GPU.
   step "googlenet_small on Fashion-MNIST, 400 iterations: test accuracy on this GPU against this CPU"
-  PURINE_BIN="$here/bin/purine" timeout 300 bash "$here/tools/bench/gpu_accuracy.sh" \
+  PURINE_BIN="$here/bin/purine" timeout 540 bash "$here/tools/bench/gpu_accuracy.sh" \
     googlenet_small 400 "1 2" || status=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
@@ -182,10 +190,18 @@ if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = scale ]; then
   step "purine simulate against 4 and 8 real ranks (issue 24, check (b))"
   # With and without the ranks' shared memory modelled, from the ceiling measured above.
   # With the wake-up costs just measured (the cluster file has none of its own).
-  WAKE_US=$(sed -n 's/.*costs the giver \([0-9.]*\) us and the receiver starts \([0-9.]*\) us.*/\1:\2/p' \
+  WAKE_US=$(sed -n 's/.*costs the giver \(-\{0,1\}[0-9.]*\) us and the receiver starts \(-\{0,1\}[0-9.]*\) us.*/\1:\2/p' \
     /tmp/hand_over.txt) \
   RANK_SPEED=$(sed -n 's/^rank speed ([^)]*): //p' /tmp/weak_scaling.txt) \
     PURINE_MPIRUN_ARGS="--bind-to core" bash "$here/tools/bench/simulate_vs_real.sh" $iters \
     $rounds convnet 1 "ring mpi" tools/sim/clusters/host_16_cores.pbtxt "4 8" || status=1
+fi
+# The traces in one compressed file (a lent machine hands back few files, each of a limited size).
+if [ -n "${KEEP:-}" ]; then
+  traces=$(cd "$KEEP" && find . -name '*.json' | sort)
+  if [ -n "$traces" ]; then
+    # shellcheck disable=SC2086
+    (cd "$KEEP" && tar -cJf "traces-$what.tar.xz" $traces && rm -f $traces)
+  fi
 fi
 exit $status
