@@ -30,7 +30,9 @@
 //        pad up to 8 or 16 channels (1 -> 32 channels: 4-6x slower than im2col);
 //      - with AVX2 kernels only, deterministic weight gradients of 1x1 kernels and of stride-1
 //        kernels up to 3x3 over planes larger than 7x7, where its fixed chunks lose to ours by
-//        10-25%; its 5x5 ones and strided 3x3s win and stay;
+//        10-25%; its 5x5 ones and strided 3x3s win and stay, but for those between 128 x 128
+//        channel pairs or more (ResNet-50's at 224x224: strided 3x3s and 7x7 planes), which
+//        im2col and the image groups ran 1.2-1.8x faster;
 //      - with AVX2 kernels only, 1x1 stride-1 kernels over planes of 56x56 and more (ResNet-50's
 //        first stage at 224x224): a GEMM per image on the image itself, 1.2-1.8x faster.
 //   6. The im2col family: GEMMs over groups of images for planes of up to 49 pixels
@@ -67,6 +69,9 @@ struct SmallPlanes {
 constexpr int64_t kImageGroupsMaxPlane = 49;
 constexpr SmallPlanes kSmallPlanesAvx2{16, 4};
 constexpr SmallPlanes kSmallPlanesAvx512{9, 1};
+// Deterministic weight gradients between at least this many pairs of input and output channels
+// go to the im2col family with oneDNN's AVX2 kernels (the rules above).
+constexpr int64_t kManyChannelPairs = 128 * 128;
 // 1x1 stride-1 kernels over planes of at least this many pixels are one GEMM per image on the
 // image itself (im2col's kernel) with oneDNN's AVX2 kernels (the rules above).
 constexpr int64_t kPointwiseGemmMinPlane = 56 * 56;
@@ -98,10 +103,14 @@ bool auto_takes_onednn(bool deterministic, ConvDirection direction, const ConvGe
       direction == ConvDirection::kBackwardWeights && deterministic && !onednn_has_avx512() &&
       plane > kImageGroupsMaxPlane &&
       (g.kh * g.kw == 1 || (g.kh * g.kw <= 9 && g.stride_h == 1 && g.stride_w == 1));
+  const bool avx2_many_channel_weights = direction == ConvDirection::kBackwardWeights &&
+                                         deterministic && !onednn_has_avx512() &&
+                                         g.c * g.o >= kManyChannelPairs;
   const bool avx2_large_plane_pointwise = !onednn_has_avx512() && g.kh * g.kw == 1 &&
                                           g.stride_h == 1 && g.stride_w == 1 &&
                                           plane >= kPointwiseGemmMinPlane;
-  return !small && !avx2_small_kernel_weights && !avx2_large_plane_pointwise &&
+  return !small && !avx2_small_kernel_weights && !avx2_many_channel_weights &&
+         !avx2_large_plane_pointwise &&
          (direction == ConvDirection::kForward || (g.c >= 8 && g.o >= 8));
 }
 
