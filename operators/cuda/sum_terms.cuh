@@ -29,7 +29,8 @@ struct TermList {
 };
 
 template <int kCapacity, typename Finish>
-__global__ void sum_terms_kernel(int64_t n, TermList<kCapacity> terms, float* out, Finish finish) {
+__global__ void sum_terms_kernel(int64_t n, const __grid_constant__ TermList<kCapacity> terms,
+                                 float* out, Finish finish) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     float sum = terms.x[0][i];
