@@ -34,7 +34,7 @@
 //        channel pairs or more (ResNet-50's at 224x224: strided 3x3s and 7x7 planes), which
 //        im2col and the image groups ran 1.2-1.8x faster;
 //      - with AVX2 kernels only, 1x1 stride-1 kernels over planes of 56x56 and more (ResNet-50's
-//        first stage at 224x224): a GEMM per image on the image itself, 1.5-1.8x faster.
+//        first stage at 224x224): a GEMM per image on the image itself, 1.4-2.2x faster.
 //   6. The im2col family: GEMMs over groups of images for planes of up to 49 pixels
 //      (conv_image_groups.cpp); stride-1 weight gradients of up to 32 output channels as dot
 //      products of shifted rows, which write no columns (conv_shifted_rows.cpp; with more output
