@@ -22,3 +22,19 @@ TEST_CASE("the time left reads hours, minutes and seconds", "[cli]") {
   CHECK(format_eta(3 * 3600 + 25 * 60 + 7) == "3:25:07");
   CHECK(format_eta(200 * 3600) == "200:00:00");
 }
+
+TEST_CASE("progress lines to a file come every 100 iterations or 30 seconds, and at the end",
+          "[cli]") {
+  purine::cli::ProgressSchedule schedule;
+  CHECK_FALSE(schedule.due(1, false, 0.5));
+  CHECK(schedule.due(100, false, 10));  // the 100th iteration
+  CHECK_FALSE(schedule.due(101, false, 39));
+  CHECK(schedule.due(102, false, 40.5));  // 30 s after the line before
+  CHECK_FALSE(schedule.due(103, false, 60));
+  CHECK(schedule.due(104, true, 61));  // the last
+  // Slow iterations (4 s each): a line every eighth, not every hundredth.
+  purine::cli::ProgressSchedule slow;
+  int lines = 0;
+  for (int64_t i = 1; i <= 99; ++i) lines += slow.due(i, false, 4.0 * i);
+  CHECK(lines == 12);
+}

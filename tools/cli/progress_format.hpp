@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -23,5 +24,24 @@ inline std::string format_rate(double images_per_sec) {
   std::snprintf(buf, sizeof buf, format, images_per_sec);
   return buf;
 }
+
+// When purine train writes a progress line to a file or a pipe (on a terminal it rewrites one
+// line at every iteration): every 100 iterations, at least every 30 seconds (a ResNet-50
+// iteration at 224x224 takes 4 s on two cores, 100 of them 7 minutes), and after the last.
+class ProgressSchedule {
+ public:
+  static constexpr int64_t kIterations = 100;
+  static constexpr double kSeconds = 30;
+  // Whether iteration `iteration` (the last with `last`), done `seconds` after the training
+  // started, gets a line.
+  bool due(int64_t iteration, bool last, double seconds) {
+    if (!last && iteration % kIterations != 0 && seconds - printed_at_ < kSeconds) return false;
+    printed_at_ = seconds;
+    return true;
+  }
+
+ private:
+  double printed_at_ = 0;  // seconds after the start of the last line
+};
 
 }  // namespace purine::cli

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -470,6 +471,9 @@ int run_train() {
   std::unique_ptr<MetricsFile> metrics;
   if (leader && !FLAGS_metrics.empty())
     metrics = std::make_unique<MetricsFile>(FLAGS_metrics, /*append=*/!resumed.empty());
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point started = Clock::now();
+  ProgressSchedule schedule;
   auto progress = [&](const TrainProgress& p) {
     if (!leader) return;
     if (metrics) metrics->write(p);
@@ -479,9 +483,10 @@ int run_train() {
       std::fflush(stdout);
       return;
     }
-    // On a terminal one line rewritten in place; otherwise one every 100 iterations.
+    // On a terminal one line rewritten in place; otherwise ProgressSchedule's lines.
     bool last = p.iteration == p.total_iterations;
-    if (!terminal && p.iteration % 100 != 0 && !last) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    if (!terminal && !schedule.due(p.iteration, last, seconds)) return;
     std::printf("%siter %lld/%lld  epoch %d  loss %.4f  lr %.3g  %s img/s  eta %s%s",
                 terminal ? "\r" : "", static_cast<long long>(p.iteration),
                 static_cast<long long>(p.total_iterations), p.epoch, p.loss, p.learning_rate,
