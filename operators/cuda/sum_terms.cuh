@@ -39,13 +39,17 @@ __global__ void sum_terms_kernel(int64_t n, const __grid_constant__ TermList<kCa
   }
 }
 
+// inputs[first], inputs[first + 1], ... summed into output, the list built in place (no host
+// allocation per launch).
 template <int kCapacity, typename Finish>
-void launch_term_list(const char* type, cudaStream_t stream, const std::vector<const float*>& x,
-                      int64_t n, float* out, Finish finish) {
+void launch_term_list(const char* type, cudaStream_t stream,
+                      const std::vector<const Tensor*>& inputs, size_t first, Tensor& output,
+                      Finish finish) {
   TermList<kCapacity> terms;
-  terms.count = static_cast<int>(x.size());
-  for (size_t k = 0; k < x.size(); ++k) terms.x[k] = x[k];
-  sum_terms_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, terms, out, finish);
+  terms.count = static_cast<int>(inputs.size() - first);
+  for (int k = 0; k < terms.count; ++k) terms.x[k] = inputs[first + k]->data();
+  const int64_t n = output.count();
+  sum_terms_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, terms, output.mutable_data(), finish);
   PURINE_CUDA_LAUNCHED(type);
 }
 
@@ -54,16 +58,14 @@ template <typename Finish>
 void launch_sum_terms(const char* type, cudaStream_t stream,
                       const std::vector<const Tensor*>& inputs, size_t first, Tensor& output,
                       Finish finish) {
-  std::vector<const float*> x;
-  for (size_t k = first; k < inputs.size(); ++k) x.push_back(inputs[k]->data());
-  require(!x.empty() && x.size() <= static_cast<size_t>(kMostTerms), type, ": ", x.size(),
+  const size_t terms = inputs.size() > first ? inputs.size() - first : 0;
+  require(terms >= 1 && terms <= static_cast<size_t>(kMostTerms), type, ": ", terms,
           " terms to add at a GPU; its kernel adds 1 to ", kMostTerms);
-  const int64_t n = output.count();
-  if (n == 0) return;
-  if (x.size() <= static_cast<size_t>(kFewTerms)) {
-    launch_term_list<kFewTerms>(type, stream, x, n, output.mutable_data(), finish);
+  if (output.count() == 0) return;
+  if (terms <= static_cast<size_t>(kFewTerms)) {
+    launch_term_list<kFewTerms>(type, stream, inputs, first, output, finish);
   } else {
-    launch_term_list<kMostTerms>(type, stream, x, n, output.mutable_data(), finish);
+    launch_term_list<kMostTerms>(type, stream, inputs, first, output, finish);
   }
 }
 
